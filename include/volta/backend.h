@@ -1,0 +1,64 @@
+// The backend interface: a device that executes one node at a time on memory it owns.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "volta/ir.h"
+
+namespace volta {
+
+// A typed view of memory owned elsewhere (a bound tensor or an arena slice).
+struct TensorRef {
+  std::byte* data = nullptr;
+  TensorType type;
+  template <typename T> T* as() const { return reinterpret_cast<T*>(data); }
+  int64_t numel() const { return type.numel(); }
+  const Shape& shape() const { return type.shape; }
+};
+
+enum class DeterminismLevel { Bitwise, RunToRun, None };
+
+struct Capabilities {
+  std::vector<ir::Op> ops;  // ops with a kernel
+  std::vector<DType> dtypes;
+  DeterminismLevel determinism = DeterminismLevel::Bitwise;
+  bool supports(ir::Op op) const;
+};
+
+enum class DeviceKind { Cpu, Cuda, Auto };
+Result<DeviceKind> parse_device(std::string_view s);  // "cpu" | "cuda" | "auto"
+const char* device_name(DeviceKind d);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual const Capabilities& capabilities() const = 0;
+
+  // Memory in this backend's address space, kAlignment-aligned.
+  virtual Result<std::shared_ptr<std::byte>> allocate(size_t bytes) = 0;
+  virtual Status copy_in(std::byte* dst, const std::byte* host_src, size_t bytes) = 0;
+  virtual Status copy_out(std::byte* host_dst, const std::byte* src, size_t bytes) = 0;
+
+  // Workspace bytes `node` needs beyond its inputs and output.
+  virtual size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const = 0;
+  // Runs one node. Shapes were verified before planning; data-dependent problems
+  // (an embedding id out of range) come back as errors naming the node.
+  virtual Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
+                         std::span<std::byte> workspace) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+// Fails with kUnavailable when Volta was built without CUDA or no device is present.
+Result<std::unique_ptr<Backend>> make_cuda_backend();
+// Picks the backend: explicit kinds never fall back; Auto takes CUDA only when a device is
+// present and supports every op of `g`.
+Result<std::unique_ptr<Backend>> select_backend(DeviceKind kind, const ir::Graph* g = nullptr);
+// Reads VOLTA_DEVICE when `flag` is empty; defaults to cpu.
+Result<DeviceKind> device_from_flag_or_env(std::string_view flag);
+
+}  // namespace volta

@@ -1,0 +1,48 @@
+// Graph -> graph rewrites. Each pass lives in its own file under src/passes/, is deterministic
+// (no pointer or hash-order iteration), returns a new graph and never changes its input.
+// The pipeline (their order) is listed once, in src/passes/pipeline.cpp.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "volta/ir.h"
+
+namespace volta::passes {
+
+// Removes nodes no output depends on. Inputs are kept: they are the graph's interface.
+Result<ir::Graph> eliminate_dead_code(const ir::Graph& g);
+// Merges nodes with the same op, inputs, attributes and (for constants) payload.
+// Inputs and params are never merged. Keeps the first node (lowest id) of each class.
+Result<ir::Graph> eliminate_common_subexpressions(const ir::Graph& g);
+// Evaluates nodes whose inputs are all constants with the reference kernels, up to
+// kMaxFoldElements elements per result, and replaces them by constants.
+Result<ir::Graph> fold_constants(const ir::Graph& g);
+constexpr int64_t kMaxFoldElements = 1 << 16;
+
+using PassFn = std::function<Result<ir::Graph>(const ir::Graph&)>;
+struct Pass {
+  std::string name;
+  PassFn run;
+};
+
+// The pipeline, in order.
+const std::vector<Pass>& pipeline();
+
+struct PipelineOptions {
+  std::set<std::string> disabled;  // pass names to skip
+  bool verify_each = false;        // run verify_graph after every pass
+  std::string dump_after;          // pass name: print the IR after it to `dump`
+  std::function<void(const std::string& pass, const ir::Graph&)> dump;
+};
+
+// Names of the passes that will run, e.g. "fold_constants,eliminate_common_subexpressions,...".
+std::string pipeline_signature(const PipelineOptions& opts);
+Result<ir::Graph> run_pipeline(const ir::Graph& g, const PipelineOptions& opts);
+
+// Identifies graph + pipeline: a hash of the printed graph and the pipeline signature.
+uint64_t graph_hash(const ir::Graph& g, const std::string& pipeline_sig = "");
+
+}  // namespace volta::passes

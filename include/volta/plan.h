@@ -1,0 +1,99 @@
+// ExecutionPlan: a deterministic schedule plus a memory plan that places every computed value
+// and kernel workspace in one arena, reusing bytes once a value is dead.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "volta/ir.h"
+
+namespace volta::plan {
+
+enum class MemClass : uint8_t { Input, Param, Constant, Activation, Temp, Output, kCount };
+const char* mem_class_name(MemClass c);
+constexpr size_t kNumMemClasses = static_cast<size_t>(MemClass::kCount);
+
+// One planned buffer: a value (node id) or a kernel workspace (node = owning step's node).
+struct Buffer {
+  int32_t node = -1;
+  MemClass cls = MemClass::Activation;
+  size_t bytes = 0;
+  int32_t first_step = 0;  // step that writes it (leaves: 0)
+  int32_t last_step = 0;   // last step that reads it (outputs: the final step)
+  bool in_arena = false;   // leaves are bound by the caller, not placed in the arena
+  size_t offset = 0;       // arena offset, kAlignment-aligned, when in_arena
+};
+
+struct MemoryReport {
+  std::array<size_t, kNumMemClasses> peak{};   // max bytes of the class live at once
+  std::array<size_t, kNumMemClasses> naive{};  // sum of all bytes of the class
+  size_t arena_bytes = 0;      // size of the planned arena
+  size_t external_bytes = 0;   // inputs + params + constants (bound by the caller)
+  size_t peak_live_bytes = 0;  // max over steps of all bytes live (a lower bound)
+  size_t peak_bytes = 0;       // external_bytes + arena_bytes: what the plan really needs
+  size_t naive_bytes = 0;      // every value and workspace in its own buffer
+};
+
+struct PlanOptions {
+  size_t memory_budget_bytes = 0;  // 0 = unlimited; otherwise planning fails above it
+};
+
+// Workspace (temp) bytes a backend needs for one node.
+using WorkspaceFn = std::function<size_t(const ir::Graph&, const ir::Node&)>;
+
+struct ExecutionPlan {
+  ir::Graph graph;                 // the verified, optimised graph this plan runs
+  uint64_t graph_hash = 0;         // graph + pipeline
+  std::string backend;             // the backend it was planned for
+  std::vector<int32_t> schedule;   // non-leaf node ids in execution order
+  std::vector<Buffer> values;      // indexed by node id
+  std::vector<Buffer> workspaces;  // indexed by step; bytes == 0 when none
+  MemoryReport memory;
+};
+
+// Deterministic topological schedule of the non-leaf nodes.
+Result<std::vector<int32_t>> make_schedule(const ir::Graph& g);
+// Builds the plan for a verified graph. Fails with kOutOfMemory over the budget.
+Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::string& backend,
+                                const WorkspaceFn& workspace, const PlanOptions& opts);
+
+// Each node after its inputs, each non-leaf node exactly once.
+Status verify_schedule(const ir::Graph& g, const std::vector<int32_t>& schedule);
+// No two buffers that are live at the same step share a byte; all inside the arena, aligned.
+Status verify_allocation(const ExecutionPlan& p);
+
+// Human-readable schedule + memory plan, and the same as JSON.
+std::string format_plan(const ExecutionPlan& p);
+std::string format_memory_report(const MemoryReport& m);
+std::string plan_to_json(const ExecutionPlan& p, int indent = 2);
+
+// Thread-safe cache of plans keyed by (graph hash, bound shapes, backend, flags).
+struct PlanKey {
+  uint64_t graph_hash = 0;
+  std::string bound_shapes;  // "x=f32[8,4];w1=f32[4,16]"
+  std::string backend;
+  std::string flags;
+  auto operator<=>(const PlanKey&) const = default;
+};
+
+class PlanCache {
+ public:
+  std::shared_ptr<const ExecutionPlan> find(const PlanKey& key);  // counts a hit or a miss
+  void insert(const PlanKey& key, std::shared_ptr<const ExecutionPlan> plan);
+  uint64_t hits() const;
+  uint64_t misses() const;
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<PlanKey, std::shared_ptr<const ExecutionPlan>> plans_;
+  uint64_t hits_ = 0, misses_ = 0;
+};
+
+}  // namespace volta::plan

@@ -1,0 +1,83 @@
+// dtypes, shapes and host tensors with 64-byte aligned storage.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "volta/status.h"
+
+namespace volta {
+
+enum class DType : uint8_t { f32, i32, i64 };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+Result<DType> parse_dtype(std::string_view name);
+inline bool is_integer(DType t) { return t == DType::i32 || t == DType::i64; }
+
+// A static shape: every dim is known and >= 0. Rank 0 is a scalar.
+using Shape = std::vector<int64_t>;
+
+int64_t numel(const Shape& s);
+std::string shape_to_string(const Shape& s);  // "[2,3]"
+
+// The type of an SSA value.
+struct TensorType {
+  DType dtype = DType::f32;
+  Shape shape;
+
+  int64_t numel() const { return volta::numel(shape); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  std::string to_string() const;  // "f32[2,3]"
+  bool operator==(const TensorType&) const = default;
+};
+
+constexpr size_t kAlignment = 64;
+inline size_t align_up(size_t n, size_t a = kAlignment) { return (n + a - 1) / a * a; }
+
+// A host tensor: a type and contiguous row-major storage, shared on copy.
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled.
+  static Tensor zeros(DType dtype, Shape shape);
+  static Tensor from_f32(Shape shape, std::initializer_list<float> values);
+  static Tensor from_f32(Shape shape, std::span<const float> values);
+  static Tensor from_i32(Shape shape, std::initializer_list<int32_t> values);
+  static Tensor from_i64(Shape shape, std::initializer_list<int64_t> values);
+
+  const TensorType& type() const { return type_; }
+  DType dtype() const { return type_.dtype; }
+  const Shape& shape() const { return type_.shape; }
+  int64_t numel() const { return type_.numel(); }
+  size_t bytes() const { return type_.bytes(); }
+  bool defined() const { return storage_ != nullptr; }
+
+  std::byte* raw() { return storage_.get(); }
+  const std::byte* raw() const { return storage_.get(); }
+  template <typename T> T* data() { return reinterpret_cast<T*>(storage_.get()); }
+  template <typename T> const T* data() const { return reinterpret_cast<const T*>(storage_.get()); }
+
+  // A deep copy with its own storage.
+  Tensor clone() const;
+  // Same bytes and type.
+  bool bitwise_equal(const Tensor& other) const;
+
+ private:
+  TensorType type_;
+  std::shared_ptr<std::byte> storage_;  // kAlignment-aligned, at least one byte
+};
+
+// 64-bit FNV-1a over bytes: a stable content hash for outputs, graphs and cache keys.
+uint64_t fnv1a64(const void* data, size_t n, uint64_t seed = 0xcbf29ce484222325ull);
+inline uint64_t fnv1a64(std::string_view s, uint64_t seed = 0xcbf29ce484222325ull) {
+  return fnv1a64(s.data(), s.size(), seed);
+}
+std::string hash_to_hex(uint64_t h);  // 16 lowercase hex digits
+
+}  // namespace volta

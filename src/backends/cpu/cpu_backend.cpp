@@ -1,0 +1,53 @@
+// The CPU backend: host memory and the reference kernels.
+#include <cstring>
+
+#include "backends/cpu/kernels.h"
+#include "volta/backend.h"
+
+namespace volta {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() {
+    for (int i = 0; i < ir::kNumOps; ++i)
+      if (!ir::is_leaf(static_cast<ir::Op>(i))) caps_.ops.push_back(static_cast<ir::Op>(i));
+    caps_.dtypes = {DType::f32, DType::i32, DType::i64};
+    caps_.determinism = DeterminismLevel::Bitwise;
+  }
+
+  std::string name() const override { return "cpu"; }
+  const Capabilities& capabilities() const override { return caps_; }
+
+  Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override {
+    Tensor t = Tensor::zeros(DType::i32, {static_cast<int64_t>(align_up(bytes) / 4)});
+    std::byte* raw = t.raw();
+    return std::shared_ptr<std::byte>(std::make_shared<Tensor>(std::move(t)), raw);  // aliasing: owns the tensor
+  }
+  Status copy_in(std::byte* dst, const std::byte* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+    return Status::ok();
+  }
+  Status copy_out(std::byte* dst, const std::byte* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+    return Status::ok();
+  }
+
+  size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const override {
+    return cpu::reference_workspace_bytes(g, node);
+  }
+  Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
+                 std::span<std::byte> workspace) override {
+    return cpu::reference_kernel(node.op)(cpu::KernelArgs{node, inputs, output, workspace});
+  }
+
+ private:
+  Capabilities caps_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace volta

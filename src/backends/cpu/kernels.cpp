@@ -1,0 +1,71 @@
+// The reference kernel table (generated from ops.def), the leaf "kernels" and
+// evaluate_reference, which runs one node on host tensors (constant folding uses it).
+#include "backends/cpu/kernels.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/ref_util.h"
+
+namespace volta::cpu {
+namespace ref {
+namespace {
+
+// Leaves are bound by the runtime, never executed: reaching a kernel is a planner bug.
+Status leaf(const KernelArgs& a) {
+  return internal_error(op_prefix(a.node) + "leaves are bound, not executed " + ir::node_ref(a.node));
+}
+
+}  // namespace
+
+Status Input(const KernelArgs& a) { return leaf(a); }
+Status Param(const KernelArgs& a) { return leaf(a); }
+Status Constant(const KernelArgs& a) { return leaf(a); }
+
+}  // namespace ref
+
+namespace {
+
+constexpr std::array<Kernel, ir::kNumOps> kReferenceKernels = {
+#define VOLTA_OP(Id, name, min_in, max_in, attrs) &ref::Id,
+#include "volta/ops.def"
+#undef VOLTA_OP
+};
+
+}  // namespace
+
+Kernel reference_kernel(ir::Op op) {
+  const auto i = static_cast<size_t>(op);
+  return i < kReferenceKernels.size() ? kReferenceKernels[i] : nullptr;
+}
+
+size_t reference_workspace_bytes(const ir::Graph& /*g*/, const ir::Node& /*node*/) { return 0; }
+
+Result<Tensor> evaluate_reference(const ir::Node& node, std::span<const Tensor> inputs) {
+  const ir::OpInfo& info = ir::op_info(node.op);
+  const auto n_in = static_cast<int>(inputs.size());
+  if (n_in < info.min_inputs || n_in > info.max_inputs) {
+    return invalid_argument(std::string("[") + info.name + "] expects " + std::to_string(info.min_inputs) + " to " +
+                            std::to_string(info.max_inputs) + " inputs, got " + std::to_string(n_in) + " " +
+                            ir::node_ref(node));
+  }
+  std::vector<TensorRef> refs;
+  refs.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      return invalid_argument(std::string("[") + info.name + "] input " + std::to_string(i) + " is undefined " +
+                              ir::node_ref(node));
+    }
+    // Kernels only read their inputs; TensorRef is a mutable view for uniformity.
+    refs.push_back(TensorRef{const_cast<std::byte*>(inputs[i].raw()), inputs[i].type()});
+  }
+  Tensor out = Tensor::zeros(node.type.dtype, node.type.shape);
+  const TensorRef out_ref{out.raw(), out.type()};
+  const Kernel kernel = reference_kernel(node.op);
+  if (!kernel) return internal_error(std::string("no reference kernel for op ") + info.name + " " + ir::node_ref(node));
+  VOLTA_RETURN_IF_ERROR(kernel(KernelArgs{node, refs, out_ref, {}}));
+  return out;
+}
+
+}  // namespace volta::cpu

@@ -1,0 +1,39 @@
+// Reference CPU kernels: straightforward, single-threaded, correctness first. They are the
+// oracle every fast or device kernel is tested against, and constant folding runs them.
+//
+// Contract: shapes and dtypes were checked by the op's type rule before a kernel runs, so
+// kernels assume them. Kernels return an error only for data-dependent problems (an index out
+// of range), naming the node. Reductions accumulate in double in a fixed order.
+#pragma once
+
+#include <span>
+
+#include "volta/backend.h"
+#include "volta/ir.h"
+
+namespace volta::cpu {
+
+struct KernelArgs {
+  const ir::Node& node;
+  std::span<const TensorRef> in;
+  const TensorRef& out;
+  std::span<std::byte> workspace;
+};
+
+using Kernel = Status (*)(const KernelArgs&);
+
+// One reference kernel per op, generated from ops.def (a missing one fails to link).
+namespace ref {
+#define VOLTA_OP(Id, name, min_in, max_in, attrs) Status Id(const KernelArgs& a);
+#include "volta/ops.def"
+#undef VOLTA_OP
+}  // namespace ref
+
+Kernel reference_kernel(ir::Op op);
+// Workspace bytes the reference kernel of `node` needs (0 for most ops).
+size_t reference_workspace_bytes(const ir::Graph& g, const ir::Node& node);
+
+// Evaluates one node on host tensors with the reference kernel (used by constant folding).
+Result<Tensor> evaluate_reference(const ir::Node& node, std::span<const Tensor> inputs);
+
+}  // namespace volta::cpu

@@ -1,0 +1,50 @@
+// Reference batched matmul: out[..., m, n] = sum_k A[..., m, k] * B[..., k, n], where A and B
+// are the operands with their last two dims optionally swapped and the batch dims broadcast.
+#include "backends/cpu/ref_util.h"
+
+namespace volta::cpu::ref {
+
+Status Matmul(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t ta, a.node.attrs.get_int("transpose_a", 0));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t tb, a.node.attrs.get_int("transpose_b", 0));
+  const Shape& as = a.in[0].shape();
+  const Shape& bs = a.in[1].shape();
+  const Shape& os = a.out.shape();
+  if (as.size() < 2 || bs.size() < 2 || os.size() < 2) {
+    return internal_error(op_prefix(a.node) + "operands must have rank >= 2 " + ir::node_ref(a.node));
+  }
+  const int64_t M = os[os.size() - 2];
+  const int64_t N = os[os.size() - 1];
+  const int64_t K = ta ? as[as.size() - 2] : as[as.size() - 1];
+
+  // Element strides of A(m, k) and B(k, n) inside one matrix of the stored operands.
+  const int64_t a_m = ta ? 1 : K, a_k = ta ? M : 1;
+  const int64_t b_k = tb ? 1 : N, b_n = tb ? K : 1;
+
+  const Shape batch(os.begin(), os.end() - 2);
+  const Shape a_batch(as.begin(), as.end() - 2);
+  const Shape b_batch(bs.begin(), bs.end() - 2);
+  const std::array<Strides, 3> st = {broadcast_strides(a_batch, batch, M * K),
+                                     broadcast_strides(b_batch, batch, K * N), contiguous_strides(batch, M * N)};
+  const float* A = in_f32(a, 0);
+  const float* B = in_f32(a, 1);
+  float* out = out_f32(a);
+  for_each_index(batch, st, [&](int64_t, const std::array<int64_t, 3>& off) {
+    const float* pa = A + off[0];
+    const float* pb = B + off[1];
+    float* po = out + off[2];
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0.0;  // k order, double: the accuracy oracle for fast kernels
+        for (int64_t k = 0; k < K; ++k) {
+          acc += static_cast<double>(pa[m * a_m + k * a_k]) * static_cast<double>(pb[k * b_k + n * b_n]);
+        }
+        po[m * N + n] = static_cast<float>(acc);
+      }
+    }
+  });
+  return Status::ok();
+}
+
+}  // namespace volta::cpu::ref

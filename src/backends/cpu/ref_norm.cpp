@@ -1,0 +1,67 @@
+// Reference layer_norm and rms_norm over the last axis; statistics in double, two passes.
+#include <cmath>
+
+#include "backends/cpu/ref_util.h"
+
+namespace volta::cpu::ref {
+namespace {
+
+// Rows of length D = last dim of input 0; fails only if the type rule was bypassed.
+Result<int64_t> row_length(const KernelArgs& a) {
+  const Shape& s = a.in[0].shape();
+  if (s.empty()) return internal_error(op_prefix(a.node) + "input must have rank >= 1 " + ir::node_ref(a.node));
+  return s.back();
+}
+
+}  // namespace
+
+Status LayerNorm(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const double eps, a.node.attrs.get_float("eps", 1e-5));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t D, row_length(a));
+  const int64_t rows = D == 0 ? 0 : a.in[0].numel() / D;
+  const float* x = in_f32(a, 0);
+  const float* gamma = in_f32(a, 1);
+  const float* beta = a.in.size() > 2 ? in_f32(a, 2) : nullptr;
+  float* out = out_f32(a);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * D;
+    double mean = 0.0;
+    for (int64_t d = 0; d < D; ++d) mean += xr[d];
+    mean /= static_cast<double>(D);
+    double var = 0.0;  // biased: divided by D
+    for (int64_t d = 0; d < D; ++d) {
+      const double c = xr[d] - mean;
+      var += c * c;
+    }
+    var /= static_cast<double>(D);
+    const double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t d = 0; d < D; ++d) {
+      double y = (xr[d] - mean) * inv * gamma[d];
+      if (beta) y += beta[d];
+      out[r * D + d] = static_cast<float>(y);
+    }
+  }
+  return Status::ok();
+}
+
+Status RmsNorm(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const double eps, a.node.attrs.get_float("eps", 1e-5));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t D, row_length(a));
+  const int64_t rows = D == 0 ? 0 : a.in[0].numel() / D;
+  const float* x = in_f32(a, 0);
+  const float* gamma = in_f32(a, 1);
+  float* out = out_f32(a);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * D;
+    double ms = 0.0;
+    for (int64_t d = 0; d < D; ++d) ms += static_cast<double>(xr[d]) * xr[d];
+    ms /= static_cast<double>(D);
+    const double inv = 1.0 / std::sqrt(ms + eps);
+    for (int64_t d = 0; d < D; ++d) out[r * D + d] = static_cast<float>(xr[d] * inv * gamma[d]);
+  }
+  return Status::ok();
+}
+
+}  // namespace volta::cpu::ref

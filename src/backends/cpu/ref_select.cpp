@@ -1,0 +1,59 @@
+// Reference where (three-way broadcast select) and causal_mask.
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/ref_util.h"
+
+namespace volta::cpu::ref {
+namespace {
+
+bool truthy(const TensorRef& t, int64_t i) {
+  switch (t.type.dtype) {
+    case DType::f32: return t.as<const float>()[i] != 0.0f;  // NaN counts as true
+    case DType::i32: return t.as<const int32_t>()[i] != 0;
+    case DType::i64: return t.as<const int64_t>()[i] != 0;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status Where(const KernelArgs& a) {
+  const Shape& os = a.out.shape();
+  const std::array<Strides, 3> st = {broadcast_strides(a.in[0].shape(), os), broadcast_strides(a.in[1].shape(), os),
+                                     broadcast_strides(a.in[2].shape(), os)};
+  const size_t es = dtype_size(a.out.type.dtype);
+  const TensorRef& cond = a.in[0];
+  const std::byte* x = a.in[1].data;
+  const std::byte* y = a.in[2].data;
+  std::byte* out = a.out.data;
+  for_each_index(os, st, [&](int64_t n, const std::array<int64_t, 3>& off) {
+    const std::byte* src = truthy(cond, off[0]) ? x + static_cast<size_t>(off[1]) * es : y + static_cast<size_t>(off[2]) * es;
+    std::memcpy(out + static_cast<size_t>(n) * es, src, es);
+  });
+  return Status::ok();
+}
+
+Status CausalMask(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("offset", 0));
+  const Shape& s = a.in[0].shape();
+  if (s.size() < 2) return internal_error(op_prefix(a.node) + "input must have rank >= 2 " + ir::node_ref(a.node));
+  const int64_t R = s[s.size() - 2];
+  const int64_t C = s[s.size() - 1];
+  const int64_t mats = dims_product(s, 0, s.size() - 2);
+  const float* x = in_f32(a, 0);
+  float* out = out_f32(a);
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t m = 0; m < mats; ++m) {
+    for (int64_t i = 0; i < R; ++i) {
+      for (int64_t j = 0; j < C; ++j) {
+        const int64_t k = (m * R + i) * C + j;
+        out[k] = j > i + offset ? kNegInf : x[k];
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace volta::cpu::ref

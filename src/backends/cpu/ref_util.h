@@ -1,0 +1,112 @@
+// Helpers shared by the reference kernels (ref_*.cpp): strides, strided index walks,
+// axis normalisation and small guards. Internal to the CPU backend.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels.h"
+#include "volta/ir.h"
+#include "volta/tensor.h"
+
+namespace volta::cpu::ref {
+
+using Strides = std::vector<int64_t>;
+
+inline int64_t count(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Row-major contiguous strides (in elements) of `s`, scaled by `unit`.
+inline Strides contiguous_strides(const Shape& s, int64_t unit = 1) {
+  Strides st(s.size(), 0);
+  int64_t acc = unit;
+  for (size_t d = s.size(); d-- > 0;) {
+    st[d] = acc;
+    acc *= s[d];
+  }
+  return st;
+}
+
+// Strides of `in` seen through numpy broadcasting to `out` (right-aligned): a dim that is
+// missing or of size 1 gets stride 0 so every output index along it reads the same element.
+inline Strides broadcast_strides(const Shape& in, const Shape& out, int64_t unit = 1) {
+  const Strides own = contiguous_strides(in, unit);
+  Strides st(out.size(), 0);
+  const size_t lead = out.size() - in.size();  // type rules guarantee in.rank <= out.rank
+  for (size_t d = 0; d < in.size(); ++d) st[lead + d] = in[d] == 1 ? 0 : own[d];
+  return st;
+}
+
+// Walks every index of `shape` in row-major order, keeping one running offset per strided
+// operand; calls f(flat_index, offsets). Odometer increments keep it O(1) amortised per step.
+template <size_t N, typename F>
+void for_each_index(const Shape& shape, const std::array<Strides, N>& st, F&& f) {
+  const int64_t total = count(shape);
+  if (total == 0) return;
+  const size_t rank = shape.size();
+  std::vector<int64_t> idx(rank, 0);
+  std::array<int64_t, N> off{};
+  for (int64_t n = 0; n < total; ++n) {
+    f(n, off);
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < shape[d]) {
+        for (size_t k = 0; k < N; ++k) off[k] += st[k][d];
+        break;
+      }
+      for (size_t k = 0; k < N; ++k) off[k] -= st[k][d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+// Product of dims [begin, end) of `s`.
+inline int64_t dims_product(const Shape& s, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end; ++d) n *= s[d];
+  return n;
+}
+
+// Message prefix "[op] " for errors raised by a kernel.
+inline std::string op_prefix(const ir::Node& node) { return std::string("[") + ir::op_name(node.op) + "] "; }
+
+// Normalises a possibly negative axis; a bad axis means the type rule was bypassed.
+inline Result<size_t> normalize_axis(const ir::Node& node, int64_t axis, size_t rank) {
+  const int64_t r = static_cast<int64_t>(rank);
+  const int64_t a = axis < 0 ? axis + r : axis;
+  if (a < 0 || a >= r) {
+    return internal_error(op_prefix(node) + "axis " + std::to_string(axis) + " out of range for rank " +
+                          std::to_string(rank) + " " + ir::node_ref(node));
+  }
+  return static_cast<size_t>(a);
+}
+
+// The arithmetic kernels take f32 only; anything else means the type rule was bypassed.
+inline Status require_f32(const KernelArgs& a) {
+  if (a.out.type.dtype != DType::f32) {
+    return internal_error(op_prefix(a.node) + "reference kernel computes f32 only, output is " +
+                          dtype_name(a.out.type.dtype) + " " + ir::node_ref(a.node));
+  }
+  for (const TensorRef& t : a.in) {
+    if (t.type.dtype != DType::f32) {
+      return internal_error(op_prefix(a.node) + "reference kernel computes f32 only, input is " +
+                            dtype_name(t.type.dtype) + " " + ir::node_ref(a.node));
+    }
+  }
+  return Status::ok();
+}
+
+inline const float* in_f32(const KernelArgs& a, size_t i) { return a.in[i].as<const float>(); }
+inline float* out_f32(const KernelArgs& a) { return a.out.as<float>(); }
+
+// Reads an integer id/target of dtype i32 or i64 as int64.
+inline int64_t read_index(const TensorRef& t, int64_t i) {
+  return t.type.dtype == DType::i32 ? static_cast<int64_t>(t.as<const int32_t>()[i]) : t.as<const int64_t>()[i];
+}
+
+}  // namespace volta::cpu::ref

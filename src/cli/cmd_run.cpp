@@ -1,0 +1,126 @@
+// `volta run FILE.vir`: bind inputs (files or seeded random) and params (seeded from their
+// init), run through the Runtime, print each output's type and content hash.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "cli/pipeline_flags.h"
+#include "volta/text.h"
+
+namespace volta::cli {
+
+namespace {
+
+struct RunFlags {
+  std::string file;
+  std::vector<std::string> inputs;  // NAME=FILE.bin | NAME=random
+  uint64_t seed = 0;
+  std::string output_dir;
+  bool memory = false;
+  PipelineFlags pipeline;
+};
+
+Result<Tensor> read_raw(const std::string& path, const std::string& name, const TensorType& type) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return not_found("--input " + name + ": '" + path + "' is a directory");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("--input " + name + ": cannot open '" + path + "': " + std::strerror(errno));
+  f.seekg(0, std::ios::end);
+  auto size = static_cast<size_t>(f.tellg());
+  f.seekg(0);
+  if (size != type.bytes())
+    return invalid_argument("--input " + name + ": '" + path + "' has " + std::to_string(size) + " bytes but " +
+                            type.to_string() + " needs " + std::to_string(type.bytes()) + " (raw little-endian)");
+  Tensor t = Tensor::zeros(type.dtype, type.shape);
+  if (!f.read(reinterpret_cast<char*>(t.raw()), static_cast<std::streamsize>(size)))
+    return invalid_argument("--input " + name + ": cannot read '" + path + "'");
+  return t;
+}
+
+Status write_raw(const std::string& dir, const std::string& name, const Tensor& t) {
+  std::string path = (std::filesystem::path(dir) / (name + ".bin")).string();
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !f.write(reinterpret_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.bytes())))
+    return not_found("--output: cannot write '" + path + "': " + std::strerror(errno));
+  return Status::ok();
+}
+
+std::string preview(const Tensor& t) {
+  std::string s = "[";
+  int64_t n = std::min<int64_t>(t.numel(), 4);
+  for (int64_t i = 0; i < n; ++i) {
+    char buf[32];
+    if (t.dtype() == DType::f32) std::snprintf(buf, sizeof buf, "%.6g", static_cast<double>(t.data<float>()[i]));
+    else if (t.dtype() == DType::i32) std::snprintf(buf, sizeof buf, "%d", t.data<int32_t>()[i]);
+    else std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(t.data<int64_t>()[i]));
+    s += (i ? ", " : "") + std::string(buf);
+  }
+  return s + (t.numel() > n ? ", ...]" : "]");
+}
+
+}  // namespace
+
+Action add_run(CLI::App& app, const GlobalFlags& global) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* cmd = app.add_subcommand("run", "Run a model through the full pipeline and print its outputs");
+  cmd->add_option("file", flags->file, "Model in the IR text format (.vir)")->required();
+  cmd->add_option("--input", flags->inputs,
+                  "Bind an input or param: NAME=FILE.bin (raw little-endian) or NAME=random (seeded)");
+  cmd->add_option("--seed", flags->seed, "Seed for params and random inputs")->capture_default_str();
+  cmd->add_option("--output", flags->output_dir, "Write each output to DIR/NAME.bin");
+  cmd->add_flag("--memory", flags->memory, "Also print the memory report");
+  flags->pipeline.add_to(*cmd);
+  return [flags, &global]() -> Status {
+    VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, flags->pipeline.to_options());
+    VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
+    VOLTA_ASSIGN_OR_RETURN(ir::Graph g, ir::load_graph(flags->file));
+    VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &g));
+    VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(g, opts));
+
+    VOLTA_ASSIGN_OR_RETURN(Bindings bindings, init_params(g, flags->seed));
+    VOLTA_ASSIGN_OR_RETURN(Bindings random, random_inputs(g, flags->seed));
+    std::set<std::string> bound_inputs;
+    for (const std::string& spec : flags->inputs) {
+      size_t eq = spec.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+        return invalid_argument("--input: expected NAME=FILE.bin or NAME=random, got '" + spec + "'");
+      std::string name = spec.substr(0, eq), source = spec.substr(eq + 1);
+      int32_t id = g.find(name);
+      if (id < 0 || (g.node(id).op != ir::Op::Input && g.node(id).op != ir::Op::Param))
+        return invalid_argument("--input: graph '" + g.name + "' has no input or param named '" + name + "'");
+      if (source == "random") {
+        if (g.node(id).op == ir::Op::Input) bindings[name] = random.at(name);
+      } else {
+        VOLTA_ASSIGN_OR_RETURN(bindings[name], read_raw(source, name, g.node(id).type));
+      }
+      bound_inputs.insert(name);
+    }
+    for (const ir::Node& n : g.nodes)
+      if (n.op == ir::Op::Input && !bound_inputs.count(n.name))
+        return invalid_argument("input '" + n.name + "' (" + n.type.to_string() + ") is not bound: pass --input " + n.name +
+                                "=FILE.bin or --input " + n.name + "=random");
+
+    VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, rt.run(*plan, bindings));
+    if (!flags->output_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(flags->output_dir, ec);
+      if (ec) return not_found("--output: cannot create '" + flags->output_dir + "': " + ec.message());
+    }
+    std::printf("graph %s on %s: %zu steps\n", plan->graph.name.c_str(), plan->backend.c_str(), plan->schedule.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const std::string& name = plan->graph.node(plan->graph.outputs[i]).name;
+      const Tensor& t = outputs[i];
+      std::printf("  %-20s %-18s fnv1a64 %s  %s\n", ("%" + name).c_str(), t.type().to_string().c_str(),
+                  hash_to_hex(fnv1a64(t.raw(), t.bytes())).c_str(), preview(t).c_str());
+      if (!flags->output_dir.empty()) VOLTA_RETURN_IF_ERROR(write_raw(flags->output_dir, name, t));
+    }
+    if (flags->memory) std::printf("\n%s", plan::format_memory_report(plan->memory).c_str());
+    return Status::ok();
+  };
+}
+
+}  // namespace volta::cli

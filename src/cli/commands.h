@@ -1,0 +1,22 @@
+// Subcommands of the `volta` CLI. Each registers its flags on a CLI11 subcommand and returns
+// a Status; main() prints errors as one line and maps them to the exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "volta/status.h"
+
+namespace volta::cli {
+
+struct GlobalFlags {
+  std::string device;  // empty: VOLTA_DEVICE or cpu
+};
+
+using Action = std::function<Status()>;
+
+Action add_inspect(CLI::App& app, const GlobalFlags& global);
+Action add_run(CLI::App& app, const GlobalFlags& global);
+
+}  // namespace volta::cli

@@ -1,0 +1,41 @@
+// `volta`: one command, one subcommand per job. Errors print one line and exit non-zero:
+// 1 for a failed job, 2 for bad usage.
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  try {
+    CLI::App app{"Volta: a deterministic ML compiler-runtime", "volta"};
+    app.set_version_flag("--version", std::string("volta ") + VOLTA_VERSION);
+    app.require_subcommand(1);
+    volta::cli::GlobalFlags global;
+    app.add_option("--device", global.device, "cpu | cuda | auto (default: $VOLTA_DEVICE, else cpu)");
+    std::vector<std::pair<CLI::App*, volta::cli::Action>> commands;
+    volta::cli::Action inspect = volta::cli::add_inspect(app, global);
+    commands.emplace_back(app.get_subcommand("inspect"), inspect);
+    volta::cli::Action run = volta::cli::add_run(app, global);
+    commands.emplace_back(app.get_subcommand("run"), run);
+    // --device is accepted before or after the subcommand.
+    for (auto& [sub, action] : commands) sub->add_option("--device", global.device, "cpu | cuda | auto");
+
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e) == 0 ? 0 : 2;
+    }
+    for (auto& [sub, action] : commands) {
+      if (!sub->parsed()) continue;
+      volta::Status s = action();
+      if (!s.is_ok()) {
+        std::fprintf(stderr, "volta %s: error: %s\n", sub->get_name().c_str(), s.message().c_str());
+        return 1;
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {  // last line of defence: never let an exception escape
+    std::fprintf(stderr, "volta: internal error: %s\n", e.what());
+    return 3;
+  }
+}

@@ -1,0 +1,119 @@
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "volta/tensor.h"
+
+namespace volta {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+  }
+  return "?";
+}
+
+Result<DType> parse_dtype(std::string_view name) {
+  if (name == "f32") return DType::f32;
+  if (name == "i32") return DType::i32;
+  if (name == "i64") return DType::i64;
+  return invalid_argument("unknown dtype '" + std::string(name) + "' (expected f32, i32 or i64)");
+}
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_to_string(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+std::string TensorType::to_string() const { return std::string(dtype_name(dtype)) + shape_to_string(shape); }
+
+namespace {
+std::shared_ptr<std::byte> allocate_aligned(size_t bytes) {
+  size_t n = align_up(bytes == 0 ? 1 : bytes);
+  void* p = std::aligned_alloc(kAlignment, n);
+  if (!p) {  // out of host memory is not recoverable for a tensor allocation
+    std::fprintf(stderr, "volta: cannot allocate %zu bytes\n", n);
+    std::abort();
+  }
+  std::memset(p, 0, n);
+  return {static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); }};
+}
+}  // namespace
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+  Tensor t;
+  t.type_ = {dtype, std::move(shape)};
+  t.storage_ = allocate_aligned(t.bytes());
+  return t;
+}
+
+Tensor Tensor::from_f32(Shape shape, std::span<const float> values) {
+  Tensor t = zeros(DType::f32, std::move(shape));
+  std::memcpy(t.raw(), values.data(), std::min(values.size() * 4, t.bytes()));
+  return t;
+}
+Tensor Tensor::from_f32(Shape shape, std::initializer_list<float> values) {
+  return from_f32(std::move(shape), std::span<const float>(values.begin(), values.size()));
+}
+Tensor Tensor::from_i32(Shape shape, std::initializer_list<int32_t> values) {
+  Tensor t = zeros(DType::i32, std::move(shape));
+  std::memcpy(t.raw(), values.begin(), std::min(values.size() * 4, t.bytes()));
+  return t;
+}
+Tensor Tensor::from_i64(Shape shape, std::initializer_list<int64_t> values) {
+  Tensor t = zeros(DType::i64, std::move(shape));
+  std::memcpy(t.raw(), values.begin(), std::min(values.size() * 8, t.bytes()));
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (!defined()) return {};
+  Tensor t = zeros(type_.dtype, type_.shape);
+  std::memcpy(t.raw(), raw(), bytes());
+  return t;
+}
+
+bool Tensor::bitwise_equal(const Tensor& other) const {
+  if (type_ != other.type_) return false;
+  if (!defined() || !other.defined()) return defined() == other.defined();
+  return std::memcmp(raw(), other.raw(), bytes()) == 0;
+}
+
+uint64_t fnv1a64(const void* data, size_t n, uint64_t seed) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = seed;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string hash_to_hex(uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace volta

@@ -1,0 +1,331 @@
+// The op table and every op's shape/dtype rule.
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "volta/ir.h"
+
+namespace volta::ir {
+
+namespace {
+
+constexpr std::array<OpInfo, kNumOps> kOpTable = {{
+#define VOLTA_OP(Id, name, min_in, max_in, attrs) {name, min_in, max_in, attrs},
+#include "volta/ops.def"
+#undef VOLTA_OP
+}};
+
+Status fail(Op op, const std::string& msg) { return invalid_argument("[" + std::string(op_name(op)) + "] " + msg); }
+
+Result<int64_t> normalize_axis(Op op, int64_t axis, size_t rank, const char* what = "axis") {
+  int64_t r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r)
+    return fail(op, std::string(what) + " " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + r : axis;
+}
+
+Status require_f32(Op op, const TensorType& t, const char* which) {
+  if (t.dtype != DType::f32)
+    return fail(op, std::string(which) + " must be f32 but is " + t.to_string());
+  return Status::ok();
+}
+
+Status require_int(Op op, const TensorType& t, const char* which) {
+  if (!is_integer(t.dtype)) return fail(op, std::string(which) + " must be i32 or i64 but is " + t.to_string());
+  return Status::ok();
+}
+
+// Attribute getters tag their own errors with the op.
+template <typename T>
+Result<T> tagged(Op op, Result<T> r) {
+  if (!r.is_ok()) return fail(op, r.status().message());
+  return r;
+}
+
+Result<TensorType> infer_matmul(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::Matmul;
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "a"));
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));
+  VOLTA_ASSIGN_OR_RETURN(int64_t ta, tagged(op, attrs.get_int("transpose_a", 0)));
+  VOLTA_ASSIGN_OR_RETURN(int64_t tb, tagged(op, attrs.get_int("transpose_b", 0)));
+  const Shape& a = in[0].shape;
+  const Shape& b = in[1].shape;
+  if (a.size() < 2 || b.size() < 2)
+    return fail(op, "operands must have rank >= 2, got " + in[0].to_string() + " and " + in[1].to_string());
+  int64_t m = ta ? a[a.size() - 1] : a[a.size() - 2];
+  int64_t ka = ta ? a[a.size() - 2] : a[a.size() - 1];
+  int64_t kb = tb ? b[b.size() - 1] : b[b.size() - 2];
+  int64_t n = tb ? b[b.size() - 2] : b[b.size() - 1];
+  if (ka != kb)
+    return fail(op, "inner dims " + std::to_string(ka) + " != " + std::to_string(kb) + " (" + in[0].to_string() +
+                        " @ " + in[1].to_string() + ")");
+  Shape batch_a(a.begin(), a.end() - 2), batch_b(b.begin(), b.end() - 2);
+  auto batch = broadcast_shapes(batch_a, batch_b);
+  if (!batch.is_ok())
+    return fail(op, "batch dims " + shape_to_string(batch_a) + " and " + shape_to_string(batch_b) + " do not broadcast");
+  Shape out = *batch;
+  out.push_back(m);
+  out.push_back(n);
+  return TensorType{DType::f32, out};
+}
+
+Result<TensorType> infer_binary(Op op, std::span<const TensorType> in) {
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "a"));
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));
+  auto s = broadcast_shapes(in[0].shape, in[1].shape);
+  if (!s.is_ok()) return fail(op, "shapes " + in[0].to_string() + " and " + in[1].to_string() + " do not broadcast");
+  return TensorType{DType::f32, *s};
+}
+
+Result<TensorType> infer_unary(Op op, std::span<const TensorType> in, const Attrs& attrs) {
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
+  if (op == Op::Gelu) {
+    VOLTA_ASSIGN_OR_RETURN(std::string approx, tagged(op, attrs.get_string("approximate", "none")));
+    if (approx != "none" && approx != "tanh")
+      return fail(op, "attribute 'approximate' must be \"none\" or \"tanh\", got \"" + approx + "\"");
+  }
+  if (op == Op::Softmax || op == Op::LogSoftmax) {
+    VOLTA_ASSIGN_OR_RETURN(int64_t axis, tagged(op, attrs.get_int("axis", -1)));
+    if (in[0].shape.empty()) return fail(op, "needs rank >= 1");
+    VOLTA_RETURN_IF_ERROR(normalize_axis(op, axis, in[0].shape.size()).status());
+  }
+  return in[0];
+}
+
+Result<TensorType> infer_norm(Op op, std::span<const TensorType> in, const Attrs& attrs) {
+  for (size_t i = 0; i < in.size(); ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], i == 0 ? "x" : i == 1 ? "gamma" : "beta"));
+  VOLTA_ASSIGN_OR_RETURN(double eps, tagged(op, attrs.get_float("eps", 1e-5)));
+  if (!(eps >= 0)) return fail(op, "eps must be >= 0, got " + std::to_string(eps));
+  const Shape& x = in[0].shape;
+  if (x.empty()) return fail(op, "x must have rank >= 1");
+  Shape want = {x.back()};
+  for (size_t i = 1; i < in.size(); ++i)
+    if (in[i].shape != want)
+      return fail(op, std::string(i == 1 ? "gamma" : "beta") + " must be " + shape_to_string(want) + " to match " +
+                          in[0].to_string() + ", got " + in[i].to_string());
+  return in[0];
+}
+
+Result<TensorType> infer_embedding(std::span<const TensorType> in) {
+  const Op op = Op::Embedding;
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "table"));
+  VOLTA_RETURN_IF_ERROR(require_int(op, in[1], "ids"));
+  if (in[0].shape.size() != 2) return fail(op, "table must be [V, D], got " + in[0].to_string());
+  Shape out = in[1].shape;
+  out.push_back(in[0].shape[1]);
+  return TensorType{DType::f32, out};
+}
+
+Result<TensorType> infer_reshape(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::Reshape;
+  VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> shape, tagged(op, attrs.get_ints("shape")));
+  int64_t known = 1;
+  int infer_at = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (infer_at >= 0) return fail(op, "more than one -1 in shape " + shape_to_string(shape));
+      infer_at = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      return fail(op, "negative dim in shape " + shape_to_string(shape));
+    } else {
+      if (shape[i] != 0 && known > (int64_t{1} << 62) / shape[i]) return fail(op, "shape " + shape_to_string(shape) + " is too large");
+      known *= shape[i];
+    }
+  }
+  int64_t total = in[0].numel();
+  if (infer_at >= 0) {
+    if (known == 0 || total % known != 0)
+      return fail(op, "cannot reshape " + in[0].to_string() + " to " + shape_to_string(shape));
+    shape[static_cast<size_t>(infer_at)] = total / known;
+  } else if (known != total) {
+    return fail(op, "cannot reshape " + in[0].to_string() + " (" + std::to_string(total) + " elements) to " +
+                        shape_to_string(shape) + " (" + std::to_string(known) + " elements)");
+  }
+  return TensorType{in[0].dtype, shape};
+}
+
+Result<TensorType> infer_transpose(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::Transpose;
+  VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> perm, tagged(op, attrs.get_ints("perm")));
+  const Shape& x = in[0].shape;
+  if (perm.size() != x.size())
+    return fail(op, "perm " + shape_to_string(perm) + " has " + std::to_string(perm.size()) + " entries for rank " +
+                        std::to_string(x.size()));
+  std::vector<bool> seen(x.size(), false);
+  Shape out;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(x.size()) || seen[static_cast<size_t>(p)])
+      return fail(op, "perm " + shape_to_string(perm) + " is not a permutation of the axes");
+    seen[static_cast<size_t>(p)] = true;
+    out.push_back(x[static_cast<size_t>(p)]);
+  }
+  return TensorType{in[0].dtype, out};
+}
+
+Result<TensorType> infer_slice(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::Slice;
+  for (const char* key : {"axis", "start", "end"})
+    if (!attrs.has(key)) return fail(op, std::string("missing attribute '") + key + "'");
+  VOLTA_ASSIGN_OR_RETURN(int64_t axis_attr, tagged(op, attrs.get_int("axis", 0)));
+  VOLTA_ASSIGN_OR_RETURN(int64_t start, tagged(op, attrs.get_int("start", 0)));
+  VOLTA_ASSIGN_OR_RETURN(int64_t end, tagged(op, attrs.get_int("end", 0)));
+  if (in[0].shape.empty()) return fail(op, "cannot slice a scalar");
+  VOLTA_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(op, axis_attr, in[0].shape.size()));
+  Shape out = in[0].shape;
+  int64_t dim = out[static_cast<size_t>(axis)];
+  auto clamp = [dim](int64_t i) { return std::clamp(i < 0 ? i + dim : i, int64_t{0}, dim); };
+  out[static_cast<size_t>(axis)] = std::max<int64_t>(0, clamp(end) - clamp(start));
+  return TensorType{in[0].dtype, out};
+}
+
+Result<TensorType> infer_concat(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::Concat;
+  VOLTA_ASSIGN_OR_RETURN(int64_t axis_attr, tagged(op, attrs.get_int("axis", 0)));
+  if (in[0].shape.empty()) return fail(op, "cannot concatenate scalars");
+  VOLTA_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(op, axis_attr, in[0].shape.size()));
+  Shape out = in[0].shape;
+  for (size_t i = 1; i < in.size(); ++i) {
+    const TensorType& t = in[i];
+    bool ok = t.dtype == in[0].dtype && t.shape.size() == out.size();
+    for (size_t d = 0; ok && d < out.size(); ++d)
+      if (static_cast<int64_t>(d) != axis && t.shape[d] != out[d]) ok = false;
+    if (!ok)
+      return fail(op, "input " + std::to_string(i) + " " + t.to_string() + " does not match " + in[0].to_string() +
+                          " outside axis " + std::to_string(axis));
+    out[static_cast<size_t>(axis)] += t.shape[static_cast<size_t>(axis)];
+  }
+  return TensorType{in[0].dtype, out};
+}
+
+Result<TensorType> infer_reduce(Op op, std::span<const TensorType> in, const Attrs& attrs) {
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
+  VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> axes, tagged(op, attrs.get_ints("axes")));
+  VOLTA_ASSIGN_OR_RETURN(int64_t keepdims, tagged(op, attrs.get_int("keepdims", 0)));
+  const Shape& x = in[0].shape;
+  if (axes.empty()) return fail(op, "attribute 'axes' must not be empty");
+  std::vector<bool> reduced(x.size(), false);
+  for (int64_t a : axes) {
+    VOLTA_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(op, a, x.size()));
+    if (reduced[static_cast<size_t>(axis)]) return fail(op, "axis " + std::to_string(a) + " listed twice");
+    reduced[static_cast<size_t>(axis)] = true;
+    if (op == Op::ReduceMax && x[static_cast<size_t>(axis)] == 0)
+      return fail(op, "cannot take the max over empty axis " + std::to_string(a) + " of " + in[0].to_string());
+  }
+  Shape out;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (!reduced[d]) out.push_back(x[d]);
+    else if (keepdims) out.push_back(1);
+  }
+  return TensorType{DType::f32, out};
+}
+
+Result<TensorType> infer_where(std::span<const TensorType> in) {
+  const Op op = Op::Where;
+  if (in[1].dtype != in[2].dtype) return fail(op, "a and b differ in dtype: " + in[1].to_string() + " vs " + in[2].to_string());
+  auto ab = broadcast_shapes(in[1].shape, in[2].shape);
+  Result<Shape> all = ab.is_ok() ? broadcast_shapes(in[0].shape, *ab) : ab;
+  if (!all.is_ok())
+    return fail(op, "shapes " + in[0].to_string() + ", " + in[1].to_string() + ", " + in[2].to_string() + " do not broadcast");
+  return TensorType{in[1].dtype, *all};
+}
+
+Result<TensorType> infer_causal_mask(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::CausalMask;
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
+  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("offset", 0)).status());
+  if (in[0].shape.size() < 2) return fail(op, "x must have rank >= 2, got " + in[0].to_string());
+  return in[0];
+}
+
+Result<TensorType> infer_cross_entropy(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::CrossEntropy;
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "logits"));
+  VOLTA_RETURN_IF_ERROR(require_int(op, in[1], "targets"));
+  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("ignore_index", -1)).status());
+  const Shape& l = in[0].shape;
+  if (l.empty()) return fail(op, "logits must have rank >= 1, got " + in[0].to_string());
+  if (Shape(l.begin(), l.end() - 1) != in[1].shape)
+    return fail(op, "targets " + in[1].to_string() + " must have the shape of logits " + in[0].to_string() +
+                        " without its last axis");
+  return TensorType{DType::f32, {}};
+}
+
+Result<TensorType> infer_mse(std::span<const TensorType> in) {
+  const Op op = Op::Mse;
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "a"));
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));
+  if (in[0].shape != in[1].shape) return fail(op, "shapes differ: " + in[0].to_string() + " vs " + in[1].to_string());
+  return TensorType{DType::f32, {}};
+}
+
+}  // namespace
+
+const OpInfo& op_info(Op op) { return kOpTable[static_cast<size_t>(op)]; }
+
+Result<Op> parse_op(std::string_view name) {
+  for (int i = 0; i < kNumOps; ++i)
+    if (name == kOpTable[static_cast<size_t>(i)].name) return static_cast<Op>(i);
+  return invalid_argument("unknown op '" + std::string(name) + "'");
+}
+
+bool is_leaf(Op op) { return op == Op::Input || op == Op::Param || op == Op::Constant; }
+
+bool op_allows_attr(Op op, std::string_view attr) {
+  std::string_view list = op_info(op).attrs;
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    if (list.substr(0, comma) == attr) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return invalid_argument("shapes " + shape_to_string(a) + " and " + shape_to_string(b) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs& attrs) {
+  const OpInfo& info = op_info(op);
+  int n = static_cast<int>(in.size());
+  if (n < info.min_inputs || n > info.max_inputs) {
+    std::string want = info.min_inputs == info.max_inputs ? std::to_string(info.min_inputs)
+                                                          : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
+    return fail(op, "takes " + want + " inputs but got " + std::to_string(n));
+  }
+  for (const auto& [key, value] : attrs.items())
+    if (!op_allows_attr(op, key)) return fail(op, "unknown attribute '" + key + "'");
+  switch (op) {
+    case Op::Input:
+    case Op::Param:
+    case Op::Constant: return fail(op, "leaves have declared types");
+    case Op::Matmul: return infer_matmul(in, attrs);
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: return infer_binary(op, in);
+    case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Tanh: case Op::Relu:
+    case Op::Gelu: case Op::Silu: case Op::Sigmoid: case Op::Softmax: case Op::LogSoftmax:
+      return infer_unary(op, in, attrs);
+    case Op::LayerNorm: case Op::RmsNorm: return infer_norm(op, in, attrs);
+    case Op::Embedding: return infer_embedding(in);
+    case Op::Reshape: return infer_reshape(in, attrs);
+    case Op::Transpose: return infer_transpose(in, attrs);
+    case Op::Slice: return infer_slice(in, attrs);
+    case Op::Concat: return infer_concat(in, attrs);
+    case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: return infer_reduce(op, in, attrs);
+    case Op::Where: return infer_where(in);
+    case Op::CausalMask: return infer_causal_mask(in, attrs);
+    case Op::CrossEntropy: return infer_cross_entropy(in, attrs);
+    case Op::Mse: return infer_mse(in);
+  }
+  return internal_error("infer_type: op without a rule");
+}
+
+}  // namespace volta::ir

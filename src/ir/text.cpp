@@ -1,0 +1,938 @@
+// The IR text format: printer, parser and file loader. See include/volta/text.h.
+//
+// The parser is a single forward scan over the bytes with an explicit cursor: no recursion,
+// no exceptions, every read bounds-checked. Statements are collected first (with the source
+// location of every piece that can be wrong), then names are resolved (forward references
+// are allowed), then computed types are inferred in topological order and checked against
+// the declared ones.
+#include "volta/text.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <system_error>
+#include <unordered_map>
+#include <vector>
+
+namespace volta::ir {
+namespace {
+
+// ---- Shared limits -------------------------------------------------------------------------
+
+constexpr int64_t kMaxDim = int64_t{1} << 40;       // each declared dim
+constexpr int64_t kMaxNumel = int64_t{1} << 60;     // numel * 8 bytes still fits in int64
+constexpr size_t kMaxRank = 64;
+
+// numel with overflow and sanity checks; -1 when a dim is negative or the product is too big.
+int64_t checked_numel(const Shape& shape) {
+  if (shape.size() > kMaxRank) return -1;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (d == 0) n = 0;
+  }
+  if (n == 0) return 0;
+  for (int64_t d : shape) {
+    int64_t next = 0;
+    if (__builtin_mul_overflow(n, d, &next) || next > kMaxNumel) return -1;
+    n = next;
+  }
+  return n;
+}
+
+// ---- Printing ------------------------------------------------------------------------------
+
+const char* dtype_text(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+  }
+  return "?";
+}
+
+std::string type_text(const TensorType& t) {
+  std::string s = dtype_text(t.dtype);
+  s += '[';
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(t.shape[i]);
+  }
+  s += ']';
+  return s;
+}
+
+// Shortest round-trip text that always re-reads as a float literal.
+template <typename F>
+std::string float_text(F v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string int_text(int64_t v) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+std::string quote_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+std::string attr_value_text(const AttrValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return int_text(*i);
+  if (const auto* d = std::get_if<double>(&v)) return float_text(*d);
+  if (const auto* s = std::get_if<std::string>(&v)) return quote_string(*s);
+  const auto& list = std::get<std::vector<int64_t>>(v);
+  std::string out = "[";
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (i) out += ',';
+    out += int_text(list[i]);
+  }
+  out += ']';
+  return out;
+}
+
+std::string ref_text(const Graph& g, int32_t id) {
+  if (id < 0 || static_cast<size_t>(id) >= g.nodes.size()) return "%<bad id " + std::to_string(id) + ">";
+  return "%" + g.nodes[static_cast<size_t>(id)].name;
+}
+
+std::string payload_text(const Node& n) {
+  const Tensor& t = n.value;
+  if (!t.defined()) return "";
+  int64_t count = checked_numel(t.shape());
+  if (count < 0) return "";
+  std::vector<std::string> items;
+  items.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    switch (t.dtype()) {
+      case DType::f32: items.push_back(float_text(t.data<float>()[i])); break;
+      case DType::i32: items.push_back(int_text(t.data<int32_t>()[i])); break;
+      case DType::i64: items.push_back(int_text(t.data<int64_t>()[i])); break;
+    }
+  }
+  if (n.type.shape.empty() && items.size() == 1) return items[0];
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ", ";
+    out += items[i];
+  }
+  out += ']';
+  return out;
+}
+
+// ---- Lexical helpers -----------------------------------------------------------------------
+
+bool is_ident_start(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_ident_char(char c) { return is_ident_start(c) || is_digit(c) || c == '.'; }
+
+struct Loc {
+  int64_t line = 1;
+  int64_t col = 1;
+};
+
+struct Literal {  // a number as written, checked when its type is known
+  std::string_view text;
+  Loc loc;
+};
+
+struct Ref {
+  std::string_view name;
+  Loc loc;
+};
+
+struct Stmt {
+  std::string_view name;
+  Loc name_loc;
+  bool has_type = false;
+  TensorType type;
+  Loc type_loc;
+  Op op = Op::Input;
+  Loc op_loc;
+  std::vector<Ref> args;
+  std::vector<Literal> payload;
+  Loc payload_loc;
+  Attrs attrs;
+};
+
+class Parser {
+ public:
+  Parser(std::string_view text, std::string_view source) : s_(text), source_(source) {}
+
+  Result<Graph> run();
+
+ private:
+  // -- cursor --
+  bool at_end() const { return pos_ >= s_.size(); }
+  char peek() const { return at_end() ? '\0' : s_[pos_]; }
+  char peek_at(size_t off) const { return pos_ + off < s_.size() ? s_[pos_ + off] : '\0'; }
+  Loc loc() const { return {line_, static_cast<int64_t>(pos_ - line_start_) + 1}; }
+  // Spaces, tabs, carriage returns and comments; never crosses a newline.
+  void skip_ws() {
+    while (!at_end()) {
+      char c = s_[pos_];
+      if (c == ' ' || c == '\t' || c == '\r') {
+        ++pos_;
+      } else if (c == '#') {
+        while (!at_end() && s_[pos_] != '\n') ++pos_;
+      } else {
+        break;
+      }
+    }
+  }
+  // Whitespace, comments and newlines.
+  void skip_blank() {
+    for (;;) {
+      skip_ws();
+      if (at_end() || s_[pos_] != '\n') return;
+      ++pos_;
+      ++line_;
+      line_start_ = pos_;
+    }
+  }
+  bool at_eol() const { return at_end() || s_[pos_] == '\n'; }
+
+  std::string_view take_ident() {
+    size_t start = pos_;
+    if (!at_end() && is_ident_start(s_[pos_])) {
+      ++pos_;
+      while (!at_end() && is_ident_char(s_[pos_])) ++pos_;
+    }
+    return s_.substr(start, pos_ - start);
+  }
+
+  // A number-like run: [-+]?[A-Za-z0-9_.]* with a sign allowed after e/E in numeric runs.
+  std::string_view take_number() {
+    size_t start = pos_;
+    if (!at_end() && (s_[pos_] == '-' || s_[pos_] == '+')) ++pos_;
+    bool numeric = !at_end() && (is_digit(s_[pos_]) || s_[pos_] == '.');
+    while (!at_end()) {
+      char c = s_[pos_];
+      if (is_ident_char(c)) {
+        ++pos_;
+      } else if ((c == '+' || c == '-') && numeric && pos_ > start &&
+                 (s_[pos_ - 1] == 'e' || s_[pos_ - 1] == 'E')) {
+        ++pos_;
+      } else {
+        break;
+      }
+    }
+    return s_.substr(start, pos_ - start);
+  }
+
+  // What the cursor sits on, for "but found X".
+  std::string found() const {
+    if (at_end()) return "end of input";
+    char c = s_[pos_];
+    if (c == '\n') return "end of line";
+    size_t end = pos_;
+    if (is_ident_char(c) || c == '-' || c == '+') {
+      ++end;
+      while (end < s_.size() && is_ident_char(s_[end])) ++end;
+    } else if (c == '%') {
+      ++end;
+      while (end < s_.size() && is_ident_char(s_[end])) ++end;
+    } else {
+      ++end;
+    }
+    return describe(s_.substr(pos_, end - pos_));
+  }
+
+  static std::string describe(std::string_view tok) {
+    std::string out = "'";
+    size_t limit = 40;
+    for (size_t i = 0; i < tok.size() && i < limit; ++i) {
+      unsigned char c = static_cast<unsigned char>(tok[i]);
+      if (c >= 0x20 && c < 0x7f) {
+        out += static_cast<char>(c);
+      } else {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+        out += buf;
+      }
+    }
+    if (tok.size() > limit) out += "...";
+    out += "'";
+    return out;
+  }
+
+  Status error(Loc at, const std::string& msg) const {
+    return parse_error(std::string(source_) + ":" + std::to_string(at.line) + ":" + std::to_string(at.col) + ": " +
+                       msg);
+  }
+  Status expected(const std::string& what) const { return error(loc(), "expected " + what + " but found " + found()); }
+  Status expect_char(char c) {
+    if (peek() == c && !at_end()) {
+      ++pos_;
+      return Status::ok();
+    }
+    return expected(std::string("'") + c + "'");
+  }
+
+  // -- grammar --
+  Status parse_header();
+  Status parse_statement();
+  Status parse_return();
+  Status parse_type(TensorType& out);
+  Status parse_payload(Stmt& st);
+  Status parse_attrs(Stmt& st);
+  Status parse_attr_value(AttrValue& out);
+  Status parse_int(std::string_view tok, Loc at, int64_t& out) const;
+  Status finish(Graph& g);
+  Status build_constant(const Stmt& st, Node& n) const;
+
+  std::string_view s_;
+  std::string_view source_;
+  size_t pos_ = 0;
+  int64_t line_ = 1;
+  size_t line_start_ = 0;
+
+  std::string graph_name_;
+  std::vector<Stmt> stmts_;
+  std::unordered_map<std::string_view, size_t> defined_;  // name -> statement index
+  bool has_return_ = false;
+  Loc return_loc_;
+  std::vector<Ref> outputs_;
+};
+
+Status Parser::parse_header() {
+  skip_blank();
+  Loc at = loc();
+  std::string_view kw = take_ident();
+  if (kw != "graph") {
+    pos_ = pos_ - kw.size();
+    return error(at, "expected 'graph' but found " + found());
+  }
+  skip_ws();
+  std::string_view name = take_ident();
+  if (name.empty()) return expected("a graph name");
+  graph_name_ = std::string(name);
+  skip_ws();
+  VOLTA_RETURN_IF_ERROR(expect_char('{'));
+  skip_ws();
+  if (!at_eol()) return expected("end of line after '{'");
+  return Status::ok();
+}
+
+Status Parser::parse_type(TensorType& out) {
+  Loc at = loc();
+  std::string_view dt = take_ident();
+  if (dt.empty()) return expected("a type such as 'f32[2,3]'");
+  auto parsed = parse_dtype(dt);
+  if (!parsed.is_ok()) return error(at, "unknown dtype " + describe(dt) + " (expected f32, i32 or i64)");
+  out.dtype = *parsed;
+  out.shape.clear();
+  skip_ws();
+  VOLTA_RETURN_IF_ERROR(expect_char('['));
+  skip_ws();
+  if (peek() == ']' && !at_end()) {
+    ++pos_;
+    return Status::ok();
+  }
+  for (;;) {
+    skip_ws();
+    Loc dim_loc = loc();
+    if (!is_digit(peek()) && peek() != '-' && peek() != '+') return expected("a dimension");
+    std::string_view tok = take_number();
+    bool all_digits = !tok.empty();
+    for (char c : tok) all_digits = all_digits && is_digit(c);
+    if (!all_digits) return error(dim_loc, "expected a non-negative integer dimension but found " + describe(tok));
+    uint64_t d = 0;
+    auto r = std::from_chars(tok.data(), tok.data() + tok.size(), d);
+    if (r.ec != std::errc() || r.ptr != tok.data() + tok.size() || d > static_cast<uint64_t>(kMaxDim)) {
+      return error(dim_loc, "dimension " + describe(tok) + " is too large (the maximum is 2^40)");
+    }
+    if (out.shape.size() >= kMaxRank) {
+      return error(dim_loc, "too many dimensions (the maximum rank is " + std::to_string(kMaxRank) + ")");
+    }
+    out.shape.push_back(static_cast<int64_t>(d));
+    skip_ws();
+    if (peek() == ',' && !at_end()) {
+      ++pos_;
+      continue;
+    }
+    if (peek() == ']' && !at_end()) {
+      ++pos_;
+      break;
+    }
+    return expected("',' or ']' in the shape");
+  }
+  if (checked_numel(out.shape) < 0) {
+    return error(at, "type " + type_text(out) + " has too many elements (the maximum is 2^60)");
+  }
+  return Status::ok();
+}
+
+Status Parser::parse_int(std::string_view tok, Loc at, int64_t& out) const {
+  std::string_view body = tok;
+  if (!body.empty() && (body[0] == '-' || body[0] == '+')) body.remove_prefix(1);
+  bool all_digits = !body.empty();
+  for (char c : body) all_digits = all_digits && is_digit(c);
+  if (!all_digits) return error(at, "expected an integer but found " + describe(tok));
+  // from_chars rejects a leading '+'.
+  std::string_view digits = (!tok.empty() && tok[0] == '+') ? tok.substr(1) : tok;
+  auto r = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+  if (r.ec != std::errc() || r.ptr != digits.data() + digits.size()) {
+    return error(at, "integer " + describe(tok) + " is out of range for a 64-bit integer");
+  }
+  return Status::ok();
+}
+
+// Classifies a number token. Returns false when it is not a well-formed number.
+// is_float: contains '.', an exponent, or is inf/nan.
+bool classify_number(std::string_view tok, bool& is_float) {
+  std::string_view b = tok;
+  if (!b.empty() && (b[0] == '-' || b[0] == '+')) b.remove_prefix(1);
+  if (b == "inf" || b == "nan") {
+    is_float = true;
+    return true;
+  }
+  size_t i = 0;
+  size_t int_digits = 0;
+  size_t frac_digits = 0;
+  is_float = false;
+  while (i < b.size() && is_digit(b[i])) ++i, ++int_digits;
+  if (i < b.size() && b[i] == '.') {
+    is_float = true;
+    ++i;
+    while (i < b.size() && is_digit(b[i])) ++i, ++frac_digits;
+  }
+  if (int_digits + frac_digits == 0) return false;
+  if (i < b.size() && (b[i] == 'e' || b[i] == 'E')) {
+    is_float = true;
+    ++i;
+    if (i < b.size() && (b[i] == '+' || b[i] == '-')) ++i;
+    size_t exp_digits = 0;
+    while (i < b.size() && is_digit(b[i])) ++i, ++exp_digits;
+    if (exp_digits == 0) return false;
+  }
+  return i == b.size();
+}
+
+template <typename F>
+bool parse_float_text(std::string_view tok, F& out) {
+  bool negative = false;
+  std::string_view b = tok;
+  if (!b.empty() && (b[0] == '-' || b[0] == '+')) {
+    negative = b[0] == '-';
+    b.remove_prefix(1);
+  }
+  if (b == "inf") {
+    out = negative ? -std::numeric_limits<F>::infinity() : std::numeric_limits<F>::infinity();
+    return true;
+  }
+  if (b == "nan") {
+    out = std::numeric_limits<F>::quiet_NaN();
+    return true;
+  }
+  F v{};
+  auto r = std::from_chars(b.data(), b.data() + b.size(), v);
+  if (r.ec != std::errc() || r.ptr != b.data() + b.size()) return false;
+  out = negative ? -v : v;
+  return true;
+}
+
+Status Parser::parse_attr_value(AttrValue& out) {
+  Loc at = loc();
+  char c = peek();
+  if (at_end() || c == '\n') return expected("an attribute value");
+  if (c == '"') {
+    ++pos_;
+    std::string value;
+    for (;;) {
+      if (at_end() || s_[pos_] == '\n') return error(at, "unterminated string");
+      char ch = s_[pos_];
+      if (ch == '"') {
+        ++pos_;
+        break;
+      }
+      if (ch == '\\') {
+        char next = peek_at(1);
+        if (pos_ + 1 < s_.size() && (next == '"' || next == '\\')) {
+          value += next;
+          pos_ += 2;
+          continue;
+        }
+        Loc esc = loc();
+        return error(esc, "unsupported escape in string (only \\\" and \\\\ are allowed)");
+      }
+      value += ch;
+      ++pos_;
+    }
+    out = std::move(value);
+    return Status::ok();
+  }
+  if (c == '[') {
+    ++pos_;
+    std::vector<int64_t> list;
+    skip_ws();
+    if (peek() == ']' && !at_end()) {
+      ++pos_;
+      out = std::move(list);
+      return Status::ok();
+    }
+    for (;;) {
+      skip_ws();
+      Loc item_loc = loc();
+      char ic = peek();
+      if (at_end() || !(is_digit(ic) || ic == '-' || ic == '+' || ic == '.' || is_ident_start(ic))) {
+        return expected("an integer in the list");
+      }
+      std::string_view tok = take_number();
+      int64_t v = 0;
+      VOLTA_RETURN_IF_ERROR(parse_int(tok, item_loc, v));
+      list.push_back(v);
+      skip_ws();
+      if (peek() == ',' && !at_end()) {
+        ++pos_;
+        continue;
+      }
+      if (peek() == ']' && !at_end()) {
+        ++pos_;
+        break;
+      }
+      return expected("',' or ']' in the list");
+    }
+    out = std::move(list);
+    return Status::ok();
+  }
+  if (is_digit(c) || c == '-' || c == '+' || c == '.' || is_ident_start(c)) {
+    std::string_view tok = take_number();
+    bool is_float = false;
+    if (!classify_number(tok, is_float)) {
+      return error(at, "expected an attribute value (number, string or integer list) but found " + describe(tok));
+    }
+    if (is_float) {
+      double d = 0;
+      if (!parse_float_text(tok, d)) return error(at, "number " + describe(tok) + " is out of range for a double");
+      out = d;
+      return Status::ok();
+    }
+    int64_t v = 0;
+    VOLTA_RETURN_IF_ERROR(parse_int(tok, at, v));
+    out = v;
+    return Status::ok();
+  }
+  return expected("an attribute value (number, string or integer list)");
+}
+
+Status Parser::parse_attrs(Stmt& st) {
+  // The cursor is on '{'.
+  ++pos_;
+  skip_ws();
+  if (peek() == '}' && !at_end()) {
+    ++pos_;
+    return Status::ok();
+  }
+  for (;;) {
+    skip_ws();
+    Loc key_loc = loc();
+    std::string_view key = take_ident();
+    if (key.empty()) return expected("an attribute name");
+    std::string key_str(key);
+    if (!op_allows_attr(st.op, key)) {
+      return error(key_loc, "unknown attribute '" + key_str + "' for op '" + op_name(st.op) + "'");
+    }
+    if (st.attrs.has(key_str)) return error(key_loc, "duplicate attribute '" + key_str + "'");
+    skip_ws();
+    VOLTA_RETURN_IF_ERROR(expect_char('='));
+    skip_ws();
+    AttrValue value;
+    VOLTA_RETURN_IF_ERROR(parse_attr_value(value));
+    st.attrs.set(key_str, std::move(value));
+    skip_ws();
+    if (peek() == ',' && !at_end()) {
+      ++pos_;
+      continue;
+    }
+    if (peek() == '}' && !at_end()) {
+      ++pos_;
+      break;
+    }
+    return expected("',' or '}' after the attribute");
+  }
+  return Status::ok();
+}
+
+Status Parser::parse_payload(Stmt& st) {
+  skip_ws();
+  st.payload_loc = loc();
+  auto is_number_start = [](char ch) {
+    return is_digit(ch) || ch == '-' || ch == '+' || ch == '.' || is_ident_start(ch);
+  };
+  if (peek() == '[' && !at_end()) {
+    ++pos_;
+    skip_ws();
+    if (peek() == ']' && !at_end()) {
+      ++pos_;
+      return Status::ok();
+    }
+    for (;;) {
+      skip_ws();
+      Loc item_loc = loc();
+      if (at_end() || !is_number_start(peek())) return expected("a number in the constant payload");
+      st.payload.push_back({take_number(), item_loc});
+      skip_ws();
+      if (peek() == ',' && !at_end()) {
+        ++pos_;
+        continue;
+      }
+      if (peek() == ']' && !at_end()) {
+        ++pos_;
+        break;
+      }
+      return expected("',' or ']' in the constant payload");
+    }
+    return Status::ok();
+  }
+  if (!at_end() && is_number_start(peek())) {
+    Loc item_loc = loc();
+    st.payload.push_back({take_number(), item_loc});
+    return Status::ok();
+  }
+  return expected("a constant payload (a number or '[...]')");
+}
+
+Status Parser::parse_statement() {
+  Stmt st;
+  st.name_loc = loc();
+  ++pos_;  // '%'
+  st.name = take_ident();
+  if (st.name.empty()) return expected("a value name after '%'");
+  if (auto it = defined_.find(st.name); it != defined_.end()) {
+    return error(st.name_loc, "'%" + std::string(st.name) + "' is defined twice (first at line " +
+                                  std::to_string(stmts_[it->second].name_loc.line) + ")");
+  }
+  skip_ws();
+  if (peek() == ':' && !at_end()) {
+    ++pos_;
+    skip_ws();
+    st.type_loc = loc();
+    st.has_type = true;
+    VOLTA_RETURN_IF_ERROR(parse_type(st.type));
+    skip_ws();
+  }
+  VOLTA_RETURN_IF_ERROR(expect_char('='));
+  skip_ws();
+  st.op_loc = loc();
+  std::string_view op_text = take_ident();
+  if (op_text.empty()) return expected("an op name");
+  auto op = parse_op(op_text);
+  if (!op.is_ok()) return error(st.op_loc, "unknown op " + describe(op_text));
+  st.op = *op;
+  if (is_leaf(st.op) && !st.has_type) {
+    return error(st.name_loc, "'%" + std::string(st.name) + "' needs a declared type (" + op_name(st.op) +
+                                  " values are not inferred), e.g. '%" + std::string(st.name) + ": f32[4] = " +
+                                  op_name(st.op) + "(...)'");
+  }
+  skip_ws();
+  VOLTA_RETURN_IF_ERROR(expect_char('('));
+  skip_ws();
+  if (st.op == Op::Constant) {
+    VOLTA_RETURN_IF_ERROR(parse_payload(st));
+    skip_ws();
+    VOLTA_RETURN_IF_ERROR(expect_char(')'));
+  } else {
+    if (peek() == ')' && !at_end()) {
+      ++pos_;
+    } else {
+      for (;;) {
+        skip_ws();
+        Loc ref_loc = loc();
+        if (peek() != '%' || at_end()) {
+          return expected(st.args.empty() ? "a value reference '%name' or ')'" : "a value reference '%name'");
+        }
+        ++pos_;
+        std::string_view ref = take_ident();
+        if (ref.empty()) return expected("a value name after '%'");
+        st.args.push_back({ref, ref_loc});
+        skip_ws();
+        if (peek() == ',' && !at_end()) {
+          ++pos_;
+          continue;
+        }
+        if (peek() == ')' && !at_end()) {
+          ++pos_;
+          break;
+        }
+        return expected("',' or ')'");
+      }
+    }
+    const OpInfo& info = op_info(st.op);
+    int64_t n = static_cast<int64_t>(st.args.size());
+    if (n < info.min_inputs || n > info.max_inputs) {
+      std::string takes = info.min_inputs == info.max_inputs
+                              ? std::to_string(info.min_inputs)
+                              : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
+      return error(st.op_loc, std::string("op '") + info.name + "' takes " + takes +
+                                  (info.max_inputs == 1 ? " input" : " inputs") + " but got " + std::to_string(n));
+    }
+  }
+  skip_ws();
+  if (peek() == '{' && !at_end()) VOLTA_RETURN_IF_ERROR(parse_attrs(st));
+  defined_.emplace(st.name, stmts_.size());
+  stmts_.push_back(std::move(st));
+  return Status::ok();
+}
+
+Status Parser::parse_return() {
+  // The cursor is just past 'return'.
+  for (;;) {
+    skip_ws();
+    Loc ref_loc = loc();
+    if (peek() != '%' || at_end()) return expected("a value reference '%name'");
+    ++pos_;
+    std::string_view ref = take_ident();
+    if (ref.empty()) return expected("a value name after '%'");
+    outputs_.push_back({ref, ref_loc});
+    skip_ws();
+    if (peek() == ',' && !at_end()) {
+      ++pos_;
+      continue;
+    }
+    break;
+  }
+  return Status::ok();
+}
+
+Status Parser::build_constant(const Stmt& st, Node& n) const {
+  int64_t count = checked_numel(st.type.shape);
+  if (count < 0 || static_cast<uint64_t>(count) != st.payload.size()) {
+    return error(st.payload_loc, "constant payload has " + std::to_string(st.payload.size()) +
+                                     (st.payload.size() == 1 ? " value" : " values") + " but " + type_text(st.type) +
+                                     " needs " + std::to_string(count));
+  }
+  Tensor t = Tensor::zeros(st.type.dtype, st.type.shape);
+  for (size_t i = 0; i < st.payload.size(); ++i) {
+    const Literal& lit = st.payload[i];
+    bool is_float = false;
+    if (!classify_number(lit.text, is_float)) {
+      return error(lit.loc, "expected a number but found " + describe(lit.text));
+    }
+    switch (st.type.dtype) {
+      case DType::f32: {
+        float v = 0;
+        if (!parse_float_text(lit.text, v)) {
+          return error(lit.loc, "number " + describe(lit.text) + " is out of range for f32");
+        }
+        t.data<float>()[i] = v;
+        break;
+      }
+      case DType::i32:
+      case DType::i64: {
+        const char* dt = dtype_text(st.type.dtype);
+        if (is_float) {
+          return error(lit.loc, std::string("expected an integer for a ") + dt + " constant but found " +
+                                    describe(lit.text));
+        }
+        int64_t v = 0;
+        VOLTA_RETURN_IF_ERROR(parse_int(lit.text, lit.loc, v));
+        if (st.type.dtype == DType::i32) {
+          if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+            return error(lit.loc, "integer " + describe(lit.text) + " does not fit in i32");
+          }
+          t.data<int32_t>()[i] = static_cast<int32_t>(v);
+        } else {
+          t.data<int64_t>()[i] = v;
+        }
+        break;
+      }
+    }
+  }
+  n.value = std::move(t);
+  return Status::ok();
+}
+
+Status Parser::finish(Graph& g) {
+  g.name = graph_name_;
+  g.nodes.resize(stmts_.size());
+  for (size_t i = 0; i < stmts_.size(); ++i) {
+    const Stmt& st = stmts_[i];
+    Node& n = g.nodes[i];
+    n.id = static_cast<int32_t>(i);
+    n.name = std::string(st.name);
+    n.op = st.op;
+    n.attrs = st.attrs;
+    if (st.has_type) n.type = st.type;
+    for (const Ref& r : st.args) {
+      auto it = defined_.find(r.name);
+      if (it == defined_.end()) return error(r.loc, "undefined value '%" + std::string(r.name) + "'");
+      n.inputs.push_back(static_cast<int32_t>(it->second));
+    }
+    if (st.op == Op::Constant) VOLTA_RETURN_IF_ERROR(build_constant(st, n));
+  }
+  for (const Ref& r : outputs_) {
+    auto it = defined_.find(r.name);
+    if (it == defined_.end()) return error(r.loc, "undefined value '%" + std::string(r.name) + "'");
+    g.outputs.push_back(static_cast<int32_t>(it->second));
+  }
+
+  auto order = topological_order(g);
+  if (!order.is_ok()) {
+    // A cycle: keep the declared types and let verify_graph report it, unless some type
+    // cannot be known without inference.
+    for (const Stmt& st : stmts_) {
+      if (!st.has_type) {
+        return error(st.name_loc, "cannot infer the type of '%" + std::string(st.name) +
+                                      "': " + order.status().message());
+      }
+    }
+    return Status::ok();
+  }
+  for (int32_t id : *order) {
+    if (id < 0 || static_cast<size_t>(id) >= g.nodes.size()) continue;
+    Node& n = g.nodes[static_cast<size_t>(id)];
+    if (is_leaf(n.op)) continue;
+    const Stmt& st = stmts_[static_cast<size_t>(id)];
+    std::vector<TensorType> in_types;
+    in_types.reserve(n.inputs.size());
+    for (int32_t in : n.inputs) in_types.push_back(g.nodes[static_cast<size_t>(in)].type);
+    auto inferred = infer_type(n.op, in_types, n.attrs);
+    if (!inferred.is_ok()) return error(st.op_loc, inferred.status().message() + " " + node_ref(n));
+    if (st.has_type) {
+      if (!(*inferred == st.type)) {
+        return error(st.type_loc, "declared " + type_text(st.type) + " but inferred " + type_text(*inferred) +
+                                      " for %" + n.name + " (" + op_name(n.op) + ")");
+      }
+    } else if (checked_numel(inferred->shape) < 0) {
+      return error(st.op_loc, "inferred type " + type_text(*inferred) + " of '%" + n.name +
+                                  "' has a negative dim or too many elements (the maximum is 2^60)");
+    }
+    n.type = *inferred;
+  }
+  return Status::ok();
+}
+
+Result<Graph> Parser::run() {
+  VOLTA_RETURN_IF_ERROR(parse_header());
+  for (;;) {
+    skip_blank();
+    if (at_end()) return expected("'}' closing graph '" + graph_name_ + "'");
+    char c = s_[pos_];
+    Loc stmt_loc = loc();
+    if (c == '}') {
+      if (!has_return_) return error(stmt_loc, "missing 'return' statement in graph '" + graph_name_ + "'");
+      ++pos_;
+      break;
+    }
+    if (c == '%') {
+      VOLTA_RETURN_IF_ERROR(parse_statement());
+    } else {
+      std::string_view word = take_ident();
+      if (word != "return") {
+        pos_ -= word.size();
+        return expected("a statement ('%name = op(...)', 'return' or '}')");
+      }
+      if (has_return_) {
+        return error(stmt_loc, "second 'return' statement (the first is at line " +
+                                   std::to_string(return_loc_.line) + ")");
+      }
+      has_return_ = true;
+      return_loc_ = stmt_loc;
+      VOLTA_RETURN_IF_ERROR(parse_return());
+    }
+    skip_ws();
+    if (!at_eol()) return expected("end of line");
+  }
+  skip_blank();
+  if (!at_end()) return expected("end of input after '}'");
+  Graph g;
+  VOLTA_RETURN_IF_ERROR(finish(g));
+  return g;
+}
+
+}  // namespace
+
+// ---- Public API ----------------------------------------------------------------------------
+
+std::string print_graph(const Graph& g) {
+  std::string out = "graph " + g.name + " {\n";
+  for (const Node& n : g.nodes) {
+    out += "  %" + n.name + ": " + type_text(n.type) + " = " + op_name(n.op) + "(";
+    if (n.op == Op::Constant) {
+      out += payload_text(n);
+    } else {
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        if (i) out += ", ";
+        out += ref_text(g, n.inputs[i]);
+      }
+    }
+    out += ")";
+    const auto& items = n.attrs.items();
+    if (!items.empty()) {
+      out += " {";
+      bool first = true;
+      for (const auto& [key, value] : items) {
+        if (!first) out += ", ";
+        first = false;
+        out += key + "=" + attr_value_text(value);
+      }
+      out += "}";
+    }
+    out += "\n";
+  }
+  out += "  return";
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    out += i ? ", " : " ";
+    out += ref_text(g, g.outputs[i]);
+  }
+  out += "\n}\n";
+  return out;
+}
+
+Result<Graph> parse_graph(std::string_view text, std::string_view source) {
+  Parser p(text, source);
+  return p.run();
+}
+
+Result<Graph> load_graph(const std::string& path) {
+  auto fail = [&](const char* verb, int err) {
+    std::string msg = std::string("cannot ") + verb + " '" + path + "': " + std::system_category().message(err);
+    return err == ENOENT || err == ENOTDIR ? not_found(msg) : parse_error(msg);
+  };
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return fail("open", errno);
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) != 0) {
+    int err = errno;
+    std::fclose(f);
+    return fail("open", err);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    std::fclose(f);
+    return fail("open", EISDIR);
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    size_t n = std::fread(buf, 1, sizeof(buf), f);
+    text.append(buf, n);
+    if (n < sizeof(buf)) break;
+  }
+  bool bad = std::ferror(f) != 0;
+  int err = errno;
+  std::fclose(f);
+  if (bad) return fail("read", err != 0 ? err : EIO);
+  return parse_graph(text, path);
+}
+
+}  // namespace volta::ir

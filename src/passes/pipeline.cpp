@@ -1,0 +1,52 @@
+// The pass pipeline, in order. This is the one place that lists it.
+#include "volta/passes.h"
+#include "volta/text.h"
+#include "volta/verify.h"
+
+namespace volta::passes {
+
+const std::vector<Pass>& pipeline() {
+  static const std::vector<Pass> kPipeline = {
+      {"fold_constants", fold_constants},
+      {"eliminate_common_subexpressions", eliminate_common_subexpressions},
+      {"eliminate_dead_code", eliminate_dead_code},
+  };
+  return kPipeline;
+}
+
+std::string pipeline_signature(const PipelineOptions& opts) {
+  std::string sig;
+  for (const Pass& p : pipeline()) {
+    if (opts.disabled.count(p.name)) continue;
+    if (!sig.empty()) sig += ",";
+    sig += p.name;
+  }
+  return sig;
+}
+
+Result<ir::Graph> run_pipeline(const ir::Graph& g, const PipelineOptions& opts) {
+  for (const std::string& name : opts.disabled) {
+    bool known = false;
+    for (const Pass& p : pipeline()) known = known || p.name == name;
+    if (!known) return invalid_argument("unknown pass '" + name + "' (see `volta inspect --help` for the pipeline)");
+  }
+  ir::Graph cur = g;
+  for (const Pass& p : pipeline()) {
+    if (opts.disabled.count(p.name)) continue;
+    auto next = p.run(cur);
+    if (!next.is_ok()) return Status(next.status().code(), "pass " + p.name + ": " + next.status().message());
+    cur = std::move(next).value();
+    if (opts.verify_each) {
+      Status s = ir::verify_graph(cur);
+      if (!s.is_ok()) return internal_error("pass " + p.name + " produced an invalid graph: " + s.message());
+    }
+    if (opts.dump && opts.dump_after == p.name) opts.dump(p.name, cur);
+  }
+  return cur;
+}
+
+uint64_t graph_hash(const ir::Graph& g, const std::string& pipeline_sig) {
+  return fnv1a64(pipeline_sig, fnv1a64(ir::print_graph(g)));
+}
+
+}  // namespace volta::passes

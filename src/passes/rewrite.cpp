@@ -1,0 +1,38 @@
+#include "rewrite.h"
+
+namespace volta::passes {
+
+Result<ir::Graph> rebuild(const ir::Graph& g, const std::vector<int32_t>& replace) {
+  // Follow merge chains to the surviving node (replace[r] == r).
+  auto survivor = [&](int32_t id) {
+    for (size_t hops = 0; id >= 0 && replace[static_cast<size_t>(id)] != id && hops <= g.size(); ++hops)
+      id = replace[static_cast<size_t>(id)];
+    return id;
+  };
+  std::vector<int32_t> new_id(g.size(), -1);
+  ir::Graph out;
+  out.name = g.name;
+  for (const ir::Node& n : g.nodes) {
+    if (replace[static_cast<size_t>(n.id)] != n.id) continue;
+    new_id[static_cast<size_t>(n.id)] = static_cast<int32_t>(out.nodes.size());
+    out.nodes.push_back(n);
+    out.nodes.back().id = new_id[static_cast<size_t>(n.id)];
+  }
+  auto remap = [&](int32_t old, const std::string& who) -> Result<int32_t> {
+    int32_t s = survivor(old);
+    if (s < 0 || new_id[static_cast<size_t>(s)] < 0)
+      return internal_error("rewrite dropped value '" + g.node(old).name + "' still read by " + who);
+    return new_id[static_cast<size_t>(s)];
+  };
+  for (ir::Node& n : out.nodes)
+    for (int32_t& in : n.inputs) {
+      VOLTA_ASSIGN_OR_RETURN(in, remap(in, "'" + n.name + "'"));
+    }
+  for (int32_t o : g.outputs) {
+    VOLTA_ASSIGN_OR_RETURN(int32_t id, remap(o, "the graph outputs"));
+    out.outputs.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace volta::passes

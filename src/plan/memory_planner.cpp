@@ -1,0 +1,176 @@
+// Liveness-based memory planner. Every computed value lives from the step that writes it to
+// the last step that reads it (outputs to the end); kernel workspaces live for their step.
+// Buffers are placed "greedy by size": largest first, each at the lowest offset that no
+// time-overlapping buffer already uses. All orders are total (size, step, node id), so the
+// plan is the same on every run.
+#include <algorithm>
+
+#include "volta/plan.h"
+
+namespace volta::plan {
+
+namespace {
+
+bool overlaps_in_time(const Buffer& a, const Buffer& b) {
+  return a.first_step <= b.last_step && b.first_step <= a.last_step;
+}
+
+void place(std::vector<Buffer*>& buffers, size_t& arena_bytes) {
+  std::sort(buffers.begin(), buffers.end(), [](const Buffer* a, const Buffer* b) {
+    if (a->bytes != b->bytes) return a->bytes > b->bytes;
+    if (a->first_step != b->first_step) return a->first_step < b->first_step;
+    if (a->cls != b->cls) return a->cls < b->cls;
+    return a->node < b->node;
+  });
+  std::vector<const Buffer*> placed;
+  for (Buffer* buf : buffers) {
+    if (buf->bytes == 0) continue;
+    std::vector<const Buffer*> conflicts;
+    for (const Buffer* p : placed)
+      if (overlaps_in_time(*p, *buf)) conflicts.push_back(p);
+    std::sort(conflicts.begin(), conflicts.end(), [](const Buffer* a, const Buffer* b) {
+      return a->offset != b->offset ? a->offset < b->offset : a->bytes < b->bytes;
+    });
+    size_t offset = 0;
+    for (const Buffer* c : conflicts) {
+      if (c->offset >= offset + buf->bytes) break;  // the gap before c is big enough
+      offset = std::max(offset, align_up(c->offset + c->bytes));
+    }
+    buf->offset = offset;
+    arena_bytes = std::max(arena_bytes, offset + buf->bytes);
+    placed.push_back(buf);
+  }
+}
+
+}  // namespace
+
+const char* mem_class_name(MemClass c) {
+  switch (c) {
+    case MemClass::Input: return "input";
+    case MemClass::Param: return "param";
+    case MemClass::Constant: return "constant";
+    case MemClass::Activation: return "activation";
+    case MemClass::Temp: return "temp";
+    case MemClass::Output: return "output";
+    case MemClass::kCount: break;
+  }
+  return "?";
+}
+
+Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::string& backend,
+                                const WorkspaceFn& workspace, const PlanOptions& opts) {
+  ExecutionPlan p;
+  VOLTA_ASSIGN_OR_RETURN(p.schedule, make_schedule(g));
+  const int32_t steps = static_cast<int32_t>(p.schedule.size());
+  const int32_t last = std::max(steps - 1, 0);
+
+  std::vector<bool> is_output(g.size(), false);
+  for (int32_t o : g.outputs) is_output[static_cast<size_t>(o)] = true;
+
+  p.values.resize(g.size());
+  for (const ir::Node& n : g.nodes) {
+    Buffer& b = p.values[static_cast<size_t>(n.id)];
+    b.node = n.id;
+    b.bytes = align_up(n.type.bytes());
+    switch (n.op) {
+      case ir::Op::Input: b.cls = MemClass::Input; break;
+      case ir::Op::Param: b.cls = MemClass::Param; break;
+      case ir::Op::Constant: b.cls = MemClass::Constant; break;
+      default: b.cls = is_output[static_cast<size_t>(n.id)] ? MemClass::Output : MemClass::Activation;
+    }
+    b.in_arena = !ir::is_leaf(n.op);
+    b.first_step = 0;
+    b.last_step = b.in_arena ? -1 : last;  // leaves are bound for the whole run
+  }
+  p.workspaces.resize(p.schedule.size());
+  for (int32_t s = 0; s < steps; ++s) {
+    const ir::Node& n = g.node(p.schedule[static_cast<size_t>(s)]);
+    Buffer& out = p.values[static_cast<size_t>(n.id)];
+    out.first_step = s;
+    out.last_step = std::max(out.last_step, s);
+    for (int32_t in : n.inputs) {
+      Buffer& b = p.values[static_cast<size_t>(in)];
+      if (b.in_arena) b.last_step = std::max(b.last_step, s);
+    }
+    Buffer& ws = p.workspaces[static_cast<size_t>(s)];
+    ws.node = n.id;
+    ws.cls = MemClass::Temp;
+    ws.bytes = workspace ? align_up(workspace(g, n)) : 0;
+    ws.in_arena = true;
+    ws.first_step = ws.last_step = s;
+  }
+  for (int32_t o : g.outputs) {
+    Buffer& b = p.values[static_cast<size_t>(o)];
+    if (b.in_arena) b.last_step = last;
+  }
+
+  // Place.
+  std::vector<Buffer*> arena;
+  for (Buffer& b : p.values)
+    if (b.in_arena) arena.push_back(&b);
+  for (Buffer& b : p.workspaces) arena.push_back(&b);
+  MemoryReport& m = p.memory;
+  place(arena, m.arena_bytes);
+
+  // Report: naive = every buffer on its own; peak per class over steps.
+  auto account = [&](const Buffer& b) { m.naive[static_cast<size_t>(b.cls)] += b.bytes; };
+  for (const Buffer& b : p.values) {
+    account(b);
+    if (!b.in_arena) m.external_bytes += b.bytes;
+  }
+  for (const Buffer& b : p.workspaces) account(b);
+  for (int32_t s = 0; s <= last; ++s) {
+    std::array<size_t, kNumMemClasses> live{};
+    auto add_if_live = [&](const Buffer& b) {
+      if (b.first_step <= s && s <= b.last_step) live[static_cast<size_t>(b.cls)] += b.bytes;
+    };
+    for (const Buffer& b : p.values) add_if_live(b);
+    for (const Buffer& b : p.workspaces) add_if_live(b);
+    size_t total = 0;
+    for (size_t c = 0; c < kNumMemClasses; ++c) {
+      m.peak[c] = std::max(m.peak[c], live[c]);
+      total += live[c];
+    }
+    m.peak_live_bytes = std::max(m.peak_live_bytes, total);
+  }
+  for (size_t c = 0; c < kNumMemClasses; ++c) m.naive_bytes += m.naive[c];
+  m.peak_bytes = m.external_bytes + m.arena_bytes;
+
+  if (opts.memory_budget_bytes > 0 && m.peak_bytes > opts.memory_budget_bytes)
+    return out_of_memory("plan for graph '" + g.name + "' needs " + std::to_string(m.peak_bytes) + " bytes (arena " +
+                         std::to_string(m.arena_bytes) + " + bound inputs, params and constants " +
+                         std::to_string(m.external_bytes) + ") but the memory budget is " +
+                         std::to_string(opts.memory_budget_bytes) + " bytes");
+  p.graph = std::move(g);
+  p.graph_hash = graph_hash;
+  p.backend = backend;
+  return p;
+}
+
+Status verify_allocation(const ExecutionPlan& p) {
+  std::vector<const Buffer*> arena;
+  for (const Buffer& b : p.values)
+    if (b.in_arena && b.bytes > 0) arena.push_back(&b);
+  for (const Buffer& b : p.workspaces)
+    if (b.bytes > 0) arena.push_back(&b);
+  auto describe = [&](const Buffer* b) {
+    std::string what = b->cls == MemClass::Temp ? "workspace of '" : "value '";
+    return what + p.graph.node(b->node).name + "' [" + std::to_string(b->offset) + ", " +
+           std::to_string(b->offset + b->bytes) + ") steps " + std::to_string(b->first_step) + ".." +
+           std::to_string(b->last_step);
+  };
+  for (const Buffer* b : arena) {
+    if (b->offset % kAlignment != 0) return internal_error("misaligned " + describe(b));
+    if (b->offset + b->bytes > p.memory.arena_bytes) return internal_error("outside the arena: " + describe(b));
+  }
+  for (size_t i = 0; i < arena.size(); ++i)
+    for (size_t j = i + 1; j < arena.size(); ++j) {
+      const Buffer* a = arena[i];
+      const Buffer* b = arena[j];
+      bool share_bytes = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+      if (share_bytes && overlaps_in_time(*a, *b)) return internal_error("live buffers overlap: " + describe(a) + " and " + describe(b));
+    }
+  return Status::ok();
+}
+
+}  // namespace volta::plan

@@ -1,0 +1,80 @@
+// Text and JSON views of a plan, for `volta inspect` and golden tests.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "volta/plan.h"
+
+namespace volta::plan {
+
+namespace {
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+std::string rpad(const std::string& s, size_t width) {
+  return s.size() < width ? std::string(width - s.size(), ' ') + s : s;
+}
+
+}  // namespace
+
+std::string format_memory_report(const MemoryReport& m) {
+  std::string out = "memory (bytes)      planned peak         naive\n";
+  for (size_t c = 0; c < kNumMemClasses; ++c)
+    out += "  " + pad(mem_class_name(static_cast<MemClass>(c)), 16) + rpad(std::to_string(m.peak[c]), 14) +
+           rpad(std::to_string(m.naive[c]), 14) + "\n";
+  out += "  " + pad("total", 16) + rpad(std::to_string(m.peak_bytes), 14) + rpad(std::to_string(m.naive_bytes), 14) + "\n";
+  char ratio[32] = "n/a";
+  if (m.peak_bytes > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", static_cast<double>(m.naive_bytes) / static_cast<double>(m.peak_bytes));
+  out += "  arena " + std::to_string(m.arena_bytes) + " + bound " + std::to_string(m.external_bytes) +
+         "; peak live " + std::to_string(m.peak_live_bytes) + "; naive / planned " + ratio + "\n";
+  return out;
+}
+
+std::string format_plan(const ExecutionPlan& p) {
+  std::string out = "schedule (" + std::to_string(p.schedule.size()) + " steps, backend " + p.backend + ")\n";
+  out += "  step  op                value                           type                   class          offset       bytes  live\n";
+  for (size_t s = 0; s < p.schedule.size(); ++s) {
+    const ir::Node& n = p.graph.node(p.schedule[s]);
+    const Buffer& b = p.values[static_cast<size_t>(n.id)];
+    out += "  " + rpad(std::to_string(s), 4) + "  " + pad(ir::op_name(n.op), 18) + pad("%" + n.name, 32) +
+           pad(n.type.to_string(), 23) + pad(mem_class_name(b.cls), 11) + rpad(std::to_string(b.offset), 10) +
+           rpad(std::to_string(b.bytes), 12) + "  " + std::to_string(b.first_step) + ".." + std::to_string(b.last_step) + "\n";
+    const Buffer& ws = p.workspaces[s];
+    if (ws.bytes > 0)
+      out += "        " + pad("(workspace)", 50) + pad("", 23) + pad("temp", 11) + rpad(std::to_string(ws.offset), 10) +
+             rpad(std::to_string(ws.bytes), 12) + "\n";
+  }
+  return out + format_memory_report(p.memory);
+}
+
+std::string plan_to_json(const ExecutionPlan& p, int indent) {
+  using nlohmann::ordered_json;
+  ordered_json j;
+  j["graph"] = p.graph.name;
+  j["hash"] = hash_to_hex(p.graph_hash);
+  j["backend"] = p.backend;
+  j["peak_bytes"] = p.memory.peak_bytes;
+  j["naive_bytes"] = p.memory.naive_bytes;
+  j["arena_bytes"] = p.memory.arena_bytes;
+  j["external_bytes"] = p.memory.external_bytes;
+  j["peak_live_bytes"] = p.memory.peak_live_bytes;
+  ordered_json classes = ordered_json::object();
+  for (size_t c = 0; c < kNumMemClasses; ++c)
+    classes[mem_class_name(static_cast<MemClass>(c))] = {{"peak", p.memory.peak[c]}, {"naive", p.memory.naive[c]}};
+  j["classes"] = classes;
+  ordered_json steps = ordered_json::array();
+  for (size_t s = 0; s < p.schedule.size(); ++s) {
+    const ir::Node& n = p.graph.node(p.schedule[s]);
+    const Buffer& b = p.values[static_cast<size_t>(n.id)];
+    ordered_json step = {{"step", s},          {"op", ir::op_name(n.op)},  {"value", n.name},
+                         {"type", n.type.to_string()}, {"class", mem_class_name(b.cls)}, {"offset", b.offset},
+                         {"bytes", b.bytes},   {"first_step", b.first_step}, {"last_step", b.last_step}};
+    if (p.workspaces[s].bytes > 0) step["workspace"] = {{"offset", p.workspaces[s].offset}, {"bytes", p.workspaces[s].bytes}};
+    steps.push_back(step);
+  }
+  j["schedule"] = steps;
+  return j.dump(indent);
+}
+
+}  // namespace volta::plan

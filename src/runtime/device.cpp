@@ -1,0 +1,62 @@
+// Device selection: explicit choices never fall back; `auto` takes CUDA only when it works.
+#include <cstdlib>
+
+#include "volta/backend.h"
+
+namespace volta {
+
+bool Capabilities::supports(ir::Op op) const {
+  for (ir::Op o : ops)
+    if (o == op) return true;
+  return false;
+}
+
+Result<DeviceKind> parse_device(std::string_view s) {
+  if (s == "cpu") return DeviceKind::Cpu;
+  if (s == "cuda") return DeviceKind::Cuda;
+  if (s == "auto") return DeviceKind::Auto;
+  return invalid_argument("unknown device '" + std::string(s) + "' (expected cpu, cuda or auto)");
+}
+
+const char* device_name(DeviceKind d) {
+  switch (d) {
+    case DeviceKind::Cpu: return "cpu";
+    case DeviceKind::Cuda: return "cuda";
+    case DeviceKind::Auto: return "auto";
+  }
+  return "?";
+}
+
+Result<DeviceKind> device_from_flag_or_env(std::string_view flag) {
+  if (!flag.empty()) {
+    auto d = parse_device(flag);
+    if (!d.is_ok()) return invalid_argument("--device: " + d.status().message());
+    return d;
+  }
+  const char* env = std::getenv("VOLTA_DEVICE");
+  if (env && *env) {
+    auto d = parse_device(env);
+    if (!d.is_ok()) return invalid_argument("VOLTA_DEVICE: " + d.status().message());
+    return d;
+  }
+  return DeviceKind::Cpu;
+}
+
+Result<std::unique_ptr<Backend>> select_backend(DeviceKind kind, const ir::Graph* g) {
+  switch (kind) {
+    case DeviceKind::Cpu: return make_cpu_backend();
+    case DeviceKind::Cuda: return make_cuda_backend();
+    case DeviceKind::Auto: {
+      auto cuda = make_cuda_backend();
+      bool covers = cuda.is_ok();
+      if (covers && g)
+        for (const ir::Node& n : g->nodes)
+          covers = covers && (ir::is_leaf(n.op) || (*cuda)->capabilities().supports(n.op));
+      if (covers) return cuda;
+      return make_cpu_backend();
+    }
+  }
+  return internal_error("select_backend: unknown device kind");
+}
+
+}  // namespace volta

@@ -1,0 +1,110 @@
+// The Runtime: the one gateway from a graph to results.
+#include "volta/runtime.h"
+
+#include "volta/verify.h"
+
+namespace volta {
+
+Runtime::Runtime(std::unique_ptr<Backend> backend)
+    : backend_(std::move(backend)), cache_(std::make_unique<plan::PlanCache>()) {}
+
+Result<Runtime> Runtime::create(DeviceKind kind, const ir::Graph* g) {
+  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, select_backend(kind, g));
+  return Runtime(std::move(backend));
+}
+
+namespace {
+
+std::string bound_shapes(const ir::Graph& g) {
+  std::string s;
+  for (const ir::Node& n : g.nodes)
+    if (n.op == ir::Op::Input || n.op == ir::Op::Param) s += n.name + "=" + n.type.to_string() + ";";
+  return s;
+}
+
+Status check_capabilities(const ir::Graph& g, const Backend& backend) {
+  const Capabilities& caps = backend.capabilities();
+  for (const ir::Node& n : g.nodes) {
+    if (ir::is_leaf(n.op)) continue;
+    if (!caps.supports(n.op))
+      return unimplemented("[" + std::string(ir::op_name(n.op)) + "] backend '" + backend.name() +
+                           "' has no kernel for this op " + ir::node_ref(n) + " with type " + n.type.to_string());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Graph& g, const CompileOptions& opts) {
+  VOLTA_RETURN_IF_ERROR(ir::verify_graph(g));
+  const std::string sig = passes::pipeline_signature(opts.pipeline);
+  plan::PlanKey key{passes::graph_hash(g, sig), bound_shapes(g), backend_->name(),
+                    sig + ";budget=" + std::to_string(opts.plan.memory_budget_bytes)};
+  if (auto cached = cache_->find(key)) return cached;
+
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph optimized, passes::run_pipeline(g, opts.pipeline));
+  Status valid = ir::verify_graph(optimized);
+  if (!valid.is_ok()) return internal_error("the pass pipeline produced an invalid graph: " + valid.message());
+  VOLTA_RETURN_IF_ERROR(check_capabilities(optimized, *backend_));
+  const Backend& backend = *backend_;
+  auto workspace = [&backend](const ir::Graph& graph, const ir::Node& n) { return backend.workspace_bytes(graph, n); };
+  VOLTA_ASSIGN_OR_RETURN(plan::ExecutionPlan p,
+                         plan::make_plan(std::move(optimized), key.graph_hash, backend_->name(), workspace, opts.plan));
+  VOLTA_RETURN_IF_ERROR(plan::verify_schedule(p.graph, p.schedule));
+  VOLTA_RETURN_IF_ERROR(plan::verify_allocation(p));
+  auto shared = std::make_shared<const plan::ExecutionPlan>(std::move(p));
+  cache_->insert(key, shared);
+  return shared;
+}
+
+Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bindings& bindings) {
+  if (p.backend != backend_->name())
+    return invalid_argument("plan was made for backend '" + p.backend + "' but this runtime runs '" + backend_->name() + "'");
+  const ir::Graph& g = p.graph;
+  for (const auto& [name, tensor] : bindings) {
+    int32_t id = g.find(name);
+    if (id < 0 || (g.node(id).op != ir::Op::Input && g.node(id).op != ir::Op::Param))
+      return invalid_argument("binding '" + name + "' names no input or param of graph '" + g.name + "'");
+  }
+  std::vector<TensorRef> refs(g.size());
+  for (const ir::Node& n : g.nodes) {
+    refs[static_cast<size_t>(n.id)].type = n.type;
+    if (n.op == ir::Op::Constant) {
+      refs[static_cast<size_t>(n.id)].data = const_cast<std::byte*>(n.value.raw());  // read-only by contract
+    } else if (n.op == ir::Op::Input || n.op == ir::Op::Param) {
+      auto it = bindings.find(n.name);
+      if (it == bindings.end())
+        return invalid_argument("[" + std::string(ir::op_name(n.op)) + "] '" + n.name + "' is not bound " + ir::node_ref(n));
+      if (it->second.type() != n.type || !it->second.defined())
+        return invalid_argument("[" + std::string(ir::op_name(n.op)) + "] '" + n.name + "' is declared " + n.type.to_string() +
+                                " but bound to " + it->second.type().to_string() + " " + ir::node_ref(n));
+      refs[static_cast<size_t>(n.id)].data = const_cast<std::byte*>(it->second.raw());  // kernels never write inputs
+    }
+  }
+  if (!arena_ || arena_bytes_ < p.memory.arena_bytes) {
+    VOLTA_ASSIGN_OR_RETURN(arena_, backend_->allocate(p.memory.arena_bytes));
+    arena_bytes_ = p.memory.arena_bytes;
+  }
+  for (const plan::Buffer& b : p.values)
+    if (b.in_arena) refs[static_cast<size_t>(b.node)].data = arena_.get() + b.offset;
+
+  std::vector<TensorRef> inputs;
+  for (size_t s = 0; s < p.schedule.size(); ++s) {
+    const ir::Node& n = g.node(p.schedule[s]);
+    inputs.clear();
+    for (int32_t in : n.inputs) inputs.push_back(refs[static_cast<size_t>(in)]);
+    const plan::Buffer& ws = p.workspaces[s];
+    std::span<std::byte> workspace(arena_.get() + ws.offset, ws.bytes);
+    VOLTA_RETURN_IF_ERROR(backend_->execute(n, inputs, refs[static_cast<size_t>(n.id)], workspace));
+  }
+  std::vector<Tensor> outputs;
+  for (int32_t o : g.outputs) {
+    const TensorRef& r = refs[static_cast<size_t>(o)];
+    Tensor t = Tensor::zeros(r.type.dtype, r.type.shape);
+    VOLTA_RETURN_IF_ERROR(backend_->copy_out(t.raw(), r.data, t.bytes()));
+    outputs.push_back(std::move(t));
+  }
+  return outputs;
+}
+
+}  // namespace volta

@@ -1,0 +1,103 @@
+#include "test_util.h"
+#include "volta/builder.h"
+#include "volta/verify.h"
+
+namespace volta {
+namespace {
+
+using ir::Op;
+
+TEST(Builder, BuildsMlpWithInferredTypes) {
+  ModelBuilder b("mlp");
+  Value x = b.input("x", {DType::f32, {8, 4}});
+  Value w1 = b.param("w1", {DType::f32, {4, 16}}, ParamInit::normal(0.5));
+  Value b1 = b.param("b1", {DType::f32, {16}}, ParamInit::zeros());
+  Value h = b.relu(b.add(b.matmul(x, w1, "h.mm"), b1, "h.pre"), "h");
+  Value w2 = b.param("w2", {DType::f32, {16, 3}});
+  Value logits = b.matmul(h, w2, "logits");
+  Value y = b.input("y", {DType::i32, {8}});
+  Value loss = b.cross_entropy(logits, y, "loss");
+  b.output(loss);
+  EXPECT_EQ(b.type(h), (TensorType{DType::f32, {8, 16}}));
+  EXPECT_EQ(b.type(logits), (TensorType{DType::f32, {8, 3}}));
+  EXPECT_EQ(b.type(loss), (TensorType{DType::f32, {}}));
+  auto g = b.build();
+  ASSERT_OK(g);
+  EXPECT_EQ(g->name, "mlp");
+  EXPECT_EQ(g->size(), 10u);
+  for (size_t i = 0; i < g->size(); ++i) EXPECT_EQ(g->nodes[i].id, static_cast<int32_t>(i));
+  EXPECT_EQ(g->node(g->outputs[0]).name, "loss");
+  ASSERT_OK(ir::verify_graph(*g));
+}
+
+TEST(Builder, TaggedShapeErrorNamesNode) {
+  ModelBuilder b;
+  Value x = b.input("x", {DType::f32, {2, 3}});
+  Value w = b.param("w", {DType::f32, {4, 5}});
+  Value q = b.matmul(x, w, "attn.q");
+  EXPECT_FALSE(q.valid());
+  EXPECT_EQ(b.status().message(), "[matmul] inner dims 3 != 4 (f32[2,3] @ f32[4,5]) (node 'attn.q')");
+  // Later calls are no-ops; build() returns the first error.
+  b.output(b.relu(q));
+  EXPECT_ERROR_CONTAINS(b.build(), "inner dims 3 != 4");
+}
+
+TEST(Builder, DuplicateNameIsAnError) {
+  ModelBuilder b;
+  b.input("x", {DType::f32, {2}});
+  b.input("x", {DType::f32, {2}});
+  EXPECT_ERROR_CONTAINS(b.build(), "value 'x' is defined twice");
+}
+
+TEST(Builder, AutoNamesAreUnique) {
+  ModelBuilder b;
+  Value x = b.input("x", {DType::f32, {2}});
+  Value y = b.exp(b.exp(x));
+  b.output(y);
+  auto g = b.build();
+  ASSERT_OK(g);
+  EXPECT_EQ(g->node(1).name, "exp.1");
+  EXPECT_EQ(g->node(2).name, "exp.2");
+}
+
+TEST(Builder, ForeignHandleIsAnError) {
+  ModelBuilder b;
+  b.relu(Value{7});
+  EXPECT_ERROR_CONTAINS(b.build(), "does not belong to this builder");
+}
+
+TEST(Builder, NoOutputsIsAnError) {
+  ModelBuilder b("empty");
+  b.input("x", {DType::f32, {2}});
+  EXPECT_ERROR_CONTAINS(b.build(), "graph 'empty' has no outputs");
+}
+
+TEST(Builder, DtypeErrors) {
+  ModelBuilder b;
+  Value ids = b.input("ids", {DType::i32, {4}});
+  b.relu(ids, "r");
+  EXPECT_ERROR_CONTAINS(b.build(), "[relu] x must be f32 but is i32[4] (node 'r')");
+}
+
+TEST(Builder, ShapeRulesOfLayoutOps) {
+  ModelBuilder b;
+  Value x = b.input("x", {DType::f32, {2, 3, 4}});
+  EXPECT_EQ(b.type(b.reshape(x, {6, -1})).shape, (Shape{6, 4}));
+  EXPECT_EQ(b.type(b.transpose(x, {2, 0, 1})).shape, (Shape{4, 2, 3}));
+  EXPECT_EQ(b.type(b.slice(x, 1, 1, 100)).shape, (Shape{2, 2, 4}));
+  EXPECT_EQ(b.type(b.slice(x, -1, -3, -1)).shape, (Shape{2, 3, 2}));
+  EXPECT_EQ(b.type(b.concat({x, x}, 2)).shape, (Shape{2, 3, 8}));
+  EXPECT_EQ(b.type(b.reduce_sum(x, {0, 2})).shape, (Shape{3}));
+  EXPECT_EQ(b.type(b.reduce_mean(x, {-1}, true)).shape, (Shape{2, 3, 1}));
+  Value w = b.param("w", {DType::f32, {4, 5}});
+  EXPECT_EQ(b.type(b.matmul(x, w)).shape, (Shape{2, 3, 5}));
+  Value bt = b.param("bt", {DType::f32, {7, 5, 4}});
+  Value one = b.input("one", {DType::f32, {1, 3, 4}});
+  EXPECT_EQ(b.type(b.matmul(one, bt, "", false, true)).shape, (Shape{7, 3, 5}));
+  ASSERT_OK(b.status());
+  b.reshape(x, {5, -1}, "bad");
+  EXPECT_ERROR_CONTAINS(b.build(), "[reshape] cannot reshape f32[2,3,4] to [5,-1] (node 'bad')");
+}
+
+}  // namespace
+}  // namespace volta

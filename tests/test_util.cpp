@@ -1,0 +1,35 @@
+#include "test_util.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace volta::test {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+int run_command(const std::string& cmd, std::string* out, std::string* err) {
+  std::string err_path = ::testing::TempDir() + "volta_cmd_stderr.txt";
+  std::string full = cmd + " 2>" + err_path;
+  FILE* p = popen(full.c_str(), "r");
+  if (!p) return -1;
+  std::string result;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) result.append(buf, n);
+  int status = pclose(p);
+  if (out) *out = result;
+  if (err) *err = read_file(err_path);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string source_path(const std::string& rel) { return std::string(VOLTA_SOURCE_DIR) + "/" + rel; }
+
+}  // namespace volta::test
