@@ -20,6 +20,19 @@ int main(int argc, char** argv) {
     // --device is accepted before or after the subcommand.
     for (auto& [sub, action] : commands) sub->add_option("--device", global.device, "cpu | cuda | auto");
 
+    // The first word that is not a flag must name a subcommand.
+    for (int i = 1; i < argc; ++i) {
+      std::string word = argv[i];
+      if (word == "--device") { ++i; continue; }
+      if (word.rfind("-", 0) == 0) continue;
+      bool known = false;
+      for (auto& [sub, action] : commands) known = known || sub->get_name() == word;
+      if (!known) {
+        std::fprintf(stderr, "volta: error: unknown command '%s' (commands: inspect, run; see volta --help)\n", word.c_str());
+        return 2;
+      }
+      break;
+    }
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

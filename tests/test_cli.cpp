@@ -1,0 +1,167 @@
+// Runs the `volta` binary: golden snapshots of `inspect`, the run output, and every bad input
+// yielding one clear line and a non-zero exit.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace volta {
+namespace {
+
+struct Cli {
+  int code;
+  std::string out, err;
+};
+
+Cli volta(const std::string& args) {
+  Cli r;
+  r.code = test::run_command("cd " + std::string(VOLTA_SOURCE_DIR) + " && env -u VOLTA_DEVICE " + VOLTA_CLI_PATH + " " +
+                                 args,
+                             &r.out, &r.err);
+  return r;
+}
+
+// Compares with tests/golden/NAME; VOLTA_UPDATE_GOLDEN=1 rewrites the file instead.
+void expect_golden(const std::string& name, const std::string& actual) {
+  std::string path = test::source_path("tests/golden/" + name);
+  if (std::getenv("VOLTA_UPDATE_GOLDEN")) {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  ASSERT_TRUE(std::filesystem::exists(path)) << "missing golden file " << path << " (run with VOLTA_UPDATE_GOLDEN=1)";
+  EXPECT_EQ(actual, test::read_file(path)) << "golden " << name << " differs (VOLTA_UPDATE_GOLDEN=1 rewrites it)";
+}
+
+TEST(Cli, InspectGoldenSnapshots) {
+  for (const char* example : {"gpt_block", "mlp"}) {
+    Cli r = volta(std::string("inspect examples/") + example + ".vir");
+    ASSERT_EQ(r.code, 0) << r.err;
+    expect_golden(std::string("inspect_") + example + ".txt", r.out);
+  }
+}
+
+TEST(Cli, InspectJsonReportsPlannedBelowNaive) {
+  Cli r = volta("inspect examples/gpt_block.vir --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["peak_bytes"].get<size_t>(), 0u);
+  EXPECT_LT(j["peak_bytes"].get<size_t>(), j["naive_bytes"].get<size_t>());
+  EXPECT_EQ(j["backend"], "cpu");
+  EXPECT_TRUE(j["classes"].contains("activation"));
+  EXPECT_GT(j["schedule"].size(), 10u);
+}
+
+TEST(Cli, RunPrintsOutputsAndIsDeterministic) {
+  Cli a = volta("run examples/gpt_block.vir --input tokens=random --seed 1");
+  Cli b = volta("run examples/gpt_block.vir --input tokens=random --seed 1");
+  Cli c = volta("run examples/gpt_block.vir --input tokens=random --seed 2");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_NE(a.out.find("%logits"), std::string::npos);
+  EXPECT_NE(a.out.find("f32[2,16,65]"), std::string::npos);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+  expect_golden("run_gpt_block_seed1.txt", a.out);
+}
+
+TEST(Cli, RunReadsAndWritesRawFiles) {
+  std::string dir = ::testing::TempDir() + "volta_cli_run";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream x(dir + "/x.bin", std::ios::binary);
+    for (int i = 0; i < 32; ++i) {
+      float v = static_cast<float>(i) / 8.0f;
+      x.write(reinterpret_cast<const char*>(&v), 4);
+    }
+    std::ofstream y(dir + "/labels.bin", std::ios::binary);
+    for (int32_t i = 0; i < 8; ++i) {
+      int32_t v = i % 3;
+      y.write(reinterpret_cast<const char*>(&v), 4);
+    }
+  }
+  Cli r = volta("run examples/mlp.vir --input x=" + dir + "/x.bin --input labels=" + dir + "/labels.bin --output " + dir +
+                "/out --memory");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(std::filesystem::file_size(dir + "/out/logits.bin"), 8u * 3u * 4u);
+  EXPECT_EQ(std::filesystem::file_size(dir + "/out/loss.bin"), 4u);
+  EXPECT_NE(r.out.find("memory (bytes)"), std::string::npos);
+  // Wrong size: the message says what was expected.
+  Cli bad = volta("run examples/mlp.vir --input x=" + dir + "/labels.bin --input labels=random");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("has 32 bytes but f32[8,4] needs 128"), std::string::npos) << bad.err;
+}
+
+struct BadCase {
+  std::string args;
+  int code;
+  std::string needle;
+};
+
+TEST(Cli, BadInputsGiveOneClearLineAndNonZeroExit) {
+  const std::vector<BadCase> cases = {
+      {"inspect tests/data/bad/syntax_error.vir", 1, "tests/data/bad/syntax_error.vir:3:15: expected ',' or ')'"},
+      {"inspect tests/data/bad/unknown_op.vir", 1, "unknown_op.vir:3:8: unknown op 'frobnicate'"},
+      {"inspect tests/data/bad/wrong_arity.vir", 1, "wrong_arity.vir:3:8: op 'add' takes 2 inputs but got 1"},
+      {"inspect tests/data/bad/shape_mismatch.vir", 1, "[matmul] inner dims 3 != 4 (f32[2,3] @ f32[4,5]) (node 'q')"},
+      {"inspect tests/data/bad/cycle.vir", 1, "value 'a' depends on itself (cycle) (node 'a')"},
+      {"inspect tests/data/bad/undefined_value.vir", 1, "undefined_value.vir:3:13: undefined value '%z'"},
+      {"inspect examples/gpt_block.vir --budget 1K", 1, "but the memory budget is 1024 bytes"},
+      {"inspect examples/gpt_block.vir --budget lots", 1, "--budget: 'lots' is not a byte count"},
+      {"inspect examples/gpt_block.vir --device cuda", 1, "--device cuda"},
+      {"--device cuda run examples/mlp.vir --input x=random --input labels=random", 1, "--device cuda"},
+      {"inspect examples/gpt_block.vir --device tpu", 1, "--device: unknown device 'tpu'"},
+      {"inspect no/such/file.vir", 1, "cannot open 'no/such/file.vir'"},
+      {"inspect tests/data", 1, "tests/data"},
+      {"run examples/mlp.vir --input x=random", 1, "input 'labels' (i32[8]) is not bound"},
+      {"run examples/mlp.vir --input x=random --input labels=no/such.bin", 1, "cannot open 'no/such.bin'"},
+      {"run examples/mlp.vir --input nope=random", 1, "has no input or param named 'nope'"},
+      {"run examples/mlp.vir --input x", 1, "--input: expected NAME=FILE.bin or NAME=random"},
+      {"inspect examples/mlp.vir --disable-pass nope", 1, "--disable-pass: unknown pass 'nope'"},
+      {"inspect examples/mlp.vir --dump-after nope", 1, "--dump-after: unknown pass 'nope'"},
+      {"inspect", 2, "file is required"},
+      {"inspect examples/mlp.vir --frobnicate", 2, "--frobnicate"},
+      {"explode", 2, "explode"},
+  };
+  for (const BadCase& c : cases) {
+    Cli r = volta(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\nstderr: " << r.err;
+    if (c.code == 1) {
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+      EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+  }
+}
+
+TEST(Cli, DeviceFromEnvironment) {
+  Cli r;
+  r.code = test::run_command("cd " + std::string(VOLTA_SOURCE_DIR) + " && VOLTA_DEVICE=cuda " + VOLTA_CLI_PATH +
+                                 " inspect examples/mlp.vir",
+                             &r.out, &r.err);
+  if (r.code == 0) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cuda"), std::string::npos) << r.err;
+  r.code = test::run_command("cd " + std::string(VOLTA_SOURCE_DIR) + " && VOLTA_DEVICE=auto " + VOLTA_CLI_PATH +
+                                 " run examples/mlp.vir --input x=random --input labels=random",
+                             &r.out, &r.err);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("on cpu"), std::string::npos);
+}
+
+TEST(Cli, HelpAndVersion) {
+  Cli h = volta("--help");
+  EXPECT_EQ(h.code, 0);
+  EXPECT_NE(h.out.find("inspect"), std::string::npos);
+  EXPECT_NE(h.out.find("run"), std::string::npos);
+  Cli hi = volta("inspect --help");
+  EXPECT_EQ(hi.code, 0);
+  EXPECT_NE(hi.out.find("--budget"), std::string::npos);
+  Cli v = volta("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_NE(v.out.find("volta "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace volta

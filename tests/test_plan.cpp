@@ -1,0 +1,141 @@
+#include "test_util.h"
+#include "volta/builder.h"
+#include "volta/passes.h"
+#include "volta/plan.h"
+#include "volta/text.h"
+
+namespace volta {
+namespace {
+
+using plan::MemClass;
+
+size_t cls(MemClass c) { return static_cast<size_t>(c); }
+
+// x -> a=exp(x) -> b=exp(a) -> c=exp(b) -> d=add(b, c); every value is 64 bytes.
+ir::Graph chain() {
+  auto g = ir::parse_graph(R"(graph chain {
+  %x: f32[16] = input()
+  %a: f32[16] = exp(%x)
+  %b: f32[16] = exp(%a)
+  %c: f32[16] = exp(%b)
+  %d: f32[16] = add(%b, %c)
+  return %d
+})");
+  EXPECT_TRUE(g.is_ok());
+  return *g;
+}
+
+TEST(Plan, ExactPeakBytesOnAKnownGraph) {
+  auto p = plan::make_plan(chain(), 0, "cpu", nullptr, {});
+  ASSERT_OK(p);
+  EXPECT_EQ(p->schedule, (std::vector<int32_t>{1, 2, 3, 4}));
+  // Lifetimes (steps): a 0..1, b 1..3, c 2..3, d 3..3 (output).
+  EXPECT_EQ(p->values[1].first_step, 0);
+  EXPECT_EQ(p->values[1].last_step, 1);
+  EXPECT_EQ(p->values[2].last_step, 3);
+  // a and c never live together, so c reuses a's bytes: the arena holds 3 of 4 values.
+  EXPECT_EQ(p->values[3].offset, p->values[1].offset);
+  const plan::MemoryReport& m = p->memory;
+  EXPECT_EQ(m.arena_bytes, 192u);
+  EXPECT_EQ(m.external_bytes, 64u);
+  EXPECT_EQ(m.peak_bytes, 256u);
+  EXPECT_EQ(m.naive_bytes, 320u);
+  EXPECT_EQ(m.peak_live_bytes, 256u);
+  EXPECT_EQ(m.peak[cls(MemClass::Input)], 64u);
+  EXPECT_EQ(m.peak[cls(MemClass::Activation)], 128u);
+  EXPECT_EQ(m.naive[cls(MemClass::Activation)], 192u);
+  EXPECT_EQ(m.peak[cls(MemClass::Output)], 64u);
+  ASSERT_OK(plan::verify_schedule(p->graph, p->schedule));
+  ASSERT_OK(plan::verify_allocation(*p));
+}
+
+TEST(Plan, WorkspacesArePlannedAsTemp) {
+  auto workspace = [](const ir::Graph&, const ir::Node& n) -> size_t { return n.op == ir::Op::Exp ? 100 : 0; };
+  auto p = plan::make_plan(chain(), 0, "test", workspace, {});
+  ASSERT_OK(p);
+  EXPECT_EQ(p->memory.peak[cls(MemClass::Temp)], 128u);  // 100 rounded up to the alignment
+  EXPECT_EQ(p->memory.naive[cls(MemClass::Temp)], 384u);
+  EXPECT_EQ(p->workspaces[0].bytes, 128u);
+  EXPECT_EQ(p->workspaces[3].bytes, 0u);
+  ASSERT_OK(plan::verify_allocation(*p));
+}
+
+TEST(Plan, VerifyAllocationCatchesOverlap) {
+  auto p = plan::make_plan(chain(), 0, "cpu", nullptr, {});
+  ASSERT_OK(p);
+  p->values[3].offset = p->values[2].offset;  // c onto b: both live at steps 2..3
+  EXPECT_ERROR_CONTAINS(plan::verify_allocation(*p), "live buffers overlap");
+  p->values[3].offset = 8;
+  EXPECT_ERROR_CONTAINS(plan::verify_allocation(*p), "misaligned");
+}
+
+TEST(Plan, VerifyScheduleCatchesOrderErrors) {
+  ir::Graph g = chain();
+  ASSERT_OK(plan::verify_schedule(g, {1, 2, 3, 4}));
+  EXPECT_ERROR_CONTAINS(plan::verify_schedule(g, {2, 1, 3, 4}), "before its input 'a'");
+  EXPECT_ERROR_CONTAINS(plan::verify_schedule(g, {1, 2, 3}), "never runs");
+  EXPECT_ERROR_CONTAINS(plan::verify_schedule(g, {1, 1, 2, 3, 4}), "twice");
+  EXPECT_ERROR_CONTAINS(plan::verify_schedule(g, {0, 1, 2, 3, 4}), "leaf");
+}
+
+TEST(Plan, BudgetTooSmallIsAClearError) {
+  plan::PlanOptions opts;
+  opts.memory_budget_bytes = 255;
+  auto p = plan::make_plan(chain(), 0, "cpu", nullptr, opts);
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_EQ(p.status().message(),
+            "plan for graph 'chain' needs 256 bytes (arena 192 + bound inputs, params and constants 64) but the memory "
+            "budget is 255 bytes");
+  opts.memory_budget_bytes = 256;
+  ASSERT_OK(plan::make_plan(chain(), 0, "cpu", nullptr, opts));
+}
+
+TEST(Plan, TransformerBlockReusesMemoryAndIsDeterministic) {
+  auto g = ir::load_graph(test::source_path("examples/gpt_block.vir"));
+  ASSERT_OK(g);
+  auto opt = passes::run_pipeline(*g, {});
+  ASSERT_OK(opt);
+  auto a = plan::make_plan(*opt, 1, "cpu", nullptr, {});
+  auto b = plan::make_plan(*opt, 1, "cpu", nullptr, {});
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  EXPECT_GT(a->memory.peak_bytes, 0u);
+  EXPECT_LT(a->memory.peak_bytes, a->memory.naive_bytes);
+  EXPECT_LT(a->memory.peak[cls(MemClass::Activation)], a->memory.naive[cls(MemClass::Activation)]);
+  EXPECT_GE(a->memory.peak_bytes, a->memory.peak_live_bytes);
+  EXPECT_EQ(plan::plan_to_json(*a), plan::plan_to_json(*b));
+  ASSERT_OK(plan::verify_allocation(*a));
+  // Params are bound by the caller: planned == naive for them.
+  EXPECT_EQ(a->memory.peak[cls(MemClass::Param)], a->memory.naive[cls(MemClass::Param)]);
+}
+
+TEST(Plan, UnusedValueStillGetsBytesWhenDceIsOff) {
+  auto g = ir::parse_graph(R"(graph g {
+  %x: f32[16] = input()
+  %dead: f32[16] = exp(%x)
+  %y: f32[16] = relu(%x)
+  return %y
+})");
+  ASSERT_OK(g);
+  auto p = plan::make_plan(*g, 0, "cpu", nullptr, {});
+  ASSERT_OK(p);
+  EXPECT_EQ(p->values[1].first_step, 0);
+  EXPECT_EQ(p->values[1].last_step, 0);
+  ASSERT_OK(plan::verify_allocation(*p));
+}
+
+TEST(PlanCache, CountsHitsAndMisses) {
+  plan::PlanCache cache;
+  plan::PlanKey k1{1, "x=f32[2]", "cpu", ""}, k2{1, "x=f32[3]", "cpu", ""};
+  EXPECT_EQ(cache.find(k1), nullptr);
+  cache.insert(k1, std::make_shared<plan::ExecutionPlan>());
+  EXPECT_NE(cache.find(k1), nullptr);
+  EXPECT_EQ(cache.find(k2), nullptr);
+  EXPECT_EQ(cache.hits(), 1u);
+  EXPECT_EQ(cache.misses(), 2u);
+  EXPECT_EQ(cache.size(), 1u);
+}
+
+}  // namespace
+}  // namespace volta

@@ -1,0 +1,200 @@
+#include <cmath>
+#include <cstdlib>
+
+#include "backends/cpu/kernels.h"
+#include "test_util.h"
+#include "volta/builder.h"
+#include "volta/rng.h"
+#include "volta/runtime.h"
+#include "volta/text.h"
+
+namespace volta {
+namespace {
+
+ir::Graph mlp() {
+  auto g = ir::load_graph(test::source_path("examples/mlp.vir"));
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  return *g;
+}
+
+TEST(Runtime, RunsTheMlpAndMatchesNodeByNodeReference) {
+  ir::Graph g = mlp();
+  Runtime rt(make_cpu_backend());
+  auto plan = rt.compile(g);
+  ASSERT_OK(plan);
+  auto bindings = init_params(g, 7);
+  ASSERT_OK(bindings);
+  auto inputs = random_inputs(g, 7);
+  ASSERT_OK(inputs);
+  bindings->merge(*inputs);
+  auto out = rt.run(**plan, *bindings);
+  ASSERT_OK(out);
+  ASSERT_EQ(out->size(), 2u);
+
+  // Evaluate the same graph one node at a time with the reference kernels.
+  std::vector<Tensor> values(g.size());
+  for (const ir::Node& n : g.nodes) {
+    if (n.op == ir::Op::Input || n.op == ir::Op::Param) { values[static_cast<size_t>(n.id)] = bindings->at(n.name); continue; }
+    std::vector<Tensor> in;
+    for (int32_t i : n.inputs) in.push_back(values[static_cast<size_t>(i)]);
+    auto v = cpu::evaluate_reference(n, in);
+    ASSERT_OK(v);
+    values[static_cast<size_t>(n.id)] = *v;
+  }
+  EXPECT_TRUE((*out)[0].bitwise_equal(values[static_cast<size_t>(g.outputs[0])]));
+  EXPECT_TRUE((*out)[1].bitwise_equal(values[static_cast<size_t>(g.outputs[1])]));
+  float loss = (*out)[1].data<float>()[0];
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_GT(loss, 0.0f);
+}
+
+TEST(Runtime, RepeatedRunsAreBitwiseIdentical) {
+  auto g = ir::load_graph(test::source_path("examples/gpt_block.vir"));
+  ASSERT_OK(g);
+  std::vector<Tensor> first;
+  for (int rep = 0; rep < 3; ++rep) {
+    Runtime rt(make_cpu_backend());
+    auto plan = rt.compile(*g);
+    ASSERT_OK(plan);
+    auto b = init_params(*g, 1);
+    auto in = random_inputs(*g, 1);
+    ASSERT_OK(b);
+    ASSERT_OK(in);
+    b->merge(*in);
+    auto out = rt.run(**plan, *b);
+    ASSERT_OK(out);
+    if (rep == 0) first = *out;
+    else EXPECT_TRUE((*out)[0].bitwise_equal(first[0]));
+  }
+}
+
+TEST(Runtime, PlanCacheHitsOnTheSameGraphAndMissesOnNewShapes) {
+  ir::Graph g = mlp();
+  Runtime rt(make_cpu_backend());
+  ASSERT_OK(rt.compile(g));
+  ASSERT_OK(rt.compile(g));
+  EXPECT_EQ(rt.cache().hits(), 1u);
+  EXPECT_EQ(rt.cache().misses(), 1u);
+  CompileOptions opts;
+  opts.plan.memory_budget_bytes = 1 << 30;
+  ASSERT_OK(rt.compile(g, opts));  // other flags: a new entry
+  EXPECT_EQ(rt.cache().misses(), 2u);
+  ModelBuilder b("mlp");
+  Value x = b.input("x", {DType::f32, {16, 4}});
+  b.output(b.relu(x));
+  auto g2 = b.build();
+  ASSERT_OK(g2);
+  ASSERT_OK(rt.compile(*g2));
+  EXPECT_EQ(rt.cache().misses(), 3u);
+  EXPECT_EQ(rt.cache().size(), 3u);
+}
+
+TEST(Runtime, BindingErrorsNameTheValue) {
+  ir::Graph g = mlp();
+  Runtime rt(make_cpu_backend());
+  auto plan = rt.compile(g);
+  ASSERT_OK(plan);
+  auto b = init_params(g, 1);
+  ASSERT_OK(b);
+  EXPECT_ERROR_CONTAINS(rt.run(**plan, *b), "[input] 'x' is not bound (node 'x')");
+  auto in = random_inputs(g, 1);
+  b->merge(*in);
+  (*b)["x"] = Tensor::zeros(DType::f32, {8, 5});
+  EXPECT_ERROR_CONTAINS(rt.run(**plan, *b), "'x' is declared f32[8,4] but bound to f32[8,5]");
+  (*b)["x"] = Tensor::zeros(DType::f32, {8, 4});
+  (*b)["nope"] = Tensor::zeros(DType::f32, {1});
+  EXPECT_ERROR_CONTAINS(rt.run(**plan, *b), "binding 'nope' names no input or param");
+}
+
+TEST(Runtime, DataErrorsComeBackAsValues) {
+  ir::Graph g = mlp();
+  Runtime rt(make_cpu_backend());
+  auto plan = rt.compile(g);
+  ASSERT_OK(plan);
+  auto b = init_params(g, 1);
+  auto in = random_inputs(g, 1);
+  b->merge(*in);
+  (*b)["labels"].data<int32_t>()[3] = 3;  // 3 classes: valid ids are 0..2
+  EXPECT_ERROR_CONTAINS(rt.run(**plan, *b), "(node 'loss')");
+}
+
+TEST(Runtime, UnverifiedGraphIsRejectedBeforePlanning) {
+  ir::Graph g = mlp();
+  g.nodes[7].type.shape = {8, 17};  // h_pre: corrupt its recorded type
+  Runtime rt(make_cpu_backend());
+  EXPECT_ERROR_CONTAINS(rt.compile(g), "(node 'h_pre')");
+}
+
+TEST(Runtime, ParamsAreSeededPerNameAndDeterministic) {
+  ir::Graph g = mlp();
+  auto a = init_params(g, 3), b = init_params(g, 3), c = init_params(g, 4);
+  ASSERT_OK(a);
+  EXPECT_TRUE(a->at("w1").bitwise_equal(b->at("w1")));
+  EXPECT_FALSE(a->at("w1").bitwise_equal(c->at("w1")));
+  EXPECT_EQ(a->at("b1").data<float>()[0], 0.0f);
+  // Labels index 3 classes, so random labels stay in [0, 3).
+  auto in = random_inputs(g, 9);
+  ASSERT_OK(in);
+  const Tensor& labels = in->at("labels");
+  for (int64_t i = 0; i < labels.numel(); ++i) {
+    EXPECT_GE(labels.data<int32_t>()[i], 0);
+    EXPECT_LT(labels.data<int32_t>()[i], 3);
+  }
+}
+
+TEST(Rng, PhiloxIsCounterBasedAndStable) {
+  // Same (seed, stream, index) -> same bits, independent of call order.
+  auto a = philox4x32(42, 7, 1000);
+  (void)philox4x32(42, 7, 999);
+  EXPECT_EQ(a, philox4x32(42, 7, 1000));
+  EXPECT_NE(a, philox4x32(43, 7, 1000));
+  EXPECT_NE(a, philox4x32(42, 8, 1000));
+  // Known answer for the Philox4x32-10 reference test vector (all-zero counter and key).
+  auto z = philox4x32(0, 0, 0);
+  EXPECT_EQ(z[0], 0x6627e8d5u);
+  EXPECT_EQ(z[1], 0xe169c58du);
+  EXPECT_EQ(z[2], 0xbc57ac4cu);
+  EXPECT_EQ(z[3], 0x9b00dbd8u);
+  // A normal fill has about the right moments.
+  Tensor t = Tensor::zeros(DType::f32, {20000});
+  fill_normal(t, 1, 2, 0.0f, 1.0f);
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) sum += t.data<float>()[i], sq += double(t.data<float>()[i]) * t.data<float>()[i];
+  EXPECT_NEAR(sum / 20000, 0.0, 0.03);
+  EXPECT_NEAR(sq / 20000, 1.0, 0.05);
+}
+
+TEST(Device, ExplicitCudaNeverFallsBackToCpu) {
+  auto cuda = select_backend(DeviceKind::Cuda);
+  if (cuda.is_ok()) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_EQ(cuda.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(cuda.status().message().find("--device cuda"), std::string::npos) << cuda.status().message();
+  auto rt = Runtime::create(DeviceKind::Cuda);
+  EXPECT_FALSE(rt.is_ok());
+  auto autod = select_backend(DeviceKind::Auto);
+  ASSERT_OK(autod);
+  EXPECT_EQ((*autod)->name(), "cpu");
+}
+
+TEST(Device, FlagBeatsEnvAndBadValuesNameTheirSource) {
+  ASSERT_EQ(setenv("VOLTA_DEVICE", "auto", 1), 0);
+  EXPECT_EQ(*device_from_flag_or_env(""), DeviceKind::Auto);
+  EXPECT_EQ(*device_from_flag_or_env("cpu"), DeviceKind::Cpu);
+  ASSERT_EQ(setenv("VOLTA_DEVICE", "tpu", 1), 0);
+  EXPECT_ERROR_CONTAINS(device_from_flag_or_env(""), "VOLTA_DEVICE: unknown device 'tpu'");
+  EXPECT_ERROR_CONTAINS(device_from_flag_or_env("gpu"), "--device: unknown device 'gpu'");
+  unsetenv("VOLTA_DEVICE");
+  EXPECT_EQ(*device_from_flag_or_env(""), DeviceKind::Cpu);
+}
+
+TEST(Device, CpuCapabilitiesCoverEveryOp) {
+  auto cpu = make_cpu_backend();
+  for (int i = 0; i < ir::kNumOps; ++i) {
+    auto op = static_cast<ir::Op>(i);
+    if (ir::is_leaf(op)) continue;
+    EXPECT_TRUE(cpu->capabilities().supports(op)) << ir::op_name(op);
+  }
+}
+
+}  // namespace
+}  // namespace volta
