@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -67,7 +69,7 @@ TEST(Cli, RunPrintsOutputsAndIsDeterministic) {
 }
 
 TEST(Cli, RunReadsAndWritesRawFiles) {
-  std::string dir = ::testing::TempDir() + "volta_cli_run";
+  std::string dir = ::testing::TempDir() + "volta_cli_run_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   {
     std::ofstream x(dir + "/x.bin", std::ios::binary);

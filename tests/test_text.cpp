@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -208,6 +209,7 @@ TEST(TextRoundTrip, ConstantsOfEachDtype) {
   %sl: i64[] = constant(-1)
   %e: f32[0] = constant([])
   %one: f32[1] = constant([inf])
+  %tiny: f32[2] = constant([1e-45, 1.1754944e-38])
   return %a, %b, %c, %s, %si, %sl, %e, %one
 }
 )";
@@ -228,6 +230,8 @@ TEST(TextRoundTrip, ConstantsOfEachDtype) {
   EXPECT_EQ(g.nodes[5].value.data<int64_t>()[0], -1);
   EXPECT_EQ(g.nodes[6].value.numel(), 0);
   EXPECT_TRUE(std::isinf(g.nodes[7].value.data<float>()[0]));
+  EXPECT_EQ(g.nodes[8].value.data<float>()[0], std::numeric_limits<float>::denorm_min());
+  EXPECT_EQ(g.nodes[8].value.data<float>()[1], std::numeric_limits<float>::min());
 
   std::string printed = expect_round_trip(g);
   EXPECT_NE(printed.find("%a: f32[5] = constant([0.1, 1e-30, -0.0, 3.4028235e+38, -2.0])"), std::string::npos)
@@ -240,6 +244,7 @@ TEST(TextRoundTrip, ConstantsOfEachDtype) {
   EXPECT_NE(printed.find("%sl: i64[] = constant(-1)"), std::string::npos);
   EXPECT_NE(printed.find("%e: f32[0] = constant([])"), std::string::npos);
   EXPECT_NE(printed.find("%one: f32[1] = constant([inf])"), std::string::npos);
+  EXPECT_NE(printed.find("%tiny: f32[2] = constant([1e-45, 1.1754944e-38])"), std::string::npos);
 }
 
 TEST(TextRoundTrip, HandBuiltGraphPrintsExactly) {

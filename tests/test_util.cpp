@@ -1,6 +1,9 @@
 #include "test_util.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 
 #include <cstdio>
 #include <fstream>
@@ -16,7 +19,10 @@ std::string read_file(const std::string& path) {
 }
 
 int run_command(const std::string& cmd, std::string* out, std::string* err) {
-  std::string err_path = ::testing::TempDir() + "volta_cmd_stderr.txt";
+  // ctest runs tests as parallel processes: each command gets its own stderr file.
+  static std::atomic<int> counter{0};
+  std::string err_path = ::testing::TempDir() + "volta_stderr_" + std::to_string(getpid()) + "_" +
+                         std::to_string(counter++) + ".txt";
   std::string full = cmd + " 2>" + err_path;
   FILE* p = popen(full.c_str(), "r");
   if (!p) return -1;
@@ -27,6 +33,7 @@ int run_command(const std::string& cmd, std::string* out, std::string* err) {
   int status = pclose(p);
   if (out) *out = result;
   if (err) *err = read_file(err_path);
+  std::remove(err_path.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 

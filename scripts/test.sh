@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# All tests: install, then
+#   1. Release build (warnings are errors) and the whole CTest suite;
+#   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. libFuzzer targets built with clang under sanitizers, each run briefly on its corpus.
+# VOLTA_TEST_QUICK=1 runs step 1 only (for quick local loops; CI runs everything).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh
+jobs=$(nproc)
+fuzz_seconds=${VOLTA_FUZZ_SECONDS:-30}
+
+echo "== [1/3] Release build + tests"
+scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release -DVOLTA_WERROR=ON
+ctest --test-dir build/release --output-on-failure -j"$jobs"
+if [ "${VOLTA_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
+
+echo "== [2/3] ASan + UBSan build + tests"
+scripts/build.sh build/sanitize -DCMAKE_BUILD_TYPE=Debug -DVOLTA_SANITIZE=ON -DVOLTA_WERROR=ON
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/sanitize --output-on-failure -j"$jobs"
+
+echo "== [3/3] Fuzz targets (${fuzz_seconds}s each)"
+CC=clang-14 CXX=clang++-14 scripts/build.sh build/fuzz -DCMAKE_BUILD_TYPE=Debug -DVOLTA_FUZZ=ON
+for target in build/fuzz/fuzz/fuzz_*; do
+  name=$(basename "$target")
+  corpus=$(mktemp -d)
+  cp fuzz/corpus/"${name#fuzz_}"/* "$corpus"/
+  echo "-- $name"
+  "$target" -max_total_time="$fuzz_seconds" -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
+  rm -rf "$corpus"
+done
+echo "== all tests passed"
