@@ -24,7 +24,7 @@ void expect_pass(Result<ir::Graph> (*pass)(const ir::Graph&), const std::string&
   EXPECT_EQ(ir::print_graph(g), printed_before) << "a pass must not change its input";
 }
 
-TEST(Passes, DeadCodeEliminationDropsUnusedButKeepsInputs) {
+TEST(Passes, DeadCodeEliminationDropsUnusedButKeepsInputsAndParams) {
   expect_pass(passes::eliminate_dead_code, R"(graph g {
   %x: f32[4] = input()
   %unused_in: f32[2] = input()
@@ -36,6 +36,7 @@ TEST(Passes, DeadCodeEliminationDropsUnusedButKeepsInputs) {
               "graph g {\n"
               "  %x: f32[4] = input()\n"
               "  %unused_in: f32[2] = input()\n"
+              "  %w: f32[4] = param()\n"
               "  %y: f32[4] = relu(%x)\n"
               "  return %y\n"
               "}\n");

@@ -37,6 +37,8 @@ struct ParamInit {
 class ModelBuilder {
  public:
   explicit ModelBuilder(std::string graph_name = "main");
+  // Continues building on top of an existing graph (its values are Value{id}).
+  explicit ModelBuilder(ir::Graph start) : graph_(std::move(start)) {}
 
   // Leaves
   Value input(const std::string& name, TensorType type);

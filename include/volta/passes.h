@@ -12,7 +12,7 @@
 
 namespace volta::passes {
 
-// Removes nodes no output depends on. Inputs are kept: they are the graph's interface.
+// Removes nodes no output depends on. Inputs and params are kept: they are the graph's interface.
 Result<ir::Graph> eliminate_dead_code(const ir::Graph& g);
 // Merges nodes with the same op, inputs, attributes and (for constants) payload.
 // Inputs and params are never merged. Keeps the first node (lowest id) of each class.

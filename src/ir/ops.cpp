@@ -233,6 +233,7 @@ Result<TensorType> infer_causal_mask(std::span<const TensorType> in, const Attrs
   const Op op = Op::CausalMask;
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
   VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("offset", 0)).status());
+  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("value", 0.0)).status());
   if (in[0].shape.size() < 2) return fail(op, "x must have rank >= 2, got " + in[0].to_string());
   return in[0];
 }
@@ -256,6 +257,78 @@ Result<TensorType> infer_mse(std::span<const TensorType> in) {
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));
   if (in[0].shape != in[1].shape) return fail(op, "shapes differ: " + in[0].to_string() + " vs " + in[1].to_string());
   return TensorType{DType::f32, {}};
+}
+
+Result<TensorType> infer_broadcast(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::Broadcast;
+  VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> shape, tagged(op, attrs.get_ints("shape")));
+  for (int64_t d : shape)
+    if (d < 0) return fail(op, "negative dim in shape " + shape_to_string(shape));
+  auto b = broadcast_shapes(in[0].shape, shape);
+  if (!b.is_ok() || *b != shape) return fail(op, "cannot broadcast " + in[0].to_string() + " to " + shape_to_string(shape));
+  return TensorType{in[0].dtype, shape};
+}
+
+Result<TensorType> infer_pad(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::Pad;
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
+  for (const char* key : {"axis", "before", "after"})
+    if (!attrs.has(key)) return fail(op, std::string("missing attribute '") + key + "'");
+  VOLTA_ASSIGN_OR_RETURN(int64_t axis_attr, tagged(op, attrs.get_int("axis", 0)));
+  VOLTA_ASSIGN_OR_RETURN(int64_t before, tagged(op, attrs.get_int("before", 0)));
+  VOLTA_ASSIGN_OR_RETURN(int64_t after, tagged(op, attrs.get_int("after", 0)));
+  if (in[0].shape.empty()) return fail(op, "cannot pad a scalar");
+  VOLTA_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(op, axis_attr, in[0].shape.size()));
+  constexpr int64_t kMaxPad = int64_t{1} << 40;
+  if (before < 0 || after < 0 || before > kMaxPad || after > kMaxPad)
+    return fail(op, "before and after must be in [0, 2^40], got " + std::to_string(before) + " and " + std::to_string(after));
+  Shape out = in[0].shape;
+  out[static_cast<size_t>(axis)] += before + after;
+  return TensorType{DType::f32, out};
+}
+
+// (x, dy) pairs: dy has x's type.
+Result<TensorType> infer_pointwise_grad(Op op, std::span<const TensorType> in, const Attrs& attrs) {
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
+  if (in[1] != in[0]) return fail(op, "dy " + in[1].to_string() + " must match x " + in[0].to_string());
+  if (op == Op::GeluGrad) VOLTA_RETURN_IF_ERROR(infer_unary(Op::Gelu, in.subspan(0, 1), attrs).status());
+  return in[0];
+}
+
+// (x, gamma, dy) -> dx
+Result<TensorType> infer_norm_grad(Op op, std::span<const TensorType> in, const Attrs& attrs) {
+  VOLTA_RETURN_IF_ERROR(infer_norm(op, in.subspan(0, 2), attrs).status());
+  if (in[2] != in[0]) return fail(op, "dy " + in[2].to_string() + " must match x " + in[0].to_string());
+  return in[0];
+}
+
+Result<TensorType> infer_embedding_grad(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::EmbeddingGrad;
+  VOLTA_RETURN_IF_ERROR(require_int(op, in[0], "ids"));
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "dy"));
+  if (!attrs.has("rows")) return fail(op, "missing attribute 'rows'");
+  VOLTA_ASSIGN_OR_RETURN(int64_t rows, tagged(op, attrs.get_int("rows", 0)));
+  if (rows < 0 || rows > (int64_t{1} << 40)) return fail(op, "rows must be in [0, 2^40], got " + std::to_string(rows));
+  const Shape& ids = in[0].shape;
+  const Shape& dy = in[1].shape;
+  if (dy.size() != ids.size() + 1 || !std::equal(ids.begin(), ids.end(), dy.begin()))
+    return fail(op, "dy " + in[1].to_string() + " must be ids " + in[0].to_string() + " plus one trailing dim");
+  return TensorType{DType::f32, {rows, dy.back()}};
+}
+
+Result<TensorType> infer_cross_entropy_grad(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::CrossEntropyGrad;
+  VOLTA_RETURN_IF_ERROR(infer_cross_entropy(in.subspan(0, 2), attrs).status());
+  if (in[2] != TensorType{DType::f32, {}}) return fail(op, "dloss must be f32[], got " + in[2].to_string());
+  return in[0];
+}
+
+Result<TensorType> infer_equal(std::span<const TensorType> in) {
+  const Op op = Op::Equal;
+  if (in[0].dtype != in[1].dtype) return fail(op, "a and b differ in dtype: " + in[0].to_string() + " vs " + in[1].to_string());
+  auto s = broadcast_shapes(in[0].shape, in[1].shape);
+  if (!s.is_ok()) return fail(op, "shapes " + in[0].to_string() + " and " + in[1].to_string() + " do not broadcast");
+  return TensorType{DType::f32, *s};
 }
 
 }  // namespace
@@ -324,6 +397,13 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::CausalMask: return infer_causal_mask(in, attrs);
     case Op::CrossEntropy: return infer_cross_entropy(in, attrs);
     case Op::Mse: return infer_mse(in);
+    case Op::Broadcast: return infer_broadcast(in, attrs);
+    case Op::Pad: return infer_pad(in, attrs);
+    case Op::Equal: return infer_equal(in);
+    case Op::ReluGrad: case Op::GeluGrad: return infer_pointwise_grad(op, in, attrs);
+    case Op::LayerNormGrad: case Op::RmsNormGrad: return infer_norm_grad(op, in, attrs);
+    case Op::EmbeddingGrad: return infer_embedding_grad(in, attrs);
+    case Op::CrossEntropyGrad: return infer_cross_entropy_grad(in, attrs);
   }
   return internal_error("infer_type: op without a rule");
 }

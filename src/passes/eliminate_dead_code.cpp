@@ -1,4 +1,5 @@
-// Precondition: a verified graph. Keeps every node an output depends on, plus all inputs.
+// Precondition: a verified graph. Keeps every node an output depends on, plus all inputs and
+// params: they are the graph's interface, which callers bind by name whatever the passes did.
 #include "rewrite.h"
 #include "volta/passes.h"
 
@@ -8,7 +9,7 @@ Result<ir::Graph> eliminate_dead_code(const ir::Graph& g) {
   std::vector<bool> live(g.size(), false);
   std::vector<int32_t> stack(g.outputs.begin(), g.outputs.end());
   for (const ir::Node& n : g.nodes)
-    if (n.op == ir::Op::Input) stack.push_back(n.id);
+    if (n.op == ir::Op::Input || n.op == ir::Op::Param) stack.push_back(n.id);
   while (!stack.empty()) {
     int32_t id = stack.back();
     stack.pop_back();

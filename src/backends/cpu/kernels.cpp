@@ -40,7 +40,11 @@ Kernel reference_kernel(ir::Op op) {
   return i < kReferenceKernels.size() ? kReferenceKernels[i] : nullptr;
 }
 
-size_t reference_workspace_bytes(const ir::Graph& /*g*/, const ir::Node& /*node*/) { return 0; }
+size_t reference_workspace_bytes(const ir::Graph& /*g*/, const ir::Node& node) {
+  // embedding_grad accumulates rows in double before rounding once.
+  if (node.op == ir::Op::EmbeddingGrad) return static_cast<size_t>(node.type.numel()) * sizeof(double);
+  return 0;
+}
 
 Result<Tensor> evaluate_reference(const ir::Node& node, std::span<const Tensor> inputs) {
   const ir::OpInfo& info = ir::op_info(node.op);
@@ -64,7 +68,8 @@ Result<Tensor> evaluate_reference(const ir::Node& node, std::span<const Tensor> 
   const TensorRef out_ref{out.raw(), out.type()};
   const Kernel kernel = reference_kernel(node.op);
   if (!kernel) return internal_error(std::string("no reference kernel for op ") + info.name + " " + ir::node_ref(node));
-  VOLTA_RETURN_IF_ERROR(kernel(KernelArgs{node, refs, out_ref, {}}));
+  std::vector<std::byte> workspace(reference_workspace_bytes(ir::Graph{}, node));
+  VOLTA_RETURN_IF_ERROR(kernel(KernelArgs{node, refs, out_ref, workspace}));
   return out;
 }
 

@@ -37,6 +37,7 @@ Status Where(const KernelArgs& a) {
 Status CausalMask(const KernelArgs& a) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
   VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("offset", 0));
+  VOLTA_ASSIGN_OR_RETURN(const double fill, a.node.attrs.get_float("value", -std::numeric_limits<double>::infinity()));
   const Shape& s = a.in[0].shape();
   if (s.size() < 2) return internal_error(op_prefix(a.node) + "input must have rank >= 2 " + ir::node_ref(a.node));
   const int64_t R = s[s.size() - 2];
@@ -44,12 +45,12 @@ Status CausalMask(const KernelArgs& a) {
   const int64_t mats = dims_product(s, 0, s.size() - 2);
   const float* x = in_f32(a, 0);
   float* out = out_f32(a);
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const auto masked = static_cast<float>(fill);
   for (int64_t m = 0; m < mats; ++m) {
     for (int64_t i = 0; i < R; ++i) {
       for (int64_t j = 0; j < C; ++j) {
         const int64_t k = (m * R + i) * C + j;
-        out[k] = j > i + offset ? kNegInf : x[k];
+        out[k] = j > i + offset ? masked : x[k];
       }
     }
   }

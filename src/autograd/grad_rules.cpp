@@ -1,0 +1,206 @@
+// One gradient rule per op, written in IR ops. The switch covers every op in ops.def, so a new
+// op fails the -Werror build (-Wswitch) until it has a rule here, or says why it has none.
+#include <algorithm>
+
+#include "volta/autograd.h"
+
+namespace volta::autograd {
+
+using ir::Op;
+
+namespace {
+
+Shape shape_of(ModelBuilder& b, Value v) { return b.type(v).shape; }
+
+// The shape a reduction over `axes` keeps with keepdims=1.
+Shape keep_shape(const Shape& x, const std::vector<int64_t>& axes) {
+  Shape keep = x;
+  for (int64_t a : axes) keep[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(x.size()) : a)] = 1;
+  return keep;
+}
+
+// dy of a reduction, brought back to the reduced input's shape.
+Value unreduce(ModelBuilder& b, Value dy, const Shape& x, const std::vector<int64_t>& axes) {
+  Value kept = b.reshape(dy, keep_shape(x, axes));
+  return b.op(Op::Broadcast, {kept}, {{"shape", x}});
+}
+
+Status no_rule(const ir::Node& n, const char* why) {
+  return unimplemented("[" + std::string(ir::op_name(n.op)) + "] has no gradient: " + why + " " + ir::node_ref(n));
+}
+
+}  // namespace
+
+Value sum_to(ModelBuilder& b, Value g, const Shape& shape) {
+  Shape gs = shape_of(b, g);
+  if (gs == shape) return g;
+  const size_t lead = gs.size() - shape.size();
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < gs.size(); ++i)
+    if (i < lead || (shape[i - lead] == 1 && gs[i] != 1)) axes.push_back(static_cast<int64_t>(i));
+  Value summed = axes.empty() ? g : b.reduce_sum(g, axes, true);
+  return b.reshape(summed, shape);
+}
+
+Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y, Value dy) {
+  std::vector<Value> x;
+  for (int32_t in : n.inputs) x.push_back(Value{in});
+  auto in_shape = [&](size_t i) { return shape_of(b, x[i]); };
+  auto scalar = [&](double v) { return b.scalar(static_cast<float>(v)); };
+  const ir::Attrs& at = n.attrs;
+
+  switch (n.op) {
+    case Op::Input:
+    case Op::Param:
+    case Op::Constant: return std::vector<Value>{};
+
+    case Op::Matmul: {
+      VOLTA_ASSIGN_OR_RETURN(int64_t ta, at.get_int("transpose_a", 0));
+      VOLTA_ASSIGN_OR_RETURN(int64_t tb, at.get_int("transpose_b", 0));
+      Value a = x[0], bb = x[1], da, db;
+      if (!ta && !tb) da = b.matmul(dy, bb, "", false, true), db = b.matmul(a, dy, "", true, false);
+      if (!ta && tb) da = b.matmul(dy, bb), db = b.matmul(dy, a, "", true, false);
+      if (ta && !tb) da = b.matmul(bb, dy, "", false, true), db = b.matmul(a, dy);
+      if (ta && tb) da = b.matmul(bb, dy, "", true, true), db = b.matmul(dy, a, "", true, true);
+      return std::vector<Value>{sum_to(b, da, in_shape(0)), sum_to(b, db, in_shape(1))};
+    }
+
+    case Op::Add: return std::vector<Value>{sum_to(b, dy, in_shape(0)), sum_to(b, dy, in_shape(1))};
+    case Op::Sub: return std::vector<Value>{sum_to(b, dy, in_shape(0)), sum_to(b, b.neg(dy), in_shape(1))};
+    case Op::Mul:
+      return std::vector<Value>{sum_to(b, b.mul(dy, x[1]), in_shape(0)), sum_to(b, b.mul(dy, x[0]), in_shape(1))};
+    case Op::Div:  // d/da = 1/b, d/db = -a/b^2 = -y/b
+      return std::vector<Value>{sum_to(b, b.div(dy, x[1]), in_shape(0)),
+                                sum_to(b, b.neg(b.div(b.mul(dy, y), x[1])), in_shape(1))};
+
+    case Op::Neg: return std::vector<Value>{b.neg(dy)};
+    case Op::Exp: return std::vector<Value>{b.mul(dy, y)};
+    case Op::Log: return std::vector<Value>{b.div(dy, x[0])};
+    case Op::Sqrt: return std::vector<Value>{b.div(dy, b.mul(y, scalar(2.0)))};
+    case Op::Tanh: return std::vector<Value>{b.mul(dy, b.sub(scalar(1.0), b.mul(y, y)))};
+    case Op::Relu: return std::vector<Value>{b.op(Op::ReluGrad, {x[0], dy})};
+    case Op::Gelu: return std::vector<Value>{b.op(Op::GeluGrad, {x[0], dy}, at)};
+    case Op::Silu: {  // silu' = s * (1 + x * (1 - s)), s = sigmoid(x)
+      Value s = b.sigmoid(x[0]);
+      Value d = b.mul(s, b.add(scalar(1.0), b.mul(x[0], b.sub(scalar(1.0), s))));
+      return std::vector<Value>{b.mul(dy, d)};
+    }
+    case Op::Sigmoid: return std::vector<Value>{b.mul(dy, b.mul(y, b.sub(scalar(1.0), y)))};
+
+    case Op::Softmax: {  // y * (dy - sum(dy * y))
+      VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", -1));
+      Value dot = b.reduce_sum(b.mul(dy, y), {axis}, true);
+      return std::vector<Value>{b.mul(y, b.sub(dy, dot))};
+    }
+    case Op::LogSoftmax: {  // dy - exp(y) * sum(dy)
+      VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", -1));
+      Value total = b.reduce_sum(dy, {axis}, true);
+      return std::vector<Value>{b.sub(dy, b.mul(b.exp(y), total))};
+    }
+
+    case Op::LayerNorm: {
+      Shape d = in_shape(1);
+      Value ones = b.op(Op::Broadcast, {scalar(1.0)}, {{"shape", d}});
+      Value xhat = b.op(Op::LayerNorm, {x[0], ones}, at);
+      std::vector<Value> out{b.op(Op::LayerNormGrad, {x[0], x[1], dy}, at), sum_to(b, b.mul(dy, xhat), d)};
+      if (x.size() == 3) out.push_back(sum_to(b, dy, d));
+      return out;
+    }
+    case Op::RmsNorm: {
+      Shape d = in_shape(1);
+      Value ones = b.op(Op::Broadcast, {scalar(1.0)}, {{"shape", d}});
+      Value xhat = b.op(Op::RmsNorm, {x[0], ones}, at);
+      return std::vector<Value>{b.op(Op::RmsNormGrad, {x[0], x[1], dy}, at), sum_to(b, b.mul(dy, xhat), d)};
+    }
+
+    case Op::Embedding:
+      return std::vector<Value>{b.op(Op::EmbeddingGrad, {x[1], dy}, {{"rows", in_shape(0)[0]}}), Value{}};
+    case Op::Reshape: return std::vector<Value>{b.reshape(dy, in_shape(0))};
+    case Op::Transpose: {
+      VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> perm, at.get_ints("perm"));
+      std::vector<int64_t> inverse(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+      return std::vector<Value>{b.transpose(dy, inverse)};
+    }
+    case Op::Slice: {
+      VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", 0));
+      VOLTA_ASSIGN_OR_RETURN(int64_t start, at.get_int("start", 0));
+      Shape xs = in_shape(0);
+      if (axis < 0) axis += static_cast<int64_t>(xs.size());
+      const int64_t dim = xs[static_cast<size_t>(axis)];
+      start = std::clamp(start < 0 ? start + dim : start, int64_t{0}, dim);
+      const int64_t len = shape_of(b, dy)[static_cast<size_t>(axis)];
+      return std::vector<Value>{
+          b.op(Op::Pad, {dy}, {{"axis", axis}, {"before", start}, {"after", dim - start - len}})};
+    }
+    case Op::Concat: {
+      VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", 0));
+      if (axis < 0) axis += static_cast<int64_t>(in_shape(0).size());
+      std::vector<Value> out;
+      int64_t offset = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        int64_t len = in_shape(i)[static_cast<size_t>(axis)];
+        out.push_back(b.slice(dy, axis, offset, offset + len));
+        offset += len;
+      }
+      return out;
+    }
+
+    case Op::ReduceSum: {
+      VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> axes, at.get_ints("axes"));
+      return std::vector<Value>{unreduce(b, dy, in_shape(0), axes)};
+    }
+    case Op::ReduceMean: {
+      VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> axes, at.get_ints("axes"));
+      Shape xs = in_shape(0);
+      int64_t count = numel(xs) / std::max<int64_t>(numel(keep_shape(xs, axes)), 1);
+      Value spread = unreduce(b, dy, xs, axes);
+      return std::vector<Value>{b.mul(spread, scalar(1.0 / static_cast<double>(std::max<int64_t>(count, 1))))};
+    }
+    case Op::ReduceMax: {  // split evenly between tied maxima
+      VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> axes, at.get_ints("axes"));
+      Shape xs = in_shape(0);
+      Value ymax = unreduce(b, y, xs, axes);
+      Value mask = b.op(Op::Equal, {x[0], ymax});
+      Value count = b.reduce_sum(mask, axes, true);
+      return std::vector<Value>{b.div(b.mul(mask, unreduce(b, dy, xs, axes)), count)};
+    }
+
+    case Op::Where: {
+      Value zero = scalar(0.0);
+      return std::vector<Value>{Value{}, sum_to(b, b.where(x[0], dy, zero), in_shape(1)),
+                                sum_to(b, b.where(x[0], zero, dy), in_shape(2))};
+    }
+    case Op::CausalMask: {
+      VOLTA_ASSIGN_OR_RETURN(int64_t offset, at.get_int("offset", 0));
+      return std::vector<Value>{b.op(Op::CausalMask, {dy}, {{"offset", offset}, {"value", 0.0}})};
+    }
+
+    case Op::CrossEntropy: return std::vector<Value>{b.op(Op::CrossEntropyGrad, {x[0], x[1], dy}, at), Value{}};
+    case Op::Mse: {  // d/da = 2 (a - b) / N
+      double n_elems = static_cast<double>(std::max<int64_t>(numel(in_shape(0)), 1));
+      Value da = b.mul(b.mul(b.sub(x[0], x[1]), scalar(2.0 / n_elems)), dy);
+      return std::vector<Value>{da, b.neg(da)};
+    }
+
+    case Op::Broadcast: return std::vector<Value>{sum_to(b, dy, in_shape(0))};
+    case Op::Pad: {
+      VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", 0));
+      VOLTA_ASSIGN_OR_RETURN(int64_t before, at.get_int("before", 0));
+      if (axis < 0) axis += static_cast<int64_t>(in_shape(0).size());
+      int64_t len = in_shape(0)[static_cast<size_t>(axis)];
+      return std::vector<Value>{b.slice(dy, axis, before, before + len)};
+    }
+    case Op::Equal: return std::vector<Value>{Value{}, Value{}};  // piecewise constant
+
+    case Op::ReluGrad:
+    case Op::GeluGrad:
+    case Op::LayerNormGrad:
+    case Op::RmsNormGrad:
+    case Op::EmbeddingGrad:
+    case Op::CrossEntropyGrad: return no_rule(n, "second-order gradients are not supported");
+  }
+  return internal_error("grad_rule: unknown op");
+}
+
+}  // namespace volta::autograd

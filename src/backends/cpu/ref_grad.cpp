@@ -1,0 +1,206 @@
+// Reference kernels of the ops autograd emits: broadcast, pad, equal and the fused backward
+// kernels of relu, gelu, layer_norm, rms_norm, embedding and cross_entropy.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+
+#include "backends/cpu/ref_util.h"
+
+namespace volta::cpu::ref {
+
+Status Broadcast(const KernelArgs& a) {
+  const Shape& os = a.out.shape();
+  const std::array<Strides, 1> st = {broadcast_strides(a.in[0].shape(), os)};
+  const size_t es = dtype_size(a.out.type.dtype);
+  const std::byte* x = a.in[0].data;
+  std::byte* out = a.out.data;
+  for_each_index(os, st, [&](int64_t n, const std::array<int64_t, 1>& off) {
+    std::memcpy(out + static_cast<size_t>(n) * es, x + static_cast<size_t>(off[0]) * es, es);
+  });
+  return Status::ok();
+}
+
+Status Pad(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", 0));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t before, a.node.attrs.get_int("before", 0));
+  const Shape& xs = a.in[0].shape();
+  VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, xs.size()));
+  // View both as [outer, axis, inner] blocks.
+  const int64_t outer = dims_product(xs, 0, axis);
+  const int64_t inner = dims_product(xs, axis + 1, xs.size());
+  const int64_t in_len = xs[axis];
+  const int64_t out_len = a.out.shape()[axis];
+  const float* x = in_f32(a, 0);
+  float* out = out_f32(a);
+  std::fill_n(out, a.out.numel(), 0.0f);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(out + (o * out_len + before) * inner, x + o * in_len * inner,
+                static_cast<size_t>(in_len * inner) * sizeof(float));
+  return Status::ok();
+}
+
+Status Equal(const KernelArgs& a) {
+  const Shape& os = a.out.shape();
+  const std::array<Strides, 2> st = {broadcast_strides(a.in[0].shape(), os), broadcast_strides(a.in[1].shape(), os)};
+  const TensorRef& x = a.in[0];
+  const TensorRef& y = a.in[1];
+  float* out = out_f32(a);
+  for_each_index(os, st, [&](int64_t n, const std::array<int64_t, 2>& off) {
+    bool eq = false;
+    switch (x.type.dtype) {
+      case DType::f32: eq = x.as<const float>()[off[0]] == y.as<const float>()[off[1]]; break;
+      case DType::i32: eq = x.as<const int32_t>()[off[0]] == y.as<const int32_t>()[off[1]]; break;
+      case DType::i64: eq = x.as<const int64_t>()[off[0]] == y.as<const int64_t>()[off[1]]; break;
+    }
+    out[n] = eq ? 1.0f : 0.0f;
+  });
+  return Status::ok();
+}
+
+Status ReluGrad(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  const float* x = in_f32(a, 0);
+  const float* dy = in_f32(a, 1);
+  float* out = out_f32(a);
+  for (int64_t i = 0; i < a.out.numel(); ++i) out[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+  return Status::ok();
+}
+
+Status GeluGrad(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const std::string mode, a.node.attrs.get_string("approximate", "none"));
+  const float* x = in_f32(a, 0);
+  const float* dy = in_f32(a, 1);
+  float* out = out_f32(a);
+  constexpr double kC = 0.7978845608028654;  // sqrt(2 / pi)
+  const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * std::numbers::pi);
+  for (int64_t i = 0; i < a.out.numel(); ++i) {
+    const double v = x[i];
+    double d;
+    if (mode == "tanh") {
+      const double t = std::tanh(kC * (v + 0.044715 * v * v * v));
+      d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kC * (1.0 + 3.0 * 0.044715 * v * v);
+    } else {  // d/dx x * Phi(x) = Phi(x) + x * phi(x)
+      d = 0.5 * (1.0 + std::erf(v / std::numbers::sqrt2)) + v * inv_sqrt_2pi * std::exp(-0.5 * v * v);
+    }
+    out[i] = static_cast<float>(d * dy[i]);
+  }
+  return Status::ok();
+}
+
+namespace {
+
+// dx of y = xhat * gamma (+ beta) over rows of length D, where xhat = (x - mean) * rstd
+// (layer_norm, center = true) or x * rstd (rms_norm):
+//   g = dy * gamma;  dx = rstd * (g - [mean(g)] - xhat * mean(g * xhat))
+Status norm_grad(const KernelArgs& a, bool center) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const double eps, a.node.attrs.get_float("eps", 1e-5));
+  const int64_t D = a.in[0].shape().back();
+  const int64_t rows = D == 0 ? 0 : a.in[0].numel() / D;
+  const float* x = in_f32(a, 0);
+  const float* gamma = in_f32(a, 1);
+  const float* dy = in_f32(a, 2);
+  float* out = out_f32(a);
+  std::vector<double> xhat(static_cast<size_t>(D));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * D;
+    const float* dyr = dy + r * D;
+    double mean = 0.0;
+    if (center) {
+      for (int64_t d = 0; d < D; ++d) mean += xr[d];
+      mean /= static_cast<double>(D);
+    }
+    double var = 0.0;
+    for (int64_t d = 0; d < D; ++d) var += (xr[d] - mean) * (xr[d] - mean);
+    var /= static_cast<double>(D);
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    double g_mean = 0.0, gx_mean = 0.0;
+    for (int64_t d = 0; d < D; ++d) {
+      xhat[static_cast<size_t>(d)] = (xr[d] - mean) * rstd;
+      const double g = static_cast<double>(dyr[d]) * gamma[d];
+      g_mean += g;
+      gx_mean += g * xhat[static_cast<size_t>(d)];
+    }
+    g_mean /= static_cast<double>(D);
+    gx_mean /= static_cast<double>(D);
+    for (int64_t d = 0; d < D; ++d) {
+      const double g = static_cast<double>(dyr[d]) * gamma[d];
+      const double centered = center ? g - g_mean : g;
+      out[r * D + d] = static_cast<float>(rstd * (centered - xhat[static_cast<size_t>(d)] * gx_mean));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status LayerNormGrad(const KernelArgs& a) { return norm_grad(a, true); }
+Status RmsNormGrad(const KernelArgs& a) { return norm_grad(a, false); }
+
+Status EmbeddingGrad(const KernelArgs& a) {
+  const TensorRef& ids = a.in[0];
+  const int64_t rows = a.out.shape()[0];
+  const int64_t D = a.out.shape()[1];
+  if (a.workspace.size() < static_cast<size_t>(rows * D) * sizeof(double))
+    return internal_error(op_prefix(a.node) + "workspace too small " + ir::node_ref(a.node));
+  // Sum in double, positions in index order, then round once: deterministic and accurate.
+  auto* acc = reinterpret_cast<double*>(a.workspace.data());
+  std::fill_n(acc, rows * D, 0.0);
+  const float* dy = a.in[1].as<const float>();
+  for (int64_t p = 0; p < ids.numel(); ++p) {
+    const int64_t id = read_index(ids, p);
+    if (id < 0 || id >= rows)
+      return invalid_argument(op_prefix(a.node) + "id " + std::to_string(id) + " at flat position " + std::to_string(p) +
+                              " is outside [0, " + std::to_string(rows) + ") " + ir::node_ref(a.node));
+    for (int64_t d = 0; d < D; ++d) acc[id * D + d] += dy[p * D + d];
+  }
+  float* out = out_f32(a);
+  for (int64_t i = 0; i < rows * D; ++i) out[i] = static_cast<float>(acc[i]);
+  return Status::ok();
+}
+
+Status CrossEntropyGrad(const KernelArgs& a) {
+  const TensorRef& logits = a.in[0];
+  const TensorRef& targets = a.in[1];
+  const bool has_ignore = a.node.attrs.has("ignore_index");
+  VOLTA_ASSIGN_OR_RETURN(const int64_t ignore, a.node.attrs.get_int("ignore_index", 0));
+  const int64_t C = logits.shape().back();
+  const int64_t rows = targets.numel();
+  const float* x = logits.as<const float>();
+  const double dloss = a.in[2].as<const float>()[0];
+  float* out = out_f32(a);
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = read_index(targets, r);
+    if (has_ignore && t == ignore) continue;
+    if (t < 0 || t >= C)
+      return invalid_argument(op_prefix(a.node) + "target " + std::to_string(t) + " at flat position " +
+                              std::to_string(r) + " is outside [0, " + std::to_string(C) + ") " + ir::node_ref(a.node));
+    ++counted;
+  }
+  // The loss is a mean over counted rows: each gets dloss / counted (no rows: all zero).
+  const double scale = counted ? dloss / static_cast<double>(counted) : 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = read_index(targets, r);
+    const float* xr = x + r * C;
+    float* gr = out + r * C;
+    if (has_ignore && t == ignore) {
+      std::fill_n(gr, C, 0.0f);
+      continue;
+    }
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t c = 0; c < C; ++c) mx = std::fmax(mx, static_cast<double>(xr[c]));
+    double sum = 0.0;
+    for (int64_t c = 0; c < C; ++c) sum += std::exp(static_cast<double>(xr[c]) - mx);
+    for (int64_t c = 0; c < C; ++c) {
+      const double p = std::exp(static_cast<double>(xr[c]) - mx) / sum;
+      gr[c] = static_cast<float>(scale * (p - (c == t ? 1.0 : 0.0)));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace volta::cpu::ref
