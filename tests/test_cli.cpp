@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -163,6 +164,58 @@ TEST(Cli, HelpAndVersion) {
   Cli v = volta("--version");
   EXPECT_EQ(v.code, 0);
   EXPECT_NE(v.out.find("volta "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace volta
+
+namespace volta {
+namespace {
+
+TEST(CliTrain, SpiralsLossFallsAndLogsAreIdenticalAcrossRuns) {
+  std::string dir = ::testing::TempDir();
+  std::string a = dir + "train_a_" + std::to_string(::getpid()) + ".jsonl";
+  std::string b = dir + "train_b_" + std::to_string(::getpid()) + ".jsonl";
+  Cli r1 = volta("train --recipe mlp-spirals --steps 300 --seed 1 --log " + a);
+  Cli r2 = volta("train --recipe mlp-spirals --steps 300 --seed 1 --log " + b);
+  ASSERT_EQ(r1.code, 0) << r1.err;
+  ASSERT_EQ(r2.code, 0) << r2.err;
+  EXPECT_EQ(r1.out, r2.out);
+  std::string log = test::read_file(a);
+  EXPECT_EQ(log, test::read_file(b));
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 300);
+  std::istringstream lines(log);
+  std::string line;
+  std::vector<double> losses;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["step"].get<int64_t>(), static_cast<int64_t>(losses.size()) + 1);
+    losses.push_back(j["train_loss"].get<double>());
+  }
+  EXPECT_LT(losses.back(), 0.3 * losses.front());
+  EXPECT_NE(r1.out.find("accuracy"), std::string::npos);
+  EXPECT_NE(r1.out.find("optimizer_state"), std::string::npos);
+  std::remove(a.c_str());
+  std::remove(b.c_str());
+}
+
+TEST(CliTrain, BadFlagsAreOneLineErrors) {
+  const std::vector<BadCase> cases = {
+      {"train --recipe nope", 1, "--recipe: unknown recipe 'nope' (available: mlp-spirals)"},
+      {"train --recipe mlp-spirals --lr nan --steps 1", 1, "learning rate must be finite"},
+      {"train --recipe mlp-spirals --loss hinge", 1, "--loss must be ce or mse"},
+      {"train --recipe mlp-spirals --optimizer lion", 1, "unknown optimizer 'lion'"},
+      {"train --recipe mlp-spirals --numerics maybe", 1, "unknown numerics policy 'maybe'"},
+      {"train --recipe mlp-spirals --batch 0", 1, "--batch must be in [1, 1000000]"},
+      {"train --recipe mlp-spirals --schedule cosine --warmup 50 --steps 10", 1, "decay steps (10) must be greater"},
+      {"train --recipe mlp-spirals --steps 2 --log /no/such/dir/log.jsonl", 1, "--log: cannot write"},
+      {"train --steps 3", 2, "--recipe is required"},
+  };
+  for (const BadCase& c : cases) {
+    Cli r = volta(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\nstderr: " << r.err;
+  }
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 
 namespace volta::plan {
 
-enum class MemClass : uint8_t { Input, Param, Constant, Activation, Temp, Output, kCount };
+enum class MemClass : uint8_t { Input, Param, Constant, Activation, Temp, Output, Grad, OptState, kCount };
 const char* mem_class_name(MemClass c);
 constexpr size_t kNumMemClasses = static_cast<size_t>(MemClass::kCount);
 
@@ -42,6 +42,11 @@ struct MemoryReport {
 
 struct PlanOptions {
   size_t memory_budget_bytes = 0;  // 0 = unlimited; otherwise planning fails above it
+  // Class of each graph output by position (Output when absent), e.g. Grad for gradients.
+  std::vector<MemClass> output_classes;
+  // Bytes bound outside the graph that the plan must still account for and fit in the
+  // budget, e.g. optimizer state.
+  std::array<size_t, kNumMemClasses> extra_bound{};
 };
 
 // Workspace (temp) bytes a backend needs for one node.

@@ -20,6 +20,15 @@ struct CompileOptions {
 // Named tensors for the graph's inputs and params.
 using Bindings = std::map<std::string, Tensor>;
 
+// What to do about NaN / Inf: nothing, count them, or stop at the first op that produced one.
+enum class NumericsPolicy : uint8_t { Off, Check, FailFast };
+Result<NumericsPolicy> parse_numerics(std::string_view s);  // "off" | "check" | "fail-fast"
+
+struct NumericsReport {
+  int64_t nonfinite_values = 0;  // values (node outputs, bound inputs, updated params) with a NaN or Inf
+  std::string first;             // description of the first one, empty if none
+};
+
 class Runtime {
  public:
   explicit Runtime(std::unique_ptr<Backend> backend);
@@ -36,9 +45,17 @@ class Runtime {
   // Returns the outputs in graph order as host tensors.
   Result<std::vector<Tensor>> run(const plan::ExecutionPlan& p, const Bindings& bindings);
 
+  void set_numerics(NumericsPolicy p) { numerics_ = p; }
+  NumericsPolicy numerics() const { return numerics_; }
+  const NumericsReport& numerics_report() const { return numerics_report_; }
+  // Applies the policy to a value `what` names: under FailFast a NaN / Inf is an error.
+  Status check_numerics(const TensorRef& t, const std::string& what);
+
  private:
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<plan::PlanCache> cache_;
+  NumericsPolicy numerics_ = NumericsPolicy::Off;
+  NumericsReport numerics_report_;
   std::shared_ptr<std::byte> arena_;  // reused across runs, grown when a plan needs more
   size_t arena_bytes_ = 0;
 };

@@ -18,5 +18,6 @@ using Action = std::function<Status()>;
 
 Action add_inspect(CLI::App& app, const GlobalFlags& global);
 Action add_run(CLI::App& app, const GlobalFlags& global);
+Action add_train(CLI::App& app, const GlobalFlags& global);
 
 }  // namespace volta::cli

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommand("inspect"), inspect);
     volta::cli::Action run = volta::cli::add_run(app, global);
     commands.emplace_back(app.get_subcommand("run"), run);
+    volta::cli::Action train = volta::cli::add_train(app, global);
+    commands.emplace_back(app.get_subcommand("train"), train);
     // --device is accepted before or after the subcommand.
     for (auto& [sub, action] : commands) sub->add_option("--device", global.device, "cpu | cuda | auto");
 
@@ -28,7 +30,7 @@ int main(int argc, char** argv) {
       bool known = false;
       for (auto& [sub, action] : commands) known = known || sub->get_name() == word;
       if (!known) {
-        std::fprintf(stderr, "volta: error: unknown command '%s' (commands: inspect, run; see volta --help)\n", word.c_str());
+        std::fprintf(stderr, "volta: error: unknown command '%s' (commands: inspect, run, train; see volta --help)\n", word.c_str());
         return 2;
       }
       break;

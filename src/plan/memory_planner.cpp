@@ -52,6 +52,8 @@ const char* mem_class_name(MemClass c) {
     case MemClass::Activation: return "activation";
     case MemClass::Temp: return "temp";
     case MemClass::Output: return "output";
+    case MemClass::Grad: return "grad";
+    case MemClass::OptState: return "optimizer_state";
     case MemClass::kCount: break;
   }
   return "?";
@@ -99,9 +101,10 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
     ws.in_arena = true;
     ws.first_step = ws.last_step = s;
   }
-  for (int32_t o : g.outputs) {
-    Buffer& b = p.values[static_cast<size_t>(o)];
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    Buffer& b = p.values[static_cast<size_t>(g.outputs[i])];
     if (b.in_arena) b.last_step = last;
+    if (b.in_arena && i < opts.output_classes.size()) b.cls = opts.output_classes[i];
   }
 
   // Place.
@@ -132,6 +135,12 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
       total += live[c];
     }
     m.peak_live_bytes = std::max(m.peak_live_bytes, total);
+  }
+  for (size_t c = 0; c < kNumMemClasses; ++c) {
+    m.peak[c] += opts.extra_bound[c];
+    m.naive[c] += opts.extra_bound[c];
+    m.external_bytes += opts.extra_bound[c];
+    m.peak_live_bytes += opts.extra_bound[c];
   }
   for (size_t c = 0; c < kNumMemClasses; ++c) m.naive_bytes += m.naive[c];
   m.peak_bytes = m.external_bytes + m.arena_bytes;

@@ -3,7 +3,32 @@
 
 #include "volta/verify.h"
 
+#include <cmath>
+
 namespace volta {
+
+Result<NumericsPolicy> parse_numerics(std::string_view s) {
+  if (s == "off") return NumericsPolicy::Off;
+  if (s == "check") return NumericsPolicy::Check;
+  if (s == "fail-fast") return NumericsPolicy::FailFast;
+  return invalid_argument("unknown numerics policy '" + std::string(s) + "' (expected off, check or fail-fast)");
+}
+
+Status Runtime::check_numerics(const TensorRef& t, const std::string& what) {
+  if (numerics_ == NumericsPolicy::Off || t.type.dtype != DType::f32) return Status::ok();
+  std::vector<float> host(static_cast<size_t>(t.numel()));
+  VOLTA_RETURN_IF_ERROR(backend_->copy_out(reinterpret_cast<std::byte*>(host.data()), t.data, host.size() * sizeof(float)));
+  for (size_t i = 0; i < host.size(); ++i) {
+    if (std::isfinite(host[i])) continue;
+    std::string desc = what + " has " + (std::isnan(host[i]) ? "nan" : "inf") + " at element " + std::to_string(i) +
+                       " of " + t.type.to_string();
+    ++numerics_report_.nonfinite_values;
+    if (numerics_report_.first.empty()) numerics_report_.first = desc;
+    if (numerics_ == NumericsPolicy::FailFast) return numeric_error(desc + " (numerics policy fail-fast)");
+    break;
+  }
+  return Status::ok();
+}
 
 Runtime::Runtime(std::unique_ptr<Backend> backend)
     : backend_(std::move(backend)), cache_(std::make_unique<plan::PlanCache>()) {}
@@ -81,6 +106,9 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
       refs[static_cast<size_t>(n.id)].data = const_cast<std::byte*>(it->second.raw());  // kernels never write inputs
     }
   }
+  for (const ir::Node& n : g.nodes)
+    if (n.op == ir::Op::Input)
+      VOLTA_RETURN_IF_ERROR(check_numerics(refs[static_cast<size_t>(n.id)], "input '" + n.name + "'"));
   if (!arena_ || arena_bytes_ < p.memory.arena_bytes) {
     VOLTA_ASSIGN_OR_RETURN(arena_, backend_->allocate(p.memory.arena_bytes));
     arena_bytes_ = p.memory.arena_bytes;
@@ -96,6 +124,9 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
     const plan::Buffer& ws = p.workspaces[s];
     std::span<std::byte> workspace(arena_.get() + ws.offset, ws.bytes);
     VOLTA_RETURN_IF_ERROR(backend_->execute(n, inputs, refs[static_cast<size_t>(n.id)], workspace));
+    if (numerics_ != NumericsPolicy::Off)
+      VOLTA_RETURN_IF_ERROR(check_numerics(refs[static_cast<size_t>(n.id)],
+                                           "[" + std::string(ir::op_name(n.op)) + "] " + ir::node_ref(n) + " output"));
   }
   std::vector<Tensor> outputs;
   for (int32_t o : g.outputs) {

@@ -41,6 +41,11 @@ class CpuBackend final : public Backend {
                  std::span<std::byte> workspace) override {
     return cpu::reference_kernel(node.op)(cpu::KernelArgs{node, inputs, output, workspace});
   }
+  Result<double> sum_of_squares(const TensorRef& t) override { return cpu::sum_of_squares(t); }
+  Status optimizer_update(const optim::UpdateStep& step, const TensorRef& param, const TensorRef& grad,
+                          std::span<const TensorRef> state) override {
+    return cpu::optimizer_update(step, param, grad, state);
+  }
 
  private:
   Capabilities caps_;

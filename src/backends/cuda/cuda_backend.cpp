@@ -38,6 +38,10 @@ class CudaBackend final : public Backend {
   Status execute(const ir::Node& node, std::span<const TensorRef>, const TensorRef&, std::span<std::byte>) override {
     return unimplemented("[" + std::string(ir::op_name(node.op)) + "] no CUDA kernel " + ir::node_ref(node));
   }
+  Result<double> sum_of_squares(const TensorRef&) override { return unimplemented("CUDA backend: no training kernels yet"); }
+  Status optimizer_update(const optim::UpdateStep&, const TensorRef&, const TensorRef&, std::span<const TensorRef>) override {
+    return unimplemented("CUDA backend: no optimizer kernels yet");
+  }
 
  private:
   Capabilities caps_;

@@ -1,0 +1,142 @@
+// `volta train --recipe mlp-spirals`: trains through the Runtime (forward + backward planned
+// together, optimizer on the backend), logs JSON lines, prints the final accuracy.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "train/spirals.h"
+#include "volta/train.h"
+
+namespace volta::cli {
+
+namespace {
+
+struct TrainFlags {
+  std::string recipe;
+  int64_t steps = 300;
+  uint64_t seed = 0;
+  std::string log;
+  std::string optimizer = "adamw";
+  double lr = 1e-2, beta1 = 0.9, beta2 = 0.999, momentum = 0.0, weight_decay = 0.0, clip = 0.0, min_lr = 0.0;
+  int64_t warmup = 0;
+  std::string schedule = "constant";
+  std::string numerics = "off";
+  train::SpiralsConfig spirals;
+};
+
+// Share of points whose largest logit is their label.
+double accuracy(const Tensor& logits, const Tensor& labels) {
+  const int64_t n = labels.numel(), c = logits.shape()[1];
+  int64_t right = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = logits.data<float>() + i * c;
+    int64_t best = 0;
+    for (int64_t k = 1; k < c; ++k)
+      if (row[k] > row[best]) best = k;
+    right += best == labels.data<int32_t>()[i];
+  }
+  return static_cast<double>(right) / static_cast<double>(n);
+}
+
+Status train_spirals(const TrainFlags& f, const GlobalFlags& global) {
+  VOLTA_RETURN_IF_ERROR(train::validate(f.spirals));
+  if (f.steps < 0) return invalid_argument("--steps must be >= 0, got " + std::to_string(f.steps));
+  train::TrainingOptions opts;
+  VOLTA_ASSIGN_OR_RETURN(opts.optimizer.kind, optim::parse_kind(f.optimizer));
+  opts.optimizer.lr = f.lr;
+  opts.optimizer.beta1 = f.beta1;
+  opts.optimizer.beta2 = f.beta2;
+  opts.optimizer.momentum = f.momentum;
+  opts.optimizer.weight_decay = f.weight_decay;
+  opts.optimizer.clip_norm = f.clip;
+  if (f.schedule == "cosine") {
+    opts.schedule = {optim::Schedule::Kind::WarmupCosine, f.warmup, f.steps, f.min_lr};
+  } else if (f.schedule != "constant") {
+    return invalid_argument("--schedule must be constant or cosine, got '" + f.schedule + "'");
+  }
+  VOLTA_ASSIGN_OR_RETURN(NumericsPolicy numerics, parse_numerics(f.numerics));
+  VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
+
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph model, train::build_spirals_mlp(f.spirals, f.spirals.batch));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &model));
+  rt.set_numerics(numerics);
+  VOLTA_ASSIGN_OR_RETURN(train::TrainingPlan tp, train::compile_training(rt, model, opts));
+  VOLTA_ASSIGN_OR_RETURN(Bindings init, init_params(model, f.seed));
+  VOLTA_ASSIGN_OR_RETURN(train::TrainState state, train::init_state(tp, std::move(init), f.seed));
+  const train::SpiralData data = train::make_spirals(f.spirals, f.seed);
+
+  std::ofstream log;
+  if (!f.log.empty()) {
+    log.open(f.log, std::ios::trunc);
+    if (!log) return not_found("--log: cannot write '" + f.log + "'");
+  }
+  std::printf("recipe mlp-spirals: %lld points, %lld classes, hidden %lld, batch %lld, %s, loss %s, %lld steps on %s\n",
+              static_cast<long long>(data.labels.numel()), static_cast<long long>(f.spirals.classes),
+              static_cast<long long>(f.spirals.hidden), static_cast<long long>(f.spirals.batch), f.optimizer.c_str(),
+              f.spirals.loss.c_str(), static_cast<long long>(f.steps), tp.step->backend.c_str());
+  std::printf("%s", plan::format_memory_report(tp.step->memory).c_str());
+  const int64_t every = std::max<int64_t>(1, f.steps / 10);
+  double first_loss = 0.0, last_loss = 0.0;
+  for (int64_t s = 0; s < f.steps; ++s) {
+    Bindings batch = train::spirals_batch(f.spirals, data, state.seed, state.step);
+    VOLTA_ASSIGN_OR_RETURN(train::StepStats st, train::train_step(rt, tp, batch, state));
+    if (s == 0) first_loss = st.loss;
+    last_loss = st.loss;
+    if (log) {
+      nlohmann::ordered_json line = {{"step", state.step}, {"train_loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm}};
+      log << line.dump() << "\n";
+    }
+    if (state.step % every == 0 || s + 1 == f.steps)
+      std::printf("step %5lld/%lld  loss %.4f  lr %.3g  grad norm %.3f\n", static_cast<long long>(state.step),
+                  static_cast<long long>(f.steps), st.loss, st.lr, st.grad_norm);
+  }
+
+  // Accuracy on the whole data set: the same model with batch = N, through the same runtime.
+  const int64_t n = data.labels.numel();
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph full, train::build_spirals_mlp(f.spirals, n));
+  VOLTA_ASSIGN_OR_RETURN(auto eval, rt.compile(full));
+  Bindings all = state.params;
+  all.emplace("x", data.x);
+  all.emplace(f.spirals.loss == "ce" ? "labels" : "target", f.spirals.loss == "ce" ? data.labels : data.one_hot);
+  VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(*eval, all));
+  std::printf("loss %.4f -> %.4f; full-data loss %.4f; accuracy %.1f%% on %lld points\n", first_loss, last_loss,
+              static_cast<double>(out[0].data<float>()[0]), 100.0 * accuracy(out[1], data.labels), static_cast<long long>(n));
+  if (numerics == NumericsPolicy::Check && rt.numerics_report().nonfinite_values > 0)
+    std::printf("numerics: %lld non-finite values, first: %s\n", static_cast<long long>(rt.numerics_report().nonfinite_values),
+                rt.numerics_report().first.c_str());
+  return Status::ok();
+}
+
+}  // namespace
+
+Action add_train(CLI::App& app, const GlobalFlags& global) {
+  auto f = std::make_shared<TrainFlags>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a model from a recipe");
+  cmd->add_option("--recipe", f->recipe, "Recipe: mlp-spirals")->required();
+  cmd->add_option("--steps", f->steps, "Optimizer steps")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "Seed for params, data and batches")->capture_default_str();
+  cmd->add_option("--log", f->log, "Write one JSON line per step (step, train_loss, lr, grad_norm)");
+  cmd->add_option("--optimizer", f->optimizer, "sgd | adam | adamw")->capture_default_str();
+  cmd->add_option("--lr", f->lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--beta1", f->beta1, "Adam beta1")->capture_default_str();
+  cmd->add_option("--beta2", f->beta2, "Adam beta2")->capture_default_str();
+  cmd->add_option("--momentum", f->momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", f->weight_decay, "Weight decay (decoupled for adamw)")->capture_default_str();
+  cmd->add_option("--clip", f->clip, "Clip gradients to this global L2 norm (0: off)")->capture_default_str();
+  cmd->add_option("--schedule", f->schedule, "constant | cosine (linear warm-up, cosine decay to --min-lr)")->capture_default_str();
+  cmd->add_option("--warmup", f->warmup, "Warm-up steps of the cosine schedule")->capture_default_str();
+  cmd->add_option("--min-lr", f->min_lr, "Final learning rate of the cosine schedule")->capture_default_str();
+  cmd->add_option("--numerics", f->numerics, "NaN/Inf policy: off | check | fail-fast")->capture_default_str();
+  cmd->add_option("--loss", f->spirals.loss, "mlp-spirals: ce | mse")->capture_default_str();
+  cmd->add_option("--hidden", f->spirals.hidden, "mlp-spirals: hidden units")->capture_default_str();
+  cmd->add_option("--batch", f->spirals.batch, "mlp-spirals: batch size")->capture_default_str();
+  cmd->add_option("--classes", f->spirals.classes, "mlp-spirals: spiral arms")->capture_default_str();
+  cmd->add_option("--points", f->spirals.points_per_class, "mlp-spirals: points per arm")->capture_default_str();
+  return [f, &global]() -> Status {
+    if (f->recipe == "mlp-spirals") return train_spirals(*f, global);
+    return invalid_argument("--recipe: unknown recipe '" + f->recipe + "' (available: mlp-spirals)");
+  };
+}
+
+}  // namespace volta::cli
