@@ -1,0 +1,171 @@
+// Checkpoint format v1 (see include/volta/checkpoint.h). The parser trusts nothing: every
+// size, offset and JSON type is checked before use, and nlohmann::json is used without
+// exceptions.
+#include "volta/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace volta::io {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
+
+const char* safetensors_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return "F32";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+  }
+  return "?";
+}
+
+Result<DType> from_safetensors_dtype(const std::string& s) {
+  if (s == "F32") return DType::f32;
+  if (s == "I32") return DType::i32;
+  if (s == "I64") return DType::i64;
+  return invalid_argument("unsupported dtype '" + s + "' (Volta reads F32, I32 and I64)");
+}
+
+}  // namespace
+
+std::string serialize_checkpoint(const Checkpoint& c) {
+  std::string data;
+  json header = json::object();  // std::map underneath: keys sorted
+  for (const auto& [name, t] : c.tensors) {
+    const size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(t.raw()), t.bytes());
+    header[name] = {{"dtype", safetensors_dtype(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {begin, data.size()}}};
+  }
+  json meta = json::object();
+  for (const auto& [k, v] : c.metadata) meta[k] = v;
+  meta["format"] = kCheckpointFormat;
+  meta["format_version"] = std::to_string(kCheckpointVersion);
+  meta["checksum"] = "fnv1a64:" + hash_to_hex(fnv1a64(data.data(), data.size()));
+  header["__metadata__"] = meta;
+  std::string text = header.dump(-1, ' ', false, json::error_handler_t::replace);  // never throws
+  text.append(align_up(8 + text.size()) - 8 - text.size(), ' ');  // data starts 64-byte aligned
+  std::string out(8, '\0');
+  const uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + text + data;
+}
+
+Result<Checkpoint> parse_checkpoint(std::string_view bytes, const std::string& source) {
+  auto fail = [&](const std::string& msg) { return parse_error(source + ": " + msg); };
+  if (bytes.size() < 8) return fail("file is " + std::to_string(bytes.size()) + " bytes, too short for a header length");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[static_cast<size_t>(i)])) << (8 * i);
+  if (n > kMaxHeaderBytes || n > bytes.size() - 8)
+    return fail("header length " + std::to_string(n) + " at offset 0 runs past the end of the " +
+                std::to_string(bytes.size()) + "-byte file");
+  std::string_view text = bytes.substr(8, n);
+  const std::string_view data = bytes.substr(8 + n);
+  json header = json::parse(text.begin(), text.end(), nullptr, false);
+  if (header.is_discarded() || !header.is_object()) return fail("header at offset 8 is not a JSON object");
+
+  Checkpoint c;
+  auto meta = header.find("__metadata__");
+  if (meta == header.end() || !meta->is_object()) return fail("header has no __metadata__ object: not a Volta checkpoint");
+  for (auto it = meta->begin(); it != meta->end(); ++it) {
+    if (!it->is_string()) return fail("metadata '" + it.key() + "' is not a string");
+    c.metadata[it.key()] = it->get<std::string>();
+  }
+  if (c.metadata["format"] != kCheckpointFormat)
+    return fail("format is '" + c.metadata["format"] + "', expected '" + kCheckpointFormat + "'");
+  if (c.metadata["format_version"] != std::to_string(kCheckpointVersion))
+    return fail("unsupported format version '" + c.metadata["format_version"] + "' (this Volta reads version " +
+                std::to_string(kCheckpointVersion) + ")");
+  const std::string checksum = c.metadata["checksum"];
+  c.metadata.erase("format");
+  c.metadata.erase("format_version");
+  c.metadata.erase("checksum");
+
+  // Tensors must tile the data section exactly, in offset order (safetensors' own rule).
+  std::map<uint64_t, std::string> by_offset;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const std::string& name = it.key();
+    const json& e = *it;
+    auto bad = [&](const std::string& what) { return fail("tensor '" + name + "': " + what); };
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
+      return bad("needs dtype, shape and data_offsets");
+    if (!e["dtype"].is_string()) return bad("dtype is not a string");
+    auto dtype = from_safetensors_dtype(e["dtype"].get<std::string>());
+    if (!dtype.is_ok()) return bad(dtype.status().message());
+    const json& js = e["shape"];
+    const json& jo = e["data_offsets"];
+    if (!js.is_array() || js.size() > 64) return bad("shape is not a list of at most 64 dims");
+    Shape shape;
+    uint64_t count = 1;
+    for (const json& d : js) {
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 40)) return bad("shape has a dim that is not an integer in [0, 2^40]");
+      shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
+      if (count != 0 && shape.back() != 0 && count > (uint64_t{1} << 50) / static_cast<uint64_t>(shape.back()))
+        return bad("shape " + shape_to_string(shape) + " is too large");
+      count *= static_cast<uint64_t>(shape.back());
+    }
+    if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
+      return bad("data_offsets is not [begin, end]");
+    const uint64_t begin = jo[0].get<uint64_t>(), end = jo[1].get<uint64_t>();
+    if (begin > end || end > data.size())
+      return bad("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] lie outside the " +
+                 std::to_string(data.size()) + "-byte data section (file offset " + std::to_string(8 + n) + ")");
+    if (end - begin != count * dtype_size(*dtype))
+      return bad("has " + std::to_string(end - begin) + " bytes but " + dtype_name(*dtype) + shape_to_string(shape) +
+                 " needs " + std::to_string(count * dtype_size(*dtype)));
+    if (!by_offset.emplace(begin, name).second && end > begin) return bad("overlaps another tensor");
+    Tensor t = Tensor::zeros(*dtype, shape);
+    std::memcpy(t.raw(), data.data() + begin, t.bytes());
+    c.tensors.emplace(name, std::move(t));
+  }
+  uint64_t expect = 0;
+  for (const auto& [begin, name] : by_offset) {
+    if (begin != expect)
+      return fail("tensor '" + name + "' starts at data offset " + std::to_string(begin) + " but the previous one ends at " +
+                  std::to_string(expect));
+    expect = begin + c.tensors.at(name).bytes();
+  }
+  if (expect != data.size())
+    return fail("data section is " + std::to_string(data.size()) + " bytes but the tensors cover " + std::to_string(expect));
+  const std::string actual = "fnv1a64:" + hash_to_hex(fnv1a64(data.data(), data.size()));
+  if (checksum != actual) return fail("checksum mismatch: header says '" + checksum + "', tensor bytes give '" + actual + "'");
+  return c;
+}
+
+Status save_checkpoint(const Checkpoint& c, const std::string& path) {
+  const std::string bytes = serialize_checkpoint(c);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return not_found("cannot write '" + tmp + "': " + std::strerror(errno));
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = std::fflush(f) == 0 && ok;
+  ok = ::fsync(::fileno(f)) == 0 && ok;  // the bytes are on disk before the rename makes them visible
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return not_found("cannot write '" + path + "': " + why);
+  }
+  return Status::ok();
+}
+
+Result<Checkpoint> load_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return not_found("cannot open '" + path + "': Is a directory");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("cannot open '" + path + "': " + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return parse_checkpoint(bytes, path);
+}
+
+}  // namespace volta::io

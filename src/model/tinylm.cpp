@@ -1,0 +1,176 @@
+#include "model/tinylm.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace volta::model {
+
+namespace {
+
+std::string layer_name(int64_t l, const char* what) { return "h" + std::to_string(l) + "." + what; }
+
+struct Builder {
+  const TinyLMConfig& c;
+  ModelBuilder& b;
+
+  TensorType f32(Shape s) const { return {DType::f32, std::move(s)}; }
+
+  Value matrix(const std::string& name, Shape s, double std) { return b.param(name, f32(std::move(s)), ParamInit::normal(std)); }
+  Value gain(const std::string& name) { return b.param(name, f32({c.channels}), ParamInit::ones()); }
+  Value bias(const std::string& name, int64_t n) { return c.bias ? b.param(name, f32({n}), ParamInit::zeros()) : Value{}; }
+
+  Value layer_norm(Value x, const std::string& prefix) {
+    Value g = gain(prefix + ".g");
+    Value beta = bias(prefix + ".b", c.channels);
+    return beta.valid() ? b.layer_norm(x, g, beta, 1e-5, prefix) : b.layer_norm(x, g, 1e-5, prefix);
+  }
+  Value linear(Value x, Value w, Value bias_v, const std::string& name) {
+    Value y = b.matmul(x, w, bias_v.valid() ? name + ".mm" : name);
+    return bias_v.valid() ? b.add(y, bias_v, name) : y;
+  }
+  // (B, T, C) -> (B, H, T, hd)
+  Value split_heads(Value x, int64_t B, int64_t T, const std::string& name) {
+    return b.transpose(b.reshape(x, {B, T, c.heads, c.head_dim()}), {0, 2, 1, 3}, name);
+  }
+
+  // The decoder on tokens (B, T) at positions pos..pos+T-1. With caches, attention also sees
+  // the cached keys/values of positions 0..pos-1. Returns the final hidden state (B, T, C) and
+  // fills the new keys and values of each layer.
+  Value decoder(Value tokens, int64_t B, int64_t T, int64_t pos, bool with_cache, std::vector<Value>& new_k,
+                std::vector<Value>& new_v, Value& wte) {
+    const int64_t C = c.channels;
+    const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
+    wte = matrix("wte", {c.vocab, C}, 0.02);                                   // (V, C)
+    Value wpe = matrix("wpe", {c.context, C}, 0.02);                           // (ctx, C)
+    Tensor positions = Tensor::zeros(DType::i32, {T});
+    for (int64_t t = 0; t < T; ++t) positions.data<int32_t>()[t] = static_cast<int32_t>(pos + t);
+    Value x = b.add(b.embedding(wte, tokens, "tok_emb"),                        // (B, T, C)
+                    b.embedding(wpe, b.constant("positions", positions), "pos_emb"), "x0");
+    const Value scale = b.scalar(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim()))), "attn_scale");
+    for (int64_t l = 0; l < c.layers; ++l) {
+      auto n = [&](const char* what) { return layer_name(l, what); };
+      // attention
+      Value h = layer_norm(x, n("ln1"));                                                     // (B, T, C)
+      Value qkv = linear(h, matrix(n("attn.wqkv"), {C, 3 * C}, 0.02), bias(n("attn.bqkv"), 3 * C), n("attn.qkv"));  // (B, T, 3C)
+      Value q = split_heads(b.slice(qkv, 2, 0, C), B, T, n("attn.q"));                      // (B, H, T, hd)
+      Value k = split_heads(b.slice(qkv, 2, C, 2 * C), B, T, n("attn.k"));
+      Value v = split_heads(b.slice(qkv, 2, 2 * C, 3 * C), B, T, n("attn.v"));
+      new_k.push_back(k);
+      new_v.push_back(v);
+      if (with_cache) {                                                                      // (B, H, pos + T, hd)
+        const TensorType cache{DType::f32, {B, c.heads, pos, c.head_dim()}};
+        k = b.concat({b.input("cache.k." + std::to_string(l), cache), k}, 2, n("attn.k_all"));
+        v = b.concat({b.input("cache.v." + std::to_string(l), cache), v}, 2, n("attn.v_all"));
+      }
+      Value att = b.mul(b.matmul(q, k, n("attn.scores"), false, true), scale, n("attn.scaled"));  // (B, H, T, S)
+      att = b.softmax(b.causal_mask(att, pos, n("attn.masked")), -1, n("attn.probs"));
+      Value y = b.matmul(att, v, n("attn.y"));                                               // (B, H, T, hd)
+      y = b.reshape(b.transpose(y, {0, 2, 1, 3}), {B, T, C}, n("attn.merged"));             // (B, T, C)
+      x = b.add(x, linear(y, matrix(n("attn.wo"), {C, C}, proj_std), bias(n("attn.bo"), C), n("attn.out")), n("x_attn"));
+      // MLP
+      Value h2 = layer_norm(x, n("ln2"));
+      Value fc = linear(h2, matrix(n("mlp.w_fc"), {C, 4 * C}, 0.02), bias(n("mlp.b_fc"), 4 * C), n("mlp.fc"));  // (B, T, 4C)
+      Value proj = linear(b.gelu(fc, n("mlp.gelu")), matrix(n("mlp.w_proj"), {4 * C, C}, proj_std), bias(n("mlp.b_proj"), C),
+                          n("mlp.proj"));                                                    // (B, T, C)
+      x = b.add(x, proj, n("x_mlp"));
+    }
+    return layer_norm(x, "lnf");                                                             // (B, T, C)
+  }
+};
+
+}  // namespace
+
+Status validate(const TinyLMConfig& c) {
+  auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
+  if (!in(c.vocab, 1, 1 << 20)) return invalid_argument("model vocab must be in [1, 2^20], got " + std::to_string(c.vocab));
+  if (!in(c.context, 1, 1 << 16)) return invalid_argument("model context must be in [1, 65536], got " + std::to_string(c.context));
+  if (!in(c.layers, 1, 256)) return invalid_argument("model layers must be in [1, 256], got " + std::to_string(c.layers));
+  if (!in(c.heads, 1, 256)) return invalid_argument("model heads must be in [1, 256], got " + std::to_string(c.heads));
+  if (!in(c.channels, 1, 1 << 16) || c.channels % c.heads != 0)
+    return invalid_argument("model channels must be in [1, 65536] and divisible by heads (" + std::to_string(c.heads) +
+                            "), got " + std::to_string(c.channels));
+  return Status::ok();
+}
+
+std::string config_to_json(const TinyLMConfig& c) {
+  nlohmann::json j = {{"model", "tinylm"}, {"vocab", c.vocab},     {"context", c.context}, {"layers", c.layers},
+                      {"heads", c.heads},   {"channels", c.channels}, {"bias", c.bias}};
+  return j.dump();
+}
+
+Result<TinyLMConfig> config_from_json(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return parse_error("model config is not a JSON object");
+  if (!j.contains("model") || j["model"] != "tinylm") return parse_error("model config is not a tinylm config");
+  TinyLMConfig c;
+  for (auto [key, field] : {std::pair<const char*, int64_t*>{"vocab", &c.vocab}, {"context", &c.context},
+                            {"layers", &c.layers}, {"heads", &c.heads}, {"channels", &c.channels}}) {
+    if (!j.contains(key) || !j[key].is_number_integer()) return parse_error(std::string("model config has no integer '") + key + "'");
+    *field = j[key].get<int64_t>();
+  }
+  if (!j.contains("bias") || !j["bias"].is_boolean()) return parse_error("model config has no boolean 'bias'");
+  c.bias = j["bias"].get<bool>();
+  VOLTA_RETURN_IF_ERROR(validate(c));
+  return c;
+}
+
+Result<ir::Graph> build_tinylm_loss(const TinyLMConfig& c, int64_t batch, int64_t T) {
+  VOLTA_RETURN_IF_ERROR(validate(c));
+  if (T < 1 || T > c.context) return invalid_argument("sequence length " + std::to_string(T) + " is outside [1, context]");
+  ModelBuilder b("tinylm");
+  Builder m{c, b};
+  Value tokens = b.input("tokens", {DType::i32, {batch, T}});
+  Value targets = b.input("targets", {DType::i32, {batch, T}});
+  std::vector<Value> ks, vs;
+  Value wte;
+  Value x = m.decoder(tokens, batch, T, 0, false, ks, vs, wte);
+  Value logits = b.matmul(x, wte, "logits", false, true);  // (B, T, V), tied head
+  b.output(b.cross_entropy(logits, targets, "loss"));
+  return b.build();
+}
+
+Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int64_t T) {
+  VOLTA_RETURN_IF_ERROR(validate(c));
+  if (T < 1 || T > c.context) return invalid_argument("prompt length " + std::to_string(T) + " is outside [1, context]");
+  ModelBuilder b("tinylm_prefill");
+  Builder m{c, b};
+  Value tokens = b.input("tokens", {DType::i32, {batch, T}});
+  std::vector<Value> ks, vs;
+  Value wte;
+  Value x = m.decoder(tokens, batch, T, 0, false, ks, vs, wte);
+  Value last = b.reshape(b.slice(x, 1, T - 1, T), {batch, c.channels}, "x_last");  // (B, C)
+  b.output(b.matmul(last, wte, "logits", false, true));                             // (B, V)
+  for (int64_t l = 0; l < c.layers; ++l) {
+    b.output(ks[static_cast<size_t>(l)]);
+    b.output(vs[static_cast<size_t>(l)]);
+  }
+  return b.build();
+}
+
+Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch, int64_t pos) {
+  VOLTA_RETURN_IF_ERROR(validate(c));
+  if (pos < 1 || pos >= c.context) return invalid_argument("decode position " + std::to_string(pos) + " is outside [1, context)");
+  ModelBuilder b("tinylm_decode");
+  Builder m{c, b};
+  Value token = b.input("tokens", {DType::i32, {batch, 1}});
+  std::vector<Value> ks, vs;
+  Value wte;
+  Value x = m.decoder(token, batch, 1, pos, true, ks, vs, wte);
+  b.output(b.matmul(b.reshape(x, {batch, c.channels}, "x_last"), wte, "logits", false, true));  // (B, V)
+  for (int64_t l = 0; l < c.layers; ++l) {
+    b.output(ks[static_cast<size_t>(l)]);
+    b.output(vs[static_cast<size_t>(l)]);
+  }
+  return b.build();
+}
+
+std::vector<std::string> tinylm_param_names(const TinyLMConfig& c) {
+  auto g = build_tinylm_loss(c, 1, 1);
+  std::vector<std::string> names;
+  if (!g.is_ok()) return names;
+  for (const ir::Node& n : g->nodes)
+    if (n.op == ir::Op::Param) names.push_back(n.name);
+  return names;
+}
+
+}  // namespace volta::model

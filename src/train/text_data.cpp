@@ -1,0 +1,118 @@
+#include "train/text_data.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "volta/rng.h"
+
+namespace volta::train {
+
+CharTokenizer::CharTokenizer(std::vector<int32_t> chars) : chars_(std::move(chars)) {
+  id_of_.fill(-1);
+  for (size_t i = 0; i < chars_.size(); ++i) id_of_[static_cast<size_t>(chars_[i])] = static_cast<int32_t>(i);
+}
+
+CharTokenizer CharTokenizer::from_text(std::string_view text) {
+  std::array<bool, 256> seen{};
+  for (char ch : text) seen[static_cast<unsigned char>(ch)] = true;
+  std::vector<int32_t> chars;
+  for (int32_t c = 0; c < 256; ++c)
+    if (seen[static_cast<size_t>(c)]) chars.push_back(c);
+  return CharTokenizer(std::move(chars));
+}
+
+namespace {
+std::string show_byte(unsigned char c) {
+  if (c >= 32 && c < 127 && c != '\'') return std::string("'") + static_cast<char>(c) + "'";
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "byte 0x%02x", c);
+  return buf;
+}
+}  // namespace
+
+Result<std::vector<int32_t>> CharTokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size());
+  std::string unknown;
+  std::array<bool, 256> reported{};
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    const int32_t id = id_of_[c];
+    if (id < 0 && !reported[c]) {
+      reported[c] = true;
+      unknown += (unknown.empty() ? "" : ", ") + show_byte(c);
+    }
+    ids.push_back(id);
+  }
+  if (!unknown.empty()) return invalid_argument("characters not in the vocabulary: " + unknown);
+  return ids;
+}
+
+std::string CharTokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string s;
+  for (int32_t id : ids)
+    if (id >= 0 && id < vocab_size()) s += static_cast<char>(chars_[static_cast<size_t>(id)]);
+  return s;
+}
+
+std::string CharTokenizer::to_json() const { return nlohmann::json{{"type", "char"}, {"chars", chars_}}.dump(); }
+
+Result<CharTokenizer> CharTokenizer::from_json(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("type") || j["type"] != "char" || !j.contains("chars") ||
+      !j["chars"].is_array())
+    return parse_error("tokenizer is not a {\"type\": \"char\", \"chars\": [...]} object");
+  std::vector<int32_t> chars;
+  for (const auto& c : j["chars"]) {
+    if (!c.is_number_integer() || c.get<int64_t>() < 0 || c.get<int64_t>() > 255) return parse_error("tokenizer chars must be bytes 0..255");
+    if (!chars.empty() && c.get<int32_t>() <= chars.back()) return parse_error("tokenizer chars must be sorted and distinct");
+    chars.push_back(c.get<int32_t>());
+  }
+  if (chars.empty()) return parse_error("tokenizer has no characters");
+  return CharTokenizer(std::move(chars));
+}
+
+Result<TextData> split_text(std::string_view text, const CharTokenizer& tok, int64_t context, const std::string& source) {
+  VOLTA_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(text));
+  TextData d;
+  d.tokenizer = tok;
+  const size_t n = static_cast<size_t>(0.9 * static_cast<double>(ids.size()));
+  d.train.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
+  d.val.assign(ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end());
+  const size_t need = static_cast<size_t>(context) + 1;
+  if (d.train.size() < need || d.val.size() < need)
+    return invalid_argument(source + ": " + std::to_string(ids.size()) + " characters are too few: the 90/10 split needs at least " +
+                            std::to_string(need) + " in each part for one window of context " + std::to_string(context));
+  return d;
+}
+
+Result<TextData> load_text_data(const std::string& path, int64_t context) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return not_found("--data: '" + path + "' is a directory");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("--data: cannot open '" + path + "': " + std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (text.empty()) return invalid_argument("--data: '" + path + "' is empty");
+  return split_text(text, CharTokenizer::from_text(text), context, "--data '" + path + "'");
+}
+
+Bindings lm_batch(const std::vector<int32_t>& data, int64_t batch, int64_t T, uint64_t seed, std::string_view stream,
+                  uint64_t index) {
+  Tensor tokens = Tensor::zeros(DType::i32, {batch, T});
+  Tensor targets = Tensor::zeros(DType::i32, {batch, T});
+  const uint64_t windows = data.size() - static_cast<size_t>(T);  // start offsets 0 .. len - T - 1
+  const uint64_t s = stream_for(stream);
+  for (int64_t b = 0; b < batch; ++b) {
+    auto r = philox4x32(seed, s, index * static_cast<uint64_t>(batch) + static_cast<uint64_t>(b));
+    const uint64_t start = ((static_cast<uint64_t>(r[0]) << 32) | r[1]) % windows;
+    std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(start), T, tokens.data<int32_t>() + b * T);
+    std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(start) + 1, T, targets.data<int32_t>() + b * T);
+  }
+  return {{"tokens", tokens}, {"targets", targets}};
+}
+
+}  // namespace volta::train
