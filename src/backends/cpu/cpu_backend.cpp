@@ -1,4 +1,5 @@
-// The CPU backend: host memory and the reference kernels.
+// The CPU backend: host memory, a register-blocked matmul, and the reference kernels for the
+// other ops.
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
@@ -35,11 +36,14 @@ class CpuBackend final : public Backend {
   }
 
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const override {
+    if (node.op == ir::Op::Matmul) return cpu::matmul_workspace_bytes(g, node);
     return cpu::reference_workspace_bytes(g, node);
   }
   Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
                  std::span<std::byte> workspace) override {
-    return cpu::reference_kernel(node.op)(cpu::KernelArgs{node, inputs, output, workspace});
+    const cpu::KernelArgs args{node, inputs, output, workspace};
+    if (node.op == ir::Op::Matmul) return cpu::matmul(args);
+    return cpu::reference_kernel(node.op)(args);
   }
   Result<double> sum_of_squares(const TensorRef& t) override { return cpu::sum_of_squares(t); }
   Status optimizer_update(const optim::UpdateStep& step, const TensorRef& param, const TensorRef& grad,

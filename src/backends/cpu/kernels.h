@@ -33,6 +33,10 @@ Kernel reference_kernel(ir::Op op);
 // Workspace bytes the reference kernel of `node` needs (0 for most ops).
 size_t reference_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 
+// The CPU backend's own matmul (src/backends/cpu/matmul.cpp), checked against ref::Matmul.
+Status matmul(const KernelArgs& a);
+size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node);
+
 // Reference optimizer kernels (src/backends/cpu/ref_optim.cpp); element math in double.
 double sum_of_squares(const TensorRef& t);
 Status optimizer_update(const optim::UpdateStep& step, const TensorRef& param, const TensorRef& grad,

@@ -1,0 +1,112 @@
+// The CPU backend's matmul: a register-blocked f32 kernel (6 x 16 tiles of C held in vector
+// registers). Every output element is accumulated in k order, one multiply-add per k, so the
+// result does not depend on the blocking, on how the work is split, or on the thread count.
+// Compiled for x86-64-v4 (AVX-512), x86-64-v3 (AVX2 + FMA) and baseline x86-64 (GCC
+// target_clones; the loader picks the clone the CPU supports). GCC contracts the multiply-adds
+// into FMA on the v4 and v3 clones, which therefore agree bit for bit; the baseline clone rounds
+// twice and may differ in the last bit.
+#include <cstring>
+
+#include "backends/cpu/ref_util.h"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define VOLTA_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define VOLTA_ISA_CLONES
+#endif
+
+namespace volta::cpu {
+
+namespace {
+
+constexpr int64_t kRows = 6;   // rows of C per micro-tile: 6 accumulators fit AVX2's 16 registers
+constexpr int64_t kCols = 16;  // columns of C per micro-tile: one vector of 16 floats
+
+// 16 floats as one GCC vector: one zmm register on AVX-512, two ymm on AVX2, four xmm on
+// baseline x86-64. Lanes are independent, so every clone computes the same bits.
+typedef float Vec16 __attribute__((vector_size(64)));
+
+// C[M, N] = A[M, K] (element strides am, ak) @ B[K, N] (row-major, contiguous).
+VOLTA_ISA_CLONES
+void gemm(const float* A, int64_t am, int64_t ak, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
+  int64_t m = 0;
+  for (; m + kRows <= M; m += kRows) {
+    int64_t n = 0;
+    for (; n + kCols <= N; n += kCols) {
+      Vec16 acc[kRows] = {};
+      for (int64_t k = 0; k < K; ++k) {
+        Vec16 b;
+        std::memcpy(&b, B + k * N + n, sizeof b);  // unaligned load
+        for (int64_t r = 0; r < kRows; ++r) acc[r] += A[(m + r) * am + k * ak] * b;
+      }
+      for (int64_t r = 0; r < kRows; ++r) std::memcpy(C + (m + r) * N + n, &acc[r], sizeof acc[r]);
+    }
+    for (; n < N; ++n)
+      for (int64_t r = 0; r < kRows; ++r) {
+        float acc = 0.0f;
+        for (int64_t k = 0; k < K; ++k) acc += A[(m + r) * am + k * ak] * B[k * N + n];
+        C[(m + r) * N + n] = acc;
+      }
+  }
+  for (; m < M; ++m) {  // leftover rows: one row of C at a time, same k order
+    float* c = C + m * N;
+    std::fill_n(c, N, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = A[m * am + k * ak];
+      const float* b = B + k * N;
+      for (int64_t n = 0; n < N; ++n) c[n] += a * b[n];
+    }
+  }
+}
+
+struct Dims {
+  int64_t M, N, K;
+  bool ta, tb;
+};
+
+Result<Dims> dims_of(const ir::Node& node, const Shape& as, const Shape& os) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t ta, node.attrs.get_int("transpose_a", 0));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t tb, node.attrs.get_int("transpose_b", 0));
+  const int64_t M = os[os.size() - 2], N = os[os.size() - 1];
+  const int64_t K = ta ? as[as.size() - 2] : as[as.size() - 1];
+  return Dims{M, N, K, ta != 0, tb != 0};
+}
+
+}  // namespace
+
+size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node) {
+  if (node.inputs.size() != 2) return 0;
+  auto d = dims_of(node, g.node(node.inputs[0]).type.shape, node.type.shape);
+  // A transposed right operand is packed to row-major [K, N] first.
+  return d.is_ok() && d->tb ? static_cast<size_t>(d->K * d->N) * sizeof(float) : 0;
+}
+
+Status matmul(const KernelArgs& a) {
+  const Shape& as = a.in[0].shape();
+  const Shape& bs = a.in[1].shape();
+  const Shape& os = a.out.shape();
+  VOLTA_ASSIGN_OR_RETURN(const Dims d, dims_of(a.node, as, os));
+  if (d.tb && a.workspace.size() < static_cast<size_t>(d.K * d.N) * sizeof(float))
+    return internal_error("[matmul] workspace too small " + ir::node_ref(a.node));
+  const Shape batch(os.begin(), os.end() - 2);
+  const std::array<ref::Strides, 3> st = {ref::broadcast_strides(Shape(as.begin(), as.end() - 2), batch, d.M * d.K),
+                                          ref::broadcast_strides(Shape(bs.begin(), bs.end() - 2), batch, d.K * d.N),
+                                          ref::contiguous_strides(batch, d.M * d.N)};
+  const float* A = a.in[0].as<const float>();
+  const float* B = a.in[1].as<const float>();
+  float* out = a.out.as<float>();
+  auto* packed = reinterpret_cast<float*>(a.workspace.data());
+  const int64_t am = d.ta ? 1 : d.K, ak = d.ta ? d.M : 1;
+  ref::for_each_index(batch, st, [&](int64_t, const std::array<int64_t, 3>& off) {
+    const float* b = B + off[1];
+    if (d.tb) {  // b is [N, K]: pack its transpose
+      for (int64_t k = 0; k < d.K; ++k)
+        for (int64_t n = 0; n < d.N; ++n) packed[k * d.N + n] = b[n * d.K + k];
+      b = packed;
+    }
+    gemm(A + off[0], am, ak, b, out + off[2], d.M, d.N, d.K);
+  });
+  return Status::ok();
+}
+
+}  // namespace volta::cpu
