@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "cli/pipeline_flags.h"
+#include "train/lm.h"
 #include "volta/text.h"
 
 namespace volta::cli {
@@ -13,16 +14,50 @@ struct InspectFlags {
   bool json = false;
   PipelineFlags pipeline;
 };
+// A TinyLM checkpoint: config, params, and the training and inference memory plans.
+Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, const CompileOptions& opts) {
+  VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f.file));
+  const train::LMRecipe& r = ck.recipe;
+  VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph g, model::build_tinylm_loss(r.model, r.batch, r.model.context));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &g));
+  train::TrainingOptions topts;
+  topts.optimizer = r.optimizer;
+  topts.schedule = r.schedule;
+  topts.compile = opts;
+  VOLTA_ASSIGN_OR_RETURN(train::TrainingPlan tp, train::compile_training(rt, g, topts));
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph infer, model::build_tinylm_prefill(r.model, 1, r.model.context));
+  VOLTA_ASSIGN_OR_RETURN(auto infer_plan, rt.compile(infer, opts));
+  int64_t total = 0;
+  for (const auto& [name, t] : ck.state.params) total += t.numel();
+  std::printf("checkpoint %s: format v1, step %lld, seed %llu, best val loss %.4f\n", f.file.c_str(),
+              static_cast<long long>(ck.state.step), static_cast<unsigned long long>(ck.state.seed), ck.best_val_loss);
+  std::printf("model: %s\nrecipe: %s\ntokenizer: %lld characters\nparams: %lld in %zu tensors%s\n\n",
+              model::config_to_json(r.model).c_str(), train::recipe_to_json(r).c_str(),
+              static_cast<long long>(ck.tokenizer.vocab_size()), static_cast<long long>(total), ck.state.params.size(),
+              ck.state.slots.empty() ? "" : " (+ optimizer state)");
+  std::printf("%-28s %-16s %12s\n", "tensor", "type", "elements");
+  for (const auto& [name, t] : ck.state.params)
+    std::printf("%-28s %-16s %12lld\n", name.c_str(), t.type().to_string().c_str(), static_cast<long long>(t.numel()));
+  std::printf("\ntraining step (batch %lld, context %lld): %zu steps\n%s", static_cast<long long>(r.batch),
+              static_cast<long long>(r.model.context), tp.step->schedule.size(), plan::format_memory_report(tp.step->memory).c_str());
+  std::printf("\ninference (prefill of %lld tokens, batch 1): %zu steps\n%s", static_cast<long long>(r.model.context),
+              infer_plan->schedule.size(), plan::format_memory_report(infer_plan->memory).c_str());
+  return Status::ok();
+}
+
 }  // namespace
 
 Action add_inspect(CLI::App& app, const GlobalFlags& global) {
   auto flags = std::make_shared<InspectFlags>();
   CLI::App* cmd = app.add_subcommand("inspect", "Print a model's verified graph, schedule and memory plan");
-  cmd->add_option("file", flags->file, "Model in the IR text format (.vir)")->required();
+  cmd->add_option("file", flags->file, "Model in the IR text format (.vir) or a TinyLM checkpoint")->required();
   cmd->add_flag("--json", flags->json, "Print one JSON object (with peak_bytes and naive_bytes)");
   flags->pipeline.add_to(*cmd);
   return [flags, &global]() -> Status {
     VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, flags->pipeline.to_options());
+    const std::string& file = flags->file;
+    if (file.size() < 4 || file.compare(file.size() - 4, 4, ".vir") != 0) return inspect_checkpoint(*flags, global, opts);
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     VOLTA_ASSIGN_OR_RETURN(ir::Graph g, ir::load_graph(flags->file));
     VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &g));

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/train_lm.h"
 #include "train/spirals.h"
 #include "volta/train.h"
 
@@ -14,7 +15,7 @@ namespace {
 
 struct TrainFlags {
   std::string recipe;
-  int64_t steps = 300;
+  int64_t steps = 300;  // mlp-spirals default
   uint64_t seed = 0;
   std::string log;
   std::string optimizer = "adamw";
@@ -111,31 +112,75 @@ Status train_spirals(const TrainFlags& f, const GlobalFlags& global) {
 }  // namespace
 
 Action add_train(CLI::App& app, const GlobalFlags& global) {
-  auto f = std::make_shared<TrainFlags>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a model from a recipe");
-  cmd->add_option("--recipe", f->recipe, "Recipe: mlp-spirals")->required();
-  cmd->add_option("--steps", f->steps, "Optimizer steps")->capture_default_str();
-  cmd->add_option("--seed", f->seed, "Seed for params, data and batches")->capture_default_str();
-  cmd->add_option("--log", f->log, "Write one JSON line per step (step, train_loss, lr, grad_norm)");
-  cmd->add_option("--optimizer", f->optimizer, "sgd | adam | adamw")->capture_default_str();
-  cmd->add_option("--lr", f->lr, "Learning rate")->capture_default_str();
-  cmd->add_option("--beta1", f->beta1, "Adam beta1")->capture_default_str();
-  cmd->add_option("--beta2", f->beta2, "Adam beta2")->capture_default_str();
-  cmd->add_option("--momentum", f->momentum, "SGD momentum")->capture_default_str();
-  cmd->add_option("--weight-decay", f->weight_decay, "Weight decay (decoupled for adamw)")->capture_default_str();
-  cmd->add_option("--clip", f->clip, "Clip gradients to this global L2 norm (0: off)")->capture_default_str();
-  cmd->add_option("--schedule", f->schedule, "constant | cosine (linear warm-up, cosine decay to --min-lr)")->capture_default_str();
-  cmd->add_option("--warmup", f->warmup, "Warm-up steps of the cosine schedule")->capture_default_str();
-  cmd->add_option("--min-lr", f->min_lr, "Final learning rate of the cosine schedule")->capture_default_str();
-  cmd->add_option("--numerics", f->numerics, "NaN/Inf policy: off | check | fail-fast")->capture_default_str();
-  cmd->add_option("--loss", f->spirals.loss, "mlp-spirals: ce | mse")->capture_default_str();
-  cmd->add_option("--hidden", f->spirals.hidden, "mlp-spirals: hidden units")->capture_default_str();
-  cmd->add_option("--batch", f->spirals.batch, "mlp-spirals: batch size")->capture_default_str();
-  cmd->add_option("--classes", f->spirals.classes, "mlp-spirals: spiral arms")->capture_default_str();
-  cmd->add_option("--points", f->spirals.points_per_class, "mlp-spirals: points per arm")->capture_default_str();
-  return [f, &global]() -> Status {
-    if (f->recipe == "mlp-spirals") return train_spirals(*f, global);
-    return invalid_argument("--recipe: unknown recipe '" + f->recipe + "' (available: mlp-spirals)");
+  struct Args {
+    TrainFlags spirals;
+    LMTrainFlags lm;
+    CLI::App* cmd = nullptr;
+  };
+  auto a = std::make_shared<Args>();
+  TrainFlags& f = a->spirals;
+  train::LMRecipe& r = a->lm.recipe;
+  CLI::App* cmd = a->cmd = app.add_subcommand("train", "Train a model from a recipe");
+  cmd->add_option("--recipe", f.recipe, "mlp-spirals | shakespeare-char")->required();
+  cmd->add_option("--steps", f.steps, "Total optimizer steps (mlp-spirals 300, shakespeare-char 2000)");
+  cmd->add_option("--seed", f.seed, "Seed for params, data and batches")->capture_default_str();
+  cmd->add_option("--log", f.log, "mlp-spirals: write one JSON line per step (step, train_loss, lr, grad_norm)");
+  cmd->add_option("--optimizer", f.optimizer, "sgd | adam | adamw")->capture_default_str();
+  cmd->add_option("--lr", f.lr, "Learning rate (mlp-spirals 0.01, shakespeare-char 1e-3)");
+  cmd->add_option("--beta1", f.beta1, "Adam beta1 (0.9)");
+  cmd->add_option("--beta2", f.beta2, "Adam beta2 (mlp-spirals 0.999, shakespeare-char 0.99)");
+  cmd->add_option("--momentum", f.momentum, "SGD momentum (0)");
+  cmd->add_option("--weight-decay", f.weight_decay, "Weight decay, decoupled for adamw (mlp-spirals 0, shakespeare-char 0.1 on matrices)");
+  cmd->add_option("--clip", f.clip, "Clip gradients to this global L2 norm, 0: off (mlp-spirals 0, shakespeare-char 1)");
+  cmd->add_option("--schedule", f.schedule, "mlp-spirals: constant | cosine")->capture_default_str();
+  cmd->add_option("--warmup", f.warmup, "Warm-up steps of the cosine schedule (shakespeare-char 100)");
+  cmd->add_option("--min-lr", f.min_lr, "Final learning rate of the cosine schedule (shakespeare-char 1e-4)");
+  cmd->add_option("--decay-steps", r.schedule.decay_steps, "shakespeare-char: step where the cosine decay ends (2000)");
+  cmd->add_option("--numerics", f.numerics, "NaN/Inf policy: off | check | fail-fast")->capture_default_str();
+  cmd->add_option("--loss", f.spirals.loss, "mlp-spirals: ce | mse")->capture_default_str();
+  cmd->add_option("--hidden", f.spirals.hidden, "mlp-spirals: hidden units")->capture_default_str();
+  cmd->add_option("--batch", f.spirals.batch, "Batch size (mlp-spirals 64, shakespeare-char 12)");
+  cmd->add_option("--classes", f.spirals.classes, "mlp-spirals: spiral arms")->capture_default_str();
+  cmd->add_option("--points", f.spirals.points_per_class, "mlp-spirals: points per arm")->capture_default_str();
+  cmd->add_option("--data", a->lm.data, "shakespeare-char: training text")->capture_default_str();
+  cmd->add_option("--out", a->lm.out, "shakespeare-char: output folder (log.jsonl, last/best.safetensors)");
+  cmd->add_option("--resume", a->lm.resume, "shakespeare-char: continue from a checkpoint up to --steps");
+  cmd->add_option("--eval-every", r.eval_every, "shakespeare-char: evaluate every N steps")->capture_default_str();
+  cmd->add_option("--eval-iters", r.eval_iters, "shakespeare-char: validation batches per evaluation")->capture_default_str();
+  cmd->add_option("--save-every", r.save_every, "shakespeare-char: write last.safetensors every N steps (default: --eval-every)");
+  cmd->add_option("--context", r.model.context, "shakespeare-char: context length")->capture_default_str();
+  cmd->add_option("--layers", r.model.layers, "shakespeare-char: transformer blocks")->capture_default_str();
+  cmd->add_option("--heads", r.model.heads, "shakespeare-char: attention heads")->capture_default_str();
+  cmd->add_option("--channels", r.model.channels, "shakespeare-char: model width")->capture_default_str();
+  cmd->add_flag("--bias", a->lm.bias, "shakespeare-char: biases on linear layers and LayerNorms");
+  return [a, &global]() -> Status {
+    TrainFlags fl = a->spirals;
+    auto given = [a](const std::string& flag) { return a->cmd->count(flag) > 0; };
+    if (fl.recipe == "mlp-spirals") {
+      if (!given("--batch")) fl.spirals.batch = train::SpiralsConfig{}.batch;
+      return train_spirals(fl, global);
+    }
+    if (fl.recipe == "shakespeare-char") {
+      LMTrainFlags lm = a->lm;
+      train::LMRecipe& rr = lm.recipe;
+      lm.seed = fl.seed;
+      lm.numerics = fl.numerics;
+      if (given("--steps")) rr.steps = fl.steps;
+      if (given("--batch")) rr.batch = fl.spirals.batch;
+      if (given("--optimizer")) {
+        VOLTA_ASSIGN_OR_RETURN(rr.optimizer.kind, optim::parse_kind(fl.optimizer));
+      }
+      if (given("--lr")) rr.optimizer.lr = fl.lr;
+      if (given("--beta1")) rr.optimizer.beta1 = fl.beta1;
+      if (given("--beta2")) rr.optimizer.beta2 = fl.beta2;
+      if (given("--momentum")) rr.optimizer.momentum = fl.momentum;
+      if (given("--weight-decay")) rr.optimizer.weight_decay = fl.weight_decay;
+      if (given("--clip")) rr.optimizer.clip_norm = fl.clip;
+      if (given("--warmup")) rr.schedule.warmup_steps = fl.warmup;
+      if (given("--min-lr")) rr.schedule.min_lr = fl.min_lr;
+      return train_lm(lm, given, global);
+    }
+    return invalid_argument("--recipe: unknown recipe '" + fl.recipe + "' (available: mlp-spirals, shakespeare-char)");
   };
 }
 

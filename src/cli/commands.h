@@ -19,5 +19,7 @@ using Action = std::function<Status()>;
 Action add_inspect(CLI::App& app, const GlobalFlags& global);
 Action add_run(CLI::App& app, const GlobalFlags& global);
 Action add_train(CLI::App& app, const GlobalFlags& global);
+Action add_generate(CLI::App& app, const GlobalFlags& global);
+Action add_eval(CLI::App& app, const GlobalFlags& global);
 
 }  // namespace volta::cli

@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommand("run"), run);
     volta::cli::Action train = volta::cli::add_train(app, global);
     commands.emplace_back(app.get_subcommand("train"), train);
+    volta::cli::Action generate = volta::cli::add_generate(app, global);
+    commands.emplace_back(app.get_subcommand("generate"), generate);
+    volta::cli::Action eval = volta::cli::add_eval(app, global);
+    commands.emplace_back(app.get_subcommand("eval"), eval);
     // --device is accepted before or after the subcommand.
     for (auto& [sub, action] : commands) sub->add_option("--device", global.device, "cpu | cuda | auto");
 
@@ -30,7 +34,7 @@ int main(int argc, char** argv) {
       bool known = false;
       for (auto& [sub, action] : commands) known = known || sub->get_name() == word;
       if (!known) {
-        std::fprintf(stderr, "volta: error: unknown command '%s' (commands: inspect, run, train; see volta --help)\n", word.c_str());
+        std::fprintf(stderr, "volta: error: unknown command '%s' (commands: inspect, run, train, generate, eval; see volta --help)\n", word.c_str());
         return 2;
       }
       break;

@@ -1,0 +1,51 @@
+// `volta eval --checkpoint CKPT --data FILE`: validation loss of a TinyLM checkpoint.
+#include <cstdio>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "train/lm.h"
+
+namespace volta::cli {
+
+namespace {
+struct EvalFlags {
+  std::string checkpoint;
+  std::string data = "data/tinyshakespeare.txt";
+  int64_t iters = 200;
+  uint64_t seed = 0;
+  std::string split = "val";
+};
+}  // namespace
+
+Action add_eval(CLI::App& app, const GlobalFlags& global) {
+  auto f = std::make_shared<EvalFlags>();
+  CLI::App* cmd = app.add_subcommand("eval", "Print the loss of a TinyLM checkpoint on a text file");
+  cmd->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (.safetensors)")->required();
+  cmd->add_option("--data", f->data, "Text file (split 90/10 as in training)")->capture_default_str();
+  cmd->add_option("--eval-iters", f->iters, "Random batches to average")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "Seed of the batch draw")->capture_default_str();
+  cmd->add_option("--split", f->split, "val | train")->capture_default_str();
+  return [f, &global]() -> Status {
+    if (f->split != "val" && f->split != "train") return invalid_argument("--split must be val or train, got '" + f->split + "'");
+    if (f->iters < 1) return invalid_argument("--eval-iters must be >= 1, got " + std::to_string(f->iters));
+    VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
+    VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
+    const train::LMRecipe& r = ck.recipe;
+    std::ifstream in(f->data, std::ios::binary);
+    if (!in) return not_found("--data: cannot open '" + f->data + "'");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.empty()) return invalid_argument("--data: '" + f->data + "' is empty");
+    VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::split_text(text, ck.tokenizer, r.model.context, "--data '" + f->data + "'"));
+    VOLTA_ASSIGN_OR_RETURN(ir::Graph g, model::build_tinylm_loss(r.model, r.batch, r.model.context));
+    VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &g));
+    VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(g));
+    const auto& split = f->split == "val" ? data.val : data.train;
+    VOLTA_ASSIGN_OR_RETURN(double loss, train::evaluate_lm(rt, *plan, ck.state.params, split, r.batch, r.model.context, f->seed,
+                                                           "eval." + f->split, 0, f->iters));
+    std::printf("%s loss %.4f (%lld batches of %lld x %lld, step %lld)\n", f->split.c_str(), loss, static_cast<long long>(f->iters),
+                static_cast<long long>(r.batch), static_cast<long long>(r.model.context), static_cast<long long>(ck.state.step));
+    return Status::ok();
+  };
+}
+
+}  // namespace volta::cli

@@ -1,0 +1,61 @@
+// `volta generate --checkpoint CKPT`: text from a TinyLM checkpoint. Only the generated text
+// (prompt + continuation; samples separated by a blank line) goes to stdout.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "model/generate.h"
+#include "train/lm.h"
+
+namespace volta::cli {
+
+namespace {
+struct GenerateFlags {
+  std::string checkpoint;
+  std::string prompt = "\n";
+  bool no_kv_cache = false;
+  model::SampleOptions sample;
+};
+}  // namespace
+
+Action add_generate(CLI::App& app, const GlobalFlags& global) {
+  auto f = std::make_shared<GenerateFlags>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a TinyLM checkpoint");
+  cmd->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (.safetensors)")->required();
+  cmd->add_option("--prompt", f->prompt, "Text to continue (default: a newline)");
+  cmd->add_option("--tokens", f->sample.tokens, "New tokens per sample")->capture_default_str();
+  cmd->add_option("--temperature", f->sample.temperature, "Sampling temperature; 0 is greedy")->capture_default_str();
+  cmd->add_option("--top-k", f->sample.top_k, "Sample from the k most likely tokens (0: all)")->capture_default_str();
+  cmd->add_option("--top-p", f->sample.top_p, "Sample from the smallest set holding this probability mass")->capture_default_str();
+  cmd->add_option("--seed", f->sample.seed, "Sampling seed (same seed, same text)")->capture_default_str();
+  cmd->add_option("--batch", f->sample.batch, "Independent samples of the prompt")->capture_default_str();
+  cmd->add_flag("--no-kv-cache", f->no_kv_cache, "Recompute the whole window for every token");
+  return [f, &global]() -> Status {
+    VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
+    VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
+    const model::TinyLMConfig& c = ck.recipe.model;
+    model::SampleOptions o = f->sample;
+    o.kv_cache = !f->no_kv_cache;
+    VOLTA_RETURN_IF_ERROR(model::validate(o, c.vocab));
+    auto ids = ck.tokenizer.encode(f->prompt);
+    if (!ids.is_ok()) return invalid_argument("--prompt: " + ids.status().message());
+    std::vector<int32_t> prompt = *ids;
+    if (prompt.empty()) return invalid_argument("--prompt is empty");
+    if (static_cast<int64_t>(prompt.size()) > c.context) {
+      std::fprintf(stderr, "note: the prompt has %zu characters; the model sees only the last %lld (its context)\n", prompt.size(),
+                   static_cast<long long>(c.context));
+      prompt.erase(prompt.begin(), prompt.end() - c.context);
+    }
+    VOLTA_ASSIGN_OR_RETURN(ir::Graph probe, model::build_tinylm_prefill(c, o.batch, 1));
+    VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &probe));
+    VOLTA_ASSIGN_OR_RETURN(auto samples, model::generate(rt, c, ck.state.params, prompt, o));
+    const std::string shown = ck.tokenizer.decode(prompt);
+    for (size_t b = 0; b < samples.size(); ++b) {
+      if (b) std::fputs("\n\n", stdout);
+      std::fputs((shown + ck.tokenizer.decode(samples[b])).c_str(), stdout);
+    }
+    std::fputs("\n", stdout);
+    return Status::ok();
+  };
+}
+
+}  // namespace volta::cli

@@ -1,0 +1,205 @@
+#include "train/lm.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace volta::train {
+
+using nlohmann::json;
+
+LMRecipe shakespeare_char() {
+  LMRecipe r;
+  r.optimizer.kind = optim::Kind::AdamW;
+  r.optimizer.lr = 1e-3;
+  r.optimizer.beta1 = 0.9;
+  r.optimizer.beta2 = 0.99;
+  r.optimizer.weight_decay = 0.1;
+  r.optimizer.decay_matrices_only = true;
+  r.optimizer.clip_norm = 1.0;
+  r.schedule = {optim::Schedule::Kind::WarmupCosine, 100, 2000, 1e-4};
+  return r;
+}
+
+Status validate(const LMRecipe& r) {
+  VOLTA_RETURN_IF_ERROR(model::validate(r.model));
+  if (r.batch < 1 || r.batch > 65536) return invalid_argument("--batch must be in [1, 65536], got " + std::to_string(r.batch));
+  if (r.steps < 0) return invalid_argument("--steps must be >= 0, got " + std::to_string(r.steps));
+  if (r.eval_every < 1) return invalid_argument("--eval-every must be >= 1, got " + std::to_string(r.eval_every));
+  if (r.eval_iters < 1) return invalid_argument("--eval-iters must be >= 1, got " + std::to_string(r.eval_iters));
+  if (r.save_every < 0) return invalid_argument("--save-every must be >= 0, got " + std::to_string(r.save_every));
+  VOLTA_RETURN_IF_ERROR(optim::validate(r.optimizer));
+  return optim::validate(r.schedule, r.optimizer.lr);
+}
+
+std::string recipe_to_json(const LMRecipe& r) {
+  const optim::OptimizerConfig& o = r.optimizer;
+  json j = {{"name", r.name},
+            {"batch", r.batch},
+            {"steps", r.steps},
+            {"eval_every", r.eval_every},
+            {"eval_iters", r.eval_iters},
+            {"save_every", r.save_every},
+            {"optimizer",
+             {{"kind", optim::kind_name(o.kind)}, {"lr", o.lr}, {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps},
+              {"momentum", o.momentum}, {"weight_decay", o.weight_decay}, {"decay_matrices_only", o.decay_matrices_only},
+              {"clip_norm", o.clip_norm}}},
+            {"schedule",
+             {{"kind", r.schedule.kind == optim::Schedule::Kind::Constant ? "constant" : "warmup_cosine"},
+              {"warmup_steps", r.schedule.warmup_steps}, {"decay_steps", r.schedule.decay_steps}, {"min_lr", r.schedule.min_lr}}}};
+  return j.dump();
+}
+
+namespace {
+
+// Typed field access without exceptions.
+template <typename T>
+Status read(const json& j, const char* key, T& out) {
+  if (!j.is_object() || !j.contains(key)) return parse_error(std::string("recipe has no '") + key + "'");
+  const json& v = j[key];
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) return parse_error(std::string("recipe '") + key + "' is not a boolean");
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!v.is_number_integer()) return parse_error(std::string("recipe '") + key + "' is not an integer");
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number()) return parse_error(std::string("recipe '") + key + "' is not a number");
+  } else {
+    if (!v.is_string()) return parse_error(std::string("recipe '") + key + "' is not a string");
+  }
+  out = v.get<T>();
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<LMRecipe> recipe_from_json(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return parse_error("recipe is not a JSON object");
+  LMRecipe r;
+  VOLTA_RETURN_IF_ERROR(read(j, "name", r.name));
+  VOLTA_RETURN_IF_ERROR(read(j, "batch", r.batch));
+  VOLTA_RETURN_IF_ERROR(read(j, "steps", r.steps));
+  VOLTA_RETURN_IF_ERROR(read(j, "eval_every", r.eval_every));
+  VOLTA_RETURN_IF_ERROR(read(j, "eval_iters", r.eval_iters));
+  VOLTA_RETURN_IF_ERROR(read(j, "save_every", r.save_every));
+  if (!j.contains("optimizer") || !j.contains("schedule")) return parse_error("recipe has no optimizer or schedule");
+  const json& o = j["optimizer"];
+  std::string kind;
+  VOLTA_RETURN_IF_ERROR(read(o, "kind", kind));
+  VOLTA_ASSIGN_OR_RETURN(r.optimizer.kind, optim::parse_kind(kind));
+  VOLTA_RETURN_IF_ERROR(read(o, "lr", r.optimizer.lr));
+  VOLTA_RETURN_IF_ERROR(read(o, "beta1", r.optimizer.beta1));
+  VOLTA_RETURN_IF_ERROR(read(o, "beta2", r.optimizer.beta2));
+  VOLTA_RETURN_IF_ERROR(read(o, "eps", r.optimizer.eps));
+  VOLTA_RETURN_IF_ERROR(read(o, "momentum", r.optimizer.momentum));
+  VOLTA_RETURN_IF_ERROR(read(o, "weight_decay", r.optimizer.weight_decay));
+  VOLTA_RETURN_IF_ERROR(read(o, "decay_matrices_only", r.optimizer.decay_matrices_only));
+  VOLTA_RETURN_IF_ERROR(read(o, "clip_norm", r.optimizer.clip_norm));
+  const json& s = j["schedule"];
+  std::string skind;
+  VOLTA_RETURN_IF_ERROR(read(s, "kind", skind));
+  if (skind != "constant" && skind != "warmup_cosine") return parse_error("recipe schedule kind '" + skind + "' is unknown");
+  r.schedule.kind = skind == "constant" ? optim::Schedule::Kind::Constant : optim::Schedule::Kind::WarmupCosine;
+  VOLTA_RETURN_IF_ERROR(read(s, "warmup_steps", r.schedule.warmup_steps));
+  VOLTA_RETURN_IF_ERROR(read(s, "decay_steps", r.schedule.decay_steps));
+  VOLTA_RETURN_IF_ERROR(read(s, "min_lr", r.schedule.min_lr));
+  return r;
+}
+
+Result<double> evaluate_lm(Runtime& rt, const plan::ExecutionPlan& loss_plan, const Bindings& params,
+                           const std::vector<int32_t>& data, int64_t batch, int64_t T, uint64_t seed,
+                           std::string_view stream, uint64_t base, int64_t iters) {
+  double total = 0.0;
+  for (int64_t i = 0; i < iters; ++i) {
+    Bindings b = lm_batch(data, batch, T, seed, stream, base + static_cast<uint64_t>(i));
+    for (const auto& [name, t] : params) b.emplace(name, t);
+    VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(loss_plan, b));
+    total += out[0].data<float>()[0];
+  }
+  return total / static_cast<double>(iters);
+}
+
+namespace {
+constexpr const char* kMomentPrefix[] = {"optim.m.", "optim.v."};
+}
+
+io::Checkpoint to_checkpoint(const LMCheckpoint& c) {
+  io::Checkpoint out;
+  out.metadata["model_config"] = model::config_to_json(c.recipe.model);
+  out.metadata["tokenizer"] = c.tokenizer.to_json();
+  out.metadata["recipe"] = recipe_to_json(c.recipe);
+  json state = {{"step", c.state.step}, {"seed", c.state.seed}, {"best_val_loss", c.best_val_loss}};
+  out.metadata["train_state"] = state.dump();
+  for (const auto& [name, t] : c.state.params) out.tensors.emplace(name, t);
+  for (const auto& [name, slots] : c.state.slots)
+    for (size_t k = 0; k < slots.size() && k < 2; ++k) out.tensors.emplace(kMomentPrefix[k] + name, slots[k]);
+  return out;
+}
+
+Result<LMCheckpoint> from_checkpoint(const io::Checkpoint& c, const std::string& source) {
+  auto meta = [&](const char* key) -> Result<std::string> {
+    auto it = c.metadata.find(key);
+    if (it == c.metadata.end()) return parse_error(source + ": metadata has no '" + key + "'");
+    return it->second;
+  };
+  auto tag = [&](const Status& s) { return Status(s.code(), source + ": " + s.message()); };
+  LMCheckpoint out;
+  VOLTA_ASSIGN_OR_RETURN(std::string config_text, meta("model_config"));
+  auto config = model::config_from_json(config_text);
+  if (!config.is_ok()) return tag(config.status());
+  VOLTA_ASSIGN_OR_RETURN(std::string recipe_text, meta("recipe"));
+  auto recipe = recipe_from_json(recipe_text);
+  if (!recipe.is_ok()) return tag(recipe.status());
+  out.recipe = *recipe;
+  out.recipe.model = *config;
+  VOLTA_ASSIGN_OR_RETURN(std::string tok_text, meta("tokenizer"));
+  auto tok = CharTokenizer::from_json(tok_text);
+  if (!tok.is_ok()) return tag(tok.status());
+  out.tokenizer = *tok;
+  if (out.tokenizer.vocab_size() != config->vocab)
+    return parse_error(source + ": tokenizer has " + std::to_string(out.tokenizer.vocab_size()) + " characters but the model vocab is " +
+                       std::to_string(config->vocab));
+  VOLTA_ASSIGN_OR_RETURN(std::string state_text, meta("train_state"));
+  json st = json::parse(state_text, nullptr, false);
+  if (st.is_discarded() || !st.is_object() || !st.contains("step") || !st["step"].is_number_integer() ||
+      !st.contains("seed") || !st["seed"].is_number_unsigned() || !st.contains("best_val_loss") || !st["best_val_loss"].is_number())
+    return parse_error(source + ": train_state is not {step, seed, best_val_loss}");
+  out.state.step = st["step"].get<int64_t>();
+  out.state.seed = st["seed"].get<uint64_t>();
+  out.best_val_loss = st["best_val_loss"].get<double>();
+  if (out.state.step < 0) return parse_error(source + ": train_state step is negative");
+
+  // Every param of the config, with its shape; optimizer state for all or none of them.
+  auto g = model::build_tinylm_loss(*config, 1, 1);
+  if (!g.is_ok()) return tag(g.status());
+  size_t expected = 0;
+  bool has_moments = c.tensors.count(std::string(kMomentPrefix[0]) + "wte") != 0;
+  for (const ir::Node& n : g->nodes) {
+    if (n.op != ir::Op::Param) continue;
+    auto it = c.tensors.find(n.name);
+    if (it == c.tensors.end()) return parse_error(source + ": tensor '" + n.name + "' of the model is missing");
+    if (it->second.type() != n.type)
+      return parse_error(source + ": tensor '" + n.name + "' is " + it->second.type().to_string() + " but the model config needs " +
+                         n.type.to_string());
+    out.state.params.emplace(n.name, it->second);
+    ++expected;
+    if (!has_moments) continue;
+    for (const char* prefix : kMomentPrefix) {
+      auto m = c.tensors.find(prefix + n.name);
+      if (m == c.tensors.end() || m->second.type() != n.type)
+        return parse_error(source + ": optimizer state '" + prefix + n.name + "' is missing or not " + n.type.to_string());
+      out.state.slots[n.name].push_back(m->second);
+      ++expected;
+    }
+  }
+  if (expected != c.tensors.size())
+    return parse_error(source + ": holds " + std::to_string(c.tensors.size()) + " tensors but the model config accounts for " +
+                       std::to_string(expected));
+  return out;
+}
+
+Result<LMCheckpoint> load_lm_checkpoint(const std::string& path) {
+  VOLTA_ASSIGN_OR_RETURN(io::Checkpoint c, io::load_checkpoint(path));
+  return from_checkpoint(c, path);
+}
+
+}  // namespace volta::train
