@@ -220,3 +220,113 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
 
 }  // namespace
 }  // namespace volta
+
+namespace volta {
+namespace {
+
+// One small shakespeare-char run shared by the TinyLM CLI tests.
+class CliLM : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = ::testing::TempDir() + "cli_lm_" + std::to_string(::getpid());
+    result_ = volta("train --recipe shakespeare-char --layers 2 --heads 2 --channels 32 --context 32 --batch 8 --steps 60 "
+                    "--eval-every 30 --eval-iters 4 --warmup 5 --lr 3e-3 --decay-steps 60 --seed 2 --out " + dir_);
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+  static std::string dir_;
+  static Cli result_;
+};
+std::string CliLM::dir_;
+Cli CliLM::result_;
+
+TEST_F(CliLM, TrainingLossFallsAndWritesLogAndCheckpoints) {
+  ASSERT_EQ(result_.code, 0) << result_.err;
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/last.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/best.safetensors"));
+  std::istringstream lines(test::read_file(dir_ + "/log.jsonl"));
+  std::string line;
+  std::vector<double> losses;
+  int evals = 0;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line);
+    for (const char* key : {"step", "train_loss", "lr", "tokens_per_s", "elapsed_s"}) EXPECT_TRUE(j.contains(key)) << key;
+    evals += j.contains("val_loss");
+    losses.push_back(j["train_loss"].get<double>());
+  }
+  ASSERT_EQ(losses.size(), 60u);
+  EXPECT_EQ(evals, 2);
+  double head = 0, tail = 0;
+  for (int i = 0; i < 5; ++i) head += losses[static_cast<size_t>(i)] / 5, tail += losses[losses.size() - 1 - static_cast<size_t>(i)] / 5;
+  EXPECT_LT(tail, head - 0.5) << "first steps " << head << ", last steps " << tail;
+}
+
+TEST_F(CliLM, GenerateIsSeededAndTheSameWithAndWithoutKVCache) {
+  ASSERT_EQ(result_.code, 0) << result_.err;
+  const std::string ck = " --checkpoint " + dir_ + "/last.safetensors";
+  Cli greedy = volta("generate" + ck + " --prompt 'ROMEO:' --tokens 80 --temperature 0");
+  Cli greedy_nc = volta("generate" + ck + " --prompt 'ROMEO:' --tokens 80 --temperature 0 --no-kv-cache");
+  ASSERT_EQ(greedy.code, 0) << greedy.err;
+  EXPECT_EQ(greedy.out, greedy_nc.out);
+  EXPECT_EQ(greedy.out.rfind("ROMEO:", 0), 0u) << greedy.out;
+  EXPECT_EQ(greedy.out.size(), 6u + 80u + 1u);
+  Cli s1 = volta("generate" + ck + " --tokens 50 --seed 4 --batch 3 --top-k 10");
+  Cli s2 = volta("generate" + ck + " --tokens 50 --seed 4 --batch 3 --top-k 10");
+  Cli s3 = volta("generate" + ck + " --tokens 50 --seed 5 --batch 3 --top-k 10");
+  ASSERT_EQ(s1.code, 0) << s1.err;
+  EXPECT_EQ(s1.out, s2.out);
+  EXPECT_NE(s1.out, s3.out);
+  EXPECT_EQ(s1.err, "");
+  // Long prompts are cropped to the context, and say so on stderr.
+  Cli longp = volta("generate" + ck + " --prompt '" + std::string(40, 'a') + "' --tokens 5 --temperature 0");
+  ASSERT_EQ(longp.code, 0) << longp.err;
+  EXPECT_NE(longp.err.find("sees only the last 32"), std::string::npos) << longp.err;
+}
+
+TEST_F(CliLM, EvalAndInspectReadTheCheckpoint) {
+  ASSERT_EQ(result_.code, 0) << result_.err;
+  Cli e = volta("eval --checkpoint " + dir_ + "/last.safetensors --eval-iters 3");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("val loss"), std::string::npos);
+  Cli i = volta("inspect " + dir_ + "/last.safetensors");
+  ASSERT_EQ(i.code, 0) << i.err;
+  for (const char* needle : {"step 60", "\"layers\":2", "wte", "training step", "optimizer_state", "inference"})
+    EXPECT_NE(i.out.find(needle), std::string::npos) << needle;
+}
+
+TEST_F(CliLM, BadInputsAreOneLineErrors) {
+  ASSERT_EQ(result_.code, 0) << result_.err;
+  const std::string ck = " --checkpoint " + dir_ + "/last.safetensors";
+  std::string bad_dir = dir_ + "/bad";
+  std::filesystem::create_directories(bad_dir);
+  std::ofstream(bad_dir + "/empty.txt");
+  std::ofstream(bad_dir + "/small.txt") << "too short";
+  std::string bytes = test::read_file(dir_ + "/last.safetensors");
+  std::ofstream(bad_dir + "/truncated.safetensors", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  const std::vector<BadCase> cases = {
+      {"generate" + ck + " --tokens 0", 1, "--tokens must be in [1, 1000000]"},
+      {"generate" + ck + " --top-k 1000", 1, "--top-k must be in [0, 65]"},
+      {"generate" + ck + " --temperature -1", 1, "--temperature must be finite and >= 0"},
+      {"generate" + ck + " --prompt 'caf\xc3\xa9'", 1, "--prompt: characters not in the vocabulary: byte 0xc3, byte 0xa9"},
+      {"generate --checkpoint " + bad_dir + "/truncated.safetensors", 1, "truncated.safetensors"},
+      {"generate --checkpoint " + bad_dir + "/none.safetensors", 1, "cannot open"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --data " + bad_dir + "/missing.txt", 1, "--data: cannot open"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --data " + bad_dir + "/empty.txt", 1, "is empty"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --data " + bad_dir + "/small.txt", 1, "too few"},
+      {"train --recipe shakespeare-char --steps 5", 1, "--out DIR is required"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --channels 30 --heads 4", 1, "divisible by heads"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --lr 0.5", 1,
+       "--lr 0.500000 differs from the checkpoint's"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --steps 10", 1,
+       "--steps 10 is below the checkpoint's step 60"},
+      {"eval" + ck + " --data " + bad_dir + "/small.txt", 1, "too few"},
+  };
+  for (const BadCase& c : cases) {
+    Cli r = volta(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\nstderr: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace volta

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 namespace volta::cli {
 
@@ -55,12 +56,32 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
   // length and its evaluation / saving cadence may change.
   std::optional<train::LMCheckpoint> resumed;
   if (!f.resume.empty()) {
-    for (const char* flag : {"--lr", "--min-lr", "--warmup", "--decay-steps", "--beta1", "--beta2", "--weight-decay", "--clip",
-                             "--batch", "--context", "--layers", "--heads", "--channels", "--bias", "--seed"})
-      if (given(flag)) return invalid_argument(std::string(flag) + " cannot be changed when resuming (--resume takes it from the checkpoint)");
     VOLTA_ASSIGN_OR_RETURN(resumed, train::load_lm_checkpoint(f.resume));
     if (resumed->state.slots.empty()) return invalid_argument("--resume: '" + f.resume + "' holds no optimizer state");
-    const train::LMRecipe saved = resumed->recipe;
+    const train::LMRecipe& saved = resumed->recipe;
+    auto num = [](double v) { return std::to_string(v); };
+    const std::vector<std::tuple<const char*, std::string, std::string>> fixed = {
+        {"--lr", num(r.optimizer.lr), num(saved.optimizer.lr)},
+        {"--min-lr", num(r.schedule.min_lr), num(saved.schedule.min_lr)},
+        {"--warmup", num(static_cast<double>(r.schedule.warmup_steps)), num(static_cast<double>(saved.schedule.warmup_steps))},
+        {"--decay-steps", num(static_cast<double>(r.schedule.decay_steps)), num(static_cast<double>(saved.schedule.decay_steps))},
+        {"--beta1", num(r.optimizer.beta1), num(saved.optimizer.beta1)},
+        {"--beta2", num(r.optimizer.beta2), num(saved.optimizer.beta2)},
+        {"--weight-decay", num(r.optimizer.weight_decay), num(saved.optimizer.weight_decay)},
+        {"--clip", num(r.optimizer.clip_norm), num(saved.optimizer.clip_norm)},
+        {"--batch", num(static_cast<double>(r.batch)), num(static_cast<double>(saved.batch))},
+        {"--context", num(static_cast<double>(r.model.context)), num(static_cast<double>(saved.model.context))},
+        {"--layers", num(static_cast<double>(r.model.layers)), num(static_cast<double>(saved.model.layers))},
+        {"--heads", num(static_cast<double>(r.model.heads)), num(static_cast<double>(saved.model.heads))},
+        {"--channels", num(static_cast<double>(r.model.channels)), num(static_cast<double>(saved.model.channels))},
+        {"--bias", r.model.bias ? "on" : "off", saved.model.bias ? "on" : "off"},
+        {"--seed", num(static_cast<double>(f.seed)), num(static_cast<double>(resumed->state.seed))},
+    };
+    // A resumed run keeps the checkpoint's hyper-parameters: repeating them is fine, changing them is not.
+    for (const auto& [flag, want, have] : fixed)
+      if (given(flag) && want != have)
+        return invalid_argument(std::string(flag) + " " + want + " differs from the checkpoint's " + have +
+                                " (--resume continues with the checkpoint's settings)");
     train::LMRecipe merged = saved;
     merged.steps = r.steps;
     merged.eval_every = given("--eval-every") ? r.eval_every : saved.eval_every;

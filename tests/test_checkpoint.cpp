@@ -1,0 +1,155 @@
+// Checkpoint format v1: round trips, deterministic bytes, and every kind of damage reported.
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "test_util.h"
+#include "train/lm.h"
+#include "volta/checkpoint.h"
+#include "volta/rng.h"
+
+namespace volta {
+namespace {
+
+io::Checkpoint small() {
+  io::Checkpoint c;
+  c.metadata["note"] = "hello";
+  Tensor a = Tensor::zeros(DType::f32, {3, 5});
+  fill_normal(a, 1, 1, 0.0f, 1.0f);
+  c.tensors.emplace("b.weight", a);
+  c.tensors.emplace("a.ids", Tensor::from_i64({2}, {7, -1}));
+  c.tensors.emplace("z.scalar", Tensor::from_f32({}, {2.5f}));
+  return c;
+}
+
+TEST(Checkpoint, RoundTripAndDeterministicBytes) {
+  const std::string bytes = io::serialize_checkpoint(small());
+  EXPECT_EQ(bytes, io::serialize_checkpoint(small()));
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  EXPECT_EQ((8 + n) % 64, 0u) << "tensor data starts 64-byte aligned";
+  auto back = io::parse_checkpoint(bytes, "mem");
+  ASSERT_OK(back);
+  EXPECT_EQ(back->metadata.at("note"), "hello");
+  ASSERT_EQ(back->tensors.size(), 3u);
+  for (const auto& [name, t] : small().tensors) EXPECT_TRUE(back->tensors.at(name).bitwise_equal(t)) << name;
+  EXPECT_EQ(io::serialize_checkpoint(*back), bytes);
+}
+
+TEST(Checkpoint, HeaderIsSafetensorsJson) {
+  const std::string bytes = io::serialize_checkpoint(small());
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  auto j = nlohmann::json::parse(bytes.substr(8, n));
+  EXPECT_EQ(j["__metadata__"]["format"], "volta.checkpoint");
+  EXPECT_EQ(j["__metadata__"]["format_version"], "1");
+  EXPECT_EQ(j["b.weight"]["dtype"], "F32");
+  EXPECT_EQ(j["b.weight"]["shape"], nlohmann::json({3, 5}));
+  EXPECT_EQ(j["a.ids"]["data_offsets"], nlohmann::json({0, 16}));  // key order: a.ids first
+}
+
+TEST(Checkpoint, SaveIsAtomicAndLoadNamesMissingFiles) {
+  std::string dir = ::testing::TempDir() + "ckpt_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::string path = dir + "/x.safetensors";
+  ASSERT_OK(io::save_checkpoint(small(), path));
+  for (const auto& e : std::filesystem::directory_iterator(dir)) EXPECT_EQ(e.path().filename(), "x.safetensors");
+  ASSERT_OK(io::load_checkpoint(path));
+  EXPECT_ERROR_CONTAINS(io::load_checkpoint(dir + "/missing.safetensors"), "cannot open");
+  EXPECT_ERROR_CONTAINS(io::load_checkpoint(dir), "Is a directory");
+  EXPECT_ERROR_CONTAINS(io::save_checkpoint(small(), dir + "/no/such/dir/x.safetensors"), "cannot write");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Checkpoint, TruncationAtAnyOffsetIsAnError) {
+  const std::string bytes = io::serialize_checkpoint(small());
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{8}, size_t{20}, bytes.size() / 2, bytes.size() - 1}) {
+    auto r = io::parse_checkpoint(std::string_view(bytes).substr(0, cut), "cut");
+    EXPECT_FALSE(r.is_ok()) << "cut at " << cut;
+  }
+  for (size_t cut = 0; cut < bytes.size(); ++cut) EXPECT_FALSE(io::parse_checkpoint(std::string_view(bytes).substr(0, cut)).is_ok());
+}
+
+TEST(Checkpoint, DamageIsExplained) {
+  const std::string good = io::serialize_checkpoint(small());
+  uint64_t n = 0;
+  std::memcpy(&n, good.data(), 8);
+  // A flipped byte in the tensor data: the checksum catches it.
+  std::string bad = good;
+  bad[8 + n + 5] ^= 0x40;
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(bad, "f"), "checksum mismatch");
+  // A flipped byte in the header JSON.
+  bad = good;
+  bad[8 + 1] = '#';
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(bad, "f"), "header at offset 8 is not a JSON object");
+  // Header length beyond the file.
+  bad = good;
+  bad[6] = 0x7f;
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(bad, "f"), "runs past the end");
+  // Wrong magic: not a Volta checkpoint, and an unknown version.
+  auto rewrite = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos);
+    s.replace(at, from.size(), to);
+    return s;
+  };
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("volta.checkpoint", "other.checkpoint"), "f"), "format is 'other.checkpoint'");
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"format_version\":\"1\"", "\"format_version\":\"9\""), "f"),
+                        "unsupported format version '9'");
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"F32\"", "\"F16\""), "f"), "unsupported dtype 'F16'");
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("[3,5]", "[3,6]"), "f"), "has 60 bytes but f32[3,6] needs 72");
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(std::string(8, '\0'), "f"), "not a JSON object");
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint("short", "f"), "too short");
+}
+
+train::LMCheckpoint tiny_lm() {
+  train::LMCheckpoint ck;
+  ck.recipe = train::shakespeare_char();
+  ck.recipe.model = {5, 8, 1, 2, 8, false};
+  ck.tokenizer = train::CharTokenizer::from_text("abcde");
+  auto g = model::build_tinylm_loss(ck.recipe.model, 1, 8);
+  EXPECT_TRUE(g.is_ok());
+  ck.state.params = *init_params(*g, 1);
+  for (const auto& [name, t] : ck.state.params) ck.state.slots[name] = {t.clone(), t.clone()};
+  ck.state.step = 17;
+  ck.state.seed = 3;
+  ck.best_val_loss = 1.5;
+  return ck;
+}
+
+TEST(LMCheckpoint, RoundTripsTheWholeTrainingState) {
+  train::LMCheckpoint ck = tiny_lm();
+  const std::string bytes = io::serialize_checkpoint(train::to_checkpoint(ck));
+  auto c = io::parse_checkpoint(bytes, "lm");
+  ASSERT_OK(c);
+  auto back = train::from_checkpoint(*c, "lm");
+  ASSERT_OK(back);
+  EXPECT_TRUE(back->state.bitwise_equal(ck.state));
+  EXPECT_EQ(back->best_val_loss, 1.5);
+  EXPECT_EQ(back->tokenizer.chars(), ck.tokenizer.chars());
+  EXPECT_EQ(train::recipe_to_json(back->recipe), train::recipe_to_json(ck.recipe));
+  EXPECT_EQ(io::serialize_checkpoint(train::to_checkpoint(*back)), bytes);
+}
+
+TEST(LMCheckpoint, ShapesMustMatchTheConfig) {
+  train::LMCheckpoint ck = tiny_lm();
+  io::Checkpoint c = train::to_checkpoint(ck);
+  c.tensors["wte"] = Tensor::zeros(DType::f32, {6, 8});
+  EXPECT_ERROR_CONTAINS(train::from_checkpoint(c, "x"), "tensor 'wte' is f32[6,8] but the model config needs f32[5,8]");
+  c = train::to_checkpoint(ck);
+  c.tensors.erase("lnf.g");
+  EXPECT_ERROR_CONTAINS(train::from_checkpoint(c, "x"), "tensor 'lnf.g' of the model is missing");
+  c = train::to_checkpoint(ck);
+  c.tensors.emplace("stray", Tensor::zeros(DType::f32, {1}));
+  EXPECT_ERROR_CONTAINS(train::from_checkpoint(c, "x"), "tensors but the model config accounts for");
+  c = train::to_checkpoint(ck);
+  c.metadata["model_config"] = "{\"model\":\"tinylm\"}";
+  EXPECT_ERROR_CONTAINS(train::from_checkpoint(c, "x"), "model config has no integer 'vocab'");
+}
+
+}  // namespace
+}  // namespace volta
