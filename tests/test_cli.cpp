@@ -201,7 +201,7 @@ TEST(CliTrain, SpiralsLossFallsAndLogsAreIdenticalAcrossRuns) {
 
 TEST(CliTrain, BadFlagsAreOneLineErrors) {
   const std::vector<BadCase> cases = {
-      {"train --recipe nope", 1, "--recipe: unknown recipe 'nope' (available: mlp-spirals)"},
+      {"train --recipe nope", 1, "--recipe: unknown recipe 'nope' (available: mlp-spirals, shakespeare-char)"},
       {"train --recipe mlp-spirals --lr nan --steps 1", 1, "learning rate must be finite"},
       {"train --recipe mlp-spirals --loss hinge", 1, "--loss must be ce or mse"},
       {"train --recipe mlp-spirals --optimizer lion", 1, "unknown optimizer 'lion'"},

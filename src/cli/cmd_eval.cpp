@@ -1,6 +1,5 @@
 // `volta eval --checkpoint CKPT --data FILE`: validation loss of a TinyLM checkpoint.
 #include <cstdio>
-#include <fstream>
 
 #include "cli/commands.h"
 #include "train/lm.h"
@@ -31,11 +30,7 @@ Action add_eval(CLI::App& app, const GlobalFlags& global) {
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
     const train::LMRecipe& r = ck.recipe;
-    std::ifstream in(f->data, std::ios::binary);
-    if (!in) return not_found("--data: cannot open '" + f->data + "'");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (text.empty()) return invalid_argument("--data: '" + f->data + "' is empty");
-    VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::split_text(text, ck.tokenizer, r.model.context, "--data '" + f->data + "'"));
+    VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::load_text_data(f->data, r.model.context, &ck.tokenizer));
     VOLTA_ASSIGN_OR_RETURN(ir::Graph g, model::build_tinylm_loss(r.model, r.batch, r.model.context));
     VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &g));
     VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(g));

@@ -93,17 +93,9 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
   }
 
   // Data: the checkpoint's vocabulary when resuming, else one built from the text.
-  train::TextData data;
-  if (resumed) {
-    std::ifstream in(f.data, std::ios::binary);
-    if (!in) return not_found("--data: cannot open '" + f.data + "'");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (text.empty()) return invalid_argument("--data: '" + f.data + "' is empty");
-    VOLTA_ASSIGN_OR_RETURN(data, train::split_text(text, resumed->tokenizer, r.model.context, "--data '" + f.data + "'"));
-  } else {
-    VOLTA_ASSIGN_OR_RETURN(data, train::load_text_data(f.data, r.model.context));
-    r.model.vocab = data.tokenizer.vocab_size();
-  }
+  VOLTA_ASSIGN_OR_RETURN(train::TextData data,
+                         train::load_text_data(f.data, r.model.context, resumed ? &resumed->tokenizer : nullptr));
+  r.model.vocab = data.tokenizer.vocab_size();
   VOLTA_RETURN_IF_ERROR(train::validate(r));
 
   std::error_code ec;

@@ -90,14 +90,16 @@ Result<TextData> split_text(std::string_view text, const CharTokenizer& tok, int
   return d;
 }
 
-Result<TextData> load_text_data(const std::string& path, int64_t context) {
+Result<TextData> load_text_data(const std::string& path, int64_t context, const CharTokenizer* vocab) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return not_found("--data: '" + path + "' is a directory");
   std::ifstream f(path, std::ios::binary);
   if (!f) return not_found("--data: cannot open '" + path + "': " + std::strerror(errno));
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (text.empty()) return invalid_argument("--data: '" + path + "' is empty");
-  return split_text(text, CharTokenizer::from_text(text), context, "--data '" + path + "'");
+  const std::string source = "--data '" + path + "'";
+  if (vocab) return split_text(text, *vocab, context, source);
+  return split_text(text, CharTokenizer::from_text(text), context, source);
 }
 
 Bindings lm_batch(const std::vector<int32_t>& data, int64_t batch, int64_t T, uint64_t seed, std::string_view stream,

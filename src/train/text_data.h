@@ -35,9 +35,10 @@ struct TextData {
   std::vector<int32_t> train, val;
 };
 
-// Reads a text file; fails when it is missing, empty, or too short for one window of
-// `context` + 1 tokens in each split.
-Result<TextData> load_text_data(const std::string& path, int64_t context);
+// Reads a text file and tokenizes it with `vocab` (a checkpoint's), or with a vocabulary built
+// from the text when `vocab` is null. Fails when the file is missing, empty, holds characters
+// outside `vocab`, or is too short for one window of `context` + 1 tokens in each split.
+Result<TextData> load_text_data(const std::string& path, int64_t context, const CharTokenizer* vocab = nullptr);
 // Tokenizes `text` with an existing vocabulary (for evaluating a checkpoint on other text).
 Result<TextData> split_text(std::string_view text, const CharTokenizer& tok, int64_t context, const std::string& source);
 
