@@ -9,6 +9,7 @@
 #include "volta/backend.h"
 #include "volta/passes.h"
 #include "volta/plan.h"
+#include "volta/profiler.h"
 
 namespace volta {
 
@@ -45,6 +46,10 @@ class Runtime {
   // Returns the outputs in graph order as host tensors.
   Result<std::vector<Tensor>> run(const plan::ExecutionPlan& p, const Bindings& bindings);
 
+  // Records every executed node while set (nullptr: off). The profiler must outlive its use.
+  void set_profiler(Profiler* p) { profiler_ = p; }
+  Profiler* profiler() const { return profiler_; }
+
   void set_numerics(NumericsPolicy p) { numerics_ = p; }
   NumericsPolicy numerics() const { return numerics_; }
   const NumericsReport& numerics_report() const { return numerics_report_; }
@@ -54,6 +59,7 @@ class Runtime {
  private:
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<plan::PlanCache> cache_;
+  Profiler* profiler_ = nullptr;
   NumericsPolicy numerics_ = NumericsPolicy::Off;
   NumericsReport numerics_report_;
   std::shared_ptr<std::byte> arena_;  // reused across runs, grown when a plan needs more

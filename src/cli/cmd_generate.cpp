@@ -14,6 +14,7 @@ struct GenerateFlags {
   std::string prompt = "\n";
   bool no_kv_cache = false;
   model::SampleOptions sample;
+  ProfileFlags profile;
 };
 }  // namespace
 
@@ -29,6 +30,7 @@ Action add_generate(CLI::App& app, const GlobalFlags& global) {
   cmd->add_option("--seed", f->sample.seed, "Sampling seed (same seed, same text)")->capture_default_str();
   cmd->add_option("--batch", f->sample.batch, "Independent samples of the prompt")->capture_default_str();
   cmd->add_flag("--no-kv-cache", f->no_kv_cache, "Recompute the whole window for every token");
+  f->profile.add_to(*cmd);
   return [f, &global]() -> Status {
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
@@ -47,6 +49,8 @@ Action add_generate(CLI::App& app, const GlobalFlags& global) {
     }
     VOLTA_ASSIGN_OR_RETURN(ir::Graph probe, model::build_tinylm_prefill(c, o.batch, 1));
     VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &probe));
+    Profiler profiler;
+    if (f->profile.enabled()) rt.set_profiler(&profiler);
     VOLTA_ASSIGN_OR_RETURN(auto samples, model::generate(rt, c, ck.state.params, prompt, o));
     const std::string shown = ck.tokenizer.decode(prompt);
     for (size_t b = 0; b < samples.size(); ++b) {
@@ -54,7 +58,7 @@ Action add_generate(CLI::App& app, const GlobalFlags& global) {
       std::fputs((shown + ck.tokenizer.decode(samples[b])).c_str(), stdout);
     }
     std::fputs("\n", stdout);
-    return Status::ok();
+    return f->profile.finish(profiler);
   };
 }
 

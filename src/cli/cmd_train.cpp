@@ -40,7 +40,7 @@ double accuracy(const Tensor& logits, const Tensor& labels) {
   return static_cast<double>(right) / static_cast<double>(n);
 }
 
-Status train_spirals(const TrainFlags& f, const GlobalFlags& global) {
+Status train_spirals(const TrainFlags& f, const GlobalFlags& global, const ProfileFlags& profile) {
   VOLTA_RETURN_IF_ERROR(train::validate(f.spirals));
   if (f.steps < 0) return invalid_argument("--steps must be >= 0, got " + std::to_string(f.steps));
   train::TrainingOptions opts;
@@ -62,6 +62,8 @@ Status train_spirals(const TrainFlags& f, const GlobalFlags& global) {
   VOLTA_ASSIGN_OR_RETURN(ir::Graph model, train::build_spirals_mlp(f.spirals, f.spirals.batch));
   VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &model));
   rt.set_numerics(numerics);
+  Profiler profiler;
+  if (profile.enabled()) rt.set_profiler(&profiler);
   VOLTA_ASSIGN_OR_RETURN(train::TrainingPlan tp, train::compile_training(rt, model, opts));
   VOLTA_ASSIGN_OR_RETURN(Bindings init, init_params(model, f.seed));
   VOLTA_ASSIGN_OR_RETURN(train::TrainState state, train::init_state(tp, std::move(init), f.seed));
@@ -106,7 +108,7 @@ Status train_spirals(const TrainFlags& f, const GlobalFlags& global) {
   if (numerics == NumericsPolicy::Check && rt.numerics_report().nonfinite_values > 0)
     std::printf("numerics: %lld non-finite values, first: %s\n", static_cast<long long>(rt.numerics_report().nonfinite_values),
                 rt.numerics_report().first.c_str());
-  return Status::ok();
+  return profile.finish(profiler);
 }
 
 }  // namespace
@@ -116,6 +118,7 @@ Action add_train(CLI::App& app, const GlobalFlags& global) {
     TrainFlags spirals;
     LMTrainFlags lm;
     CLI::App* cmd = nullptr;
+    ProfileFlags profile;
   };
   auto a = std::make_shared<Args>();
   TrainFlags& f = a->spirals;
@@ -153,12 +156,13 @@ Action add_train(CLI::App& app, const GlobalFlags& global) {
   cmd->add_option("--heads", r.model.heads, "shakespeare-char: attention heads")->capture_default_str();
   cmd->add_option("--channels", r.model.channels, "shakespeare-char: model width")->capture_default_str();
   cmd->add_flag("--bias", a->lm.bias, "shakespeare-char: biases on linear layers and LayerNorms");
+  a->profile.add_to(*cmd);
   return [a, &global]() -> Status {
     TrainFlags fl = a->spirals;
     auto given = [a](const std::string& flag) { return a->cmd->count(flag) > 0; };
     if (fl.recipe == "mlp-spirals") {
       if (!given("--batch")) fl.spirals.batch = train::SpiralsConfig{}.batch;
-      return train_spirals(fl, global);
+      return train_spirals(fl, global, a->profile);
     }
     if (fl.recipe == "shakespeare-char") {
       LMTrainFlags lm = a->lm;
@@ -178,7 +182,7 @@ Action add_train(CLI::App& app, const GlobalFlags& global) {
       if (given("--clip")) rr.optimizer.clip_norm = fl.clip;
       if (given("--warmup")) rr.schedule.warmup_steps = fl.warmup;
       if (given("--min-lr")) rr.schedule.min_lr = fl.min_lr;
-      return train_lm(lm, given, global);
+      return train_lm(lm, given, global, a->profile);
     }
     return invalid_argument("--recipe: unknown recipe '" + fl.recipe + "' (available: mlp-spirals, shakespeare-char)");
   };

@@ -6,12 +6,23 @@
 #include <functional>
 #include <string>
 
+#include "volta/profiler.h"
 #include "volta/status.h"
 
 namespace volta::cli {
 
 struct GlobalFlags {
   std::string device;  // empty: VOLTA_DEVICE or cpu
+};
+
+// --profile FILE.json / --profile-summary on commands that run models: attaches a Profiler to
+// the runtime and, when the command is done, writes the Chrome trace and prints the table.
+struct ProfileFlags {
+  std::string trace_path;
+  bool summary = false;
+  void add_to(CLI::App& cmd);
+  bool enabled() const { return summary || !trace_path.empty(); }
+  Status finish(const Profiler& p) const;
 };
 
 using Action = std::function<Status()>;

@@ -44,7 +44,8 @@ void progress(bool tty, int64_t step, int64_t total, double loss, double tok_s) 
 
 }  // namespace
 
-Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& given, const GlobalFlags& global) {
+Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& given, const GlobalFlags& global,
+                const ProfileFlags& profile) {
   if (f.out.empty()) return invalid_argument("--out DIR is required for recipe " + f.recipe.name);
   VOLTA_ASSIGN_OR_RETURN(NumericsPolicy numerics, parse_numerics(f.numerics));
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
@@ -109,6 +110,8 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
   VOLTA_ASSIGN_OR_RETURN(ir::Graph model, model::build_tinylm_loss(r.model, r.batch, T));
   VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &model));
   rt.set_numerics(numerics);
+  Profiler profiler;
+  if (profile.enabled()) rt.set_profiler(&profiler);
   train::TrainingOptions opts;
   opts.optimizer = r.optimizer;
   opts.schedule = r.schedule;
@@ -182,7 +185,7 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
   std::printf("done: step %lld, best val loss %.4f, %.1f s training (%.1f ms/step); checkpoints in %s\n",
               static_cast<long long>(ck.state.step), ck.best_val_loss, train_seconds,
               1000.0 * train_seconds / static_cast<double>(std::max<int64_t>(1, ck.state.step - first_step)), f.out.c_str());
-  return Status::ok();
+  return profile.finish(profiler);
 }
 
 }  // namespace volta::cli

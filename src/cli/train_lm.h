@@ -20,6 +20,7 @@ struct LMTrainFlags {
 };
 
 // `given(name)` says whether a flag was on the command line (recipe defaults apply otherwise).
-Status train_lm(LMTrainFlags flags, const std::function<bool(const std::string&)>& given, const GlobalFlags& global);
+Status train_lm(LMTrainFlags flags, const std::function<bool(const std::string&)>& given, const GlobalFlags& global,
+                const ProfileFlags& profile);
 
 }  // namespace volta::cli

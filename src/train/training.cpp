@@ -1,3 +1,4 @@
+#include <chrono>
 #include <cmath>
 
 #include "volta/autograd.h"
@@ -93,6 +94,7 @@ Result<StepStats> train_step(Runtime& rt, const TrainingPlan& tp, const Bindings
   stats.lr = tp.options.schedule.lr_at(c.lr, state.step);
 
   optim::UpdateStep u{c.kind, stats.lr, c.beta1, c.beta2, c.eps, c.momentum, 0.0, state.step + 1, scale};
+  const auto update_start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < tp.params.size(); ++i) {
     const std::string& name = tp.params[i];
     u.weight_decay = tp.decay[i] ? c.weight_decay : 0.0;
@@ -102,6 +104,8 @@ Result<StepStats> train_step(Runtime& rt, const TrainingPlan& tp, const Bindings
     VOLTA_RETURN_IF_ERROR(rt.backend().optimizer_update(u, ref(param), ref(out[i + 1]), slots));
     VOLTA_RETURN_IF_ERROR(rt.check_numerics(ref(param), "[" + std::string(optim::kind_name(c.kind)) + "] update of param '" + name + "'"));
   }
+  if (rt.profiler()) rt.profiler()->record_span(std::string("optimizer_") + optim::kind_name(c.kind), update_start,
+                                                std::chrono::steady_clock::now());
   ++state.step;
   return stats;
 }
