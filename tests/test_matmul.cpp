@@ -83,5 +83,29 @@ TEST(CpuMatmul, IsDeterministic) {
   EXPECT_TRUE(o1.bitwise_equal(o2));
 }
 
+TEST(CpuMatmul, SameBitsForAnyThreadCount) {
+  ir::Node n;
+  n.op = ir::Op::Matmul;
+  n.name = "mm";
+  n.type = {DType::f32, {3, 200, 70}};
+  n.attrs.set("transpose_b", int64_t{1});
+  Tensor a = Tensor::zeros(DType::f32, {3, 200, 90}), b = Tensor::zeros(DType::f32, {70, 90});
+  fill_normal(a, 4, 1, 0.0f, 1.0f);
+  fill_normal(b, 4, 2, 0.0f, 1.0f);
+  std::vector<Tensor> outs;
+  for (int threads : {1, 2, 3}) {
+    set_cpu_threads(threads);
+    Tensor o = Tensor::zeros(DType::f32, {3, 200, 70});
+    std::vector<std::byte> ws(70 * 90 * 4);
+    TensorRef in[2] = {{a.raw(), a.type()}, {b.raw(), b.type()}};
+    TensorRef r{o.raw(), o.type()};
+    ASSERT_OK(cpu::matmul(cpu::KernelArgs{n, in, r, ws}));
+    outs.push_back(o);
+  }
+  set_cpu_threads(0);
+  EXPECT_TRUE(outs[0].bitwise_equal(outs[1]));
+  EXPECT_TRUE(outs[0].bitwise_equal(outs[2]));
+}
+
 }  // namespace
 }  // namespace volta

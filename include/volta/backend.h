@@ -60,6 +60,10 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
+// Threads of the CPU backend (n <= 0: one per hardware thread). Results are bitwise the same for
+// every thread count.
+void set_cpu_threads(int n);
+int cpu_threads();
 // Fails with kUnavailable when Volta was built without CUDA or no device is present.
 Result<std::unique_ptr<Backend>> make_cuda_backend();
 // Picks the backend: explicit kinds never fall back; Auto takes CUDA only when a device is

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "volta/backend.h"
 
 int main(int argc, char** argv) {
   try {
@@ -23,13 +24,17 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommand("generate"), generate);
     volta::cli::Action eval = volta::cli::add_eval(app, global);
     commands.emplace_back(app.get_subcommand("eval"), eval);
-    // --device is accepted before or after the subcommand.
-    for (auto& [sub, action] : commands) sub->add_option("--device", global.device, "cpu | cuda | auto");
+    app.add_option("--threads", global.threads, "CPU threads (default: one per hardware thread); results do not depend on it");
+    // Global flags are accepted before or after the subcommand.
+    for (auto& [sub, action] : commands) {
+      sub->add_option("--device", global.device, "cpu | cuda | auto");
+      sub->add_option("--threads", global.threads, "CPU threads (default: one per hardware thread)");
+    }
 
     // The first word that is not a flag must name a subcommand.
     for (int i = 1; i < argc; ++i) {
       std::string word = argv[i];
-      if (word == "--device") { ++i; continue; }
+      if (word == "--device" || word == "--threads") { ++i; continue; }
       if (word.rfind("-", 0) == 0) continue;
       bool known = false;
       for (auto& [sub, action] : commands) known = known || sub->get_name() == word;
@@ -44,6 +49,11 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
       return app.exit(e) == 0 ? 0 : 2;
     }
+    if (global.threads < 0) {
+      std::fprintf(stderr, "volta: error: --threads must be >= 0, got %d\n", global.threads);
+      return 2;
+    }
+    volta::set_cpu_threads(global.threads);
     for (auto& [sub, action] : commands) {
       if (!sub->parsed()) continue;
       volta::Status s = action();

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
 #include "volta/backend.h"
 
 namespace volta {
@@ -58,5 +59,7 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+void set_cpu_threads(int n) { cpu::set_num_threads(n); }
+int cpu_threads() { return cpu::num_threads(); }
 
 }  // namespace volta

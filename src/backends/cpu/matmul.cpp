@@ -7,6 +7,7 @@
 // twice and may differ in the last bit.
 #include <cstring>
 
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/ref_util.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
@@ -97,15 +98,31 @@ Status matmul(const KernelArgs& a) {
   float* out = a.out.as<float>();
   auto* packed = reinterpret_cast<float*>(a.workspace.data());
   const int64_t am = d.ta ? 1 : d.K, ak = d.ta ? d.M : 1;
-  ref::for_each_index(batch, st, [&](int64_t, const std::array<int64_t, 3>& off) {
-    const float* b = B + off[1];
-    if (d.tb) {  // b is [N, K]: pack its transpose
-      for (int64_t k = 0; k < d.K; ++k)
-        for (int64_t n = 0; n < d.N; ++n) packed[k * d.N + n] = b[n * d.K + k];
-      b = packed;
-    }
-    gemm(A + off[0], am, ak, b, out + off[2], d.M, d.N, d.K);
-  });
+  // Offsets of every matrix of the batch, in batch order.
+  std::vector<std::array<int64_t, 3>> mats;
+  ref::for_each_index(batch, st, [&](int64_t, const std::array<int64_t, 3>& off) { mats.push_back(off); });
+  // Tasks: (matrix, block of kRowsPerTask rows of C). The split depends on the shape only, and
+  // every element of C is summed by one task in k order, so any thread count gives the same bits.
+  constexpr int64_t kRowsPerTask = 8 * kRows;
+  const int64_t blocks = (d.M + kRowsPerTask - 1) / kRowsPerTask;
+  const int64_t tasks = static_cast<int64_t>(mats.size()) * blocks;
+  auto run = [&](int64_t t, const float* b) {
+    const auto& off = mats[static_cast<size_t>(t / blocks)];
+    const int64_t m0 = (t % blocks) * kRowsPerTask, rows = std::min(kRowsPerTask, d.M - m0);
+    gemm(A + off[0] + m0 * am, am, ak, b, out + off[2] + m0 * d.N, rows, d.N, d.K);
+  };
+  if (!d.tb) {
+    parallel_for(tasks, [&](int64_t t) { run(t, B + mats[static_cast<size_t>(t / blocks)][1]); });
+    return Status::ok();
+  }
+  // A transposed right operand is packed to [K, N] once per matrix, then its row blocks run.
+  for (size_t i = 0; i < mats.size(); ++i) {
+    const float* b = B + mats[i][1];
+    parallel_for(d.K, [&](int64_t k) {
+      for (int64_t n = 0; n < d.N; ++n) packed[k * d.N + n] = b[n * d.K + k];
+    });
+    parallel_for(blocks, [&](int64_t blk) { run(static_cast<int64_t>(i) * blocks + blk, packed); });
+  }
   return Status::ok();
 }
 

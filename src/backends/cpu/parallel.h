@@ -1,0 +1,18 @@
+// Threads for the CPU backend. Work is always cut into a fixed list of tasks chosen from the
+// problem shape alone (never from the thread count), and each task writes its own outputs with
+// its own fixed reduction order, so results are bitwise the same for any number of threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace volta::cpu {
+
+// Threads used by parallel_for; n <= 0 means one per hardware thread.
+void set_num_threads(int n);
+int num_threads();
+
+// Runs task(i) for every i in [0, n), spread over the threads.
+void parallel_for(int64_t n, const std::function<void(int64_t)>& task);
+
+}  // namespace volta::cpu
