@@ -1,5 +1,5 @@
-// The CPU backend: host memory, a register-blocked matmul, and the reference kernels for the
-// other ops.
+// The CPU backend: host memory, its own kernels for the ops that dominate (matmul.cpp,
+// fast_ops.cpp), and the reference kernels for the rest.
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
@@ -42,9 +42,7 @@ class CpuBackend final : public Backend {
   }
   Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
                  std::span<std::byte> workspace) override {
-    const cpu::KernelArgs args{node, inputs, output, workspace};
-    if (node.op == ir::Op::Matmul) return cpu::matmul(args);
-    return cpu::reference_kernel(node.op)(args);
+    return cpu::fast_kernel(node.op)(cpu::KernelArgs{node, inputs, output, workspace});
   }
   Result<double> sum_of_squares(const TensorRef& t) override { return cpu::sum_of_squares(t); }
   Status optimizer_update(const optim::UpdateStep& step, const TensorRef& param, const TensorRef& grad,

@@ -33,6 +33,10 @@ Kernel reference_kernel(ir::Op op);
 // Workspace bytes the reference kernel of `node` needs (0 for most ops).
 size_t reference_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 
+// The kernel the CPU backend runs for `op`: its own (matmul.cpp, fast_ops.cpp) where it has
+// one, the reference kernel otherwise.
+Kernel fast_kernel(ir::Op op);
+
 // The CPU backend's own matmul (src/backends/cpu/matmul.cpp), checked against ref::Matmul.
 Status matmul(const KernelArgs& a);
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node);

@@ -1,0 +1,203 @@
+// The CPU backend's own kernels for the ops that dominate training time, beside the reference
+// kernels they are tested against (tests/test_cpu_parity.cpp). Each has a fast path for the
+// common layouts and falls back to the reference kernel otherwise. Work is split into tasks by
+// the shape alone and every reduction keeps a fixed order, so results do not depend on the
+// thread count.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/ref_util.h"
+
+namespace volta::cpu {
+
+namespace {
+
+constexpr int64_t kChunk = 16384;  // elements per task of elementwise loops
+
+// Runs f(begin, end) over [0, n) in fixed chunks.
+template <typename F>
+void chunks(int64_t n, F&& f) {
+  parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) { f(c * kChunk, std::min(n, (c + 1) * kChunk)); });
+}
+
+// reduce_sum whose reduced axes form one contiguous range: x viewed as [outer, R, inner].
+// Sums each output in double over r in index order, like the reference kernel, so the bits
+// match it exactly.
+Status reduce_sum(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, a.node.attrs.get_ints("axes"));
+  const Shape& s = a.in[0].shape();
+  std::vector<bool> red(s.size(), false);
+  for (int64_t ax : axes) red[static_cast<size_t>(ax < 0 ? ax + static_cast<int64_t>(s.size()) : ax)] = true;
+  size_t first = s.size(), last = 0;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (red[d]) first = std::min(first, d), last = d;
+  for (size_t d = first; d <= last; ++d)
+    if (!red[d]) return ref::ReduceSum(a);  // not one contiguous range
+  const int64_t outer = ref::dims_product(s, 0, first), R = ref::dims_product(s, first, last + 1),
+                inner = ref::dims_product(s, last + 1, s.size());
+  const float* x = a.in[0].as<const float>();
+  float* out = a.out.as<float>();
+  constexpr int64_t kCols = 256;  // output columns per task
+  const int64_t col_tasks = (inner + kCols - 1) / kCols;
+  parallel_for(outer * col_tasks, [&](int64_t t) {
+    const int64_t o = t / col_tasks, j0 = (t % col_tasks) * kCols, j1 = std::min(inner, j0 + kCols);
+    double acc[kCols] = {};
+    for (int64_t r = 0; r < R; ++r) {
+      const float* row = x + (o * R + r) * inner;
+      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+    }
+    for (int64_t j = j0; j < j1; ++j) out[o * inner + j] = static_cast<float>(acc[j - j0]);
+  });
+  return Status::ok();
+}
+
+// softmax / log_softmax over the last axis: max, exp in float, sum in double.
+Status softmax(const KernelArgs& a, bool as_log) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t axis, a.node.attrs.get_int("axis", -1));
+  const Shape& s = a.in[0].shape();
+  if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return as_log ? ref::LogSoftmax(a) : ref::Softmax(a);
+  const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C;
+  const float* x = a.in[0].as<const float>();
+  float* out = a.out.as<float>();
+  parallel_for((rows + 63) / 64, [&](int64_t t) {
+    for (int64_t r = t * 64; r < std::min(rows, (t + 1) * 64); ++r) {
+      const float* xr = x + r * C;
+      float* yr = out + r * C;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t c = 0; c < C; ++c) mx = std::fmax(mx, xr[c]);
+      double sum = 0.0;
+      for (int64_t c = 0; c < C; ++c) {
+        const float e = std::exp(xr[c] - mx);
+        if (!as_log) yr[c] = e;
+        sum += e;
+      }
+      if (as_log) {
+        const auto lse = static_cast<float>(std::log(sum));
+        for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] - mx - lse;
+      } else {
+        const auto inv = static_cast<float>(1.0 / sum);
+        for (int64_t c = 0; c < C; ++c) yr[c] *= inv;
+      }
+    }
+  });
+  return Status::ok();
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608f;
+
+Status gelu(const KernelArgs& a) {
+  auto mode = a.node.attrs.get_string("approximate", "none");
+  if (!mode.is_ok()) return mode.status();
+  const bool tanh_form = *mode == "tanh";
+  const float* x = a.in[0].as<const float>();
+  float* y = a.out.as<float>();
+  chunks(a.out.numel(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float v = x[i];
+      y[i] = tanh_form ? 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)))
+                       : 0.5f * v * (1.0f + std::erf(v * static_cast<float>(std::numbers::sqrt2 / 2)));
+    }
+  });
+  return Status::ok();
+}
+
+Status gelu_grad(const KernelArgs& a) {
+  auto mode = a.node.attrs.get_string("approximate", "none");
+  if (!mode.is_ok()) return mode.status();
+  const bool tanh_form = *mode == "tanh";
+  const float* x = a.in[0].as<const float>();
+  const float* dy = a.in[1].as<const float>();
+  float* out = a.out.as<float>();
+  const auto inv_sqrt_2pi = static_cast<float>(1.0 / std::sqrt(2.0 * std::numbers::pi));
+  chunks(a.out.numel(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float v = x[i];
+      float d;
+      if (tanh_form) {
+        const float t = std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v));
+        d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
+      } else {
+        d = 0.5f * (1.0f + std::erf(v * static_cast<float>(std::numbers::sqrt2 / 2))) + v * inv_sqrt_2pi * std::exp(-0.5f * v * v);
+      }
+      out[i] = d * dy[i];
+    }
+  });
+  return Status::ok();
+}
+
+// Transposes that keep the last axis in place copy whole rows.
+Status transpose(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, a.node.attrs.get_ints("perm"));
+  const Shape& s = a.in[0].shape();
+  const size_t r = s.size();
+  if (r < 2 || perm.back() != static_cast<int64_t>(r) - 1) return ref::Transpose(a);
+  const size_t es = dtype_size(a.out.type.dtype);
+  const int64_t inner = s.back();
+  const Shape& os = a.out.shape();
+  const Shape outer(os.begin(), os.end() - 1);
+  const ref::Strides in_st = ref::contiguous_strides(s);
+  ref::Strides st(outer.size());
+  for (size_t d = 0; d < outer.size(); ++d) st[d] = in_st[static_cast<size_t>(perm[d])];
+  const int64_t rows = ref::count(outer);
+  const std::byte* x = a.in[0].data;
+  std::byte* y = a.out.data;
+  parallel_for((rows + 255) / 256, [&](int64_t t) {
+    for (int64_t row = t * 256; row < std::min(rows, (t + 1) * 256); ++row) {
+      int64_t rem = row, off = 0;
+      for (size_t d = outer.size(); d-- > 0;) {
+        off += (rem % outer[d]) * st[d];
+        rem /= outer[d];
+      }
+      std::memcpy(y + static_cast<size_t>(row * inner) * es, x + static_cast<size_t>(off) * es, static_cast<size_t>(inner) * es);
+    }
+  });
+  return Status::ok();
+}
+
+// add / sub / mul / div where b has a's shape, or a's trailing dims (a row broadcast), or is a
+// scalar; other broadcasts go to the reference kernel.
+template <typename Op>
+Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op) {
+  const Shape& as = a.in[0].shape();
+  const Shape& bs = a.in[1].shape();
+  const Shape& os = a.out.shape();
+  const int64_t n = a.out.numel(), bn = a.in[1].numel();
+  const bool a_full = as == os;
+  const bool b_trailing = bs.size() <= os.size() && std::equal(bs.rbegin(), bs.rend(), os.rbegin());
+  if (!a_full || !b_trailing || bn == 0) return fallback(a);
+  const float* x = a.in[0].as<const float>();
+  const float* y = a.in[1].as<const float>();
+  float* out = a.out.as<float>();
+  chunks(n, [&](int64_t b, int64_t e) {
+    if (bn == n) {
+      for (int64_t i = b; i < e; ++i) out[i] = op(x[i], y[i]);
+    } else {
+      for (int64_t i = b; i < e; ++i) out[i] = op(x[i], y[i % bn]);
+    }
+  });
+  return Status::ok();
+}
+
+}  // namespace
+
+Kernel fast_kernel(ir::Op op) {
+  switch (op) {
+    case ir::Op::Matmul: return matmul;
+    case ir::Op::ReduceSum: return reduce_sum;
+    case ir::Op::Softmax: return [](const KernelArgs& a) { return softmax(a, false); };
+    case ir::Op::LogSoftmax: return [](const KernelArgs& a) { return softmax(a, true); };
+    case ir::Op::Gelu: return gelu;
+    case ir::Op::GeluGrad: return gelu_grad;
+    case ir::Op::Transpose: return transpose;
+    case ir::Op::Add: return [](const KernelArgs& a) { return binary(a, ref::Add, [](float x, float y) { return x + y; }); };
+    case ir::Op::Sub: return [](const KernelArgs& a) { return binary(a, ref::Sub, [](float x, float y) { return x - y; }); };
+    case ir::Op::Mul: return [](const KernelArgs& a) { return binary(a, ref::Mul, [](float x, float y) { return x * y; }); };
+    case ir::Op::Div: return [](const KernelArgs& a) { return binary(a, ref::Div, [](float x, float y) { return x / y; }); };
+    default: return reference_kernel(op);
+  }
+}
+
+}  // namespace volta::cpu
