@@ -33,5 +33,6 @@ Action add_run(CLI::App& app, const GlobalFlags& global);
 Action add_train(CLI::App& app, const GlobalFlags& global);
 Action add_generate(CLI::App& app, const GlobalFlags& global);
 Action add_eval(CLI::App& app, const GlobalFlags& global);
+Action add_bench(CLI::App& app, GlobalFlags& global);  // registers --device / --threads on its own subcommands
 
 }  // namespace volta::cli

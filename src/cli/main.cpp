@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommand("generate"), generate);
     volta::cli::Action eval = volta::cli::add_eval(app, global);
     commands.emplace_back(app.get_subcommand("eval"), eval);
+    volta::cli::Action bench = volta::cli::add_bench(app, global);
+    commands.emplace_back(app.get_subcommand("bench"), bench);
     app.add_option("--threads", global.threads, "CPU threads (default: one per hardware thread); results do not depend on it");
     // Global flags are accepted before or after the subcommand.
     for (auto& [sub, action] : commands) {
@@ -39,7 +41,7 @@ int main(int argc, char** argv) {
       bool known = false;
       for (auto& [sub, action] : commands) known = known || sub->get_name() == word;
       if (!known) {
-        std::fprintf(stderr, "volta: error: unknown command '%s' (commands: inspect, run, train, generate, eval; see volta --help)\n", word.c_str());
+        std::fprintf(stderr, "volta: error: unknown command '%s' (commands: inspect, run, train, generate, eval, bench; see volta --help)\n", word.c_str());
         return 2;
       }
       break;

@@ -1,0 +1,237 @@
+// `volta bench matmul | train | infer`: warm-up, repeated runs, medians; --json prints one JSON
+// object per line (the keys the peer scripts in ../shared/peers use).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "backends/cpu/kernels.h"
+#include "cli/commands.h"
+#include "model/generate.h"
+#include "train/lm.h"
+#include "volta/builder.h"
+#include "volta/rng.h"
+
+namespace volta::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchFlags {
+  int64_t runs = 5;
+  int64_t warmup = 2;
+  bool json = false;
+  std::string group = "all";
+  int64_t steps = 10;
+  std::string data = "data/tinyshakespeare.txt";
+  std::string checkpoint;
+  std::vector<int64_t> batches = {1, 8};
+  ProfileFlags profile;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+void emit(bool json, const nlohmann::ordered_json& row, const std::string& text) {
+  if (json) std::printf("%s\n", row.dump().c_str());
+  else std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+struct GemmShape {
+  const char* group;
+  int64_t m, n, k;
+};
+
+// The peers' suite (../shared/peers/sgemm_common.hpp), so rows pair up by (m, n, k).
+const std::vector<GemmShape>& gemm_suite() {
+  static const std::vector<GemmShape> shapes = {
+      {"square", 64, 64, 64},       {"square", 128, 128, 128},    {"square", 256, 256, 256},
+      {"square", 512, 512, 512},    {"square", 1024, 1024, 1024}, {"square", 2048, 2048, 2048},
+      {"tiny-gpt", 768, 384, 128},  {"tiny-gpt", 768, 512, 128},  {"tiny-gpt", 768, 128, 512},
+      {"tiny-gpt", 768, 65, 128},   {"decode", 1, 384, 128},      {"decode", 1, 512, 128},
+      {"decode", 1, 128, 512},      {"decode", 1, 65, 128},       {"big-gpt", 16384, 1152, 384},
+      {"big-gpt", 16384, 1536, 384}, {"big-gpt", 16384, 384, 1536}, {"big-gpt", 16384, 65, 384}};
+  return shapes;
+}
+
+Status bench_matmul(const BenchFlags& f, const GlobalFlags& global) {
+  VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
+  VOLTA_ASSIGN_OR_RETURN(auto backend, select_backend(device));
+  if (!f.json) std::printf("%-9s %6s %6s %6s %8s %10s\n", "group", "m", "n", "k", "threads", "GFLOP/s");
+  for (const GemmShape& s : gemm_suite()) {
+    if (f.group != "all" && f.group != s.group) continue;
+    ModelBuilder b("gemm");
+    Value x = b.input("a", {DType::f32, {s.m, s.k}});
+    Value w = b.input("b", {DType::f32, {s.k, s.n}});
+    b.output(b.matmul(x, w, "c"));
+    VOLTA_ASSIGN_OR_RETURN(ir::Graph g, b.build());
+    Tensor ta = Tensor::zeros(DType::f32, {s.m, s.k}), tb = Tensor::zeros(DType::f32, {s.k, s.n}),
+           tc = Tensor::zeros(DType::f32, {s.m, s.n});
+    fill_normal(ta, 1, 1, 0.0f, 1.0f);
+    fill_normal(tb, 1, 2, 0.0f, 1.0f);
+    const ir::Node& node = g.node(g.outputs[0]);
+    std::vector<std::byte> ws(backend->workspace_bytes(g, node));
+    const TensorRef in[2] = {{ta.raw(), ta.type()}, {tb.raw(), tb.type()}};
+    const TensorRef out{tc.raw(), tc.type()};
+    const double flop = 2.0 * static_cast<double>(s.m * s.n * s.k);
+    // Enough repetitions per sample for ~20 ms.
+    int64_t reps = std::clamp<int64_t>(static_cast<int64_t>(2e9 / flop), 1, 100000);
+    std::vector<double> gflops;
+    for (int64_t r = 0; r < f.warmup + f.runs; ++r) {
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < reps; ++i) VOLTA_RETURN_IF_ERROR(backend->execute(node, in, out, ws));
+      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (r >= f.warmup) gflops.push_back(flop * static_cast<double>(reps) / dt / 1e9);
+    }
+    const double med = median(gflops);
+    char text[128];
+    std::snprintf(text, sizeof text, "%-9s %6lld %6lld %6lld %8d %10.1f", s.group, static_cast<long long>(s.m),
+                  static_cast<long long>(s.n), static_cast<long long>(s.k), cpu_threads(), med);
+    emit(f.json,
+         {{"bench", "matmul"}, {"group", s.group}, {"m", s.m}, {"n", s.n}, {"k", s.k}, {"threads", cpu_threads()},
+          {"gflops", med}, {"gflops_best", *std::max_element(gflops.begin(), gflops.end())}, {"backend", backend->name()}},
+         text);
+  }
+  return Status::ok();
+}
+
+Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
+  VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
+  train::LMRecipe r = train::shakespeare_char();
+  VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::load_text_data(f.data, r.model.context));
+  r.model.vocab = data.tokenizer.vocab_size();
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph model, model::build_tinylm_loss(r.model, r.batch, r.model.context));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &model));
+  Profiler profiler;
+  train::TrainingOptions opts;
+  opts.optimizer = r.optimizer;
+  opts.schedule = r.schedule;
+  VOLTA_ASSIGN_OR_RETURN(train::TrainingPlan tp, train::compile_training(rt, model, opts));
+  VOLTA_ASSIGN_OR_RETURN(Bindings init, init_params(model, 1));
+  VOLTA_ASSIGN_OR_RETURN(train::TrainState state, train::init_state(tp, std::move(init), 1));
+  std::vector<double> ms;
+  for (int64_t s = 0; s < f.warmup + f.steps; ++s) {
+    if (s == f.warmup && f.profile.enabled()) rt.set_profiler(&profiler);
+    Bindings batch = train::lm_batch(data.train, r.batch, r.model.context, 1, "train", static_cast<uint64_t>(s));
+    const auto t0 = Clock::now();
+    VOLTA_ASSIGN_OR_RETURN(train::StepStats st, train::train_step(rt, tp, batch, state));
+    (void)st;
+    if (s >= f.warmup) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  const double med = median(ms);
+  const double tok_s = static_cast<double>(r.batch * r.model.context) / (med / 1000.0);
+  char text[160];
+  std::snprintf(text, sizeof text, "train %s: %.2f ms/step (median of %lld), %.0f tokens/s, %d threads, %s", r.name.c_str(), med,
+                static_cast<long long>(f.steps), tok_s, cpu_threads(), rt.backend().name().c_str());
+  emit(f.json,
+       {{"bench", "train"}, {"recipe", r.name}, {"threads", cpu_threads()}, {"ms_per_step", med}, {"tokens_per_s", tok_s},
+        {"steps", f.steps}, {"backend", rt.backend().name()}},
+       text);
+  return f.profile.finish(profiler);
+}
+
+Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
+  VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
+  model::TinyLMConfig c = train::shakespeare_char().model;
+  Bindings params;
+  if (!f.checkpoint.empty()) {
+    VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f.checkpoint));
+    c = ck.recipe.model;
+    params = ck.state.params;
+  } else {
+    VOLTA_ASSIGN_OR_RETURN(ir::Graph g, model::build_tinylm_loss(c, 1, c.context));
+    VOLTA_ASSIGN_OR_RETURN(params, init_params(g, 1));
+  }
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph probe, model::build_tinylm_prefill(c, 1, c.context));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &probe));
+  Profiler profiler;
+  if (f.profile.enabled()) rt.set_profiler(&profiler);
+  for (int64_t B : f.batches) {
+    // Prefill: a full context of B sequences.
+    VOLTA_ASSIGN_OR_RETURN(ir::Graph pg, model::build_tinylm_prefill(c, B, c.context));
+    VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(pg));
+    Bindings in = params;
+    in.emplace("tokens", Tensor::zeros(DType::i32, {B, c.context}));
+    std::vector<double> prefill;
+    for (int64_t r = 0; r < f.warmup + f.runs; ++r) {
+      const auto t0 = Clock::now();
+      VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(*plan, in));
+      if (r >= f.warmup) prefill.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    const double prefill_tok_s = static_cast<double>(B * c.context) / median(prefill);
+    for (bool kv : {true, false}) {
+      // Greedy decode from a one-token prompt up to the full context.
+      model::SampleOptions o;
+      o.temperature = 0.0;
+      o.batch = B;
+      o.tokens = c.context - 1;
+      o.kv_cache = kv;
+      std::vector<double> secs;
+      for (int64_t r = 0; r < f.warmup + f.runs; ++r) {
+        const auto t0 = Clock::now();
+        VOLTA_ASSIGN_OR_RETURN(auto out, model::generate(rt, c, params, {0}, o));
+        if (r >= f.warmup) secs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      const double decode_tok_s = static_cast<double>(B * o.tokens) / median(secs);
+      char text[200];
+      std::snprintf(text, sizeof text, "infer batch %lld, kv cache %s: prefill %.0f tokens/s, decode %.0f tokens/s (%d threads)",
+                    static_cast<long long>(B), kv ? "on " : "off", prefill_tok_s, decode_tok_s, cpu_threads());
+      emit(f.json,
+           {{"bench", "infer"}, {"batch", B}, {"kv_cache", kv}, {"prefill_tokens_per_s", prefill_tok_s},
+            {"decode_tokens_per_s", decode_tok_s}, {"threads", cpu_threads()}, {"context", c.context},
+            {"backend", rt.backend().name()}},
+           text);
+    }
+  }
+  return f.profile.finish(profiler);
+}
+
+}  // namespace
+
+Action add_bench(CLI::App& app, GlobalFlags& global) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand("bench", "Benchmarks: matmul, train, infer");
+  cmd->require_subcommand(1);
+  auto common = [&](CLI::App* sub) {
+    sub->add_option("--runs", f->runs, "Timed runs (the median is reported)")->capture_default_str();
+    sub->add_option("--warmup", f->warmup, "Untimed warm-up runs")->capture_default_str();
+    sub->add_flag("--json", f->json, "One JSON object per line");
+    f->profile.add_to(*sub);
+  };
+  CLI::App* mm = cmd->add_subcommand("matmul", "GFLOP/s of the matmul kernel on the peers' shape suite");
+  common(mm);
+  mm->add_option("--group", f->group, "all | square | tiny-gpt | decode | big-gpt")->capture_default_str();
+  CLI::App* tr = cmd->add_subcommand("train", "ms per training step of the shakespeare-char recipe");
+  common(tr);
+  tr->add_option("--recipe", f->group, "shakespeare-char")->capture_default_str();
+  tr->add_option("--steps", f->steps, "Timed steps")->capture_default_str();
+  tr->add_option("--data", f->data, "Training text")->capture_default_str();
+  CLI::App* inf = cmd->add_subcommand("infer", "Prefill and decode tokens/s, with and without the KV cache");
+  common(inf);
+  inf->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (default: shakespeare-char with seeded weights)");
+  inf->add_option("--batch", f->batches, "Batch sizes")->capture_default_str();
+  for (CLI::App* sub : {mm, tr, inf}) {
+    sub->add_option("--device", global.device, "cpu | cuda | auto");
+    sub->add_option("--threads", global.threads, "CPU threads");
+  }
+  return [f, mm, tr, inf, &global]() -> Status {
+    if (f->runs < 1 || f->warmup < 0 || f->steps < 1) return invalid_argument("--runs and --steps must be >= 1, --warmup >= 0");
+    for (int64_t b : f->batches)
+      if (b < 1 || b > 4096) return invalid_argument("--batch must be in [1, 4096], got " + std::to_string(b));
+    set_cpu_threads(global.threads);
+    if (mm->parsed()) return bench_matmul(*f, global);
+    if (tr->parsed()) {
+      if (f->group != "all" && f->group != "shakespeare-char")
+        return invalid_argument("--recipe: bench train knows shakespeare-char, got '" + f->group + "'");
+      return bench_train(*f, global);
+    }
+    if (inf->parsed()) return bench_infer(*f, global);
+    return invalid_argument("bench needs matmul, train or infer");
+  };
+}
+
+}  // namespace volta::cli
