@@ -330,3 +330,61 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
 
 }  // namespace
 }  // namespace volta
+
+namespace volta {
+namespace {
+
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> rows;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line))
+    if (!line.empty() && line[0] == '{') rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+TEST(CliBench, JsonRowsCarryThePeerKeys) {
+  Cli mm = volta("bench matmul --group decode --runs 1 --warmup 0 --json --threads 1");
+  ASSERT_EQ(mm.code, 0) << mm.err;
+  auto rows = json_lines(mm.out);
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& r : rows)
+    for (const char* key : {"m", "n", "k", "threads", "gflops"}) EXPECT_TRUE(r.contains(key)) << key;
+  EXPECT_GT(rows[0]["gflops"].get<double>(), 0.0);
+
+  Cli tr = volta("bench train --steps 1 --warmup 0 --json");
+  ASSERT_EQ(tr.code, 0) << tr.err;
+  rows = json_lines(tr.out);
+  ASSERT_EQ(rows.size(), 1u);
+  for (const char* key : {"recipe", "threads", "ms_per_step", "tokens_per_s"}) EXPECT_TRUE(rows[0].contains(key)) << key;
+
+  Cli inf = volta("bench infer --batch 2 --runs 1 --warmup 0 --json");
+  ASSERT_EQ(inf.code, 0) << inf.err;
+  rows = json_lines(inf.out);
+  ASSERT_EQ(rows.size(), 2u);  // with and without the KV cache
+  for (const auto& r : rows)
+    for (const char* key : {"batch", "kv_cache", "prefill_tokens_per_s", "decode_tokens_per_s"}) EXPECT_TRUE(r.contains(key)) << key;
+
+  Cli bad = volta("bench infer --batch 0");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--batch must be in [1, 4096]"), std::string::npos) << bad.err;
+}
+
+TEST(CliBench, ProfileWritesAChromeTraceAndASummary) {
+  std::string trace = ::testing::TempDir() + "trace_" + std::to_string(::getpid()) + ".json";
+  Cli r = volta("train --recipe mlp-spirals --steps 3 --profile " + trace + " --profile-summary");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(test::read_file(trace));
+  ASSERT_TRUE(j.contains("traceEvents"));
+  ASSERT_GT(j["traceEvents"].size(), 10u);
+  const auto& e = j["traceEvents"][0];
+  for (const char* key : {"name", "ph", "ts", "dur", "args"}) EXPECT_TRUE(e.contains(key)) << key;
+  EXPECT_TRUE(e["args"].contains("shapes"));
+  EXPECT_TRUE(e["args"].contains("flops"));
+  EXPECT_NE(r.err.find("matmul"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("total"), std::string::npos);
+  std::remove(trace.c_str());
+}
+
+}  // namespace
+}  // namespace volta

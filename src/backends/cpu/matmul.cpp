@@ -27,37 +27,59 @@ constexpr int64_t kCols = 16;  // columns of C per micro-tile: one vector of 16 
 // baseline x86-64. Lanes are independent, so every clone computes the same bits.
 typedef float Vec16 __attribute__((vector_size(64)));
 
-// C[M, N] = A[M, K] (element strides am, ak) @ B[K, N] (row-major, contiguous).
+// C[M, N] (row stride ldc) = A[M, K] (element strides am, ak) @ B[K, N] (row stride ldb), or
+// C += that product when `accumulate`: a K-block continues each element's multiply-add chain
+// exactly where the previous block stopped, so splitting K does not change a bit.
 VOLTA_ISA_CLONES
-void gemm(const float* A, int64_t am, int64_t ak, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
+void gemm_block(const float* A, int64_t am, int64_t ak, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t M,
+                int64_t N, int64_t K, bool accumulate) {
   int64_t m = 0;
   for (; m + kRows <= M; m += kRows) {
     int64_t n = 0;
     for (; n + kCols <= N; n += kCols) {
       Vec16 acc[kRows] = {};
+      if (accumulate)
+        for (int64_t r = 0; r < kRows; ++r) std::memcpy(&acc[r], C + (m + r) * ldc + n, sizeof acc[r]);
       for (int64_t k = 0; k < K; ++k) {
         Vec16 b;
-        std::memcpy(&b, B + k * N + n, sizeof b);  // unaligned load
+        std::memcpy(&b, B + k * ldb + n, sizeof b);  // unaligned load
         for (int64_t r = 0; r < kRows; ++r) acc[r] += A[(m + r) * am + k * ak] * b;
       }
-      for (int64_t r = 0; r < kRows; ++r) std::memcpy(C + (m + r) * N + n, &acc[r], sizeof acc[r]);
+      for (int64_t r = 0; r < kRows; ++r) std::memcpy(C + (m + r) * ldc + n, &acc[r], sizeof acc[r]);
     }
     for (; n < N; ++n)
       for (int64_t r = 0; r < kRows; ++r) {
-        float acc = 0.0f;
-        for (int64_t k = 0; k < K; ++k) acc += A[(m + r) * am + k * ak] * B[k * N + n];
-        C[(m + r) * N + n] = acc;
+        float acc = accumulate ? C[(m + r) * ldc + n] : 0.0f;
+        for (int64_t k = 0; k < K; ++k) acc += A[(m + r) * am + k * ak] * B[k * ldb + n];
+        C[(m + r) * ldc + n] = acc;
       }
   }
   for (; m < M; ++m) {  // leftover rows: one row of C at a time, same k order
-    float* c = C + m * N;
-    std::fill_n(c, N, 0.0f);
+    float* c = C + m * ldc;
+    if (!accumulate) std::fill_n(c, N, 0.0f);
     for (int64_t k = 0; k < K; ++k) {
       const float a = A[m * am + k * ak];
-      const float* b = B + k * N;
+      const float* b = B + k * ldb;
       for (int64_t n = 0; n < N; ++n) c[n] += a * b[n];
     }
   }
+}
+
+// Cache blocking: a kKBlock x kNBlock panel of B (256 KiB) stays in L2 while the rows of A
+// stream past it.
+constexpr int64_t kKBlock = 256;
+constexpr int64_t kNBlock = 256;
+
+// C[M, N] = A[M, K] (element strides am, ak) @ B[K, N] (row-major, contiguous).
+void gemm(const float* A, int64_t am, int64_t ak, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
+  if (K == 0) {
+    for (int64_t m = 0; m < M; ++m) std::fill_n(C + m * N, N, 0.0f);
+    return;
+  }
+  for (int64_t n0 = 0; n0 < N; n0 += kNBlock)
+    for (int64_t k0 = 0; k0 < K; k0 += kKBlock)
+      gemm_block(A + k0 * ak, am, ak, B + k0 * N + n0, N, C + n0, N, M, std::min(kNBlock, N - n0), std::min(kKBlock, K - k0),
+                 k0 > 0);
 }
 
 struct Dims {
