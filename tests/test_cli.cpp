@@ -102,6 +102,20 @@ struct BadCase {
   std::string needle;
 };
 
+// Each bad input: the expected exit code, its message on stderr, and for failed jobs (code 1)
+// exactly one line of stderr and nothing on stdout.
+void expect_bad_cases(const std::vector<BadCase>& cases) {
+  for (const BadCase& c : cases) {
+    Cli r = volta(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\nstderr: " << r.err;
+    if (c.code == 1) {
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << c.args << "\n" << r.err;
+      EXPECT_TRUE(r.out.empty()) << c.args << "\n" << r.out;
+    }
+  }
+}
+
 TEST(Cli, BadInputsGiveOneClearLineAndNonZeroExit) {
   const std::vector<BadCase> cases = {
       {"inspect tests/data/bad/syntax_error.vir", 1, "tests/data/bad/syntax_error.vir:3:15: expected ',' or ')'"},
@@ -127,15 +141,7 @@ TEST(Cli, BadInputsGiveOneClearLineAndNonZeroExit) {
       {"inspect examples/mlp.vir --frobnicate", 2, "--frobnicate"},
       {"explode", 2, "explode"},
   };
-  for (const BadCase& c : cases) {
-    Cli r = volta(c.args);
-    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
-    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\nstderr: " << r.err;
-    if (c.code == 1) {
-      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
-      EXPECT_TRUE(r.out.empty()) << r.out;
-    }
-  }
+  expect_bad_cases(cases);
 }
 
 TEST(Cli, DeviceFromEnvironment) {
@@ -211,11 +217,7 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
       {"train --recipe mlp-spirals --steps 2 --log /no/such/dir/log.jsonl", 1, "--log: cannot write"},
       {"train --steps 3", 2, "--recipe is required"},
   };
-  for (const BadCase& c : cases) {
-    Cli r = volta(c.args);
-    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
-    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\nstderr: " << r.err;
-  }
+  expect_bad_cases(cases);
 }
 
 }  // namespace
@@ -320,12 +322,7 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
        "--steps 10 is below the checkpoint's step 60"},
       {"eval" + ck + " --data " + bad_dir + "/small.txt", 1, "too few"},
   };
-  for (const BadCase& c : cases) {
-    Cli r = volta(c.args);
-    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
-    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\nstderr: " << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  }
+  expect_bad_cases(cases);
 }
 
 }  // namespace

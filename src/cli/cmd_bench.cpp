@@ -222,7 +222,6 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
     if (f->runs < 1 || f->warmup < 0 || f->steps < 1) return invalid_argument("--runs and --steps must be >= 1, --warmup >= 0");
     for (int64_t b : f->batches)
       if (b < 1 || b > 4096) return invalid_argument("--batch must be in [1, 4096], got " + std::to_string(b));
-    set_cpu_threads(global.threads);
     if (mm->parsed()) return bench_matmul(*f, global);
     if (tr->parsed()) {
       if (f->group != "all" && f->group != "shakespeare-char")

@@ -16,7 +16,7 @@ struct EvalFlags {
 };
 }  // namespace
 
-Action add_eval(CLI::App& app, const GlobalFlags& global) {
+Action add_eval(CLI::App& app, GlobalFlags& global) {
   auto f = std::make_shared<EvalFlags>();
   CLI::App* cmd = app.add_subcommand("eval", "Print the loss of a TinyLM checkpoint on a text file");
   cmd->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (.safetensors)")->required();

@@ -18,7 +18,7 @@ struct GenerateFlags {
 };
 }  // namespace
 
-Action add_generate(CLI::App& app, const GlobalFlags& global) {
+Action add_generate(CLI::App& app, GlobalFlags& global) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a TinyLM checkpoint");
   cmd->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (.safetensors)")->required();

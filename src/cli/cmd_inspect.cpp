@@ -48,7 +48,7 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
 
 }  // namespace
 
-Action add_inspect(CLI::App& app, const GlobalFlags& global) {
+Action add_inspect(CLI::App& app, GlobalFlags& global) {
   auto flags = std::make_shared<InspectFlags>();
   CLI::App* cmd = app.add_subcommand("inspect", "Print a model's verified graph, schedule and memory plan");
   cmd->add_option("file", flags->file, "Model in the IR text format (.vir) or a TinyLM checkpoint")->required();

@@ -64,7 +64,7 @@ std::string preview(const Tensor& t) {
 
 }  // namespace
 
-Action add_run(CLI::App& app, const GlobalFlags& global) {
+Action add_run(CLI::App& app, GlobalFlags& global) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* cmd = app.add_subcommand("run", "Run a model through the full pipeline and print its outputs");
   cmd->add_option("file", flags->file, "Model in the IR text format (.vir)")->required();

@@ -113,7 +113,7 @@ Status train_spirals(const TrainFlags& f, const GlobalFlags& global, const Profi
 
 }  // namespace
 
-Action add_train(CLI::App& app, const GlobalFlags& global) {
+Action add_train(CLI::App& app, GlobalFlags& global) {
   struct Args {
     TrainFlags spirals;
     LMTrainFlags lm;

@@ -28,11 +28,11 @@ struct ProfileFlags {
 
 using Action = std::function<Status()>;
 
-Action add_inspect(CLI::App& app, const GlobalFlags& global);
-Action add_run(CLI::App& app, const GlobalFlags& global);
-Action add_train(CLI::App& app, const GlobalFlags& global);
-Action add_generate(CLI::App& app, const GlobalFlags& global);
-Action add_eval(CLI::App& app, const GlobalFlags& global);
-Action add_bench(CLI::App& app, GlobalFlags& global);  // registers --device / --threads on its own subcommands
+Action add_inspect(CLI::App& app, GlobalFlags& global);
+Action add_run(CLI::App& app, GlobalFlags& global);
+Action add_train(CLI::App& app, GlobalFlags& global);
+Action add_generate(CLI::App& app, GlobalFlags& global);
+Action add_eval(CLI::App& app, GlobalFlags& global);
+Action add_bench(CLI::App& app, GlobalFlags& global);
 
 }  // namespace volta::cli

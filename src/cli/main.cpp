@@ -13,19 +13,18 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     volta::cli::GlobalFlags global;
     app.add_option("--device", global.device, "cpu | cuda | auto (default: $VOLTA_DEVICE, else cpu)");
+    // Every subcommand, in the order --help lists them.
+    using Adder = volta::cli::Action (*)(CLI::App&, volta::cli::GlobalFlags&);
+    const std::vector<std::pair<const char*, Adder>> adders = {
+        {"inspect", volta::cli::add_inspect}, {"run", volta::cli::add_run},   {"train", volta::cli::add_train},
+        {"generate", volta::cli::add_generate}, {"eval", volta::cli::add_eval}, {"bench", volta::cli::add_bench}};
     std::vector<std::pair<CLI::App*, volta::cli::Action>> commands;
-    volta::cli::Action inspect = volta::cli::add_inspect(app, global);
-    commands.emplace_back(app.get_subcommand("inspect"), inspect);
-    volta::cli::Action run = volta::cli::add_run(app, global);
-    commands.emplace_back(app.get_subcommand("run"), run);
-    volta::cli::Action train = volta::cli::add_train(app, global);
-    commands.emplace_back(app.get_subcommand("train"), train);
-    volta::cli::Action generate = volta::cli::add_generate(app, global);
-    commands.emplace_back(app.get_subcommand("generate"), generate);
-    volta::cli::Action eval = volta::cli::add_eval(app, global);
-    commands.emplace_back(app.get_subcommand("eval"), eval);
-    volta::cli::Action bench = volta::cli::add_bench(app, global);
-    commands.emplace_back(app.get_subcommand("bench"), bench);
+    std::string names;
+    for (const auto& [name, add] : adders) {
+      volta::cli::Action action = add(app, global);
+      commands.emplace_back(app.get_subcommand(name), std::move(action));
+      names += std::string(names.empty() ? "" : ", ") + name;
+    }
     app.add_option("--threads", global.threads, "CPU threads (default: one per hardware thread); results do not depend on it");
     // Global flags are accepted before or after the subcommand.
     for (auto& [sub, action] : commands) {
@@ -41,7 +40,7 @@ int main(int argc, char** argv) {
       bool known = false;
       for (auto& [sub, action] : commands) known = known || sub->get_name() == word;
       if (!known) {
-        std::fprintf(stderr, "volta: error: unknown command '%s' (commands: inspect, run, train, generate, eval, bench; see volta --help)\n", word.c_str());
+        std::fprintf(stderr, "volta: error: unknown command '%s' (commands: %s; see volta --help)\n", word.c_str(), names.c_str());
         return 2;
       }
       break;

@@ -78,6 +78,14 @@ struct Builder {
   }
 };
 
+// Inference graphs return each layer's keys and values after the logits: k.0, v.0, k.1, ...
+void output_kv(ModelBuilder& b, const std::vector<Value>& ks, const std::vector<Value>& vs) {
+  for (size_t l = 0; l < ks.size(); ++l) {
+    b.output(ks[l]);
+    b.output(vs[l]);
+  }
+}
+
 }  // namespace
 
 Status validate(const TinyLMConfig& c) {
@@ -140,10 +148,7 @@ Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int
   Value x = m.decoder(tokens, batch, T, 0, false, ks, vs, wte);
   Value last = b.reshape(b.slice(x, 1, T - 1, T), {batch, c.channels}, "x_last");  // (B, C)
   b.output(b.matmul(last, wte, "logits", false, true));                             // (B, V)
-  for (int64_t l = 0; l < c.layers; ++l) {
-    b.output(ks[static_cast<size_t>(l)]);
-    b.output(vs[static_cast<size_t>(l)]);
-  }
+  output_kv(b, ks, vs);
   return b.build();
 }
 
@@ -157,10 +162,7 @@ Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch, int6
   Value wte;
   Value x = m.decoder(token, batch, 1, pos, true, ks, vs, wte);
   b.output(b.matmul(b.reshape(x, {batch, c.channels}, "x_last"), wte, "logits", false, true));  // (B, V)
-  for (int64_t l = 0; l < c.layers; ++l) {
-    b.output(ks[static_cast<size_t>(l)]);
-    b.output(vs[static_cast<size_t>(l)]);
-  }
+  output_kv(b, ks, vs);
   return b.build();
 }
 
