@@ -10,7 +10,7 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/ref_util.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define VOLTA_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define VOLTA_ISA_CLONES
