@@ -70,6 +70,12 @@ TEST(CpuParity, FastKernelsMatchTheReference) {
       {ir::Op::Div, {{3, 5, 7}, {3, 5, 7}}, {}, 1e-7},
       {ir::Op::Mul, {{3, 1, 7}, {3, 5, 7}}, {}, 1e-7},  // falls back
       {ir::Op::Matmul, {{3, 50, 20}, {20, 30}}, {}, 1e-5},
+      // Row-parallel forms of the reference kernels: bit for bit.
+      {ir::Op::LayerNorm, {{5, 33, 24}, {24}, {24}}, {{"eps", 1e-5}}, 0.0},
+      {ir::Op::LayerNorm, {{70, 16}, {16}}, {}, 0.0},
+      {ir::Op::RmsNorm, {{70, 16}, {16}}, {}, 0.0},
+      {ir::Op::LayerNormGrad, {{70, 16}, {16}, {70, 16}}, {}, 0.0},
+      {ir::Op::RmsNormGrad, {{3, 40, 8}, {8}, {3, 40, 8}}, {}, 0.0},
   };
   for (const Case& c : cases)
     for (int threads : {1, 2}) check(c, threads);

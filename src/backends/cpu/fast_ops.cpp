@@ -181,6 +181,16 @@ Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op)
   return Status::ok();
 }
 
+// Row-wise kernels on blocks of 32 rows; each row computed exactly as the reference does.
+Status by_rows(const KernelArgs& a, Status (*rows)(const KernelArgs&, int64_t, int64_t)) {
+  const int64_t n = ref::last_axis_rows(a);
+  const int64_t tasks = (n + 31) / 32;
+  std::vector<Status> status(static_cast<size_t>(tasks));
+  parallel_for(tasks, [&](int64_t t) { status[static_cast<size_t>(t)] = rows(a, t * 32, std::min(n, (t + 1) * 32)); });
+  for (Status& s : status) VOLTA_RETURN_IF_ERROR(s);
+  return Status::ok();
+}
+
 }  // namespace
 
 Kernel fast_kernel(ir::Op op) {
@@ -192,6 +202,16 @@ Kernel fast_kernel(ir::Op op) {
     case ir::Op::Gelu: return gelu;
     case ir::Op::GeluGrad: return gelu_grad;
     case ir::Op::Transpose: return transpose;
+    case ir::Op::LayerNorm: return [](const KernelArgs& a) { return by_rows(a, ref::layer_norm_rows); };
+    case ir::Op::RmsNorm: return [](const KernelArgs& a) { return by_rows(a, ref::rms_norm_rows); };
+    case ir::Op::LayerNormGrad:
+      return [](const KernelArgs& a) {
+        return by_rows(a, [](const KernelArgs& k, int64_t r0, int64_t r1) { return ref::norm_grad_rows(k, true, r0, r1); });
+      };
+    case ir::Op::RmsNormGrad:
+      return [](const KernelArgs& a) {
+        return by_rows(a, [](const KernelArgs& k, int64_t r0, int64_t r1) { return ref::norm_grad_rows(k, false, r0, r1); });
+      };
     case ir::Op::Add: return [](const KernelArgs& a) { return binary(a, ref::Add, [](float x, float y) { return x + y; }); };
     case ir::Op::Sub: return [](const KernelArgs& a) { return binary(a, ref::Sub, [](float x, float y) { return x - y; }); };
     case ir::Op::Mul: return [](const KernelArgs& a) { return binary(a, ref::Mul, [](float x, float y) { return x * y; }); };

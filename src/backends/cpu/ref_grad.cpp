@@ -95,17 +95,18 @@ namespace {
 // dx of y = xhat * gamma (+ beta) over rows of length D, where xhat = (x - mean) * rstd
 // (layer_norm, center = true) or x * rstd (rms_norm):
 //   g = dy * gamma;  dx = rstd * (g - [mean(g)] - xhat * mean(g * xhat))
-Status norm_grad(const KernelArgs& a, bool center) {
+}  // namespace
+
+Status norm_grad_rows(const KernelArgs& a, bool center, int64_t r0, int64_t r1) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
   VOLTA_ASSIGN_OR_RETURN(const double eps, a.node.attrs.get_float("eps", 1e-5));
   const int64_t D = a.in[0].shape().back();
-  const int64_t rows = D == 0 ? 0 : a.in[0].numel() / D;
   const float* x = in_f32(a, 0);
   const float* gamma = in_f32(a, 1);
   const float* dy = in_f32(a, 2);
   float* out = out_f32(a);
   std::vector<double> xhat(static_cast<size_t>(D));
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     const float* xr = x + r * D;
     const float* dyr = dy + r * D;
     double mean = 0.0;
@@ -135,10 +136,8 @@ Status norm_grad(const KernelArgs& a, bool center) {
   return Status::ok();
 }
 
-}  // namespace
-
-Status LayerNormGrad(const KernelArgs& a) { return norm_grad(a, true); }
-Status RmsNormGrad(const KernelArgs& a) { return norm_grad(a, false); }
+Status LayerNormGrad(const KernelArgs& a) { return norm_grad_rows(a, true, 0, last_axis_rows(a)); }
+Status RmsNormGrad(const KernelArgs& a) { return norm_grad_rows(a, false, 0, last_axis_rows(a)); }
 
 Status EmbeddingGrad(const KernelArgs& a) {
   const TensorRef& ids = a.in[0];

@@ -15,16 +15,23 @@ Result<int64_t> row_length(const KernelArgs& a) {
 
 }  // namespace
 
-Status LayerNorm(const KernelArgs& a) {
+int64_t last_axis_rows(const KernelArgs& a) {
+  const Shape& s = a.in[0].shape();
+  return s.empty() || s.back() == 0 ? 0 : a.in[0].numel() / s.back();
+}
+
+Status LayerNorm(const KernelArgs& a) { return layer_norm_rows(a, 0, last_axis_rows(a)); }
+Status RmsNorm(const KernelArgs& a) { return rms_norm_rows(a, 0, last_axis_rows(a)); }
+
+Status layer_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
   VOLTA_ASSIGN_OR_RETURN(const double eps, a.node.attrs.get_float("eps", 1e-5));
   VOLTA_ASSIGN_OR_RETURN(const int64_t D, row_length(a));
-  const int64_t rows = D == 0 ? 0 : a.in[0].numel() / D;
   const float* x = in_f32(a, 0);
   const float* gamma = in_f32(a, 1);
   const float* beta = a.in.size() > 2 ? in_f32(a, 2) : nullptr;
   float* out = out_f32(a);
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     const float* xr = x + r * D;
     double mean = 0.0;
     for (int64_t d = 0; d < D; ++d) mean += xr[d];
@@ -45,15 +52,14 @@ Status LayerNorm(const KernelArgs& a) {
   return Status::ok();
 }
 
-Status RmsNorm(const KernelArgs& a) {
+Status rms_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
   VOLTA_ASSIGN_OR_RETURN(const double eps, a.node.attrs.get_float("eps", 1e-5));
   VOLTA_ASSIGN_OR_RETURN(const int64_t D, row_length(a));
-  const int64_t rows = D == 0 ? 0 : a.in[0].numel() / D;
   const float* x = in_f32(a, 0);
   const float* gamma = in_f32(a, 1);
   float* out = out_f32(a);
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     const float* xr = x + r * D;
     double ms = 0.0;
     for (int64_t d = 0; d < D; ++d) ms += static_cast<double>(xr[d]) * xr[d];

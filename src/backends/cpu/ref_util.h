@@ -109,4 +109,12 @@ inline int64_t read_index(const TensorRef& t, int64_t i) {
   return t.type.dtype == DType::i32 ? static_cast<int64_t>(t.as<const int32_t>()[i]) : t.as<const int64_t>()[i];
 }
 
+// Row-range forms of the row-wise reference kernels over the last axis: rows [r0, r1). The
+// CPU backend runs disjoint ranges on different threads; every row's arithmetic is the same as
+// in the whole-tensor kernel, so the bits are too.
+int64_t last_axis_rows(const KernelArgs& a);
+Status layer_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1);
+Status rms_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1);
+Status norm_grad_rows(const KernelArgs& a, bool center, int64_t r0, int64_t r1);  // layer_norm_grad, rms_norm_grad
+
 }  // namespace volta::cpu::ref
