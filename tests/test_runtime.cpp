@@ -92,6 +92,27 @@ TEST(Runtime, PlanCacheHitsOnTheSameGraphAndMissesOnNewShapes) {
   EXPECT_EQ(rt.cache().size(), 3u);
 }
 
+TEST(Runtime, KeyedCompileBuildsEachNamedGraphOnce) {
+  Runtime rt(make_cpu_backend());
+  int builds = 0;
+  auto build = [&]() -> Result<ir::Graph> {
+    ++builds;
+    return mlp();
+  };
+  auto a = rt.compile_keyed("mlp", build);
+  auto b = rt.compile_keyed("mlp", build);
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  EXPECT_EQ(a->get(), b->get());
+  EXPECT_EQ(builds, 1);
+  CompileOptions budget;
+  budget.plan.memory_budget_bytes = 1 << 30;
+  ASSERT_OK(rt.compile_keyed("mlp", build, budget));  // other options: compiled again
+  EXPECT_EQ(builds, 2);
+  auto failing = rt.compile_keyed("bad", []() -> Result<ir::Graph> { return invalid_argument("no graph"); });
+  EXPECT_ERROR_CONTAINS(failing, "no graph");
+}
+
 TEST(Runtime, BindingErrorsNameTheValue) {
   ir::Graph g = mlp();
   Runtime rt(make_cpu_backend());

@@ -1,6 +1,7 @@
 // The Runtime is the only way to execute: verify -> passes -> plan (cached) -> backend.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,6 +43,13 @@ class Runtime {
   // Fails if the backend lacks a kernel for any op, naming op, node and backend.
   Result<std::shared_ptr<const plan::ExecutionPlan>> compile(const ir::Graph& g, const CompileOptions& opts = {});
 
+  // The plan for the graph `build` makes, remembered under `key`: a caller that names its graphs
+  // (e.g. "tinylm decode <config> B=1 pos=17") skips building and hashing them after the first
+  // time. The key must determine the graph completely.
+  Result<std::shared_ptr<const plan::ExecutionPlan>> compile_keyed(const std::string& key,
+                                                                   const std::function<Result<ir::Graph>()>& build,
+                                                                   const CompileOptions& opts = {});
+
   // Runs a plan. Every input and param must be bound with exactly its declared type.
   // Returns the outputs in graph order as host tensors.
   Result<std::vector<Tensor>> run(const plan::ExecutionPlan& p, const Bindings& bindings);
@@ -59,6 +67,7 @@ class Runtime {
  private:
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<plan::PlanCache> cache_;
+  std::map<std::string, std::shared_ptr<const plan::ExecutionPlan>> keyed_;
   Profiler* profiler_ = nullptr;
   NumericsPolicy numerics_ = NumericsPolicy::Off;
   NumericsReport numerics_report_;

@@ -71,8 +71,14 @@ struct Cache {
   }
 };
 
-Result<std::vector<Tensor>> run(Runtime& rt, const ir::Graph& g, Bindings b, const Bindings& params) {
-  VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(g));
+// Runs the prefill (pos = 0) or decode graph of (B, length), compiled once per runtime.
+Result<std::vector<Tensor>> run(Runtime& rt, const TinyLMConfig& c, bool decode, int64_t B, int64_t length, Bindings b,
+                                const Bindings& params) {
+  const std::string key = std::string(decode ? "tinylm.decode " : "tinylm.prefill ") + config_to_json(c) +
+                          " B=" + std::to_string(B) + " n=" + std::to_string(length);
+  VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile_keyed(key, [&]() {
+    return decode ? build_tinylm_decode(c, B, length) : build_tinylm_prefill(c, B, length);
+  }));
   for (const auto& [name, t] : params) b.emplace(name, t);
   return rt.run(*plan, b);
 }
@@ -103,8 +109,7 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConf
         in.emplace("cache.k." + std::to_string(l), caches[static_cast<size_t>(l)].prefix(caches[static_cast<size_t>(l)].k, cached));
         in.emplace("cache.v." + std::to_string(l), caches[static_cast<size_t>(l)].prefix(caches[static_cast<size_t>(l)].v, cached));
       }
-      VOLTA_ASSIGN_OR_RETURN(ir::Graph g, build_tinylm_decode(c, B, cached));
-      VOLTA_ASSIGN_OR_RETURN(res, run(rt, g, std::move(in), params));
+      VOLTA_ASSIGN_OR_RETURN(res, run(rt, c, true, B, cached, std::move(in), params));
       for (int64_t l = 0; l < c.layers; ++l) {
         Cache& cache = caches[static_cast<size_t>(l)];
         cache.append(cache.k, res[static_cast<size_t>(1 + 2 * l)], cached, 1);
@@ -116,8 +121,7 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConf
       Tensor tok = Tensor::zeros(DType::i32, {B, window});
       for (int64_t b = 0; b < B; ++b)
         std::copy_n(seqs[static_cast<size_t>(b)].end() - window, window, tok.data<int32_t>() + b * window);
-      VOLTA_ASSIGN_OR_RETURN(ir::Graph g, build_tinylm_prefill(c, B, window));
-      VOLTA_ASSIGN_OR_RETURN(res, run(rt, g, {{"tokens", tok}}, params));
+      VOLTA_ASSIGN_OR_RETURN(res, run(rt, c, false, B, window, {{"tokens", tok}}, params));
       cached = 0;
       if (o.kv_cache && window == len) {
         caches.clear();

@@ -83,6 +83,18 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Gr
   return shared;
 }
 
+Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile_keyed(const std::string& key,
+                                                                          const std::function<Result<ir::Graph>()>& build,
+                                                                          const CompileOptions& opts) {
+  const std::string full = key + "|" + passes::pipeline_signature(opts.pipeline) + "|budget=" +
+                           std::to_string(opts.plan.memory_budget_bytes);
+  if (auto it = keyed_.find(full); it != keyed_.end()) return it->second;
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph g, build());
+  VOLTA_ASSIGN_OR_RETURN(auto p, compile(g, opts));
+  keyed_.emplace(full, p);
+  return p;
+}
+
 Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bindings& bindings) {
   if (p.backend != backend_->name())
     return invalid_argument("plan was made for backend '" + p.backend + "' but this runtime runs '" + backend_->name() + "'");
