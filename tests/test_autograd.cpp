@@ -46,6 +46,10 @@ TEST(GradCheck, Matmul) {
   Value a2 = b2.param("a", f32({2, 3, 4}), unit());
   Value w2 = b2.param("w", f32({4, 5}), unit());
   expect_grad("matmul batched @ 2-D", gradcheck(b2, b2.matmul(a2, w2)));
+  ModelBuilder b3;  // batched @ transposed 2-D: the weight gradient folds the batch into K
+  Value a3 = b3.param("a", f32({2, 3, 4}), unit());
+  Value w3 = b3.param("w", f32({5, 4}), unit());
+  expect_grad("matmul batched @ 2-D^T", gradcheck(b3, b3.matmul(a3, w3, "y", false, true)));
 }
 
 TEST(GradCheck, BinaryWithBroadcasting) {

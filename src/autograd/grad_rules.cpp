@@ -58,6 +58,16 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
       VOLTA_ASSIGN_OR_RETURN(int64_t ta, at.get_int("transpose_a", 0));
       VOLTA_ASSIGN_OR_RETURN(int64_t tb, at.get_int("transpose_b", 0));
       Value a = x[0], bb = x[1], da, db;
+      const Shape as = in_shape(0), bs = in_shape(1);
+      if (!ta && as.size() > 2 && bs.size() == 2) {
+        // A 2-D weight under a batched input: fold the batch into K, so the weight gradient is
+        // one matmul over all rows instead of a batch of matmuls and a reduction.
+        const int64_t K = as.back(), N = shape_of(b, dy).back();
+        Value a2 = b.reshape(a, {-1, K}), dy2 = b.reshape(dy, {-1, N});
+        db = tb ? b.matmul(dy2, a2, "", true, false) : b.matmul(a2, dy2, "", true, false);
+        da = tb ? b.matmul(dy, bb) : b.matmul(dy, bb, "", false, true);
+        return std::vector<Value>{da, db};
+      }
       if (!ta && !tb) da = b.matmul(dy, bb, "", false, true), db = b.matmul(a, dy, "", true, false);
       if (!ta && tb) da = b.matmul(dy, bb), db = b.matmul(dy, a, "", true, false);
       if (ta && !tb) da = b.matmul(bb, dy, "", false, true), db = b.matmul(a, dy);

@@ -137,12 +137,17 @@ Status matmul(const KernelArgs& a) {
     parallel_for(tasks, [&](int64_t t) { run(t, B + mats[static_cast<size_t>(t / blocks)][1]); });
     return Status::ok();
   }
-  // A transposed right operand is packed to [K, N] once per matrix, then its row blocks run.
+  // A transposed right operand is packed to [K, N], once per distinct matrix (a broadcast
+  // operand shared by the whole batch is packed once), then its row blocks run.
+  int64_t packed_offset = -1;
   for (size_t i = 0; i < mats.size(); ++i) {
-    const float* b = B + mats[i][1];
-    parallel_for(d.K, [&](int64_t k) {
-      for (int64_t n = 0; n < d.N; ++n) packed[k * d.N + n] = b[n * d.K + k];
-    });
+    if (mats[i][1] != packed_offset) {
+      const float* b = B + mats[i][1];
+      parallel_for(d.K, [&](int64_t k) {
+        for (int64_t n = 0; n < d.N; ++n) packed[k * d.N + n] = b[n * d.K + k];
+      });
+      packed_offset = mats[i][1];
+    }
     parallel_for(blocks, [&](int64_t blk) { run(static_cast<int64_t>(i) * blocks + blk, packed); });
   }
   return Status::ok();
