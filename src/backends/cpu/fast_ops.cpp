@@ -94,6 +94,10 @@ Status gelu(const KernelArgs& a) {
   const bool tanh_form = *mode == "tanh";
   const float* x = a.in[0].as<const float>();
   float* y = a.out.as<float>();
+  if (!tanh_form) {
+    gelu_erf(x, y, a.out.numel());
+    return Status::ok();
+  }
   chunks(a.out.numel(), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float v = x[i];
@@ -111,6 +115,10 @@ Status gelu_grad(const KernelArgs& a) {
   const float* x = a.in[0].as<const float>();
   const float* dy = a.in[1].as<const float>();
   float* out = a.out.as<float>();
+  if (!tanh_form) {
+    gelu_erf_grad(x, dy, out, a.out.numel());
+    return Status::ok();
+  }
   const auto inv_sqrt_2pi = static_cast<float>(1.0 / std::sqrt(2.0 * std::numbers::pi));
   chunks(a.out.numel(), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {

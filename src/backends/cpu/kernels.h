@@ -37,6 +37,10 @@ size_t reference_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 // one, the reference kernel otherwise.
 Kernel fast_kernel(ir::Op op);
 
+// Vectorised gelu (approximate="none") and its gradient (src/backends/cpu/gelu.cpp).
+void gelu_erf(const float* x, float* y, int64_t n);
+void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n);
+
 // The CPU backend's own matmul (src/backends/cpu/matmul.cpp), checked against ref::Matmul.
 Status matmul(const KernelArgs& a);
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node);
