@@ -1,6 +1,7 @@
 // Every op the CPU backend runs with its own kernel, against the reference kernel, on the
 // layouts its fast paths take and on ones that fall back (test-backend-ops style).
 #include <cmath>
+#include <limits>
 
 #include "backends/cpu/kernels.h"
 #include "test_util.h"
@@ -39,6 +40,11 @@ void check(const Case& c, int threads) {
   std::vector<TensorRef> refs;
   for (Tensor& t : in) refs.push_back({t.raw(), t.type()});
   ASSERT_OK(cpu::fast_kernel(c.op)(cpu::KernelArgs{n, refs, TensorRef{got.raw(), got.type()}, {}}));
+  for (int64_t i = 0; i < got.numel(); ++i) {  // exact zeros stay exact (masked softmax entries)
+    if (want->data<float>()[i] == 0.0f) {
+      EXPECT_EQ(got.data<float>()[i], 0.0f) << ir::op_name(c.op) << " element " << i;
+    }
+  }
   double worst = 0;
   for (int64_t i = 0; i < got.numel(); ++i) {
     const double r = want->data<float>()[i], g = got.data<float>()[i];
@@ -56,6 +62,7 @@ TEST(CpuParity, FastKernelsMatchTheReference) {
       {ir::Op::ReduceSum, {{4, 5, 6}}, {{"axes", std::vector<int64_t>{0, 2}}}, 0.0},  // falls back
       {ir::Op::Softmax, {{7, 33}}, {{"axis", int64_t{-1}}}, 1e-6},
       {ir::Op::Softmax, {{7, 33}}, {{"axis", int64_t{0}}}, 1e-6},
+      {ir::Op::Softmax, {{2, 40, 40}}, {{"axis", int64_t{-1}}}, 1e-6},  // below: with a causal mask
       {ir::Op::LogSoftmax, {{3, 4, 65}}, {{"axis", int64_t{2}}}, 1e-6},
       {ir::Op::Gelu, {{3, 40000}}, {}, 1e-6},
       {ir::Op::Gelu, {{3, 1000}}, {{"approximate", std::string("tanh")}}, 1e-6},
@@ -79,6 +86,29 @@ TEST(CpuParity, FastKernelsMatchTheReference) {
   };
   for (const Case& c : cases)
     for (int threads : {1, 2}) check(c, threads);
+}
+
+TEST(CpuParity, MaskedSoftmaxKeepsExactZeros) {
+  Tensor x = Tensor::zeros(DType::f32, {3, 20, 20});
+  fill_normal(x, 5, 5, 0.0f, 3.0f);
+  for (int64_t m = 0; m < 3; ++m)
+    for (int64_t i = 0; i < 20; ++i)
+      for (int64_t j = i + 1; j < 20; ++j) x.data<float>()[(m * 20 + i) * 20 + j] = -std::numeric_limits<float>::infinity();
+  ir::Node n;
+  n.op = ir::Op::Softmax;
+  n.name = "p";
+  n.type = x.type();
+  auto want = cpu::evaluate_reference(n, std::vector<Tensor>{x});
+  ASSERT_OK(want);
+  Tensor got = Tensor::zeros(DType::f32, {3, 20, 20});
+  const TensorRef in[1] = {{x.raw(), x.type()}};
+  ASSERT_OK(cpu::fast_kernel(ir::Op::Softmax)(cpu::KernelArgs{n, in, TensorRef{got.raw(), got.type()}, {}}));
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    if (want->data<float>()[i] == 0.0f) {
+      EXPECT_EQ(got.data<float>()[i], 0.0f) << i;
+    }
+    EXPECT_NEAR(got.data<float>()[i], want->data<float>()[i], 1e-6) << i;
+  }
 }
 
 }  // namespace

@@ -69,10 +69,15 @@ Status softmax(const KernelArgs& a, bool as_log) {
       float mx = -std::numeric_limits<float>::infinity();
       for (int64_t c = 0; c < C; ++c) mx = std::fmax(mx, xr[c]);
       double sum = 0.0;
-      for (int64_t c = 0; c < C; ++c) {
-        const float e = std::exp(xr[c] - mx);
-        if (!as_log) yr[c] = e;
-        sum += e;
+      if (!as_log && std::isfinite(mx)) {
+        exp_shifted(xr, mx, yr, C);  // yr = exp(xr - mx), vectorised
+        for (int64_t c = 0; c < C; ++c) sum += yr[c];
+      } else {
+        for (int64_t c = 0; c < C; ++c) {
+          const float e = std::exp(xr[c] - mx);
+          if (!as_log) yr[c] = e;
+          sum += e;
+        }
       }
       if (as_log) {
         const auto lse = static_cast<float>(std::log(sum));
@@ -179,11 +184,24 @@ Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op)
   const float* x = a.in[0].as<const float>();
   const float* y = a.in[1].as<const float>();
   float* out = a.out.as<float>();
-  chunks(n, [&](int64_t b, int64_t e) {
-    if (bn == n) {
-      for (int64_t i = b; i < e; ++i) out[i] = op(x[i], y[i]);
-    } else {
-      for (int64_t i = b; i < e; ++i) out[i] = op(x[i], y[i % bn]);
+  if (bn == n || bn == 1) {
+    chunks(n, [&](int64_t b, int64_t e) {
+      if (bn == 1) {
+        const float v = y[0];
+        for (int64_t i = b; i < e; ++i) out[i] = op(x[i], v);
+      } else {
+        for (int64_t i = b; i < e; ++i) out[i] = op(x[i], y[i]);
+      }
+    });
+    return Status::ok();
+  }
+  // b repeats along the rows of a: [rows, bn] blocks of rows per task.
+  const int64_t rows = n / bn, rows_per_task = std::max<int64_t>(1, kChunk / bn);
+  parallel_for((rows + rows_per_task - 1) / rows_per_task, [&](int64_t t) {
+    for (int64_t r = t * rows_per_task; r < std::min(rows, (t + 1) * rows_per_task); ++r) {
+      const float* xr = x + r * bn;
+      float* yr = out + r * bn;
+      for (int64_t j = 0; j < bn; ++j) yr[j] = op(xr[j], y[j]);
     }
   });
   return Status::ok();

@@ -1,4 +1,5 @@
-// GELU and its gradient with a vectorised exp and erf (16 lanes at a time, no libm calls).
+// GELU, its gradient and softmax's exponentials with a vectorised exp and erf (16 lanes at a
+// time, no libm calls).
 //   exp: x = n ln2 + r, |r| <= ln2/2, exp(r) by a degree-7 Taylor polynomial (rel. error < 2e-7)
 //   erf: Abramowitz & Stegun 7.1.26, erf(x) = 1 - t (a1 + t (a2 + ...)) exp(-x^2),
 //        t = 1 / (1 + p x), abs. error < 1.5e-7
@@ -28,7 +29,10 @@ constexpr int64_t kLanes = 16;
 inline Vec splat(float v) { return Vec{} + v; }
 
 inline Vec vexp(Vec x) {
-  x = x < splat(-87.0f) ? splat(-87.0f) : x;  // exp(-87) ~ 1.6e-38: below, the result is ~0 anyway
+  // Below -87 the result would be subnormal: it is 0 (so exp(-inf) = 0 exactly, as masked
+  // attention scores need). Above 88 it saturates at exp(88).
+  const auto underflow = x < splat(-87.0f);
+  x = underflow ? splat(-87.0f) : x;
   x = x > splat(88.0f) ? splat(88.0f) : x;
   // n = floor(x / ln2 + 0.5): truncate, then step down where truncation rounded up.
   const Vec t = x * splat(1.44269504f) + splat(0.5f);
@@ -47,7 +51,7 @@ inline Vec vexp(Vec x) {
   const IVec bits = (__builtin_convertvector(n, IVec) + 127) << 23;
   Vec scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  return underflow ? splat(0.0f) : p * scale;
 }
 
 inline Vec verf(Vec x) {
@@ -98,7 +102,24 @@ void gelu_grad_block(const float* x, const float* dy, float* out, int64_t n) {
 
 constexpr int64_t kChunk = 16384;  // elements per task; a multiple of the lane count
 
+VOLTA_ISA_CLONES
+void exp_shifted_block(const float* x, float shift, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += kLanes) {
+    float in[kLanes], out[kLanes];
+    const int64_t m = std::min(kLanes, n - i);
+    std::fill_n(in, kLanes, shift);
+    std::memcpy(in, x + i, static_cast<size_t>(m) * sizeof(float));
+    Vec v;
+    std::memcpy(&v, in, sizeof v);
+    const Vec r = vexp(v - splat(shift));
+    std::memcpy(out, &r, sizeof r);
+    std::memcpy(y + i, out, static_cast<size_t>(m) * sizeof(float));
+  }
+}
+
 }  // namespace
+
+void exp_shifted(const float* x, float shift, float* y, int64_t n) { exp_shifted_block(x, shift, y, n); }
 
 // gelu with approximate="none"; other forms go to the caller's scalar path.
 void gelu_erf(const float* x, float* y, int64_t n) {

@@ -37,9 +37,11 @@ size_t reference_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 // one, the reference kernel otherwise.
 Kernel fast_kernel(ir::Op op);
 
-// Vectorised gelu (approximate="none") and its gradient (src/backends/cpu/gelu.cpp).
+// Vectorised gelu (approximate="none"), its gradient and exp (src/backends/cpu/gelu.cpp).
 void gelu_erf(const float* x, float* y, int64_t n);
 void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n);
+// y[i] = exp(x[i] - shift) for a finite shift (softmax rows); -inf inputs give 0.
+void exp_shifted(const float* x, float shift, float* y, int64_t n);
 
 // The CPU backend's own matmul (src/backends/cpu/matmul.cpp), checked against ref::Matmul.
 Status matmul(const KernelArgs& a);
