@@ -37,7 +37,7 @@ size_t reference_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 // one, the reference kernel otherwise.
 Kernel fast_kernel(ir::Op op);
 
-// Vectorised gelu (approximate="none"), its gradient and exp (src/backends/cpu/gelu.cpp).
+// Vectorised gelu (approximate="none"), its gradient and exp (src/backends/cpu/vec_math.cpp).
 void gelu_erf(const float* x, float* y, int64_t n);
 void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n);
 // y[i] = exp(x[i] - shift) for a finite shift (softmax rows); -inf inputs give 0.
