@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "test_util.h"
+#include "volta/optim.h"
 #include "volta/rng.h"
 
 namespace volta {
@@ -17,7 +18,9 @@ struct Case {
   double tol;  // max |fast - ref| / (1 + |ref|)
 };
 
-void check(const Case& c, int threads) {
+// Runs c with `threads` threads; returns the fast kernel's output after comparing it with the
+// reference kernel.
+Tensor check(const Case& c, int threads) {
   set_cpu_threads(threads);
   std::vector<Tensor> in;
   std::vector<TensorType> types;
@@ -32,14 +35,17 @@ void check(const Case& c, int threads) {
   n.name = "n";
   n.attrs = c.attrs;
   auto type = ir::infer_type(c.op, types, c.attrs);
-  ASSERT_OK(type);
+  EXPECT_TRUE(type.is_ok()) << test::message_of(type);
+  if (!type.is_ok()) return Tensor{};
   n.type = *type;
   auto want = cpu::evaluate_reference(n, in);
-  ASSERT_OK(want);
+  EXPECT_TRUE(want.is_ok()) << test::message_of(want);
   Tensor got = Tensor::zeros(n.type.dtype, n.type.shape);
+  if (!want.is_ok()) return got;
   std::vector<TensorRef> refs;
   for (Tensor& t : in) refs.push_back({t.raw(), t.type()});
-  ASSERT_OK(cpu::fast_kernel(c.op)(cpu::KernelArgs{n, refs, TensorRef{got.raw(), got.type()}, {}}));
+  const Status st = cpu::fast_kernel(c.op)(cpu::KernelArgs{n, refs, TensorRef{got.raw(), got.type()}, {}});
+  EXPECT_TRUE(st.is_ok()) << test::message_of(st);
   for (int64_t i = 0; i < got.numel(); ++i) {  // exact zeros stay exact (masked softmax entries)
     if (want->data<float>()[i] == 0.0f) {
       EXPECT_EQ(got.data<float>()[i], 0.0f) << ir::op_name(c.op) << " element " << i;
@@ -52,13 +58,15 @@ void check(const Case& c, int threads) {
   }
   EXPECT_LE(worst, c.tol) << ir::op_name(c.op) << " " << shape_to_string(c.inputs[0]) << " threads " << threads;
   set_cpu_threads(0);
+  return got;
 }
 
 TEST(CpuParity, FastKernelsMatchTheReference) {
   const std::vector<Case> cases = {
-      {ir::Op::ReduceSum, {{4, 5, 6}}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t{1}}}, 0.0},
-      {ir::Op::ReduceSum, {{4, 5, 300}}, {{"axes", std::vector<int64_t>{0, 1}}}, 0.0},
-      {ir::Op::ReduceSum, {{4, 5, 6}}, {{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t{1}}}, 0.0},
+      {ir::Op::ReduceSum, {{4, 5, 6}}, {{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", int64_t{1}}}, 2e-6},
+      {ir::Op::ReduceSum, {{4, 5, 300}}, {{"axes", std::vector<int64_t>{0, 1}}}, 2e-6},
+      {ir::Op::ReduceSum, {{4, 5, 6}}, {{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t{1}}}, 2e-6},
+      {ir::Op::ReduceSum, {{3, 1000}}, {{"axes", std::vector<int64_t>{1}}}, 5e-5},  // float sum of 1000 terms
       {ir::Op::ReduceSum, {{4, 5, 6}}, {{"axes", std::vector<int64_t>{0, 2}}}, 0.0},  // falls back
       {ir::Op::Softmax, {{7, 33}}, {{"axis", int64_t{-1}}}, 1e-6},
       {ir::Op::Softmax, {{7, 33}}, {{"axis", int64_t{0}}}, 1e-6},
@@ -77,15 +85,94 @@ TEST(CpuParity, FastKernelsMatchTheReference) {
       {ir::Op::Div, {{3, 5, 7}, {3, 5, 7}}, {}, 1e-7},
       {ir::Op::Mul, {{3, 1, 7}, {3, 5, 7}}, {}, 1e-7},  // falls back
       {ir::Op::Matmul, {{3, 50, 20}, {20, 30}}, {}, 1e-5},
-      // Row-parallel forms of the reference kernels: bit for bit.
-      {ir::Op::LayerNorm, {{5, 33, 24}, {24}, {24}}, {{"eps", 1e-5}}, 0.0},
-      {ir::Op::LayerNorm, {{70, 16}, {16}}, {}, 0.0},
-      {ir::Op::RmsNorm, {{70, 16}, {16}}, {}, 0.0},
-      {ir::Op::LayerNormGrad, {{70, 16}, {16}, {70, 16}}, {}, 0.0},
-      {ir::Op::RmsNormGrad, {{3, 40, 8}, {8}, {3, 40, 8}}, {}, 0.0},
+      {ir::Op::LayerNorm, {{5, 33, 24}, {24}, {24}}, {{"eps", 1e-5}}, 2e-6},
+      {ir::Op::LayerNorm, {{70, 16}, {16}}, {}, 2e-6},
+      {ir::Op::LayerNorm, {{9, 130}, {130}, {130}}, {}, 2e-6},
+      {ir::Op::RmsNorm, {{70, 16}, {16}}, {}, 2e-6},
+      {ir::Op::RmsNorm, {{9, 131}, {131}}, {}, 2e-6},
+      {ir::Op::LayerNormGrad, {{70, 16}, {16}, {70, 16}}, {}, 2e-6},
+      {ir::Op::LayerNormGrad, {{9, 130}, {130}, {9, 130}}, {}, 2e-6},
+      {ir::Op::RmsNormGrad, {{3, 40, 8}, {8}, {3, 40, 8}}, {}, 2e-6},
+      {ir::Op::RmsNormGrad, {{5, 129}, {129}, {5, 129}}, {}, 2e-6},
   };
-  for (const Case& c : cases)
-    for (int threads : {1, 2}) check(c, threads);
+  for (const Case& c : cases) {
+    const Tensor one = check(c, 1);
+    for (int threads : {2, 3}) {
+      const Tensor many = check(c, threads);
+      EXPECT_TRUE(one.bitwise_equal(many))
+          << ir::op_name(c.op) << " " << shape_to_string(c.inputs[0]) << ": threads 1 and " << threads << " differ";
+    }
+  }
+}
+
+// cross_entropy and its gradient: integer targets, with and without an ignored class.
+TEST(CpuParity, CrossEntropyMatchesTheReference) {
+  for (bool ignore : {false, true}) {
+    Tensor logits = Tensor::zeros(DType::f32, {6, 50, 65});
+    fill_normal(logits, 3, 0, 0.0f, 3.0f);
+    Tensor targets = Tensor::zeros(DType::i32, {6, 50});
+    for (int64_t i = 0; i < targets.numel(); ++i) targets.data<int32_t>()[i] = static_cast<int32_t>((i * 7) % 65);
+    Tensor dy = Tensor::zeros(DType::f32, {});
+    dy.data<float>()[0] = 0.75f;
+    ir::Attrs attrs;
+    if (ignore) attrs.set("ignore_index", int64_t{7});
+    for (ir::Op op : {ir::Op::CrossEntropy, ir::Op::CrossEntropyGrad}) {
+      std::vector<Tensor> in = {logits, targets};
+      if (op == ir::Op::CrossEntropyGrad) in.push_back(dy);
+      ir::Node n;
+      n.op = op;
+      n.name = "ce";
+      n.attrs = attrs;
+      n.type = op == ir::Op::CrossEntropy ? TensorType{DType::f32, {}} : logits.type();
+      auto want = cpu::evaluate_reference(n, in);
+      ASSERT_OK(want);
+      std::vector<TensorRef> refs;
+      for (Tensor& t : in) refs.push_back({t.raw(), t.type()});
+      std::vector<Tensor> outs;
+      for (int threads : {1, 2}) {
+        set_cpu_threads(threads);
+        Tensor got = Tensor::zeros(n.type.dtype, n.type.shape);
+        ASSERT_OK(cpu::fast_kernel(op)(cpu::KernelArgs{n, refs, TensorRef{got.raw(), got.type()}, {}}));
+        for (int64_t i = 0; i < got.numel(); ++i)
+          EXPECT_NEAR(got.data<float>()[i], want->data<float>()[i], 2e-6 * (1.0 + std::fabs(want->data<float>()[i])))
+              << ir::op_name(op) << " element " << i;
+        outs.push_back(got);
+      }
+      set_cpu_threads(0);
+      EXPECT_TRUE(outs[0].bitwise_equal(outs[1])) << ir::op_name(op);
+    }
+  }
+}
+
+// The backend's float optimizer updates against the double reference, over many steps.
+TEST(CpuParity, OptimizerUpdatesMatchTheReference) {
+  for (optim::Kind kind : {optim::Kind::Sgd, optim::Kind::Adam, optim::Kind::AdamW}) {
+    const int64_t n = 40000;
+    Tensor p_fast = Tensor::zeros(DType::f32, {n}), g = Tensor::zeros(DType::f32, {n});
+    fill_normal(p_fast, 9, 0, 0.0f, 1.0f);
+    Tensor p_ref = p_fast.clone();
+    const int slots = kind == optim::Kind::Sgd ? 1 : 2;
+    std::vector<Tensor> s_fast, s_ref;
+    for (int i = 0; i < slots; ++i) s_fast.push_back(Tensor::zeros(DType::f32, {n})), s_ref.push_back(Tensor::zeros(DType::f32, {n}));
+    auto refs = [](std::vector<Tensor>& ts) {
+      std::vector<TensorRef> r;
+      for (Tensor& t : ts) r.push_back({t.raw(), t.type()});
+      return r;
+    };
+    auto rf = refs(s_fast), rr = refs(s_ref);
+    for (int64_t step = 1; step <= 5; ++step) {
+      fill_normal(g, 10, static_cast<uint64_t>(step), 0.0f, 0.5f);
+      const optim::UpdateStep u{kind, 1e-2, 0.9, 0.99, 1e-8, 0.9, 0.1, step, 0.8};
+      const TensorRef gr{g.raw(), g.type()};
+      ASSERT_OK(cpu::fast_optimizer_update(u, TensorRef{p_fast.raw(), p_fast.type()}, gr, rf));
+      ASSERT_OK(cpu::optimizer_update(u, TensorRef{p_ref.raw(), p_ref.type()}, gr, rr));
+    }
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(p_fast.data<float>()[i], p_ref.data<float>()[i], 1e-6) << i;
+  }
+  Tensor x = Tensor::zeros(DType::f32, {100003});
+  fill_normal(x, 11, 0, 0.0f, 1.0f);
+  const TensorRef xr{x.raw(), x.type()};
+  EXPECT_NEAR(cpu::fast_sum_of_squares(xr), cpu::sum_of_squares(xr), 1e-5 * cpu::sum_of_squares(xr));
 }
 
 TEST(CpuParity, MaskedSoftmaxKeepsExactZeros) {

@@ -44,10 +44,10 @@ class CpuBackend final : public Backend {
                  std::span<std::byte> workspace) override {
     return cpu::fast_kernel(node.op)(cpu::KernelArgs{node, inputs, output, workspace});
   }
-  Result<double> sum_of_squares(const TensorRef& t) override { return cpu::sum_of_squares(t); }
+  Result<double> sum_of_squares(const TensorRef& t) override { return cpu::fast_sum_of_squares(t); }
   Status optimizer_update(const optim::UpdateStep& step, const TensorRef& param, const TensorRef& grad,
                           std::span<const TensorRef> state) override {
-    return cpu::optimizer_update(step, param, grad, state);
+    return cpu::fast_optimizer_update(step, param, grad, state);
   }
 
  private:

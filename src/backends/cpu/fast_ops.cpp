@@ -23,38 +23,48 @@ void chunks(int64_t n, F&& f) {
   parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) { f(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
+// Runs f(row) for rows [0, n) of `len` elements each, in tasks of about kChunk elements.
+template <typename F>
+void chunk_rows(int64_t n, int64_t len, F&& f) {
+  const int64_t per = std::max<int64_t>(1, kChunk / std::max<int64_t>(1, len));
+  parallel_for((n + per - 1) / per, [&](int64_t t) {
+    for (int64_t r = t * per; r < std::min(n, (t + 1) * per); ++r) f(r);
+  });
+}
+
 // reduce_sum whose reduced axes form one contiguous range: x viewed as [outer, R, inner].
-// Sums each output in double over r in index order, like the reference kernel, so the bits
-// match it exactly.
+// Each output is summed over r in index order (in 16-lane groups of outputs, or in lanes along
+// a contiguous row when inner is 1); tasks are fixed by the shape.
 Status reduce_sum(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, a.node.attrs.get_ints("axes"));
+  if (a.in[0].type.dtype != DType::f32) return ref::ReduceSum(a);
   const Shape& s = a.in[0].shape();
   std::vector<bool> red(s.size(), false);
   for (int64_t ax : axes) red[static_cast<size_t>(ax < 0 ? ax + static_cast<int64_t>(s.size()) : ax)] = true;
   size_t first = s.size(), last = 0;
   for (size_t d = 0; d < s.size(); ++d)
     if (red[d]) first = std::min(first, d), last = d;
+  if (first == s.size()) return ref::ReduceSum(a);  // nothing reduced: a copy
   for (size_t d = first; d <= last; ++d)
     if (!red[d]) return ref::ReduceSum(a);  // not one contiguous range
   const int64_t outer = ref::dims_product(s, 0, first), R = ref::dims_product(s, first, last + 1),
                 inner = ref::dims_product(s, last + 1, s.size());
   const float* x = a.in[0].as<const float>();
   float* out = a.out.as<float>();
+  if (inner == 1) {
+    chunk_rows(outer, R, [&](int64_t o) { out[o] = row_sum(x + o * R, R); });
+    return Status::ok();
+  }
   constexpr int64_t kCols = 256;  // output columns per task
   const int64_t col_tasks = (inner + kCols - 1) / kCols;
   parallel_for(outer * col_tasks, [&](int64_t t) {
-    const int64_t o = t / col_tasks, j0 = (t % col_tasks) * kCols, j1 = std::min(inner, j0 + kCols);
-    double acc[kCols] = {};
-    for (int64_t r = 0; r < R; ++r) {
-      const float* row = x + (o * R + r) * inner;
-      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
-    }
-    for (int64_t j = j0; j < j1; ++j) out[o * inner + j] = static_cast<float>(acc[j - j0]);
+    const int64_t o = t / col_tasks, j0 = (t % col_tasks) * kCols;
+    column_sums(x + o * R * inner + j0, inner, R, out + o * inner + j0, std::min(kCols, inner - j0));
   });
   return Status::ok();
 }
 
-// softmax / log_softmax over the last axis: max, exp in float, sum in double.
+// softmax / log_softmax over the last axis, one row at a time (vec_math.cpp).
 Status softmax(const KernelArgs& a, bool as_log) {
   VOLTA_ASSIGN_OR_RETURN(const int64_t axis, a.node.attrs.get_int("axis", -1));
   const Shape& s = a.in[0].shape();
@@ -62,31 +72,83 @@ Status softmax(const KernelArgs& a, bool as_log) {
   const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C;
   const float* x = a.in[0].as<const float>();
   float* out = a.out.as<float>();
-  parallel_for((rows + 63) / 64, [&](int64_t t) {
-    for (int64_t r = t * 64; r < std::min(rows, (t + 1) * 64); ++r) {
-      const float* xr = x + r * C;
-      float* yr = out + r * C;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t c = 0; c < C; ++c) mx = std::fmax(mx, xr[c]);
-      double sum = 0.0;
-      if (!as_log && std::isfinite(mx)) {
-        exp_shifted(xr, mx, yr, C);  // yr = exp(xr - mx), vectorised
-        for (int64_t c = 0; c < C; ++c) sum += yr[c];
-      } else {
-        for (int64_t c = 0; c < C; ++c) {
-          const float e = std::exp(xr[c] - mx);
-          if (!as_log) yr[c] = e;
-          sum += e;
-        }
-      }
-      if (as_log) {
-        const auto lse = static_cast<float>(std::log(sum));
-        for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] - mx - lse;
-      } else {
-        const auto inv = static_cast<float>(1.0 / sum);
-        for (int64_t c = 0; c < C; ++c) yr[c] *= inv;
-      }
+  chunk_rows(rows, C, [&](int64_t r) { softmax_row(x + r * C, out + r * C, C, as_log); });
+  return Status::ok();
+}
+
+// layer_norm / rms_norm and their gradients over the last axis, one row at a time.
+Status norm(const KernelArgs& a, bool center, bool grad) {
+  VOLTA_ASSIGN_OR_RETURN(const double eps, a.node.attrs.get_float("eps", 1e-5));
+  const int64_t D = a.in[0].shape().back(), rows = ref::last_axis_rows(a);
+  const float* x = a.in[0].as<const float>();
+  const float* gamma = a.in[1].as<const float>();
+  float* out = a.out.as<float>();
+  const auto e = static_cast<float>(eps);
+  if (grad) {
+    const float* dy = a.in[2].as<const float>();
+    chunk_rows(rows, D, [&](int64_t r) { norm_grad_row(x + r * D, gamma, dy + r * D, out + r * D, D, e, center); });
+    return Status::ok();
+  }
+  const float* beta = a.in.size() > 2 ? a.in[2].as<const float>() : nullptr;
+  chunk_rows(rows, D, [&](int64_t r) { norm_row(x + r * D, gamma, beta, out + r * D, D, e, center); });
+  return Status::ok();
+}
+
+// Cross-entropy over rows of logits [..., C]: the per-row losses are kept and summed in row
+// order, so the mean does not depend on the split; rows of out-of-range targets are an error.
+Result<int64_t> count_targets(const KernelArgs& a) {
+  const bool has_ignore = a.node.attrs.has("ignore_index");
+  VOLTA_ASSIGN_OR_RETURN(const int64_t ignore, a.node.attrs.get_int("ignore_index", 0));
+  const int64_t C = a.in[0].shape().back(), rows = a.in[1].numel();
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = ref::read_index(a.in[1], r);
+    if (has_ignore && t == ignore) continue;
+    if (t < 0 || t >= C)
+      return invalid_argument(ref::op_prefix(a.node) + "target " + std::to_string(t) + " at flat position " +
+                              std::to_string(r) + " is outside [0, " + std::to_string(C) + ") " + ir::node_ref(a.node));
+    ++counted;
+  }
+  return counted;
+}
+
+Status cross_entropy(const KernelArgs& a, bool grad) {
+  if (a.in[0].type.dtype != DType::f32 || a.in[0].shape().empty() || !is_integer(a.in[1].type.dtype))
+    return grad ? ref::CrossEntropyGrad(a) : ref::CrossEntropy(a);
+  VOLTA_ASSIGN_OR_RETURN(const int64_t counted, count_targets(a));
+  const bool has_ignore = a.node.attrs.has("ignore_index");
+  VOLTA_ASSIGN_OR_RETURN(const int64_t ignore, a.node.attrs.get_int("ignore_index", 0));
+  const int64_t C = a.in[0].shape().back(), rows = a.in[1].numel();
+  const float* x = a.in[0].as<const float>();
+  auto target = [&](int64_t r) { return ref::read_index(a.in[1], r); };
+  if (!grad) {
+    std::vector<float> loss(static_cast<size_t>(rows), 0.0f);
+    chunk_rows(rows, C, [&](int64_t r) {
+      const int64_t t = target(r);
+      if (has_ignore && t == ignore) return;
+      float* lp = &loss[static_cast<size_t>(r)];  // -log_softmax(x)[t] via one softmax row
+      std::vector<float> row(static_cast<size_t>(C));
+      softmax_row(x + r * C, row.data(), C, true);
+      *lp = -row[static_cast<size_t>(t)];
+    });
+    double total = 0.0;
+    for (float l : loss) total += l;
+    a.out.as<float>()[0] = static_cast<float>(total / static_cast<double>(counted));  // 0/0 = nan: nothing counted
+    return Status::ok();
+  }
+  const double dloss = a.in[2].as<const float>()[0];
+  const auto scale = static_cast<float>(counted ? dloss / static_cast<double>(counted) : 0.0);
+  float* out = a.out.as<float>();
+  chunk_rows(rows, C, [&](int64_t r) {
+    float* gr = out + r * C;
+    const int64_t t = target(r);
+    if (has_ignore && t == ignore) {
+      std::fill_n(gr, C, 0.0f);
+      return;
     }
+    softmax_row(x + r * C, gr, C, false);
+    gr[t] -= 1.0f;
+    for (int64_t c = 0; c < C; ++c) gr[c] *= scale;
   });
   return Status::ok();
 }
@@ -100,7 +162,7 @@ Status gelu(const KernelArgs& a) {
   const float* x = a.in[0].as<const float>();
   float* y = a.out.as<float>();
   if (!tanh_form) {
-    gelu_erf(x, y, a.out.numel());
+    chunks(a.out.numel(), [&](int64_t b, int64_t e) { gelu_erf(x + b, y + b, e - b); });
     return Status::ok();
   }
   chunks(a.out.numel(), [&](int64_t b, int64_t e) {
@@ -121,7 +183,7 @@ Status gelu_grad(const KernelArgs& a) {
   const float* dy = a.in[1].as<const float>();
   float* out = a.out.as<float>();
   if (!tanh_form) {
-    gelu_erf_grad(x, dy, out, a.out.numel());
+    chunks(a.out.numel(), [&](int64_t b, int64_t e) { gelu_erf_grad(x + b, dy + b, out + b, e - b); });
     return Status::ok();
   }
   const auto inv_sqrt_2pi = static_cast<float>(1.0 / std::sqrt(2.0 * std::numbers::pi));
@@ -207,16 +269,6 @@ Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op)
   return Status::ok();
 }
 
-// Row-wise kernels on blocks of 32 rows; each row computed exactly as the reference does.
-Status by_rows(const KernelArgs& a, Status (*rows)(const KernelArgs&, int64_t, int64_t)) {
-  const int64_t n = ref::last_axis_rows(a);
-  const int64_t tasks = (n + 31) / 32;
-  std::vector<Status> status(static_cast<size_t>(tasks));
-  parallel_for(tasks, [&](int64_t t) { status[static_cast<size_t>(t)] = rows(a, t * 32, std::min(n, (t + 1) * 32)); });
-  for (Status& s : status) VOLTA_RETURN_IF_ERROR(s);
-  return Status::ok();
-}
-
 }  // namespace
 
 Kernel fast_kernel(ir::Op op) {
@@ -228,16 +280,12 @@ Kernel fast_kernel(ir::Op op) {
     case ir::Op::Gelu: return gelu;
     case ir::Op::GeluGrad: return gelu_grad;
     case ir::Op::Transpose: return transpose;
-    case ir::Op::LayerNorm: return [](const KernelArgs& a) { return by_rows(a, ref::layer_norm_rows); };
-    case ir::Op::RmsNorm: return [](const KernelArgs& a) { return by_rows(a, ref::rms_norm_rows); };
-    case ir::Op::LayerNormGrad:
-      return [](const KernelArgs& a) {
-        return by_rows(a, [](const KernelArgs& k, int64_t r0, int64_t r1) { return ref::norm_grad_rows(k, true, r0, r1); });
-      };
-    case ir::Op::RmsNormGrad:
-      return [](const KernelArgs& a) {
-        return by_rows(a, [](const KernelArgs& k, int64_t r0, int64_t r1) { return ref::norm_grad_rows(k, false, r0, r1); });
-      };
+    case ir::Op::LayerNorm: return [](const KernelArgs& a) { return norm(a, true, false); };
+    case ir::Op::RmsNorm: return [](const KernelArgs& a) { return norm(a, false, false); };
+    case ir::Op::LayerNormGrad: return [](const KernelArgs& a) { return norm(a, true, true); };
+    case ir::Op::RmsNormGrad: return [](const KernelArgs& a) { return norm(a, false, true); };
+    case ir::Op::CrossEntropy: return [](const KernelArgs& a) { return cross_entropy(a, false); };
+    case ir::Op::CrossEntropyGrad: return [](const KernelArgs& a) { return cross_entropy(a, true); };
     case ir::Op::Add: return [](const KernelArgs& a) { return binary(a, ref::Add, [](float x, float y) { return x + y; }); };
     case ir::Op::Sub: return [](const KernelArgs& a) { return binary(a, ref::Sub, [](float x, float y) { return x - y; }); };
     case ir::Op::Mul: return [](const KernelArgs& a) { return binary(a, ref::Mul, [](float x, float y) { return x * y; }); };

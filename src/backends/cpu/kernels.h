@@ -37,15 +37,27 @@ size_t reference_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 // one, the reference kernel otherwise.
 Kernel fast_kernel(ir::Op op);
 
-// Vectorised gelu (approximate="none"), its gradient and exp (src/backends/cpu/vec_math.cpp).
+// Vectorised kernels (src/backends/cpu/vec_math.cpp): gelu with approximate="none" and its
+// gradient; one softmax / log_softmax row and its gradient (dx = scale * y * (dy - sum(dy y)),
+// or dy - exp(y) sum(dy) for log_softmax); one layer_norm (center) or rms_norm row and its
+// gradient; column sums of a [rows, n] block with row stride ld; the sum of a row.
 void gelu_erf(const float* x, float* y, int64_t n);
 void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n);
-// y[i] = exp(x[i] - shift) for a finite shift (softmax rows); -inf inputs give 0.
-void exp_shifted(const float* x, float shift, float* y, int64_t n);
+void softmax_row(const float* x, float* y, int64_t C, bool as_log);
+void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale, bool as_log);
+void norm_row(const float* x, const float* gamma, const float* beta, float* y, int64_t D, float eps, bool center);
+void norm_grad_row(const float* x, const float* gamma, const float* dy, float* dx, int64_t D, float eps, bool center);
+void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n);
+float row_sum(const float* x, int64_t n);
 
 // The CPU backend's own matmul (src/backends/cpu/matmul.cpp), checked against ref::Matmul.
 Status matmul(const KernelArgs& a);
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node);
+
+// The backend's optimizer kernels (src/backends/cpu/vec_optim.cpp): float, vectorised.
+double fast_sum_of_squares(const TensorRef& t);
+Status fast_optimizer_update(const optim::UpdateStep& step, const TensorRef& param, const TensorRef& grad,
+                             std::span<const TensorRef> state);
 
 // Reference optimizer kernels (src/backends/cpu/ref_optim.cpp); element math in double.
 double sum_of_squares(const TensorRef& t);

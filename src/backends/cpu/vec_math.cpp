@@ -1,139 +1,137 @@
-// GELU, its gradient and softmax's exponentials with a vectorised exp and erf (16 lanes at a
-// time, no libm calls).
-//   exp: x = n ln2 + r, |r| <= ln2/2, exp(r) by a degree-7 Taylor polynomial (rel. error < 2e-7)
-//   erf: Abramowitz & Stegun 7.1.26, erf(x) = 1 - t (a1 + t (a2 + ...)) exp(-x^2),
-//        t = 1 / (1 + p x), abs. error < 1.5e-7
-// Built like matmul.cpp (ISA clones, -O3, FMA contraction), so every build computes the same
-// bits on a given CPU; the tail of a tensor goes through the same 16-lane code.
+// Elementwise and row kernels on 16-lane vectors (vec.h): GELU and its gradient, softmax and
+// log-softmax rows with their gradients, layer/rms norm rows with their gradients, column sums.
+// Raw loops only; fast_ops.cpp reads the attributes and splits the work into fixed tasks.
 #include <cmath>
-#include <cstring>
-#include <numbers>
+#include <limits>
 
-#include "backends/cpu/parallel.h"
-#include "backends/cpu/ref_util.h"
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define VOLTA_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define VOLTA_ISA_CLONES
-#endif
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/vec.h"
 
 namespace volta::cpu {
 
+using namespace vec;
+
 namespace {
-
-typedef float Vec __attribute__((vector_size(64)));
-typedef int32_t IVec __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
-
-inline Vec splat(float v) { return Vec{} + v; }
-
-inline Vec vexp(Vec x) {
-  // Below -87 the result would be subnormal: it is 0 (so exp(-inf) = 0 exactly, as masked
-  // attention scores need). Above 88 it saturates at exp(88).
-  const auto underflow = x < splat(-87.0f);
-  x = underflow ? splat(-87.0f) : x;
-  x = x > splat(88.0f) ? splat(88.0f) : x;
-  // n = floor(x / ln2 + 0.5): truncate, then step down where truncation rounded up.
-  const Vec t = x * splat(1.44269504f) + splat(0.5f);
-  Vec n = __builtin_convertvector(__builtin_convertvector(t, IVec), Vec);
-  n = n > t ? n - splat(1.0f) : n;
-  const Vec r = (x - n * splat(0.693145751953125f)) - n * splat(1.428606765330187e-06f);
-  Vec p = splat(1.0f / 5040.0f);
-  p = p * r + splat(1.0f / 720.0f);
-  p = p * r + splat(1.0f / 120.0f);
-  p = p * r + splat(1.0f / 24.0f);
-  p = p * r + splat(1.0f / 6.0f);
-  p = p * r + splat(0.5f);
-  p = p * r + splat(1.0f);
-  p = p * r + splat(1.0f);
-  // 2^n through the exponent bits.
-  const IVec bits = (__builtin_convertvector(n, IVec) + 127) << 23;
-  Vec scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return underflow ? splat(0.0f) : p * scale;
-}
-
-inline Vec verf(Vec x) {
-  const Vec sign = x < splat(0.0f) ? splat(-1.0f) : splat(1.0f);
-  const Vec ax = x * sign;
-  const Vec t = splat(1.0f) / (splat(1.0f) + splat(0.3275911f) * ax);
-  Vec poly = splat(1.061405429f);
-  poly = poly * t + splat(-1.453152027f);
-  poly = poly * t + splat(1.421413741f);
-  poly = poly * t + splat(-0.284496736f);
-  poly = poly * t + splat(0.254829592f);
-  return sign * (splat(1.0f) - poly * t * vexp(-ax * ax));
-}
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
-VOLTA_ISA_CLONES
-void gelu_block(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; i += kLanes) {
-    float in[kLanes] = {}, out[kLanes];
-    const int64_t m = std::min(kLanes, n - i);
-    std::memcpy(in, x + i, static_cast<size_t>(m) * sizeof(float));
-    Vec v;
-    std::memcpy(&v, in, sizeof v);
-    const Vec r = splat(0.5f) * v * (splat(1.0f) + verf(v * splat(kInvSqrt2)));
-    std::memcpy(out, &r, sizeof r);
-    std::memcpy(y + i, out, static_cast<size_t>(m) * sizeof(float));
-  }
-}
-
-VOLTA_ISA_CLONES
-void gelu_grad_block(const float* x, const float* dy, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += kLanes) {
-    float in[kLanes] = {}, g[kLanes] = {}, res[kLanes];
-    const int64_t m = std::min(kLanes, n - i);
-    std::memcpy(in, x + i, static_cast<size_t>(m) * sizeof(float));
-    std::memcpy(g, dy + i, static_cast<size_t>(m) * sizeof(float));
-    Vec v, d;
-    std::memcpy(&v, in, sizeof v);
-    std::memcpy(&d, g, sizeof d);
-    // d/dx x Phi(x) = Phi(x) + x phi(x)
-    const Vec r = (splat(0.5f) * (splat(1.0f) + verf(v * splat(kInvSqrt2))) + v * splat(kInvSqrt2Pi) * vexp(splat(-0.5f) * v * v)) * d;
-    std::memcpy(res, &r, sizeof r);
-    std::memcpy(out + i, res, static_cast<size_t>(m) * sizeof(float));
-  }
-}
-
-constexpr int64_t kChunk = 16384;  // elements per task; a multiple of the lane count
-
-VOLTA_ISA_CLONES
-void exp_shifted_block(const float* x, float shift, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; i += kLanes) {
-    float in[kLanes], out[kLanes];
-    const int64_t m = std::min(kLanes, n - i);
-    std::fill_n(in, kLanes, shift);
-    std::memcpy(in, x + i, static_cast<size_t>(m) * sizeof(float));
-    Vec v;
-    std::memcpy(&v, in, sizeof v);
-    const Vec r = vexp(v - splat(shift));
-    std::memcpy(out, &r, sizeof r);
-    std::memcpy(y + i, out, static_cast<size_t>(m) * sizeof(float));
-  }
+VOLTA_VEC_INLINE Vec gelu_v(Vec v) { return splat(0.5f) * v * (splat(1.0f) + verf(v * splat(kInvSqrt2))); }
+// d/dx x Phi(x) = Phi(x) + x phi(x)
+VOLTA_VEC_INLINE Vec gelu_d(Vec v) {
+  return splat(0.5f) * (splat(1.0f) + verf(v * splat(kInvSqrt2))) + v * splat(kInvSqrt2Pi) * vexp(splat(-0.5f) * v * v);
 }
 
 }  // namespace
 
-void exp_shifted(const float* x, float shift, float* y, int64_t n) { exp_shifted_block(x, shift, y, n); }
+VOLTA_ISA_CLONES
+void gelu_erf(const float* x, float* y, int64_t n) { map(x, y, n, 0.0f, gelu_v); }
 
-// gelu with approximate="none"; other forms go to the caller's scalar path.
-void gelu_erf(const float* x, float* y, int64_t n) {
-  parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) {
-    const int64_t b = c * kChunk;
-    gelu_block(x + b, y + b, std::min(kChunk, n - b));
-  });
+VOLTA_ISA_CLONES
+void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(out + i, gelu_d(load(x + i)) * load(dy + i));
+  if (i < n) store_part(out + i, gelu_d(load_part(x + i, n - i, 0.0f)) * load_part(dy + i, n - i, 0.0f), n - i);
 }
 
-void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n) {
-  parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) {
-    const int64_t b = c * kChunk;
-    gelu_grad_block(x + b, dy + b, out + b, std::min(kChunk, n - b));
+VOLTA_ISA_CLONES
+void softmax_row(const float* x, float* y, int64_t C, bool as_log) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  Vec m = splat(ninf);
+  for (int64_t c = 0; c < C; c += kLanes) m = vmax(m, load_n(x + c, std::min(kLanes, C - c), ninf));
+  const float mx = hmax(m);
+  if (!std::isfinite(mx)) {  // all -inf, or inf/nan present: the scalar formula says what it gives
+    double sum = 0.0;
+    for (int64_t c = 0; c < C; ++c) sum += std::exp(x[c] - mx);
+    for (int64_t c = 0; c < C; ++c)
+      y[c] = as_log ? x[c] - mx - static_cast<float>(std::log(sum)) : static_cast<float>(std::exp(x[c] - mx) / sum);
+    return;
+  }
+  // Padding lanes hold -inf, whose exp is exactly 0.
+  const float sum = sum_lanes(C, [&](int64_t c, int64_t k) {
+    const Vec e = vexp(load_n(x + c, k, ninf) - splat(mx));
+    if (!as_log) store_n(y + c, e, k);
+    return e;
   });
+  if (as_log) {
+    const float shift = mx + std::log(sum);
+    map(x, y, C, 0.0f, [&](Vec v) { return v - splat(shift); });
+  } else {
+    const float inv = 1.0f / sum;
+    map(y, y, C, 0.0f, [&](Vec v) { return v * splat(inv); });
+  }
+}
+
+// softmax: dx = scale * y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy).
+VOLTA_ISA_CLONES
+void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale, bool as_log) {
+  if (as_log) {
+    const float total = sum_lanes(C, [&](int64_t c, int64_t k) { return load_n(dy + c, k, 0.0f); });
+    for (int64_t c = 0; c < C; c += kLanes) {
+      const int64_t k = std::min(kLanes, C - c);
+      store_n(dx + c, load_n(dy + c, k, 0.0f) - vexp(load_n(y + c, k, 0.0f)) * splat(total), k);
+    }
+    return;
+  }
+  const float dot = sum_lanes(C, [&](int64_t c, int64_t k) { return load_n(dy + c, k, 0.0f) * load_n(y + c, k, 0.0f); });
+  for (int64_t c = 0; c < C; c += kLanes) {
+    const int64_t k = std::min(kLanes, C - c);
+    store_n(dx + c, splat(scale) * load_n(y + c, k, 0.0f) * (load_n(dy + c, k, 0.0f) - splat(dot)), k);
+  }
+}
+
+// y = (x - mean) * rstd * gamma (+ beta); rms_norm: mean = 0, rstd from the mean square.
+VOLTA_ISA_CLONES
+void norm_row(const float* x, const float* gamma, const float* beta, float* y, int64_t D, float eps, bool center) {
+  const float inv_d = 1.0f / static_cast<float>(D);
+  const float mean = center ? sum_lanes(D, [&](int64_t d, int64_t k) { return load_n(x + d, k, 0.0f); }) * inv_d : 0.0f;
+  const float var = sum_lanes(D, [&](int64_t d, int64_t k) {
+                      const Vec c = load_n(x + d, k, mean) - splat(mean);
+                      return c * c;
+                    }) * inv_d;
+  const float rstd = 1.0f / std::sqrt(var + eps);
+  for (int64_t d = 0; d < D; d += kLanes) {
+    const int64_t k = std::min(kLanes, D - d);
+    Vec v = (load_n(x + d, k, 0.0f) - splat(mean)) * splat(rstd) * load_n(gamma + d, k, 0.0f);
+    if (beta) v += load_n(beta + d, k, 0.0f);
+    store_n(y + d, v, k);
+  }
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma (no mean(g) for rms_norm).
+VOLTA_ISA_CLONES
+void norm_grad_row(const float* x, const float* gamma, const float* dy, float* dx, int64_t D, float eps, bool center) {
+  const float inv_d = 1.0f / static_cast<float>(D);
+  const float mean = center ? sum_lanes(D, [&](int64_t d, int64_t k) { return load_n(x + d, k, 0.0f); }) * inv_d : 0.0f;
+  const float var = sum_lanes(D, [&](int64_t d, int64_t k) {
+                      const Vec c = load_n(x + d, k, mean) - splat(mean);
+                      return c * c;
+                    }) * inv_d;
+  const float rstd = 1.0f / std::sqrt(var + eps);
+  auto xhat = [&](int64_t d, int64_t k) { return (load_n(x + d, k, mean) - splat(mean)) * splat(rstd); };
+  auto g = [&](int64_t d, int64_t k) { return load_n(dy + d, k, 0.0f) * load_n(gamma + d, k, 0.0f); };
+  const float g_mean = center ? sum_lanes(D, g) * inv_d : 0.0f;
+  const float gx_mean = sum_lanes(D, [&](int64_t d, int64_t k) { return g(d, k) * xhat(d, k); }) * inv_d;
+  for (int64_t d = 0; d < D; d += kLanes) {
+    const int64_t k = std::min(kLanes, D - d);
+    store_n(dx + d, splat(rstd) * (g(d, k) - splat(g_mean) - xhat(d, k) * splat(gx_mean)), k);
+  }
+}
+
+// out[j] = sum over r of x[r * ld + j], j < n (n <= a few hundred), r in order.
+VOLTA_ISA_CLONES
+void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    const int64_t k = std::min(kLanes, n - j);
+    Vec acc = splat(0.0f);
+    for (int64_t r = 0; r < rows; ++r) acc += load_n(x + r * ld + j, k, 0.0f);
+    store_n(out + j, acc, k);
+  }
+}
+
+VOLTA_ISA_CLONES
+float row_sum(const float* x, int64_t n) {
+  return sum_lanes(n, [&](int64_t i, int64_t k) { return load_n(x + i, k, 0.0f); });
 }
 
 }  // namespace volta::cpu
