@@ -97,6 +97,16 @@ TEST(GradCheck, SoftmaxAndLogSoftmaxEachAxis) {
   }
 }
 
+// softmax with the scale and causal mask of the fused attention form; its rule emits softmax_grad.
+TEST(GradCheck, FusedAttentionSoftmax) {
+  for (int64_t offset : {0, 2}) {
+    ModelBuilder b;
+    Value x = b.param("x", f32({2, 5, 6}), unit());
+    Value y = b.op(ir::Op::Softmax, {x}, {{"axis", int64_t{-1}}, {"scale", 0.35}, {"causal_offset", offset}});
+    expect_grad("softmax scale 0.35 causal offset " + std::to_string(offset), gradcheck(b, y));
+  }
+}
+
 TEST(GradCheck, Norms) {
   ModelBuilder b;
   Value x = b.param("x", f32({2, 3, 6}), unit());

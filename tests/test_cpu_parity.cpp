@@ -54,6 +54,7 @@ Tensor check(const Case& c, int threads) {
   double worst = 0;
   for (int64_t i = 0; i < got.numel(); ++i) {
     const double r = want->data<float>()[i], g = got.data<float>()[i];
+    EXPECT_EQ(std::isnan(r), std::isnan(g)) << ir::op_name(c.op) << " element " << i;
     worst = std::max(worst, std::fabs(g - r) / (1.0 + std::fabs(r)));
   }
   EXPECT_LE(worst, c.tol) << ir::op_name(c.op) << " " << shape_to_string(c.inputs[0]) << " threads " << threads;
@@ -72,6 +73,11 @@ TEST(CpuParity, FastKernelsMatchTheReference) {
       {ir::Op::Softmax, {{7, 33}}, {{"axis", int64_t{0}}}, 1e-6},
       {ir::Op::Softmax, {{2, 40, 40}}, {{"axis", int64_t{-1}}}, 1e-6},  // below: with a causal mask
       {ir::Op::LogSoftmax, {{3, 4, 65}}, {{"axis", int64_t{2}}}, 1e-6},
+      {ir::Op::Softmax, {{2, 40, 40}}, {{"axis", int64_t{-1}}, {"scale", 0.3}, {"causal_offset", int64_t{0}}}, 1e-6},
+      {ir::Op::Softmax, {{3, 17, 20}}, {{"scale", 0.7}, {"causal_offset", int64_t{3}}}, 1e-6},
+      {ir::Op::Softmax, {{3, 17, 20}}, {{"causal_offset", int64_t{-2}}}, 1e-6},  // first rows: nothing kept, nan
+      {ir::Op::SoftmaxGrad, {{7, 33}, {7, 33}}, {{"axis", int64_t{-1}}, {"scale", 0.5}}, 2e-6},
+      {ir::Op::SoftmaxGrad, {{7, 33}, {7, 33}}, {{"axis", int64_t{0}}}, 0.0},  // falls back
       {ir::Op::Gelu, {{3, 40000}}, {}, 1e-6},
       {ir::Op::Gelu, {{3, 1000}}, {{"approximate", std::string("tanh")}}, 1e-6},
       {ir::Op::GeluGrad, {{50000}, {50000}}, {}, 1e-6},

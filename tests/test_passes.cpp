@@ -1,5 +1,10 @@
+#include <cmath>
+
 #include "test_util.h"
+#include "volta/autograd.h"
+#include "volta/builder.h"
 #include "volta/passes.h"
+#include "volta/runtime.h"
 #include "volta/text.h"
 #include "volta/verify.h"
 
@@ -149,10 +154,12 @@ TEST(Passes, FoldingReportsKernelErrorsWithTheNode) {
 TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   std::vector<std::string> names;
   for (const auto& p : passes::pipeline()) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "eliminate_dead_code"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
+                                             "eliminate_dead_code"}));
   passes::PipelineOptions opts;
-  EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions,eliminate_dead_code");
-  opts.disabled = {"eliminate_dead_code"};
+  EXPECT_EQ(passes::pipeline_signature(opts),
+            "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,eliminate_dead_code");
+  opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
   opts.disabled = {"no_such_pass"};
   EXPECT_ERROR_CONTAINS(passes::run_pipeline(parse("graph g {\n %x: f32[1] = input()\n return %x\n}\n"), opts),
@@ -176,6 +183,81 @@ TEST(Passes, WholePipelineOnTheExamplesVerifiesAfterEachPassAndIsDeterministic) 
     EXPECT_EQ(dumped, (std::vector<std::string>{"fold_constants", "fold_constants"}));
     EXPECT_LE(a->size(), g->size());
   }
+}
+
+TEST(Passes, FuseAttentionSoftmaxFoldsScaleAndMaskIntoTheSoftmax) {
+  const std::string attention = R"(graph g {
+  %x: f32[2,4,4] = input()
+  %c: f32[] = constant(0.5)
+  %s: f32[2,4,4] = mul(%x, %c)
+  %m: f32[2,4,4] = causal_mask(%s) {offset=1}
+  %p: f32[2,4,4] = softmax(%m) {axis=-1}
+  return %p
+}
+)";
+  auto g = passes::fuse_attention_softmax(parse(attention));
+  ASSERT_OK(g);
+  ASSERT_OK(ir::verify_graph(*g));
+  auto clean = passes::eliminate_dead_code(*g);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean->nodes_of(ir::Op::CausalMask).size(), 0u);
+  EXPECT_EQ(clean->nodes_of(ir::Op::Mul).size(), 0u);
+  const ir::Node& p = clean->node(clean->outputs[0]);
+  EXPECT_EQ(p.op, ir::Op::Softmax);
+  EXPECT_EQ(*p.attrs.get_float("scale", 1.0), 0.5);
+  EXPECT_EQ(*p.attrs.get_int("causal_offset", -9), 1);
+  EXPECT_EQ(clean->node(p.inputs[0]).name, "x");
+
+  // Not folded: a finite mask value (probabilities would not be exactly 0), or an intermediate
+  // value that something else reads.
+  const std::string mask = "%m: f32[2,4,4] = causal_mask(%s) {offset=1}";
+  for (const std::string& other : {std::string("%m: f32[2,4,4] = causal_mask(%s) {offset=1, value=-1000.0}"),
+                                   mask + "\n  %t: f32[2,4,4] = exp(%s)"}) {
+    std::string text = attention;
+    text.replace(text.find(mask), mask.size(), other);
+    if (other.find("exp") != std::string::npos) text.replace(text.find("return %p"), 9, "return %p, %t");
+    auto kept = passes::fuse_attention_softmax(parse(text));
+    ASSERT_OK(kept);
+    EXPECT_EQ(ir::print_graph(*kept), ir::print_graph(parse(text))) << other;
+  }
+}
+
+// The fused training graph computes the loss and every gradient of the unfused one.
+TEST(Passes, FusedAttentionTrainingGraphMatchesTheUnfusedGraph) {
+  auto fwd = ir::load_graph(test::source_path("examples/gpt_block.vir"));
+  ASSERT_OK(fwd);
+  ModelBuilder b(*fwd);
+  Value targets = b.input("targets", {DType::i32, {2, 16}});
+  b.output(b.cross_entropy(Value{fwd->outputs[0]}, targets, "loss"));
+  auto g = b.build();
+  ASSERT_OK(g);
+  g->outputs = {g->outputs.back()};
+  auto gg = autograd::build_backward(*g);
+  ASSERT_OK(gg);
+  auto values = init_params(gg->graph, 5);
+  ASSERT_OK(values);
+  auto in = random_inputs(gg->graph, 5);
+  ASSERT_OK(in);
+  values->merge(*in);
+  std::vector<std::vector<Tensor>> outs;
+  for (bool fuse : {true, false}) {
+    Runtime rt(make_cpu_backend());
+    CompileOptions opts;
+    if (!fuse) opts.pipeline.disabled = {"fuse_attention_softmax"};
+    auto plan = rt.compile(gg->graph, opts);
+    ASSERT_OK(plan);
+    size_t masks = 0;
+    for (const ir::Node& n : (*plan)->graph.nodes) masks += n.op == ir::Op::CausalMask;
+    EXPECT_EQ(masks, fuse ? 0u : 2u) << "fuse " << fuse;  // one forward, one backward
+    auto out = rt.run(**plan, *values);
+    ASSERT_OK(out);
+    outs.push_back(*out);
+  }
+  ASSERT_EQ(outs[0].size(), outs[1].size());
+  for (size_t i = 0; i < outs[0].size(); ++i)
+    for (int64_t e = 0; e < outs[0][i].numel(); ++e)
+      ASSERT_NEAR(outs[0][i].data<float>()[e], outs[1][i].data<float>()[e], 1e-5 * (1 + std::fabs(outs[1][i].data<float>()[e])))
+          << "output " << i << " element " << e;
 }
 
 TEST(Passes, GraphHashIdentifiesGraphAndPipeline) {

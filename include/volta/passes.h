@@ -21,6 +21,9 @@ Result<ir::Graph> eliminate_common_subexpressions(const ir::Graph& g);
 // kMaxFoldElements elements per result, and replaces them by constants.
 Result<ir::Graph> fold_constants(const ir::Graph& g);
 constexpr int64_t kMaxFoldElements = 1 << 16;
+// Folds mul-by-a-scalar and a causal mask into the softmax that reads them, and the matching
+// mask and scale after a softmax_grad into it (src/passes/fuse_attention_softmax.cpp).
+Result<ir::Graph> fuse_attention_softmax(const ir::Graph& g);
 
 using PassFn = std::function<Result<ir::Graph>(const ir::Graph&)>;
 struct Pass {

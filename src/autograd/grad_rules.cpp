@@ -97,10 +97,10 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     }
     case Op::Sigmoid: return std::vector<Value>{b.mul(dy, b.mul(y, b.sub(scalar(1.0), y)))};
 
-    case Op::Softmax: {  // y * (dy - sum(dy * y))
+    case Op::Softmax: {  // scale * y * (dy - sum(dy * y)); masked entries have y = 0
       VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", -1));
-      Value dot = b.reduce_sum(b.mul(dy, y), {axis}, true);
-      return std::vector<Value>{b.mul(y, b.sub(dy, dot))};
+      VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
+      return std::vector<Value>{b.op(Op::SoftmaxGrad, {y, dy}, {{"axis", axis}, {"scale", s}})};
     }
     case Op::LogSoftmax: {  // dy - exp(y) * sum(dy)
       VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", -1));
@@ -205,6 +205,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
 
     case Op::ReluGrad:
     case Op::GeluGrad:
+    case Op::SoftmaxGrad:
     case Op::LayerNormGrad:
     case Op::RmsNormGrad:
     case Op::EmbeddingGrad:

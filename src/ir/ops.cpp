@@ -87,7 +87,14 @@ Result<TensorType> infer_unary(Op op, std::span<const TensorType> in, const Attr
   if (op == Op::Softmax || op == Op::LogSoftmax) {
     VOLTA_ASSIGN_OR_RETURN(int64_t axis, tagged(op, attrs.get_int("axis", -1)));
     if (in[0].shape.empty()) return fail(op, "needs rank >= 1");
-    VOLTA_RETURN_IF_ERROR(normalize_axis(op, axis, in[0].shape.size()).status());
+    VOLTA_ASSIGN_OR_RETURN(size_t ax, normalize_axis(op, axis, in[0].shape.size()));
+    VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+    if (attrs.has("causal_offset")) {
+      VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("causal_offset", 0)).status());
+      if (in[0].shape.size() < 2 || ax + 1 != in[0].shape.size())
+        return fail(op, "a causal mask needs rank >= 2 and the last axis, got " + in[0].to_string() + " axis " +
+                            std::to_string(axis));
+    }
   }
   return in[0];
 }
@@ -292,6 +299,7 @@ Result<TensorType> infer_pointwise_grad(Op op, std::span<const TensorType> in, c
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
   if (in[1] != in[0]) return fail(op, "dy " + in[1].to_string() + " must match x " + in[0].to_string());
   if (op == Op::GeluGrad) VOLTA_RETURN_IF_ERROR(infer_unary(Op::Gelu, in.subspan(0, 1), attrs).status());
+  if (op == Op::SoftmaxGrad) VOLTA_RETURN_IF_ERROR(infer_unary(Op::Softmax, in.subspan(0, 1), attrs).status());
   return in[0];
 }
 
@@ -400,7 +408,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::Broadcast: return infer_broadcast(in, attrs);
     case Op::Pad: return infer_pad(in, attrs);
     case Op::Equal: return infer_equal(in);
-    case Op::ReluGrad: case Op::GeluGrad: return infer_pointwise_grad(op, in, attrs);
+    case Op::ReluGrad: case Op::GeluGrad: case Op::SoftmaxGrad: return infer_pointwise_grad(op, in, attrs);
     case Op::LayerNormGrad: case Op::RmsNormGrad: return infer_norm_grad(op, in, attrs);
     case Op::EmbeddingGrad: return infer_embedding_grad(in, attrs);
     case Op::CrossEntropyGrad: return infer_cross_entropy_grad(in, attrs);

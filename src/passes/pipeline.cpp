@@ -9,6 +9,7 @@ const std::vector<Pass>& pipeline() {
   static const std::vector<Pass> kPipeline = {
       {"fold_constants", fold_constants},
       {"eliminate_common_subexpressions", eliminate_common_subexpressions},
+      {"fuse_attention_softmax", fuse_attention_softmax},
       {"eliminate_dead_code", eliminate_dead_code},
   };
   return kPipeline;

@@ -64,15 +64,34 @@ Status reduce_sum(const KernelArgs& a) {
   return Status::ok();
 }
 
-// softmax / log_softmax over the last axis, one row at a time (vec_math.cpp).
+// softmax / log_softmax over the last axis, one row at a time (vec_math.cpp), with the
+// optional scale and causal mask of a fused attention softmax.
 Status softmax(const KernelArgs& a, bool as_log) {
   VOLTA_ASSIGN_OR_RETURN(const int64_t axis, a.node.attrs.get_int("axis", -1));
+  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
+  const bool causal = a.node.attrs.has("causal_offset");
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
   const Shape& s = a.in[0].shape();
   if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return as_log ? ref::LogSoftmax(a) : ref::Softmax(a);
-  const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C;
+  const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C, R = causal ? s[s.size() - 2] : 1;
   const float* x = a.in[0].as<const float>();
   float* out = a.out.as<float>();
-  chunk_rows(rows, C, [&](int64_t r) { softmax_row(x + r * C, out + r * C, C, as_log); });
+  chunk_rows(rows, C, [&](int64_t r) {
+    softmax_row(x + r * C, out + r * C, C, causal ? r % R + offset + 1 : C, static_cast<float>(scale), as_log);
+  });
+  return Status::ok();
+}
+
+Status softmax_grad(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t axis, a.node.attrs.get_int("axis", -1));
+  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
+  const Shape& s = a.in[0].shape();
+  if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return ref::SoftmaxGrad(a);
+  const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C;
+  const float* y = a.in[0].as<const float>();
+  const float* dy = a.in[1].as<const float>();
+  float* out = a.out.as<float>();
+  chunk_rows(rows, C, [&](int64_t r) { softmax_grad_row(y + r * C, dy + r * C, out + r * C, C, static_cast<float>(scale)); });
   return Status::ok();
 }
 
@@ -128,7 +147,7 @@ Status cross_entropy(const KernelArgs& a, bool grad) {
       if (has_ignore && t == ignore) return;
       float* lp = &loss[static_cast<size_t>(r)];  // -log_softmax(x)[t] via one softmax row
       std::vector<float> row(static_cast<size_t>(C));
-      softmax_row(x + r * C, row.data(), C, true);
+      softmax_row(x + r * C, row.data(), C, C, 1.0f, true);
       *lp = -row[static_cast<size_t>(t)];
     });
     double total = 0.0;
@@ -146,7 +165,7 @@ Status cross_entropy(const KernelArgs& a, bool grad) {
       std::fill_n(gr, C, 0.0f);
       return;
     }
-    softmax_row(x + r * C, gr, C, false);
+    softmax_row(x + r * C, gr, C, C, 1.0f, false);
     gr[t] -= 1.0f;
     for (int64_t c = 0; c < C; ++c) gr[c] *= scale;
   });
@@ -277,6 +296,7 @@ Kernel fast_kernel(ir::Op op) {
     case ir::Op::ReduceSum: return reduce_sum;
     case ir::Op::Softmax: return [](const KernelArgs& a) { return softmax(a, false); };
     case ir::Op::LogSoftmax: return [](const KernelArgs& a) { return softmax(a, true); };
+    case ir::Op::SoftmaxGrad: return softmax_grad;
     case ir::Op::Gelu: return gelu;
     case ir::Op::GeluGrad: return gelu_grad;
     case ir::Op::Transpose: return transpose;

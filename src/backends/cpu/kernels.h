@@ -37,14 +37,16 @@ size_t reference_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 // one, the reference kernel otherwise.
 Kernel fast_kernel(ir::Op op);
 
-// Vectorised kernels (src/backends/cpu/vec_math.cpp): gelu with approximate="none" and its
-// gradient; one softmax / log_softmax row and its gradient (dx = scale * y * (dy - sum(dy y)),
-// or dy - exp(y) sum(dy) for log_softmax); one layer_norm (center) or rms_norm row and its
-// gradient; column sums of a [rows, n] block with row stride ld; the sum of a row.
+// Vectorised kernels (src/backends/cpu/vec_math.cpp):
+// - gelu with approximate="none" and its gradient;
+// - one row of softmax / log_softmax of scale * x over its first `valid` entries (the rest 0 /
+//   -inf), and one row of the softmax gradient dx = scale * y * (dy - sum(dy y));
+// - one layer_norm (center) or rms_norm row and its gradient;
+// - column sums of a [rows, n] block with row stride ld; the sum of a row.
 void gelu_erf(const float* x, float* y, int64_t n);
 void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n);
-void softmax_row(const float* x, float* y, int64_t C, bool as_log);
-void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale, bool as_log);
+void softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log);
+void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale);
 void norm_row(const float* x, const float* gamma, const float* beta, float* y, int64_t D, float eps, bool center);
 void norm_grad_row(const float* x, const float* gamma, const float* dy, float* dx, int64_t D, float eps, bool center);
 void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n);

@@ -68,6 +68,30 @@ Status ReluGrad(const KernelArgs& a) {
   return Status::ok();
 }
 
+// dx = scale * y * (dy - sum over the axis of dy * y), the axis viewed as [outer, n, inner].
+Status SoftmaxGrad(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", -1));
+  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
+  const Shape& s = a.in[0].shape();
+  VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, s.size()));
+  const int64_t outer = dims_product(s, 0, axis), n = s[axis], inner = dims_product(s, axis + 1, s.size());
+  const float* y = in_f32(a, 0);
+  const float* dy = in_f32(a, 1);
+  float* out = out_f32(a);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * n * inner + i;
+      double dot = 0.0;
+      for (int64_t k = 0; k < n; ++k) dot += static_cast<double>(dy[base + k * inner]) * y[base + k * inner];
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t e = base + k * inner;
+        out[e] = static_cast<float>(scale * y[e] * (dy[e] - dot));
+      }
+    }
+  return Status::ok();
+}
+
 Status GeluGrad(const KernelArgs& a) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
   VOLTA_ASSIGN_OR_RETURN(const std::string mode, a.node.attrs.get_string("approximate", "none"));

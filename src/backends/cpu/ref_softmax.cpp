@@ -16,20 +16,27 @@ Status softmax_impl(const KernelArgs& a, bool as_log) {
   const int64_t outer = dims_product(s, 0, axis);
   const int64_t n = s[axis];
   const int64_t inner = dims_product(s, axis + 1, s.size());
+  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
+  // With a causal mask (last axis only) row r of each [R, n] matrix keeps k <= r % R + offset.
+  const bool causal = a.node.attrs.has("causal_offset");
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
+  const int64_t R = causal ? s[s.size() - 2] : 1;
   const float* x = in_f32(a, 0);
   float* out = out_f32(a);
+  const double ninf = -std::numeric_limits<double>::infinity();
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t base = o * n * inner + i;
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int64_t k = 0; k < n; ++k) mx = std::fmax(mx, static_cast<double>(x[base + k * inner]));
+      auto z = [&](int64_t k) {
+        return causal && k > o % R + offset ? ninf : scale * static_cast<double>(static_cast<float>(x[base + k * inner]));
+      };
+      double mx = ninf;
+      for (int64_t k = 0; k < n; ++k) mx = std::fmax(mx, z(k));
       double sum = 0.0;
-      for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<double>(x[base + k * inner]) - mx);
+      for (int64_t k = 0; k < n; ++k) sum += std::exp(z(k) - mx);
       const double log_sum = std::log(sum);
-      for (int64_t k = 0; k < n; ++k) {
-        const double z = static_cast<double>(x[base + k * inner]) - mx;
-        out[base + k * inner] = static_cast<float>(as_log ? z - log_sum : std::exp(z) / sum);
-      }
+      for (int64_t k = 0; k < n; ++k)
+        out[base + k * inner] = static_cast<float>(as_log ? z(k) - mx - log_sum : std::exp(z(k) - mx) / sum);
     }
   }
   return Status::ok();

@@ -124,6 +124,12 @@ VOLTA_VEC_INLINE float sum_lanes(int64_t n, F f) {
   return hsum(acc);
 }
 
+// v in its first k lanes, `fill` in the others.
+VOLTA_VEC_INLINE Vec keep_first(Vec v, int64_t k, float fill) {
+  const IVec lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  return lane < static_cast<int32_t>(k) ? v : splat(fill);
+}
+
 // Loads 16 lanes at p, or the first m with `fill` elsewhere.
 VOLTA_VEC_INLINE Vec load_n(const float* p, int64_t m, float fill) { return m == kLanes ? load(p) : load_part(p, m, fill); }
 VOLTA_VEC_INLINE void store_n(float* p, Vec v, int64_t m) {

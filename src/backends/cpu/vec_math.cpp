@@ -34,45 +34,53 @@ void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n) {
   if (i < n) store_part(out + i, gelu_d(load_part(x + i, n - i, 0.0f)) * load_part(dy + i, n - i, 0.0f), n - i);
 }
 
+// softmax(scale * x) over the first `valid` entries of a row; the others are left out
+// (0 for softmax, -inf for log_softmax). No valid entry gives nan, like the reference's 0/0.
+// Loads cover whole 16-lane groups of the row where it has them; masked lanes hold -inf, whose
+// exp is exactly 0.
 VOLTA_ISA_CLONES
-void softmax_row(const float* x, float* y, int64_t C, bool as_log) {
+void softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log) {
   const float ninf = -std::numeric_limits<float>::infinity();
-  Vec m = splat(ninf);
-  for (int64_t c = 0; c < C; c += kLanes) m = vmax(m, load_n(x + c, std::min(kLanes, C - c), ninf));
-  const float mx = hmax(m);
-  if (!std::isfinite(mx)) {  // all -inf, or inf/nan present: the scalar formula says what it gives
-    double sum = 0.0;
-    for (int64_t c = 0; c < C; ++c) sum += std::exp(x[c] - mx);
-    for (int64_t c = 0; c < C; ++c)
-      y[c] = as_log ? x[c] - mx - static_cast<float>(std::log(sum)) : static_cast<float>(std::exp(x[c] - mx) / sum);
+  valid = std::min(valid, C);
+  if (valid <= 0) {
+    std::fill_n(y, C, std::numeric_limits<float>::quiet_NaN());
     return;
   }
-  // Padding lanes hold -inf, whose exp is exactly 0.
-  const float sum = sum_lanes(C, [&](int64_t c, int64_t k) {
-    const Vec e = vexp(load_n(x + c, k, ninf) - splat(mx));
-    if (!as_log) store_n(y + c, e, k);
-    return e;
-  });
+  auto z = [&](int64_t c) {  // the 16 lanes at c, masked past `valid`
+    return keep_first(load_n(x + c, std::min(kLanes, C - c), 0.0f) * splat(scale), valid - c, ninf);
+  };
+  Vec m = splat(ninf);
+  for (int64_t c = 0; c < valid; c += kLanes) m = vmax(m, z(c));
+  const float mx = hmax(m);
+  if (!std::isfinite(mx)) {  // inf or nan in the row: the scalar formula says what it gives
+    double sum = 0.0;
+    for (int64_t c = 0; c < valid; ++c) sum += std::exp(static_cast<double>(scale * x[c]) - mx);
+    for (int64_t c = 0; c < valid; ++c) {
+      const double e = static_cast<double>(scale * x[c]) - mx;
+      y[c] = static_cast<float>(as_log ? e - std::log(sum) : std::exp(e) / sum);
+    }
+    std::fill(y + valid, y + C, as_log ? ninf : 0.0f);
+    return;
+  }
+  Vec acc = splat(0.0f);
+  for (int64_t c = 0; c < C; c += kLanes) {
+    const Vec e = c < valid ? vexp(z(c) - splat(mx)) : splat(0.0f);
+    acc += e;
+    if (!as_log) store_n(y + c, e, std::min(kLanes, C - c));
+  }
+  const float sum = hsum(acc);
   if (as_log) {
     const float shift = mx + std::log(sum);
-    map(x, y, C, 0.0f, [&](Vec v) { return v - splat(shift); });
+    for (int64_t c = 0; c < C; c += kLanes) store_n(y + c, z(c) - splat(shift), std::min(kLanes, C - c));
   } else {
     const float inv = 1.0f / sum;
     map(y, y, C, 0.0f, [&](Vec v) { return v * splat(inv); });
   }
 }
 
-// softmax: dx = scale * y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy).
+// dx = scale * y * (dy - sum(dy * y)) for one softmax row y.
 VOLTA_ISA_CLONES
-void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale, bool as_log) {
-  if (as_log) {
-    const float total = sum_lanes(C, [&](int64_t c, int64_t k) { return load_n(dy + c, k, 0.0f); });
-    for (int64_t c = 0; c < C; c += kLanes) {
-      const int64_t k = std::min(kLanes, C - c);
-      store_n(dx + c, load_n(dy + c, k, 0.0f) - vexp(load_n(y + c, k, 0.0f)) * splat(total), k);
-    }
-    return;
-  }
+void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale) {
   const float dot = sum_lanes(C, [&](int64_t c, int64_t k) { return load_n(dy + c, k, 0.0f) * load_n(y + c, k, 0.0f); });
   for (int64_t c = 0; c < C; c += kLanes) {
     const int64_t k = std::min(kLanes, C - c);
