@@ -1,9 +1,13 @@
 // The CPU backend's matmul against the reference kernel, over edge shapes, transposes and
-// broadcast batches.
+// broadcast batches; and its determinism contract, bit for bit: every element is the chain of
+// fused multiply-adds in k order, whatever the blocking, ISA, tile, task split or thread count.
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/matmul.h"
 #include "test_util.h"
+#include "volta/backend.h"
 #include "volta/rng.h"
 
 namespace volta {
@@ -105,6 +109,186 @@ TEST(CpuMatmul, SameBitsForAnyThreadCount) {
   set_cpu_threads(0);
   EXPECT_TRUE(outs[0].bitwise_equal(outs[1]));
   EXPECT_TRUE(outs[0].bitwise_equal(outs[2]));
+}
+
+// ---- The determinism contract, bit for bit ----------------------------------------------------
+
+// C = A @ B as the contract defines it: per element, std::fma in k order from +0.
+std::vector<float> fma_chain(cpu::MatView A, cpu::MatView B, int64_t M, int64_t N, int64_t K) {
+  std::vector<float> c(static_cast<size_t>(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < K; ++k) acc = std::fma(A.data[m * A.rs + k * A.cs], B.data[k * B.rs + n * B.cs], acc);
+      c[static_cast<size_t>(m * N + n)] = acc;
+    }
+  return c;
+}
+
+std::vector<float> normal(int64_t n, uint64_t seed) {
+  Tensor t = Tensor::zeros(DType::f32, {n});
+  fill_normal(t, seed, 3, 0.0f, 1.0f);
+  return {t.data<float>(), t.data<float>() + n};
+}
+
+// Operands of one product stored row-major or transposed, starting `offset` floats into their
+// buffers (offset 1: no vector alignment).
+struct Problem {
+  int64_t M, N, K;
+  bool ta, tb;
+  int64_t offset = 0;
+  std::vector<float> a, b;
+  Problem(int64_t m, int64_t n, int64_t k, bool ta_, bool tb_, int64_t off = 0, uint64_t seed = 1)
+      : M(m), N(n), K(k), ta(ta_), tb(tb_), offset(off), a(normal(off + m * k, seed)), b(normal(off + k * n, seed + 7)) {}
+  cpu::MatView A() const { return ta ? cpu::MatView{a.data() + offset, 1, M} : cpu::MatView{a.data() + offset, K, 1}; }
+  cpu::MatView B() const { return tb ? cpu::MatView{b.data() + offset, 1, K} : cpu::MatView{b.data() + offset, N, 1}; }
+  std::vector<float> run(cpu::MatmulIsa isa, const cpu::MatmulBlocking& bl) const {
+    std::vector<float> c(static_cast<size_t>(offset + M * N), -1.0f);
+    cpu::gemm(isa, bl, A(), B(), c.data() + offset, N, M, N, K);
+    return {c.begin() + offset, c.end()};
+  }
+};
+
+std::string describe(const Problem& p, cpu::MatmulIsa isa, const cpu::MatmulBlocking& bl) {
+  return std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K) + " ta=" + std::to_string(p.ta) +
+         " tb=" + std::to_string(p.tb) + " offset=" + std::to_string(p.offset) + " isa=" + std::string(cpu::matmul_isa_name(isa)) +
+         " kc=" + std::to_string(bl.kc) + " mc=" + std::to_string(bl.mc) + " nc=" + std::to_string(bl.nc);
+}
+
+std::vector<cpu::MatmulIsa> supported_isas() {
+  std::vector<cpu::MatmulIsa> out;
+  for (auto isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512})
+    if (cpu::matmul_isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+// Blockings that cut the problems above in different places: tiny blocks (many K blocks, edge
+// tiles everywhere), odd sizes, and the defaults.
+std::vector<cpu::MatmulBlocking> blockings(cpu::MatmulIsa isa) {
+  return {cpu::matmul_default_blocking(isa), {1, 1, 1}, {7, 13, 17}, {64, 48, 128}, {100, 30, 70}, {384, 500, 2048}};
+}
+
+void expect_bits(const Problem& p, cpu::MatmulIsa isa, const cpu::MatmulBlocking& bl, const std::vector<float>& want) {
+  const std::vector<float> got = p.run(isa, bl);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << describe(p, isa, bl);
+}
+
+TEST(CpuMatmulBits, EdgeShapesEqualTheFmaChainForEveryIsaAndBlocking) {
+  const std::vector<int64_t> sizes = {1, 2, 3, 4, 5, 7, 8, 12, 13, 16, 17, 31, 33, 65};
+  int cases = 0;
+  for (int64_t m : sizes)
+    for (int64_t n : sizes)
+      for (int64_t k : {1, 3, 16, 17, 31}) {
+        const int t = static_cast<int>((m + 3 * n + 5 * k) % 4);  // all four transposes, spread over the shapes
+        const Problem p(m, n, k, t & 1, t & 2, (m + n) % 2, static_cast<uint64_t>(m * 1000 + n * 10 + k));
+        const std::vector<float> want = fma_chain(p.A(), p.B(), m, n, k);
+        for (cpu::MatmulIsa isa : supported_isas()) {
+          expect_bits(p, isa, cpu::matmul_default_blocking(isa), want);
+          expect_bits(p, isa, {5, 7, 9}, want);
+        }
+        ++cases;
+      }
+  EXPECT_EQ(cases, 14 * 14 * 5);
+}
+
+TEST(CpuMatmulBits, LargerShapesEqualTheFmaChainForEveryIsaAndBlocking) {
+  struct S {
+    int64_t m, n, k;
+  };
+  // Squares, odd K, K longer than any kc, N wider than nc, decode rows (M = 1..4), narrow N.
+  const std::vector<S> shapes = {{64, 64, 64},  {65, 65, 65},  {128, 128, 128}, {31, 256, 129}, {1, 384, 128}, {1, 65, 128},
+                                 {2, 129, 200}, {4, 96, 33},   {5, 70, 90},     {30, 2100, 40}, {17, 40, 900}, {200, 65, 300},
+                                 {256, 256, 256}, {3, 1030, 7}};
+  for (const S& s : shapes)
+    for (int t = 0; t < 4; ++t) {
+      const Problem p(s.m, s.n, s.k, t & 1, t & 2, t % 2, static_cast<uint64_t>(s.m + s.n + s.k + t));
+      const std::vector<float> want = fma_chain(p.A(), p.B(), s.m, s.n, s.k);
+      for (cpu::MatmulIsa isa : supported_isas())
+        for (const cpu::MatmulBlocking& bl : blockings(isa)) {
+          if (bl.kc == 1 && s.m * s.n * s.k > 200000) continue;  // kc = 1 is slow; the small shapes cover it
+          expect_bits(p, isa, bl, want);
+        }
+    }
+}
+
+TEST(CpuMatmulBits, BigSquareMatchesAcrossBlockingsAndReference) {
+  const Problem p(512, 512, 512, false, false);
+  const cpu::MatmulIsa isa = cpu::matmul_best_isa();
+  const std::vector<float> want = p.run(isa, cpu::matmul_default_blocking(isa));
+  for (const cpu::MatmulBlocking& bl : std::vector<cpu::MatmulBlocking>{{64, 96, 256}, {384, 24, 1024}, {160, 288, 128}})
+    expect_bits(p, isa, bl, want);
+  // Spot-check against the contract's definition on a few rows.
+  const std::vector<float> rows = fma_chain({p.a.data() + 100 * 512, 512, 1}, p.B(), 3, 512, 512);
+  EXPECT_EQ(std::memcmp(rows.data(), want.data() + 100 * 512, rows.size() * sizeof(float)), 0);
+}
+
+// The op kernel on a graph node: any batch layout, any thread count, any ISA gives the bits of
+// a single-threaded default-blocking run.
+std::vector<float> run_op(const Case& c, uint64_t seed, int threads, std::optional<cpu::MatmulIsa> isa) {
+  ir::Node n;
+  n.op = ir::Op::Matmul;
+  n.name = "mm";
+  if (c.ta) n.attrs.set("transpose_a", int64_t{1});
+  if (c.tb) n.attrs.set("transpose_b", int64_t{1});
+  Tensor a = Tensor::zeros(DType::f32, c.a), b = Tensor::zeros(DType::f32, c.b);
+  fill_normal(a, seed, 1, 0.0f, 1.0f);
+  fill_normal(b, seed, 2, 0.0f, 1.0f);
+  auto type = ir::infer_type(ir::Op::Matmul, std::vector<TensorType>{a.type(), b.type()}, n.attrs);
+  EXPECT_TRUE(type.is_ok());
+  n.type = *type;
+  Tensor out = Tensor::zeros(DType::f32, n.type.shape);
+  set_cpu_threads(threads);
+  cpu::set_matmul_isa_override(isa);
+  TensorRef in[2] = {{a.raw(), a.type()}, {b.raw(), b.type()}};
+  TensorRef o{out.raw(), out.type()};
+  EXPECT_TRUE(cpu::matmul(cpu::KernelArgs{n, in, o, {}}).is_ok());
+  cpu::set_matmul_isa_override(std::nullopt);
+  set_cpu_threads(0);
+  return {out.data<float>(), out.data<float>() + out.numel()};
+}
+
+TEST(CpuMatmulBits, BatchesThreadsAndIsasGiveIdenticalBits) {
+  const std::vector<Case> cases = {
+      {{4, 70, 33}, {4, 33, 90}, false, false},     // batched
+      {{3, 50, 40}, {40, 65}, false, false},        // batch @ shared matrix (folded into M)
+      {{3, 40, 50}, {65, 40}, true, true},          // both transposed, shared B
+      {{2, 1, 30, 17}, {3, 17, 20}, false, false},  // broadcast batch
+      {{2, 4, 1, 64}, {2, 4, 9, 64}, false, true},  // decode attention scores: M = 1, transposed B
+      {{2, 4, 1, 9}, {2, 4, 9, 64}, false, false},  // decode attention @ V
+      {{300, 200}, {200, 130}, false, false},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::vector<float> want = run_op(cases[i], i + 1, 1, std::nullopt);
+    for (int threads : {2, 3})
+      EXPECT_TRUE(run_op(cases[i], i + 1, threads, std::nullopt) == want) << "case " << i << " threads " << threads;
+    for (cpu::MatmulIsa isa : supported_isas())
+      EXPECT_TRUE(run_op(cases[i], i + 1, 2, isa) == want) << "case " << i << " isa " << cpu::matmul_isa_name(isa);
+  }
+}
+
+TEST(CpuMatmul, UnalignedOperandsThroughTheOpKernel) {
+  // Views one float into their buffers, as slices of a larger arena would be.
+  const Case c{{37, 45}, {45, 29}, false, false};
+  ir::Node n;
+  n.op = ir::Op::Matmul;
+  n.name = "mm";
+  n.type = {DType::f32, {37, 29}};
+  std::vector<float> a = normal(1 + 37 * 45, 5), b = normal(1 + 45 * 29, 6), out(1 + 37 * 29, 0.0f);
+  TensorRef in[2] = {{reinterpret_cast<std::byte*>(a.data() + 1), {DType::f32, c.a}},
+                     {reinterpret_cast<std::byte*>(b.data() + 1), {DType::f32, c.b}}};
+  TensorRef o{reinterpret_cast<std::byte*>(out.data() + 1), n.type};
+  ASSERT_OK(cpu::matmul(cpu::KernelArgs{n, in, o, {}}));
+  const std::vector<float> want = fma_chain({a.data() + 1, 45, 1}, {b.data() + 1, 29, 1}, 37, 29, 45);
+  EXPECT_EQ(std::memcmp(out.data() + 1, want.data(), want.size() * sizeof(float)), 0);
+  EXPECT_EQ(out[0], 0.0f);  // nothing written before the output
+}
+
+TEST(CpuMatmul, EmptyKGivesZeros) {
+  const Problem p(5, 7, 0, false, false);
+  std::vector<float> c(35, 3.0f);
+  cpu::gemm(cpu::matmul_best_isa(), cpu::matmul_default_blocking(cpu::matmul_best_isa()), p.A(), p.B(), c.data(), 7, 5, 7, 0);
+  for (float x : c) EXPECT_EQ(x, 0.0f);
 }
 
 }  // namespace

@@ -1,15 +1,24 @@
-// The CPU backend's matmul: a register-blocked f32 kernel (6 x 16 tiles of C held in vector
-// registers). Every output element is accumulated in k order, one multiply-add per k, so the
-// result does not depend on the blocking, on how the work is split, or on the thread count.
-// Compiled for x86-64-v4 (AVX-512), x86-64-v3 (AVX2 + FMA) and baseline x86-64 (GCC
-// target_clones; the loader picks the clone the CPU supports). GCC contracts the multiply-adds
-// into FMA on the v4 and v3 clones, which therefore agree bit for bit; the baseline clone rounds
-// twice and may differ in the last bit.
+// The CPU backend's f32 matmul: a packed, cache-blocked GEMM on register-tile microkernels
+// (matmul_kernels.cpp), with a direct path for decode shapes (M <= 4).
+//
+// Determinism: every element of C is one chain of fused multiply-adds in k order starting from
+// +0; K blocks continue the chain from the value stored in C. Packing only moves operands, tiles
+// and tasks only choose which elements are computed together, so the bits depend on none of the
+// blocking parameters, the tile, the ISA (all kernels fuse), the task split or the thread count.
+// The task list is a function of the shape and the blocking alone (see parallel.h).
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstring>
+#include <memory>
+#include <new>
+#include <span>
 
+#include "backends/cpu/matmul.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/ref_util.h"
 
+// Packing is plain loops; compiled per ISA so the copies use the widest vectors there are.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define VOLTA_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -18,68 +27,262 @@
 
 namespace volta::cpu {
 
+// ---- ISA selection ------------------------------------------------------------------------------
+
+MatmulIsa matmul_best_isa() {
+  static const MatmulIsa best = matmul_isa_supported(MatmulIsa::kAvx512) ? MatmulIsa::kAvx512
+                                : matmul_isa_supported(MatmulIsa::kAvx2) ? MatmulIsa::kAvx2
+                                                                         : MatmulIsa::kScalar;
+  return best;
+}
+
+namespace {
+std::atomic<int> g_isa_override{-1};  // -1: none
+}  // namespace
+
+MatmulIsa matmul_active_isa() {
+  const int o = g_isa_override.load(std::memory_order_relaxed);
+  return o < 0 ? matmul_best_isa() : static_cast<MatmulIsa>(o);
+}
+
+void set_matmul_isa_override(std::optional<MatmulIsa> isa) {
+  g_isa_override = isa && matmul_isa_supported(*isa) ? static_cast<int>(*isa) : -1;
+}
+
+MatmulBlocking matmul_default_blocking(MatmulIsa isa) {
+  // kc x (tile cols) of packed B stays in L1 while the tile rows of packed A stream past it;
+  // the mc x kc block of A and the kc x nc block of B fit in L2 together.
+  switch (isa) {
+    case MatmulIsa::kAvx512: return {.kc = 192, .mc = 144, .nc = 512};
+    case MatmulIsa::kAvx2: return {.kc = 256, .mc = 96, .nc = 512};
+    case MatmulIsa::kScalar: break;
+  }
+  return {.kc = 256, .mc = 64, .nc = 256};
+}
+
+MatmulBlocking matmul_blocking_for(MatmulIsa isa, int64_t M, int64_t N, int64_t K) {
+  if (auto tuned = tuned_blocking(M, N, K)) return *tuned;
+  return matmul_default_blocking(isa);
+}
+
 namespace {
 
-constexpr int64_t kRows = 6;   // rows of C per micro-tile: 6 accumulators fit AVX2's 16 registers
-constexpr int64_t kCols = 16;  // columns of C per micro-tile: one vector of 16 floats
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-// 16 floats as one GCC vector: one zmm register on AVX-512, two ymm on AVX2, four xmm on
-// baseline x86-64. Lanes are independent, so every clone computes the same bits.
-typedef float Vec16 __attribute__((vector_size(64)));
-
-// C[M, N] (row stride ldc) = A[M, K] (element strides am, ak) @ B[K, N] (row stride ldb), or
-// C += that product when `accumulate`: a K-block continues each element's multiply-add chain
-// exactly where the previous block stopped, so splitting K does not change a bit.
-VOLTA_ISA_CLONES
-void gemm_block(const float* A, int64_t am, int64_t ak, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t M,
-                int64_t N, int64_t K, bool accumulate) {
-  int64_t m = 0;
-  for (; m + kRows <= M; m += kRows) {
-    int64_t n = 0;
-    for (; n + kCols <= N; n += kCols) {
-      Vec16 acc[kRows] = {};
-      if (accumulate)
-        for (int64_t r = 0; r < kRows; ++r) std::memcpy(&acc[r], C + (m + r) * ldc + n, sizeof acc[r]);
-      for (int64_t k = 0; k < K; ++k) {
-        Vec16 b;
-        std::memcpy(&b, B + k * ldb + n, sizeof b);  // unaligned load
-        for (int64_t r = 0; r < kRows; ++r) acc[r] += A[(m + r) * am + k * ak] * b;
-      }
-      for (int64_t r = 0; r < kRows; ++r) std::memcpy(C + (m + r) * ldc + n, &acc[r], sizeof acc[r]);
+// Per-thread packing buffers, 64-byte aligned and grown on demand. A task fills what it reads
+// before reading it, so leftovers from earlier tasks never reach a result.
+class Scratch {
+ public:
+  enum Slot { kA, kB, kEdge, kSlots };
+  float* get(Slot slot, int64_t floats) {
+    const auto n = static_cast<size_t>(floats);
+    if (cap_[slot] < n) {
+      buf_[slot].reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
+      cap_[slot] = n;
     }
-    for (; n < N; ++n)
-      for (int64_t r = 0; r < kRows; ++r) {
-        float acc = accumulate ? C[(m + r) * ldc + n] : 0.0f;
-        for (int64_t k = 0; k < K; ++k) acc += A[(m + r) * am + k * ak] * B[k * ldb + n];
-        C[(m + r) * ldc + n] = acc;
-      }
+    return buf_[slot].get();
   }
-  for (; m < M; ++m) {  // leftover rows: one row of C at a time, same k order
-    float* c = C + m * ldc;
-    if (!accumulate) std::fill_n(c, N, 0.0f);
-    for (int64_t k = 0; k < K; ++k) {
-      const float a = A[m * am + k * ak];
-      const float* b = B + k * ldb;
-      for (int64_t n = 0; n < N; ++n) c[n] += a * b[n];
+
+ private:
+  struct Free {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::array<std::unique_ptr<float, Free>, kSlots> buf_;
+  std::array<size_t, kSlots> cap_{};
+};
+thread_local Scratch t_scratch;
+
+// A[rows, kb] -> panels of `mr` rows: panel i holds (r, p) at [p * mr + r]. Rows past the end of
+// the last panel are left unset: the kernel for a short panel reads only its rows.
+VOLTA_ISA_CLONES
+void pack_a(MatView A, int64_t rows, int64_t kb, int64_t mr, float* dst) {
+  for (int64_t i = 0; i < rows; i += mr, dst += mr * kb) {
+    const int64_t h = std::min(mr, rows - i);
+    const float* src = A.data + i * A.rs;
+    // Write the panel in order; the h rows being read stay in L1 across consecutive k.
+    for (int64_t p = 0; p < kb; ++p)
+      for (int64_t r = 0; r < h; ++r) dst[p * mr + r] = src[r * A.rs + p * A.cs];
+  }
+}
+
+// B[kb, cols] -> panels of `nr` columns: panel j holds (p, c) at [p * nr + c], zero-padded to a
+// full panel because the kernel loads whole vectors.
+VOLTA_ISA_CLONES
+void pack_b(MatView B, int64_t kb, int64_t cols, int64_t nr, float* dst) {
+  for (int64_t j = 0; j < cols; j += nr, dst += nr * kb) {
+    const int64_t w = std::min(nr, cols - j);
+    const float* src = B.data + j * B.cs;
+    if (B.cs == 1) {  // row-major B: copy row segments (plain loops: the compiler vectorises them)
+      for (int64_t p = 0; p < kb; ++p) {
+        float* d = dst + p * nr;
+        const float* s = src + p * B.rs;
+        for (int64_t c = 0; c < w; ++c) d[c] = s[c];
+        for (int64_t c = w; c < nr; ++c) d[c] = 0.0f;
+      }
+    } else {  // transposed B: read along k
+      if (w < nr)
+        for (int64_t p = 0; p < kb; ++p) std::fill(dst + p * nr + w, dst + (p + 1) * nr, 0.0f);
+      for (int64_t c = 0; c < w; ++c)
+        for (int64_t p = 0; p < kb; ++p) dst[p * nr + c] = src[c * B.cs + p * B.rs];
     }
   }
 }
 
-// Cache blocking: a kKBlock x kNBlock panel of B (256 KiB) stays in L2 while the rows of A
-// stream past it.
-constexpr int64_t kKBlock = 256;
-constexpr int64_t kNBlock = 256;
+// Runs a tile whose output is only `w` columns wide (the right edge of C): the kernel writes a
+// full-width scratch tile, of which the w valid columns are copied out.
+template <typename Run>
+void edge_tile(TileArgs t, int64_t w, int64_t full_cols, Run run) {
+  constexpr int64_t kMaxTile = 16 * 64;  // >= rows * cols of every kernel
+  alignas(64) float tmp[kMaxTile];
+  float* c = t.c;
+  const int64_t ldc = t.ldc;
+  if (t.accumulate)
+    for (int64_t r = 0; r < t.rows; ++r) std::memcpy(tmp + r * full_cols, c + r * ldc, static_cast<size_t>(w) * sizeof(float));
+  t.c = tmp;
+  t.ldc = full_cols;
+  run(t);
+  for (int64_t r = 0; r < t.rows; ++r) std::memcpy(c + r * ldc, tmp + r * full_cols, static_cast<size_t>(w) * sizeof(float));
+}
 
-// C[M, N] = A[M, K] (element strides am, ak) @ B[K, N] (row-major, contiguous).
-void gemm(const float* A, int64_t am, int64_t ak, const float* B, float* C, int64_t M, int64_t N, int64_t K) {
-  if (K == 0) {
-    for (int64_t m = 0; m < M; ++m) std::fill_n(C + m * N, N, 0.0f);
+// One task of the packed path: C[rows, cols] = A[rows, K] @ B[K, cols], K in blocks of kc. For
+// each K block: pack the task's B columns once, then for each mc block of rows pack A and sweep
+// the tiles, each packed B panel (kc x tile cols, L1) against the A panels (mc x kc, L2).
+void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t rows,
+                  int64_t cols, int64_t K) {
+  const MatmulTile tile = matmul_tile(isa);
+  const int64_t kc = std::min(bl.kc, K);
+  const int64_t mc = std::min(round_up(bl.mc, tile.rows), round_up(rows, tile.rows));
+  float* ap = t_scratch.get(Scratch::kA, mc * kc);
+  float* bp = t_scratch.get(Scratch::kB, round_up(cols, tile.cols) * kc);
+  // A panel meets only cols / tile.cols panels of B: for narrow C packing A costs more than it
+  // saves, and the kernel reads A in place (a transposed A already has unit row stride).
+  // Rows 4 KiB apart compete for the same L1 sets, so such an A is packed anyway.
+  const bool pack_a_rows = A.rs != 1 && (cols > 4 * tile.cols || A.rs % 1024 == 0);
+  const int64_t narrow = matmul_narrow_cols(isa);
+  for (int64_t p0 = 0; p0 < K; p0 += kc) {
+    const int64_t kb = std::min(kc, K - p0);
+    pack_b({B.data + p0 * B.rs, B.rs, B.cs}, kb, cols, tile.cols, bp);
+    for (int64_t i0 = 0; i0 < rows; i0 += mc) {
+      const int64_t mrows = std::min(mc, rows - i0);
+      MatView a{A.data + i0 * A.rs + p0 * A.cs, A.rs, A.cs};
+      int64_t panel_stride = tile.rows * a.rs;  // from one tile's rows to the next
+      if (pack_a_rows) {
+        pack_a(a, mrows, kb, tile.rows, ap);
+        a = {ap, 1, tile.rows};
+        panel_stride = tile.rows * kb;
+      }
+      for (int64_t j = 0; j < cols; j += tile.cols) {
+        const int64_t w = std::min(tile.cols, cols - j);
+        for (int64_t i = 0; i < mrows; i += tile.rows) {
+          const TileArgs t{.rows = std::min(tile.rows, mrows - i), .k = kb, .a = a.data + i / tile.rows * panel_stride,
+                           .a_rs = a.rs, .a_cs = a.cs, .b = bp + j * kb, .b_rs = tile.cols, .c = C + (i0 + i) * ldc + j,
+                           .ldc = ldc, .accumulate = p0 > 0};
+          if (w == tile.cols) run_tile(isa, t);
+          else if (w == narrow) run_narrow_tile(isa, t);
+          else if (w < narrow) edge_tile(t, w, narrow, [isa](const TileArgs& e) { run_narrow_tile(isa, e); });
+          else edge_tile(t, w, tile.cols, [isa](const TileArgs& e) { run_tile(isa, e); });
+        }
+      }
+    }
+  }
+}
+
+// Columns [0, w) of a small-M product with the one-vector (narrow) kernel, w <= its width nw,
+// w the right edge of B (the view ends at B's last column). A narrow read of a row of B runs
+// past the edge into the next row, which is inside B for all rows up to `inside`; those rows are
+// read in place, the last few from a zero-padded copy, continuing the same chains. Lanes past w
+// are never stored.
+void small_narrow(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t w, int64_t K) {
+  const int64_t nw = matmul_narrow_cols(isa);
+  const int64_t inside = w == nw ? K : std::max<int64_t>(0, K - ceil_div(nw - w, B.rs));
+  TileArgs t{.rows = M, .k = inside, .a = A.data, .a_rs = A.rs, .a_cs = A.cs, .b = B.data, .b_rs = B.rs, .c = C,
+             .ldc = ldc, .accumulate = false};
+  auto run = [&](const TileArgs& e) {
+    if (w == nw) run_narrow_tile(isa, e);
+    else edge_tile(e, w, nw, [isa](const TileArgs& x) { run_narrow_tile(isa, x); });
+  };
+  if (inside > 0) run(t);
+  if (inside == K) return;
+  float* tail = t_scratch.get(Scratch::kEdge, (K - inside) * nw);
+  pack_b({B.data + inside * B.rs, B.rs, 1}, K - inside, w, nw, tail);
+  t = {.rows = M, .k = K - inside, .a = A.data + inside * A.cs, .a_rs = A.rs, .a_cs = A.cs, .b = tail, .b_rs = nw, .c = C,
+       .ldc = ldc, .accumulate = inside > 0};
+  run(t);
+}
+
+// One task of the small-M path (M <= kSmallM, row-major B): C[M, cols] = A @ B[:, cols] with B
+// read in place, all of K in one pass (each row of C stays in registers). A right edge narrower
+// than the small kernels goes one vector at a time through the narrow kernel.
+void small_block(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K) {
+  int64_t j = 0;
+  for (bool wide : {true, false}) {  // wide tiles, then one half-width tile where it fits
+    const int64_t sc = matmul_small_cols(isa, wide), sr = matmul_small_rows(isa, wide);
+    for (; j + sc <= cols; j += sc)
+      for (int64_t i = 0; i < M; i += sr)
+        run_small_tile(isa, wide, {.rows = std::min(sr, M - i), .k = K, .a = A.data + i * A.rs, .a_rs = A.rs, .a_cs = A.cs,
+                                   .b = B.data + j, .b_rs = B.rs, .c = C + i * ldc + j, .ldc = ldc, .accumulate = false});
+  }
+  const int64_t nw = matmul_narrow_cols(isa);
+  for (; j < cols; j += nw) small_narrow(isa, A, {B.data + j, B.rs, 1}, C + j, ldc, M, std::min(nw, cols - j), K);
+}
+
+constexpr int64_t kSmallM = 4;          // decode-like shapes: B read in place, no packing
+constexpr int64_t kSmallTaskCols = 128;  // columns of C per small-M task
+constexpr int64_t kMinTasks = 4;        // enough tasks to share out over a few threads...
+constexpr double kSplitFlops = 1 << 19;  // ...for problems big enough to be worth it
+
+// One matrix product of a batch.
+struct GemmOperands {
+  MatView A, B;
+  float* C;
+};
+
+// Task blocks of C for the packed path: all rows by nc columns (rounded to the tile), halved
+// (the larger side first, rows in whole mc blocks while they last) while the batch has fewer than
+// kMinTasks tasks. Depends on the shape and the blocking only.
+std::pair<int64_t, int64_t> task_blocks(MatmulIsa isa, const MatmulBlocking& bl, int64_t mats, int64_t M, int64_t N,
+                                        int64_t K) {
+  const MatmulTile tile = matmul_tile(isa);
+  const int64_t mc = round_up(bl.mc, tile.rows);
+  int64_t mb = round_up(M, tile.rows);
+  int64_t nb = std::min(round_up(bl.nc, tile.cols), round_up(N, tile.cols));
+  const double flops = 2.0 * static_cast<double>(mats) * static_cast<double>(M * N) * static_cast<double>(K);
+  while (mats * ceil_div(M, mb) * ceil_div(N, nb) < kMinTasks && flops >= kSplitFlops) {
+    if (nb / tile.cols >= mb / tile.rows && nb > tile.cols) nb = round_up(nb / 2, tile.cols);
+    else if (mb > tile.rows) mb = round_up(mb / 2, mb > mc ? mc : tile.rows);
+    else break;
+  }
+  return {mb, nb};
+}
+
+void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M,
+                int64_t N, int64_t K) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum
+    for (const GemmOperands& g : mats)
+      for (int64_t m = 0; m < M; ++m) std::fill_n(g.C + m * ldc, N, 0.0f);
     return;
   }
-  for (int64_t n0 = 0; n0 < N; n0 += kNBlock)
-    for (int64_t k0 = 0; k0 < K; k0 += kKBlock)
-      gemm_block(A + k0 * ak, am, ak, B + k0 * N + n0, N, C + n0, N, M, std::min(kNBlock, N - n0), std::min(kKBlock, K - k0),
-                 k0 > 0);
+  bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
+  const auto count = static_cast<int64_t>(mats.size());
+  if (M <= kSmallM && mats[0].B.cs == 1) {
+    const int64_t nt = ceil_div(N, kSmallTaskCols);
+    parallel_for(count * nt, [&](int64_t t) {
+      const GemmOperands& g = mats[static_cast<size_t>(t / nt)];
+      const int64_t n0 = (t % nt) * kSmallTaskCols;
+      small_block(isa, g.A, {g.B.data + n0, g.B.rs, 1}, g.C + n0, ldc, M, std::min(kSmallTaskCols, N - n0), K);
+    });
+    return;
+  }
+  const auto [mb, nb] = task_blocks(isa, bl, count, M, N, K);
+  const int64_t tm = ceil_div(M, mb), tn = ceil_div(N, nb);
+  parallel_for(count * tm * tn, [&](int64_t t) {
+    const GemmOperands& g = mats[static_cast<size_t>(t / (tm * tn))];
+    const int64_t m0 = (t / tn % tm) * mb, n0 = t % tn * nb;
+    packed_block(isa, bl, {g.A.data + m0 * g.A.rs, g.A.rs, g.A.cs}, {g.B.data + n0 * g.B.cs, g.B.rs, g.B.cs},
+                 g.C + m0 * ldc + n0, ldc, std::min(mb, M - m0), std::min(nb, N - n0), K);
+  });
 }
 
 struct Dims {
@@ -97,10 +300,18 @@ Result<Dims> dims_of(const ir::Node& node, const Shape& as, const Shape& os) {
 
 }  // namespace
 
+void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
+          int64_t K) {
+  const GemmOperands g{A, B, C};
+  gemm_batch(isa, bl, std::span(&g, 1), ldc, M, N, K);
+}
+
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node) {
+  // The kernel packs into per-thread buffers and needs no workspace. It still reserves the
+  // [K, N] a transposed right operand took before packing moved to those buffers, which keeps
+  // memory plans (and the golden `inspect` outputs) unchanged.
   if (node.inputs.size() != 2) return 0;
   auto d = dims_of(node, g.node(node.inputs[0]).type.shape, node.type.shape);
-  // A transposed right operand is packed to row-major [K, N] first.
   return d.is_ok() && d->tb ? static_cast<size_t>(d->K * d->N) * sizeof(float) : 0;
 }
 
@@ -109,47 +320,29 @@ Status matmul(const KernelArgs& a) {
   const Shape& bs = a.in[1].shape();
   const Shape& os = a.out.shape();
   VOLTA_ASSIGN_OR_RETURN(const Dims d, dims_of(a.node, as, os));
-  if (d.tb && a.workspace.size() < static_cast<size_t>(d.K * d.N) * sizeof(float))
-    return internal_error("[matmul] workspace too small " + ir::node_ref(a.node));
   const Shape batch(os.begin(), os.end() - 2);
-  const std::array<ref::Strides, 3> st = {ref::broadcast_strides(Shape(as.begin(), as.end() - 2), batch, d.M * d.K),
-                                          ref::broadcast_strides(Shape(bs.begin(), bs.end() - 2), batch, d.K * d.N),
+  const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  const std::array<ref::Strides, 3> st = {ref::broadcast_strides(a_batch, batch, d.M * d.K),
+                                          ref::broadcast_strides(b_batch, batch, d.K * d.N),
                                           ref::contiguous_strides(batch, d.M * d.N)};
   const float* A = a.in[0].as<const float>();
   const float* B = a.in[1].as<const float>();
   float* out = a.out.as<float>();
-  auto* packed = reinterpret_cast<float*>(a.workspace.data());
-  const int64_t am = d.ta ? 1 : d.K, ak = d.ta ? d.M : 1;
-  // Offsets of every matrix of the batch, in batch order.
-  std::vector<std::array<int64_t, 3>> mats;
-  ref::for_each_index(batch, st, [&](int64_t, const std::array<int64_t, 3>& off) { mats.push_back(off); });
-  // Tasks: (matrix, block of kRowsPerTask rows of C). The split depends on the shape only, and
-  // every element of C is summed by one task in k order, so any thread count gives the same bits.
-  constexpr int64_t kRowsPerTask = 8 * kRows;
-  const int64_t blocks = (d.M + kRowsPerTask - 1) / kRowsPerTask;
-  const int64_t tasks = static_cast<int64_t>(mats.size()) * blocks;
-  auto run = [&](int64_t t, const float* b) {
-    const auto& off = mats[static_cast<size_t>(t / blocks)];
-    const int64_t m0 = (t % blocks) * kRowsPerTask, rows = std::min(kRowsPerTask, d.M - m0);
-    gemm(A + off[0] + m0 * am, am, ak, b, out + off[2] + m0 * d.N, rows, d.N, d.K);
-  };
-  if (!d.tb) {
-    parallel_for(tasks, [&](int64_t t) { run(t, B + mats[static_cast<size_t>(t / blocks)][1]); });
+  const MatView av = d.ta ? MatView{A, 1, d.M} : MatView{A, d.K, 1};
+  const MatView bv = d.tb ? MatView{B, 1, d.K} : MatView{B, d.N, 1};
+  const MatmulIsa isa = matmul_active_isa();
+  // A batch of row-major A against one shared B is a single taller product.
+  const bool b_shared = std::all_of(st[1].begin(), st[1].end(), [](int64_t s) { return s == 0; });
+  const int64_t rows = volta::numel(batch) * d.M;
+  if (!d.ta && b_shared && a_batch == batch) {
+    gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), av, bv, out, d.N, rows, d.N, d.K);
     return Status::ok();
   }
-  // A transposed right operand is packed to [K, N], once per distinct matrix (a broadcast
-  // operand shared by the whole batch is packed once), then its row blocks run.
-  int64_t packed_offset = -1;
-  for (size_t i = 0; i < mats.size(); ++i) {
-    if (mats[i][1] != packed_offset) {
-      const float* b = B + mats[i][1];
-      parallel_for(d.K, [&](int64_t k) {
-        for (int64_t n = 0; n < d.N; ++n) packed[k * d.N + n] = b[n * d.K + k];
-      });
-      packed_offset = mats[i][1];
-    }
-    parallel_for(blocks, [&](int64_t blk) { run(static_cast<int64_t>(i) * blocks + blk, packed); });
-  }
+  std::vector<GemmOperands> mats;
+  ref::for_each_index(batch, st, [&](int64_t, const std::array<int64_t, 3>& off) {
+    mats.push_back({{A + off[0], av.rs, av.cs}, {B + off[1], bv.rs, bv.cs}, out + off[2]});
+  });
+  gemm_batch(isa, matmul_blocking_for(isa, d.M, d.N, d.K), mats, d.N, d.M, d.N, d.K);
   return Status::ok();
 }
 

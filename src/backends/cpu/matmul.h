@@ -1,0 +1,122 @@
+// Internals of the CPU backend's f32 GEMM, shared by the op kernel (matmul.cpp), the microkernels
+// (matmul_kernels.cpp), the tuning cache (matmul_tuning.cpp), `volta tune matmul` and the tests.
+//
+// Contract of every path: each element of C is one chain of fused multiply-adds in k order,
+// starting from +0; a K block continues the chain from the value stored in C. So the bits do not
+// depend on blocking parameters, tile shapes, the ISA (all use FMA), the task split or threads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "volta/status.h"
+
+namespace volta::cpu {
+
+// Microkernel families, best last. Chosen once from the CPU's features.
+enum class MatmulIsa { kScalar, kAvx2, kAvx512 };
+
+std::string_view matmul_isa_name(MatmulIsa isa);  // "scalar", "avx2", "avx512"
+bool matmul_isa_supported(MatmulIsa isa);
+MatmulIsa matmul_best_isa();
+// The ISA the op kernel uses: the best one unless overridden (tests compare ISAs bit for bit).
+MatmulIsa matmul_active_isa();
+void set_matmul_isa_override(std::optional<MatmulIsa> isa);
+
+// Register tile of C computed by one microkernel call: rows x cols.
+struct MatmulTile {
+  int64_t rows, cols;
+};
+MatmulTile matmul_tile(MatmulIsa isa);
+
+// Cache blocking: a kc-deep slice of K at a time; A packed mc rows at a time (one task's rows),
+// B packed nc columns at a time (one task's columns). mc and nc are rounded up to the tile.
+struct MatmulBlocking {
+  int64_t kc = 0, mc = 0, nc = 0;
+  bool operator==(const MatmulBlocking&) const = default;
+};
+MatmulBlocking matmul_default_blocking(MatmulIsa isa);
+// Tuned blocking for this shape's class when the tuning cache has it, else the default.
+MatmulBlocking matmul_blocking_for(MatmulIsa isa, int64_t M, int64_t N, int64_t K);
+
+// Element (i, j) of a strided f32 matrix is data[i * rs + j * cs].
+struct MatView {
+  const float* data;
+  int64_t rs, cs;
+};
+
+// C[M, N] (row stride ldc) = A[M, K] @ B[K, N] on the threads of parallel_for, with the given
+// microkernels and blocking. The task list depends on (M, N, K, blocking) only.
+void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
+          int64_t K);
+
+// ---- Microkernels (matmul_kernels.cpp) -------------------------------------------------------
+
+// One register tile: C[rows, cols] (row stride ldc) = or += A[rows, k] @ B[k, cols].
+// A(r, p) = a[r * a_rs + p * a_cs]; B(p, c) = b[p * b_rs + c], readable for a full tile width
+// (packed panels are zero-padded). rows <= tile rows (small_rows for the small-M kernel);
+// cols == the kernel's full width: the caller handles narrower edges through a scratch tile.
+struct TileArgs {
+  int64_t rows, k;
+  const float* a;
+  int64_t a_rs, a_cs;
+  const float* b;
+  int64_t b_rs;
+  float* c;
+  int64_t ldc;
+  bool accumulate;
+};
+// Tile width matmul_tile(isa).cols; A packed or with unit row stride (a_rs == 1) or any strides.
+void run_tile(MatmulIsa isa, const TileArgs& t);
+// The same rows, matmul_narrow_cols(isa) columns (one vector): right edges of C.
+void run_narrow_tile(MatmulIsa isa, const TileArgs& t);
+int64_t matmul_narrow_cols(MatmulIsa isa);
+// Unpacked A (any strides), B read in place; rows <= matmul_small_rows(isa, wide), width
+// matmul_small_cols(isa, wide). The M = 1 (decode) path: many independent chains per row.
+void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t);
+int64_t matmul_small_rows(MatmulIsa isa, bool wide);
+int64_t matmul_small_cols(MatmulIsa isa, bool wide);
+
+// ---- Tuning cache (matmul_tuning.cpp) ---------------------------------------------------------
+
+// Shapes are tuned and looked up by class: each dimension rounded up to a power of two.
+std::string matmul_shape_class(int64_t M, int64_t N, int64_t K);
+
+// Whose measurements a cache file holds.
+struct CpuSignature {
+  std::string cpu;      // CPU model name
+  std::string isa;      // matmul_isa_name(matmul_best_isa())
+  std::string version;  // VOLTA_VERSION
+  bool operator==(const CpuSignature&) const = default;
+  std::string file_stem() const;  // file-name-safe "cpu_isa_vVERSION"
+};
+CpuSignature current_cpu_signature();
+
+struct TunedEntry {
+  std::string shape_class;
+  int64_t m = 0, n = 0, k = 0;  // the shape that was measured
+  MatmulBlocking blocking;
+  double gflops = 0, default_gflops = 0;
+};
+
+// $VOLTA_CACHE_DIR, else $XDG_CACHE_HOME/volta, else $HOME/.cache/volta.
+Result<std::string> volta_cache_dir();
+// <cache dir>/matmul/<signature stem>.json
+Result<std::string> matmul_tuning_path(const CpuSignature& sig);
+// Reads a cache file; an error when it is unreadable, malformed or has another signature.
+Result<std::vector<TunedEntry>> read_matmul_tuning(const std::string& path, const CpuSignature& sig);
+// Writes entries (sorted by class) atomically, creating directories.
+Status write_matmul_tuning(const std::string& path, const CpuSignature& sig, std::vector<TunedEntry> entries);
+
+// The in-memory cache the kernel consults: loaded from matmul_tuning_path() on first use (a
+// missing, corrupt or foreign file leaves it empty). Thread-safe.
+std::optional<MatmulBlocking> tuned_blocking(int64_t M, int64_t N, int64_t K);
+// Replaces the in-memory entries (the tuner, after writing the file).
+void set_tuned_entries(const std::vector<TunedEntry>& entries);
+// Forgets the in-memory cache; the next lookup reads the file again (tests, tuner).
+void reload_matmul_tuning();
+
+}  // namespace volta::cpu
