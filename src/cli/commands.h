@@ -34,5 +34,6 @@ Action add_train(CLI::App& app, GlobalFlags& global);
 Action add_generate(CLI::App& app, GlobalFlags& global);
 Action add_eval(CLI::App& app, GlobalFlags& global);
 Action add_bench(CLI::App& app, GlobalFlags& global);
+Action add_tune(CLI::App& app, GlobalFlags& global);
 
 }  // namespace volta::cli

@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
     using Adder = volta::cli::Action (*)(CLI::App&, volta::cli::GlobalFlags&);
     const std::vector<std::pair<const char*, Adder>> adders = {
         {"inspect", volta::cli::add_inspect}, {"run", volta::cli::add_run},   {"train", volta::cli::add_train},
-        {"generate", volta::cli::add_generate}, {"eval", volta::cli::add_eval}, {"bench", volta::cli::add_bench}};
+        {"generate", volta::cli::add_generate}, {"eval", volta::cli::add_eval}, {"bench", volta::cli::add_bench},
+        {"tune", volta::cli::add_tune}};
     std::vector<std::pair<CLI::App*, volta::cli::Action>> commands;
     std::string names;
     for (const auto& [name, add] : adders) {
