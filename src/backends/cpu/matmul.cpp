@@ -188,47 +188,56 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
   }
 }
 
-// Columns [0, w) of a small-M product with the one-vector (narrow) kernel, w <= its width nw,
-// w the right edge of B (the view ends at B's last column). A narrow read of a row of B runs
-// past the edge into the next row, which is inside B for all rows up to `inside`; those rows are
-// read in place, the last few from a zero-padded copy, continuing the same chains. Lanes past w
-// are never stored.
-void small_narrow(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t w, int64_t K) {
-  const int64_t nw = matmul_narrow_cols(isa);
-  const int64_t inside = w == nw ? K : std::max<int64_t>(0, K - ceil_div(nw - w, B.rs));
+// Columns [0, w) of a small-M product, w the right edge of B (the view ends at B's last column),
+// with a kernel `vecs` vectors wide (vw floats >= w). A full-width read of a row of B runs past
+// the edge into the next row, which is inside B for all rows up to `inside`; those rows are read
+// in place, the last few from a zero-padded copy, continuing the same chains. Lanes past w are
+// never stored. `run` is the kernel.
+template <typename Run>
+void small_edge(MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t w, int64_t vw, int64_t K, Run run) {
+  const int64_t inside = w == vw ? K : std::max<int64_t>(0, K - ceil_div(vw - w, B.rs));
+  auto tile = [&](const TileArgs& e) {
+    if (w == vw) run(e);
+    else edge_tile(e, w, vw, run);
+  };
   TileArgs t{.rows = M, .k = inside, .a = A.data, .a_rs = A.rs, .a_cs = A.cs, .b = B.data, .b_rs = B.rs, .c = C,
              .ldc = ldc, .accumulate = false};
-  auto run = [&](const TileArgs& e) {
-    if (w == nw) run_narrow_tile(isa, e);
-    else edge_tile(e, w, nw, [isa](const TileArgs& x) { run_narrow_tile(isa, x); });
-  };
-  if (inside > 0) run(t);
+  if (inside > 0) tile(t);
   if (inside == K) return;
-  float* tail = t_scratch.get(Scratch::kEdge, (K - inside) * nw);
-  pack_b({B.data + inside * B.rs, B.rs, 1}, K - inside, w, nw, tail);
-  t = {.rows = M, .k = K - inside, .a = A.data + inside * A.cs, .a_rs = A.rs, .a_cs = A.cs, .b = tail, .b_rs = nw, .c = C,
+  float* tail = t_scratch.get(Scratch::kEdge, (K - inside) * vw);
+  pack_b({B.data + inside * B.rs, B.rs, 1}, K - inside, w, vw, tail);
+  t = {.rows = M, .k = K - inside, .a = A.data + inside * A.cs, .a_rs = A.rs, .a_cs = A.cs, .b = tail, .b_rs = vw, .c = C,
        .ldc = ldc, .accumulate = inside > 0};
-  run(t);
+  tile(t);
 }
 
 // One task of the small-M path (M <= kSmallM, row-major B): C[M, cols] = A @ B[:, cols] with B
-// read in place, all of K in one pass (each row of C stays in registers). A right edge narrower
-// than the small kernels goes one vector at a time through the narrow kernel.
+// read in place, all of K in one pass (each row of C stays in registers). The right edge runs
+// row by row through one kernel as wide as it is (all its chains interleaved: for N = 65 the
+// last column's chain overlaps the others), or one vector at a time where there is no such kernel.
 void small_block(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K) {
+  const int64_t sc = matmul_small_cols(isa, true), sr = matmul_small_rows(isa, true), nw = matmul_narrow_cols(isa);
   int64_t j = 0;
-  for (bool wide : {true, false}) {  // wide tiles, then one half-width tile where it fits
-    const int64_t sc = matmul_small_cols(isa, wide), sr = matmul_small_rows(isa, wide);
-    for (; j + sc <= cols; j += sc)
-      for (int64_t i = 0; i < M; i += sr)
-        run_small_tile(isa, wide, {.rows = std::min(sr, M - i), .k = K, .a = A.data + i * A.rs, .a_rs = A.rs, .a_cs = A.cs,
-                                   .b = B.data + j, .b_rs = B.rs, .c = C + i * ldc + j, .ldc = ldc, .accumulate = false});
+  for (; j + sc <= cols; j += sc)
+    for (int64_t i = 0; i < M; i += sr)
+      run_small_tile(isa, true, {.rows = std::min(sr, M - i), .k = K, .a = A.data + i * A.rs, .a_rs = A.rs, .a_cs = A.cs,
+                                 .b = B.data + j, .b_rs = B.rs, .c = C + i * ldc + j, .ldc = ldc, .accumulate = false});
+  if (j == cols) return;
+  const int64_t w = cols - j, vecs = ceil_div(w, nw);
+  if (vecs <= matmul_row_tile_vectors(isa)) {
+    for (int64_t i = 0; i < M; ++i)
+      small_edge({A.data + i * A.rs, A.rs, A.cs}, {B.data + j, B.rs, 1}, C + i * ldc + j, ldc, 1, w, vecs * nw, K,
+                 [isa, vecs](const TileArgs& e) { run_row_tile(isa, vecs, e); });
+    return;
   }
-  const int64_t nw = matmul_narrow_cols(isa);
-  for (; j < cols; j += nw) small_narrow(isa, A, {B.data + j, B.rs, 1}, C + j, ldc, M, std::min(nw, cols - j), K);
+  for (; j < cols; j += nw)
+    small_edge(A, {B.data + j, B.rs, 1}, C + j, ldc, M, std::min(nw, cols - j), nw, K,
+               [isa](const TileArgs& e) { run_narrow_tile(isa, e); });
 }
 
 constexpr int64_t kSmallM = 4;          // decode-like shapes: B read in place, no packing
-constexpr int64_t kSmallTaskCols = 128;  // columns of C per small-M task
+constexpr int64_t kSmallTaskCols = 128;       // columns of C per small-M task...
+constexpr double kSmallSplitFlops = 1 << 17;  // ...unless the product is smaller: then one task
 constexpr int64_t kMinTasks = 4;        // enough tasks to share out over a few threads...
 constexpr double kSplitFlops = 1 << 19;  // ...for problems big enough to be worth it
 
@@ -267,11 +276,14 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
   const auto count = static_cast<int64_t>(mats.size());
   if (M <= kSmallM && mats[0].B.cs == 1) {
-    const int64_t nt = ceil_div(N, kSmallTaskCols);
+    // A product this small is over before a second thread would join in: one task.
+    const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
+    const int64_t task_cols = flops < kSmallSplitFlops ? N : kSmallTaskCols;
+    const int64_t nt = ceil_div(N, task_cols);
     parallel_for(count * nt, [&](int64_t t) {
       const GemmOperands& g = mats[static_cast<size_t>(t / nt)];
-      const int64_t n0 = (t % nt) * kSmallTaskCols;
-      small_block(isa, g.A, {g.B.data + n0, g.B.rs, 1}, g.C + n0, ldc, M, std::min(kSmallTaskCols, N - n0), K);
+      const int64_t n0 = (t % nt) * task_cols;
+      small_block(isa, g.A, {g.B.data + n0, g.B.rs, 1}, g.C + n0, ldc, M, std::min(task_cols, N - n0), K);
     });
     return;
   }

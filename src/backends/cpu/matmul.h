@@ -78,6 +78,10 @@ int64_t matmul_narrow_cols(MatmulIsa isa);
 // matmul_small_cols(isa, wide). The M = 1 (decode) path: many independent chains per row.
 void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t);
 int64_t matmul_small_rows(MatmulIsa isa, bool wide);
+// One row of C, `vecs` vectors of matmul_narrow_cols(isa) wide, A any strides, B in place;
+// vecs <= matmul_row_tile_vectors(isa) (0: the ISA has none).
+void run_row_tile(MatmulIsa isa, int64_t vecs, const TileArgs& t);
+int64_t matmul_row_tile_vectors(MatmulIsa isa);
 int64_t matmul_small_cols(MatmulIsa isa, bool wide);
 
 // ---- Tuning cache (matmul_tuning.cpp) ---------------------------------------------------------

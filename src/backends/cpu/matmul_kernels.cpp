@@ -25,7 +25,8 @@ namespace {
 // 4 vectors per row so a single row still has 4 independent FMA chains to hide the latency.
 constexpr int kAvx512Rows = 12, kAvx512Vecs = 2;
 constexpr int kAvx2Rows = 6, kAvx2Vecs = 2;
-// Small-M tiles, wide (8 vectors: long contiguous reads of B) and half as wide (for what is left).
+// Small-M tiles, wide (8 vectors: long contiguous reads of B) and half as wide (run_small_tile with
+// wide = false; the driver currently uses the wide ones and the one-row edge kernels).
 constexpr int kWideVecs = 8, kAvx512WideRows = 2, kAvx2WideRows = 1;
 constexpr int kHalfVecs = 4, kAvx512HalfRows = 4, kAvx2HalfRows = 2;
 constexpr int kScalarRows = 4, kScalarCols = 16;
@@ -94,6 +95,18 @@ constexpr auto kAvx2Tiles = avx2_table<kAvx2Vecs, true>(std::make_integer_sequen
 constexpr auto kAvx2Strided = avx2_table<kAvx2Vecs, false>(std::make_integer_sequence<int, kAvx2Rows>());
 constexpr auto kAvx2Narrow = avx2_table<1, true>(std::make_integer_sequence<int, kAvx2Rows>());
 constexpr auto kAvx2NarrowStrided = avx2_table<1, false>(std::make_integer_sequence<int, kAvx2Rows>());
+// One row, 1..8 vectors (index vecs - 1): the right edge of a small-M product in one pass.
+template <int... V>
+constexpr std::array<TileFn, sizeof...(V)> avx512_row_table(std::integer_sequence<int, V...>) {
+  return {&tile_avx512<1, V + 1, false>...};
+}
+template <int... V>
+constexpr std::array<TileFn, sizeof...(V)> avx2_row_table(std::integer_sequence<int, V...>) {
+  return {&tile_avx2<1, V + 1, false>...};
+}
+constexpr auto kAvx512Row = avx512_row_table(std::make_integer_sequence<int, kWideVecs>());
+constexpr auto kAvx2Row = avx2_row_table(std::make_integer_sequence<int, kWideVecs>());
+
 constexpr auto kAvx2Wide = avx2_table<kWideVecs, false>(std::make_integer_sequence<int, kAvx2WideRows>());
 constexpr auto kAvx2Half = avx2_table<kHalfVecs, false>(std::make_integer_sequence<int, kAvx2HalfRows>());
 
@@ -207,6 +220,30 @@ void run_narrow_tile(MatmulIsa isa, const TileArgs& t) {
   }
   (void)row;
   tile_scalar(t);
+}
+
+int64_t matmul_row_tile_vectors(MatmulIsa isa) {
+#ifdef VOLTA_MATMUL_X86
+  if (isa != MatmulIsa::kScalar) return kWideVecs;
+#endif
+  (void)isa;
+  return 0;
+}
+
+void run_row_tile(MatmulIsa isa, int64_t vecs, const TileArgs& t) {
+  const auto v = static_cast<size_t>(vecs - 1);
+  switch (isa) {
+#ifdef VOLTA_MATMUL_X86
+    case MatmulIsa::kAvx512: return kAvx512Row[v](t);
+    case MatmulIsa::kAvx2: return kAvx2Row[v](t);
+#else
+    case MatmulIsa::kAvx512:
+    case MatmulIsa::kAvx2:
+#endif
+    case MatmulIsa::kScalar: break;
+  }
+  (void)v;
+  tile_scalar(t);  // not reached: matmul_row_tile_vectors(kScalar) == 0
 }
 
 void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t) {
