@@ -74,7 +74,7 @@ int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 // before reading it, so leftovers from earlier tasks never reach a result.
 class Scratch {
  public:
-  enum Slot { kA, kB, kEdge, kSlots };
+  enum Slot { kA, kB, kEdge, kSharedB, kSlots };
   float* get(Slot slot, int64_t floats) {
     const auto n = static_cast<size_t>(floats);
     if (cap_[slot] < n) {
@@ -96,12 +96,15 @@ thread_local Scratch t_scratch;
 // A[rows, kb] -> panels of `mr` rows: panel i holds (r, p) at [p * mr + r]. Rows past the end of
 // the last panel are left unset: the kernel for a short panel reads only its rows.
 VOLTA_ISA_CLONES
-void pack_a(MatView A, int64_t rows, int64_t kb, int64_t mr, float* dst) {
+void pack_a(MatmulIsa isa, MatView A, int64_t rows, int64_t kb, int64_t mr, float* dst) {
   for (int64_t i = 0; i < rows; i += mr, dst += mr * kb) {
     const int64_t h = std::min(mr, rows - i);
     const float* src = A.data + i * A.rs;
-    // Write the panel in order; the h rows being read stay in L1 across consecutive k.
-    for (int64_t p = 0; p < kb; ++p)
+    if (A.cs == 1) {  // row-major A: each row's k values are contiguous, a transpose
+      transpose_copy(isa, src, A.rs, h, kb, dst, mr);
+      continue;
+    }
+    for (int64_t p = 0; p < kb; ++p)  // any other strides: write the panel in order
       for (int64_t r = 0; r < h; ++r) dst[p * mr + r] = src[r * A.rs + p * A.cs];
   }
 }
@@ -109,7 +112,7 @@ void pack_a(MatView A, int64_t rows, int64_t kb, int64_t mr, float* dst) {
 // B[kb, cols] -> panels of `nr` columns: panel j holds (p, c) at [p * nr + c], zero-padded to a
 // full panel because the kernel loads whole vectors.
 VOLTA_ISA_CLONES
-void pack_b(MatView B, int64_t kb, int64_t cols, int64_t nr, float* dst) {
+void pack_b(MatmulIsa isa, MatView B, int64_t kb, int64_t cols, int64_t nr, float* dst) {
   for (int64_t j = 0; j < cols; j += nr, dst += nr * kb) {
     const int64_t w = std::min(nr, cols - j);
     const float* src = B.data + j * B.cs;
@@ -120,12 +123,16 @@ void pack_b(MatView B, int64_t kb, int64_t cols, int64_t nr, float* dst) {
         for (int64_t c = 0; c < w; ++c) d[c] = s[c];
         for (int64_t c = w; c < nr; ++c) d[c] = 0.0f;
       }
-    } else {  // transposed B: read along k
-      if (w < nr)
-        for (int64_t p = 0; p < kb; ++p) std::fill(dst + p * nr + w, dst + (p + 1) * nr, 0.0f);
-      for (int64_t c = 0; c < w; ++c)
-        for (int64_t p = 0; p < kb; ++p) dst[p * nr + c] = src[c * B.cs + p * B.rs];
+      continue;
     }
+    if (w < nr)
+      for (int64_t p = 0; p < kb; ++p) std::fill(dst + p * nr + w, dst + (p + 1) * nr, 0.0f);
+    if (B.rs == 1) {  // transposed B: each column's k values are contiguous, a transpose
+      transpose_copy(isa, src, B.cs, w, kb, dst, nr);
+      continue;
+    }
+    for (int64_t c = 0; c < w; ++c)  // any other strides
+      for (int64_t p = 0; p < kb; ++p) dst[p * nr + c] = src[c * B.cs + p * B.rs];
   }
 }
 
@@ -145,30 +152,42 @@ void edge_tile(TileArgs t, int64_t w, int64_t full_cols, Run run) {
   for (int64_t r = 0; r < t.rows; ++r) std::memcpy(c + r * ldc, tmp + r * full_cols, static_cast<size_t>(w) * sizeof(float));
 }
 
+// B packed once for all tasks of a product (see gemm_batch): the K block at p0 (depth kb) holds
+// the panels of all `ld` (padded) columns of B, panel j at j * kb, from data + p0 * ld on; a task
+// starting at column col0 reads its panels from col0 * kb on. data == nullptr: the task packs
+// its own columns.
+struct PackedB {
+  const float* data = nullptr;
+  int64_t ld = 0, col0 = 0;
+};
+
 // One task of the packed path: C[rows, cols] = A[rows, K] @ B[K, cols], K in blocks of kc. For
-// each K block: pack the task's B columns once, then for each mc block of rows pack A and sweep
-// the tiles, each packed B panel (kc x tile cols, L1) against the A panels (mc x kc, L2).
-void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t rows,
-                  int64_t cols, int64_t K) {
+// each K block: pack the task's B columns once (unless packed for all tasks already), then for
+// each mc block of rows pack A and sweep the tiles, each packed B panel (kc x tile cols, L1)
+// against the A panels (mc x kc, L2).
+void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, const PackedB& shared, float* C,
+                  int64_t ldc, int64_t rows, int64_t cols, int64_t K) {
   const MatmulTile tile = matmul_tile(isa);
   const int64_t kc = std::min(bl.kc, K);
   const int64_t mc = std::min(round_up(bl.mc, tile.rows), round_up(rows, tile.rows));
   float* ap = t_scratch.get(Scratch::kA, mc * kc);
-  float* bp = t_scratch.get(Scratch::kB, round_up(cols, tile.cols) * kc);
+  float* own_b = shared.data ? nullptr : t_scratch.get(Scratch::kB, round_up(cols, tile.cols) * kc);
   // A panel meets only cols / tile.cols panels of B: for narrow C packing A costs more than it
-  // saves, and the kernel reads A in place (a transposed A already has unit row stride).
-  // Rows 4 KiB apart compete for the same L1 sets, so such an A is packed anyway.
+  // saves, and the kernel reads A in place (a transposed A already has unit row stride; packing
+  // it measured no faster). Rows 4 KiB apart compete for the same L1 sets, so such an A is
+  // packed anyway.
   const bool pack_a_rows = A.rs != 1 && (cols > 4 * tile.cols || A.rs % 1024 == 0);
   const int64_t narrow = matmul_narrow_cols(isa);
   for (int64_t p0 = 0; p0 < K; p0 += kc) {
     const int64_t kb = std::min(kc, K - p0);
-    pack_b({B.data + p0 * B.rs, B.rs, B.cs}, kb, cols, tile.cols, bp);
+    const float* bp = shared.data ? shared.data + p0 * shared.ld + shared.col0 * kb : own_b;
+    if (!shared.data) pack_b(isa, {B.data + p0 * B.rs, B.rs, B.cs}, kb, cols, tile.cols, own_b);
     for (int64_t i0 = 0; i0 < rows; i0 += mc) {
       const int64_t mrows = std::min(mc, rows - i0);
       MatView a{A.data + i0 * A.rs + p0 * A.cs, A.rs, A.cs};
       int64_t panel_stride = tile.rows * a.rs;  // from one tile's rows to the next
       if (pack_a_rows) {
-        pack_a(a, mrows, kb, tile.rows, ap);
+        pack_a(isa, a, mrows, kb, tile.rows, ap);
         a = {ap, 1, tile.rows};
         panel_stride = tile.rows * kb;
       }
@@ -194,7 +213,7 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
 // in place, the last few from a zero-padded copy, continuing the same chains. Lanes past w are
 // never stored. `run` is the kernel.
 template <typename Run>
-void small_edge(MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t w, int64_t vw, int64_t K, Run run) {
+void small_edge(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t w, int64_t vw, int64_t K, Run run) {
   const int64_t inside = w == vw ? K : std::max<int64_t>(0, K - ceil_div(vw - w, B.rs));
   auto tile = [&](const TileArgs& e) {
     if (w == vw) run(e);
@@ -205,7 +224,7 @@ void small_edge(MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t 
   if (inside > 0) tile(t);
   if (inside == K) return;
   float* tail = t_scratch.get(Scratch::kEdge, (K - inside) * vw);
-  pack_b({B.data + inside * B.rs, B.rs, 1}, K - inside, w, vw, tail);
+  pack_b(isa, {B.data + inside * B.rs, B.rs, 1}, K - inside, w, vw, tail);
   t = {.rows = M, .k = K - inside, .a = A.data + inside * A.cs, .a_rs = A.rs, .a_cs = A.cs, .b = tail, .b_rs = vw, .c = C,
        .ldc = ldc, .accumulate = inside > 0};
   tile(t);
@@ -226,12 +245,12 @@ void small_block(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int
   const int64_t w = cols - j, vecs = ceil_div(w, nw);
   if (vecs <= matmul_row_tile_vectors(isa)) {
     for (int64_t i = 0; i < M; ++i)
-      small_edge({A.data + i * A.rs, A.rs, A.cs}, {B.data + j, B.rs, 1}, C + i * ldc + j, ldc, 1, w, vecs * nw, K,
+      small_edge(isa, {A.data + i * A.rs, A.rs, A.cs}, {B.data + j, B.rs, 1}, C + i * ldc + j, ldc, 1, w, vecs * nw, K,
                  [isa, vecs](const TileArgs& e) { run_row_tile(isa, vecs, e); });
     return;
   }
   for (; j < cols; j += nw)
-    small_edge(A, {B.data + j, B.rs, 1}, C + j, ldc, M, std::min(nw, cols - j), nw, K,
+    small_edge(isa, A, {B.data + j, B.rs, 1}, C + j, ldc, M, std::min(nw, cols - j), nw, K,
                [isa](const TileArgs& e) { run_narrow_tile(isa, e); });
 }
 
@@ -240,6 +259,8 @@ constexpr int64_t kSmallTaskCols = 128;       // columns of C per small-M task..
 constexpr double kSmallSplitFlops = 1 << 17;  // ...unless the product is smaller: then one task
 constexpr int64_t kMinTasks = 4;        // enough tasks to share out over a few threads...
 constexpr double kSplitFlops = 1 << 19;  // ...for problems big enough to be worth it
+constexpr int64_t kMaxSharedB = int64_t{1} << 23;  // floats of B packed for all tasks at most (32 MiB)
+constexpr int64_t kSharedPackPanels = 4;           // panels of B per task of that packing pass
 
 // One matrix product of a batch.
 struct GemmOperands {
@@ -265,6 +286,21 @@ std::pair<int64_t, int64_t> task_blocks(MatmulIsa isa, const MatmulBlocking& bl,
   return {mb, nb};
 }
 
+// Packs B of every matrix for all tasks, in the layout PackedB describes (`ld` padded columns per
+// K block), as tasks of one K block by kSharedPackPanels panels: a parallel pass of its own.
+void pack_shared_b(MatmulIsa isa, const MatmulBlocking& bl, std::span<const GemmOperands> mats, int64_t N, int64_t K,
+                   int64_t ld, float* dst) {
+  const int64_t nr = matmul_tile(isa).cols, kc = std::min(bl.kc, K), group = kSharedPackPanels * nr;
+  const int64_t kblocks = ceil_div(K, kc), groups = ceil_div(N, group);
+  parallel_for(static_cast<int64_t>(mats.size()) * kblocks * groups, [&](int64_t t) {
+    const int64_t mat = t / (kblocks * groups), p0 = t / groups % kblocks * kc, j0 = t % groups * group;
+    const MatView B = mats[static_cast<size_t>(mat)].B;
+    const int64_t kb = std::min(kc, K - p0);
+    pack_b(isa, {B.data + p0 * B.rs + j0 * B.cs, B.rs, B.cs}, kb, std::min(group, N - j0), nr,
+           dst + mat * ld * K + p0 * ld + j0 * kb);
+  });
+}
+
 void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M,
                 int64_t N, int64_t K) {
   if (M == 0 || N == 0) return;
@@ -287,12 +323,20 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
     });
     return;
   }
-  const auto [mb, nb] = task_blocks(isa, bl, count, M, N, K);
+  const std::pair<int64_t, int64_t> blocks = task_blocks(isa, bl, count, M, N, K);
+  const int64_t mb = blocks.first, nb = blocks.second;  // not a structured binding: clang 14 cannot capture one
   const int64_t tm = ceil_div(M, mb), tn = ceil_div(N, nb);
+  // Several row blocks read the same columns of B: pack B once, shared, instead of once per task.
+  const int64_t ld = round_up(N, matmul_tile(isa).cols);
+  const bool share_b = tm > 1 && count * ld * K <= kMaxSharedB;
+  float* shared = share_b ? t_scratch.get(Scratch::kSharedB, count * ld * K) : nullptr;
+  if (share_b) pack_shared_b(isa, bl, mats, N, K, ld, shared);
   parallel_for(count * tm * tn, [&](int64_t t) {
-    const GemmOperands& g = mats[static_cast<size_t>(t / (tm * tn))];
+    const int64_t mat = t / (tm * tn);
+    const GemmOperands& g = mats[static_cast<size_t>(mat)];
     const int64_t m0 = (t / tn % tm) * mb, n0 = t % tn * nb;
-    packed_block(isa, bl, {g.A.data + m0 * g.A.rs, g.A.rs, g.A.cs}, {g.B.data + n0 * g.B.cs, g.B.rs, g.B.cs},
+    const PackedB pb = share_b ? PackedB{shared + mat * ld * K, ld, n0} : PackedB{};
+    packed_block(isa, bl, {g.A.data + m0 * g.A.rs, g.A.rs, g.A.cs}, {g.B.data + n0 * g.B.cs, g.B.rs, g.B.cs}, pb,
                  g.C + m0 * ldc + n0, ldc, std::min(mb, M - m0), std::min(nb, N - n0), K);
   });
 }

@@ -11,6 +11,7 @@
 #include "backends/cpu/matmul.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#include <immintrin.h>
 #define VOLTA_MATMUL_X86 1
 #define VOLTA_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #define VOLTA_TARGET_AVX2 __attribute__((target("avx2,fma")))
@@ -40,27 +41,39 @@ struct VecOf {
 
 // C[R, NV * W] = or += A[R, k] @ B[k, NV * W]. Inlined into each ISA's entry, whose target
 // attribute decides the registers the vectors live in.
+// The loops over rows and vectors are unrolled by pragma: unrolled only later, GCC keeps acc in a
+// stack array, stored and reloaded around the k loop on every call (about 100 memory operations,
+// several percent of a tile when k is short, as in attention).
 template <int W, int R, int NV, bool PackedA>
 [[gnu::always_inline]] inline void tile_body(const TileArgs& t) {
   using V = typename VecOf<W>::type;
+  const auto load = [](const float* p) {  // unaligned load
+    V v;
+    std::memcpy(&v, p, sizeof(V));
+    return v;
+  };
   V acc[R][NV];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < NV; ++j) {
-      if (t.accumulate) std::memcpy(&acc[r][j], t.c + r * t.ldc + j * W, sizeof(V));  // continue the chain
-      else acc[r][j] = V{};
-    }
+#pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) acc[r][j] = t.accumulate ? load(t.c + r * t.ldc + j * W) : V{};  // continue the chain
   const int64_t a_rs = PackedA ? 1 : t.a_rs;  // packed panels: the R values of one k are adjacent
   const float* a = t.a;
   const float* b = t.b;
   for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
     V bv[NV];
-    for (int j = 0; j < NV; ++j) std::memcpy(&bv[j], b + j * W, sizeof(V));  // unaligned load
+#pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) bv[j] = load(b + j * W);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float x = a[r * a_rs];
+#pragma GCC unroll 16
       for (int j = 0; j < NV; ++j) acc[r][j] += x * bv[j];  // one FMA per k
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) std::memcpy(t.c + r * t.ldc + j * W, &acc[r][j], sizeof(V));
 }
 
@@ -109,6 +122,58 @@ constexpr auto kAvx2Row = avx2_row_table(std::make_integer_sequence<int, kWideVe
 
 constexpr auto kAvx2Wide = avx2_table<kWideVecs, false>(std::make_integer_sequence<int, kAvx2WideRows>());
 constexpr auto kAvx2Half = avx2_table<kHalfVecs, false>(std::make_integer_sequence<int, kAvx2HalfRows>());
+
+// ---- Transposing copies (packing k-contiguous operands) -------------------------------------
+// dst[p * dst_rs + r] = src[r * src_rs + p]: 8 x 8 blocks transposed in ymm registers (AVX is
+// part of both vector ISAs), then 4 x 8 blocks for a remainder of 4..7 rows, then single values.
+
+// Rows r0..r7 (8 values each) become columns: out[j] holds value j of every row.
+VOLTA_TARGET_AVX2 inline void transpose8x8(__m256 (&r)[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0..3, then rows 4..7
+    __m256* u = t + 4 * h;
+    s[4 * h + 0] = _mm256_shuffle_ps(u[0], u[2], _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 1] = _mm256_shuffle_ps(u[0], u[2], _MM_SHUFFLE(3, 2, 3, 2));
+    s[4 * h + 2] = _mm256_shuffle_ps(u[1], u[3], _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 3] = _mm256_shuffle_ps(u[1], u[3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // s[j] (j < 4) holds values j and j + 4 of rows 0..3 in its halves; s[4 + j] those of rows 4..7.
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
+    r[j + 4] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
+  }
+}
+
+VOLTA_TARGET_AVX2 void transpose_copy_x86(const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst,
+                                          int64_t dst_rs) {
+  const int64_t k8 = k / 8 * 8;
+  int64_t r0 = 0;
+  for (; r0 + 8 <= rows; r0 += 8)
+    for (int64_t p = 0; p < k8; p += 8) {
+      __m256 v[8];
+      for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(src + (r0 + i) * src_rs + p);
+      transpose8x8(v);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (p + j) * dst_rs + r0, v[j]);
+    }
+  if (r0 + 4 <= rows) {  // 4 rows: the same shuffles on half the registers, stored as 4-float halves
+    for (int64_t p = 0; p < k8; p += 8) {
+      __m256 v[8];
+      for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(src + (r0 + i) * src_rs + p);
+      for (int i = 4; i < 8; ++i) v[i] = _mm256_setzero_ps();
+      transpose8x8(v);
+      for (int j = 0; j < 8; ++j) _mm_storeu_ps(dst + (p + j) * dst_rs + r0, _mm256_castps256_ps128(v[j]));
+    }
+    r0 += 4;
+  }
+  for (int64_t r = r0; r < rows; ++r)  // the last 0..3 rows
+    for (int64_t p = 0; p < k8; ++p) dst[p * dst_rs + r] = src[r * src_rs + p];
+  for (int64_t p = k8; p < k; ++p)  // the last 0..7 values of every row
+    for (int64_t r = 0; r < rows; ++r) dst[p * dst_rs + r] = src[r * src_rs + p];
+}
 
 #endif  // VOLTA_MATMUL_X86
 
@@ -244,6 +309,16 @@ void run_row_tile(MatmulIsa isa, int64_t vecs, const TileArgs& t) {
   }
   (void)v;
   tile_scalar(t);  // not reached: matmul_row_tile_vectors(kScalar) == 0
+}
+
+void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst,
+                    int64_t dst_rs) {
+#ifdef VOLTA_MATMUL_X86
+  if (isa != MatmulIsa::kScalar) return transpose_copy_x86(src, src_rs, rows, k, dst, dst_rs);
+#endif
+  (void)isa;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t p = 0; p < k; ++p) dst[p * dst_rs + r] = src[r * src_rs + p];
 }
 
 void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t) {
