@@ -92,6 +92,20 @@ bool op_allows_attr(Op op, std::string_view attr);
 // The shape/dtype rule of `op`. Errors read "[op] <what is wrong>"; callers append the node.
 Result<TensorType> infer_type(Op op, std::span<const TensorType> inputs, const Attrs& attrs);
 
+// Window geometry of conv2d, max_pool, avg_pool and their gradients over the spatial dims of an
+// [N, C, spatial...] tensor. pads are [begin_0, begin_1, ..., end_0, end_1, ...] as in ONNX.
+struct Window {
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  int64_t groups = 1;
+  bool ceil_mode = false;
+  bool count_include_pad = false;
+  // Output extent of spatial dim d for an input extent `in` (>= 1 when the rule accepted it).
+  int64_t out_dim(size_t d, int64_t in) const;
+};
+// Reads and checks the window attributes of `op` for `spatial` dims; `kernel` is taken from the
+// attributes (pools) or given (conv2d: the weight's trailing dims).
+Result<Window> window_attrs(Op op, const Attrs& attrs, size_t spatial, const std::vector<int64_t>* kernel = nullptr);
+
 // Numpy-style broadcast of two shapes.
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 

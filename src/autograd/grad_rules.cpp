@@ -203,6 +203,52 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     }
     case Op::Equal: return std::vector<Value>{Value{}, Value{}};  // piecewise constant
 
+    case Op::Erf: {  // 2 / sqrt(pi) * exp(-x^2)
+      Value d = b.mul(scalar(1.1283791670955126), b.exp(b.neg(b.mul(x[0], x[0]))));
+      return std::vector<Value>{b.mul(dy, d)};
+    }
+    case Op::Abs: return std::vector<Value>{b.mul(dy, b.op(Op::Sign, {x[0]}))};
+    case Op::Sign: return std::vector<Value>{Value{}};  // piecewise constant
+    case Op::Clip: return std::vector<Value>{b.mul(dy, b.op(Op::Equal, {y, x[0]}))};  // 1 where not clipped
+    case Op::LeakyRelu: {  // dy where x > 0, alpha * dy where x < 0
+      VOLTA_ASSIGN_OR_RETURN(double alpha, at.get_float("alpha", 0.01));
+      Value neg_part = b.op(Op::ReluGrad, {b.neg(x[0]), dy});
+      return std::vector<Value>{b.add(b.op(Op::ReluGrad, {x[0], dy}), b.mul(neg_part, scalar(alpha)))};
+    }
+    case Op::Pow: {  // d/da = b a^(b-1), d/db = y log(a)
+      Value da = b.mul(dy, b.mul(x[1], b.op(Op::Pow, {x[0], b.sub(x[1], scalar(1.0))})));
+      Value db = b.mul(dy, b.mul(y, b.log(x[0])));
+      return std::vector<Value>{sum_to(b, da, in_shape(0)), sum_to(b, db, in_shape(1))};
+    }
+    case Op::Cast:  // only an f32 -> f32 cast carries a gradient; integers have none
+      if (b.type(x[0]).dtype == DType::f32 && b.type(y).dtype == DType::f32) return std::vector<Value>{dy};
+      return std::vector<Value>{Value{}};
+    case Op::Gather: {
+      VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", 0));
+      if (b.type(x[0]).dtype != DType::f32) return std::vector<Value>{Value{}, Value{}};
+      return std::vector<Value>{b.op(Op::GatherGrad, {x[1], dy}, {{"axis", axis}, {"shape", in_shape(0)}}), Value{}};
+    }
+    case Op::Trilu: return std::vector<Value>{b.op(Op::Trilu, {dy}, at)};
+    case Op::Conv2d: {
+      ir::Attrs gx = at, gw = at;
+      gx.set("shape", in_shape(0));
+      gw.set("shape", in_shape(1));
+      std::vector<Value> out{b.op(Op::Conv2dGradInput, {x[1], dy}, gx), b.op(Op::Conv2dGradWeight, {x[0], dy}, gw)};
+      if (x.size() == 3) out.push_back(b.reduce_sum(dy, {0, 2, 3}));
+      return out;
+    }
+    case Op::MaxPool: return std::vector<Value>{b.op(Op::MaxPoolGrad, {x[0], dy}, at)};
+    case Op::AvgPool: {
+      ir::Attrs ga = at;
+      ga.set("shape", in_shape(0));
+      return std::vector<Value>{b.op(Op::AvgPoolGrad, {dy}, ga)};
+    }
+
+    case Op::GatherGrad:
+    case Op::Conv2dGradInput:
+    case Op::Conv2dGradWeight:
+    case Op::MaxPoolGrad:
+    case Op::AvgPoolGrad:
     case Op::ReluGrad:
     case Op::GeluGrad:
     case Op::SoftmaxGrad:

@@ -2,6 +2,7 @@
 // Each element is computed in double and rounded once to f32 (for + - * / this equals the
 // correctly rounded f32 result).
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "backends/cpu/ref_util.h"
@@ -72,5 +73,28 @@ Status Gelu(const KernelArgs& a) {
   return invalid_argument(op_prefix(a.node) + "attribute 'approximate' must be 'none' or 'tanh', got '" + mode +
                           "' " + ir::node_ref(a.node));
 }
+
+Status Erf(const KernelArgs& a) { return unary(a, [](double x) { return std::erf(x); }); }
+Status Abs(const KernelArgs& a) { return unary(a, [](double x) { return std::fabs(x); }); }
+// sign(nan) = nan, sign(+-0) = 0.
+Status Sign(const KernelArgs& a) {
+  return unary(a, [](double x) { return std::isnan(x) ? x : (x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0); });
+}
+Status LeakyRelu(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const double alpha, a.node.attrs.get_float("alpha", 0.01));
+  return unary(a, [alpha](double x) { return x < 0 ? alpha * x : x; });
+}
+// Bounds are rounded to f32 first so that clip(x) is always one of x, min or max; nan stays nan.
+Status Clip(const KernelArgs& a) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  VOLTA_ASSIGN_OR_RETURN(const double lo_attr, a.node.attrs.get_float("min", -kInf));
+  VOLTA_ASSIGN_OR_RETURN(const double hi_attr, a.node.attrs.get_float("max", kInf));
+  const double lo = static_cast<float>(lo_attr), hi = static_cast<float>(hi_attr);
+  return unary(a, [lo, hi](double x) {
+    const double y = x < lo ? lo : x;  // numpy's order: min after max, so min > max gives max
+    return y > hi ? hi : y;
+  });
+}
+Status Pow(const KernelArgs& a) { return binary(a, [](double x, double y) { return std::pow(x, y); }); }
 
 }  // namespace volta::cpu::ref

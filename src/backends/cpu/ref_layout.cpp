@@ -1,7 +1,9 @@
 // Reference indexing and layout kernels. They move bytes, so they serve every dtype by
 // copying dtype_size(dtype) bytes per element.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "backends/cpu/ref_util.h"
 
@@ -102,6 +104,129 @@ Status Concat(const KernelArgs& a) {
       out += chunk;
     }
   }
+  return Status::ok();
+}
+
+namespace {
+
+double read_as_double(const TensorRef& t, int64_t i) {
+  switch (t.type.dtype) {
+    case DType::f32: return t.as<const float>()[i];
+    case DType::i32: return t.as<const int32_t>()[i];
+    case DType::i64: return static_cast<double>(t.as<const int64_t>()[i]);
+  }
+  return 0.0;
+}
+
+// Float to integer: truncation toward zero, saturating at the type's range; nan becomes 0
+// (C++ leaves those cases undefined).
+template <typename I>
+I saturate(double v) {
+  if (std::isnan(v)) return 0;
+  constexpr double lo = static_cast<double>(std::numeric_limits<I>::min());
+  constexpr double hi = static_cast<double>(std::numeric_limits<I>::max());
+  if (v <= lo) return std::numeric_limits<I>::min();
+  if (v >= hi) return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
+}
+
+}  // namespace
+
+Status Cast(const KernelArgs& a) {
+  const TensorRef& x = a.in[0];
+  const int64_t n = a.out.numel();
+  const DType from = x.type.dtype, to = a.out.type.dtype;
+  for (int64_t i = 0; i < n; ++i) {
+    if (from == DType::i64 && to == DType::i64) {
+      a.out.as<int64_t>()[i] = x.as<const int64_t>()[i];
+    } else if (from == DType::i64 && to == DType::i32) {  // wraps like numpy's astype
+      a.out.as<int32_t>()[i] = static_cast<int32_t>(static_cast<uint32_t>(x.as<const int64_t>()[i]));
+    } else {
+      const double v = read_as_double(x, i);
+      switch (to) {
+        case DType::f32: a.out.as<float>()[i] = static_cast<float>(v); break;
+        case DType::i32: a.out.as<int32_t>()[i] = saturate<int32_t>(v); break;
+        case DType::i64: a.out.as<int64_t>()[i] = saturate<int64_t>(v); break;
+      }
+    }
+  }
+  return Status::ok();
+}
+
+// out[outer, i..., inner] = x[outer, indices[i...], inner]; negative indices count from the end.
+Status Gather(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", 0));
+  const Shape& s = a.in[0].shape();
+  VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, s.size()));
+  const TensorRef& idx = a.in[1];
+  const int64_t dim = s[axis];
+  const int64_t outer = dims_product(s, 0, axis);
+  const size_t row = static_cast<size_t>(dims_product(s, axis + 1, s.size())) * elem_size(a.out);
+  const int64_t n = idx.numel();
+  std::byte* out = a.out.data;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t id = read_index(idx, i);
+      if (id < -dim || id >= dim) {
+        return invalid_argument(op_prefix(a.node) + "index " + std::to_string(id) + " at flat position " +
+                                std::to_string(i) + " is outside [-" + std::to_string(dim) + ", " + std::to_string(dim) +
+                                ") " + ir::node_ref(a.node));
+      }
+      if (id < 0) id += dim;
+      if (row) std::memcpy(out, a.in[0].data + static_cast<size_t>(o * dim + id) * row, row);
+      out += row;
+    }
+  }
+  return Status::ok();
+}
+
+// dx of gather: dy rows added into the rows the indices name, in index order, in double.
+Status GatherGrad(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", 0));
+  const Shape& s = a.out.shape();
+  VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, s.size()));
+  const TensorRef& idx = a.in[0];
+  const float* dy = a.in[1].as<const float>();
+  const int64_t dim = s[axis];
+  const int64_t outer = dims_product(s, 0, axis);
+  const int64_t inner = dims_product(s, axis + 1, s.size());
+  const int64_t n = idx.numel();
+  std::vector<double> acc(static_cast<size_t>(count(s)), 0.0);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t id = read_index(idx, i);
+      if (id < -dim || id >= dim) {
+        return invalid_argument(op_prefix(a.node) + "index " + std::to_string(id) + " is outside [-" +
+                                std::to_string(dim) + ", " + std::to_string(dim) + ") " + ir::node_ref(a.node));
+      }
+      if (id < 0) id += dim;
+      const float* src = dy + (o * n + i) * inner;
+      double* dst = acc.data() + (o * dim + id) * inner;
+      for (int64_t k = 0; k < inner; ++k) dst[k] += src[k];
+    }
+  }
+  float* out = a.out.as<float>();
+  for (size_t k = 0; k < acc.size(); ++k) out[k] = static_cast<float>(acc[k]);
+  return Status::ok();
+}
+
+// Keeps x[..., i, j] where j - i >= k (upper) or j - i <= k (lower); zeros elsewhere. Any dtype.
+Status Trilu(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t upper, a.node.attrs.get_int("upper", 1));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t k, a.node.attrs.get_int("k", 0));
+  const Shape& s = a.out.shape();
+  if (s.size() < 2) return internal_error(op_prefix(a.node) + "input must have rank >= 2 " + ir::node_ref(a.node));
+  const int64_t R = s[s.size() - 2], C = s[s.size() - 1];
+  const int64_t mats = dims_product(s, 0, s.size() - 2);
+  const size_t es = elem_size(a.out);
+  std::memset(a.out.data, 0, a.out.type.bytes());
+  for (int64_t m = 0; m < mats; ++m)
+    for (int64_t i = 0; i < R; ++i)
+      for (int64_t j = 0; j < C; ++j) {
+        const bool keep = upper ? j - i >= k : j - i <= k;
+        const size_t off = static_cast<size_t>((m * R + i) * C + j) * es;
+        if (keep) std::memcpy(a.out.data + off, a.in[0].data + off, es);
+      }
   return Status::ok();
 }
 

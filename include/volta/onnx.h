@@ -1,0 +1,92 @@
+// ONNX import: a static-shape subset of ONNX (docs/onnx.md) becomes an ir::Graph, so imported
+// models are verified, planned and run on the one path like any other graph.
+//
+//   volta::onnx::ImportOptions opts;
+//   opts.input_values["shape"] = shape_tensor;          // a graph input Reshape needs as a constant
+//   auto m = volta::onnx::load_model("model.onnx", opts);  // "Reshape node 'r' (opset 14): ..."
+//   auto plan = runtime.compile(m->graph);
+//   runtime.run(*plan, {{"x", x}});                     // bind m->inputs with node >= 0 by name
+//
+// Every failure is a Status naming the node, op type, opset and the attribute or input at
+// fault; malformed files (not protobuf, truncated, dangling names) are errors, never crashes.
+// Built when Debian's libonnx-dev is found; otherwise every call returns kUnimplemented.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "volta/ir.h"
+#include "volta/runtime.h"
+#include "volta/status.h"
+#include "volta/tensor.h"
+
+namespace volta::onnx {
+
+// ONNX TensorProto.DataType codes Volta reads and writes. BOOL values live in Volta as f32
+// 0.0 / 1.0 (what `equal` produces and `where` reads).
+enum class ElemType : int32_t { kUndefined = 0, kFloat = 1, kInt32 = 6, kInt64 = 7, kBool = 9 };
+const char* elem_type_name(int32_t onnx_type);  // "FLOAT", "DOUBLE", ... ("type 42" when unknown)
+// The Volta dtype an ONNX type lives in, or an error for types Volta does not hold.
+Result<DType> volta_dtype(int32_t onnx_type);
+// True when Volta builds with the ONNX importer.
+bool available();
+
+// A graph input or output.
+struct IoValue {
+  std::string name;    // the ONNX value name (also the IR input's name)
+  ElemType onnx_type;  // its ONNX type
+  TensorType type;     // its Volta type
+  int32_t node = -1;   // the IR node; -1 for an input folded into constants at import
+};
+
+struct Model {
+  ir::Graph graph;               // graph.outputs[i] == outputs[i].node
+  std::vector<IoValue> inputs;   // graph inputs that are not initializers, in ONNX order
+  std::vector<IoValue> outputs;  // graph outputs, in ONNX order
+  Bindings params;               // initializer values (ImportOptions::initializers_as_params)
+  int64_t opset = 0;             // of the default domain
+  std::string producer;          // producer_name producer_version
+};
+
+struct ImportOptions {
+  // Values of graph inputs that an op needs as constants at import (Reshape's shape, Slice's
+  // starts, Clip's bounds, ...). An input consumed only that way does not become an IR input.
+  std::map<std::string, Tensor> input_values;
+  // f32 initializers of rank >= 1 become trainable params (values in Model::params) instead
+  // of constants, so an imported model can be fine-tuned.
+  bool initializers_as_params = false;
+};
+
+Result<Model> import_model(std::string_view bytes, const std::string& origin, const ImportOptions& options = {});
+Result<Model> load_model(const std::string& path, const ImportOptions& options = {});
+// What a model declares, without importing it (for test runners and `volta inspect`).
+struct ModelInfo {
+  std::vector<std::string> op_types;  // of the main graph's nodes, in node order
+  std::vector<std::string> inputs;    // graph inputs that are not initializers, in order
+  std::vector<std::string> outputs;   // graph outputs, in order
+  int64_t opset = 0;
+};
+Result<ModelInfo> read_model_info(std::string_view bytes, const std::string& origin);
+
+// ---- Tensor files: ONNX TensorProto (.pb) and numpy (.npy) ---------------------------------
+
+struct TypedTensor {
+  Tensor tensor;       // in the Volta dtype (bool as f32 0/1)
+  ElemType onnx_type;  // the file's element type
+  std::string name;    // TensorProto.name (empty for .npy)
+};
+
+Result<TypedTensor> parse_tensor_proto(std::string_view bytes, const std::string& origin);
+Result<std::string> serialize_tensor_proto(const Tensor& t, ElemType onnx_type, const std::string& name);
+Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin);
+Result<std::string> serialize_npy(const Tensor& t, ElemType onnx_type);
+// By extension: .npy is numpy, anything else a TensorProto.
+Result<TypedTensor> read_tensor_file(const std::string& path);
+Status write_tensor_file(const std::string& path, const Tensor& t, ElemType onnx_type, const std::string& name);
+// A file's tensor as the input `io` expects: same element type and shape, else an error.
+Result<Tensor> as_input(const TypedTensor& t, const IoValue& io, const std::string& origin);
+
+}  // namespace volta::onnx

@@ -1,0 +1,87 @@
+// Internal to the ONNX importer: the state of one import and the per-op converters.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "onnx/onnx_util.h"
+
+namespace volta::onnx {
+
+// One ONNX value as the importer knows it.
+struct OnnxValue {
+  int32_t id = -1;               // IR node; -1 while a graph input or initializer is unused
+  ElemType type = ElemType::kUndefined;
+  const ::onnx::ValueInfoProto* input = nullptr;  // for a graph input
+  const ::onnx::TensorProto* initializer = nullptr;
+};
+
+class Importer {
+ public:
+  Importer(const ::onnx::ModelProto& model, const ImportOptions& options, std::string origin);
+  Result<Model> run();
+
+  // ---- used by the converters (src/onnx/convert.cpp) ----
+  const ::onnx::NodeProto& node() const { return *node_; }
+  int64_t opset() const { return opset_; }
+  // "Reshape node 'r' (opset 14): <what>"
+  Status fail(const std::string& what) const;
+  Status unsupported(const std::string& what) const;
+
+  // Inputs: present means given with a non-empty name.
+  size_t num_inputs() const { return static_cast<size_t>(node_->input_size()); }
+  bool has_input(size_t k) const { return k < num_inputs() && !node_->input(static_cast<int>(k)).empty(); }
+  Result<int32_t> input(size_t k);                 // the IR value of input k
+  Result<ElemType> input_type(size_t k);
+  TensorType type(int32_t id) const { return graph_.node(id).type; }
+  // Input k's value, which must be known at import (initializer, Constant, folded, given).
+  Result<Tensor> constant_input(size_t k);
+  Result<std::vector<int64_t>> ints_input(size_t k);  // an integer constant as int64s
+
+  // Attributes: only the listed ones may be present.
+  Status allow_attrs(std::initializer_list<const char*> names) const;
+  const ::onnx::AttributeProto* attr(const char* name) const;
+  Result<int64_t> attr_int(const char* name, int64_t fallback) const;
+  Result<double> attr_float(const char* name, double fallback) const;
+  Result<std::vector<int64_t>> attr_ints(const char* name) const;  // empty when absent
+  Result<std::string> attr_string(const char* name, std::string fallback) const;
+
+  // Builders: a node of the IR, typed by the op's rule; errors carry the ONNX node.
+  Result<int32_t> emit(ir::Op op, std::vector<int32_t> inputs, ir::Attrs attrs = {});
+  Result<int32_t> constant(Tensor value);
+  Result<int32_t> scalar(float v) { return constant(Tensor::from_f32({}, {v})); }
+  Result<int32_t> reshape(int32_t x, Shape shape);
+  // Output k of the ONNX node is `id` with ONNX type `type`.
+  Status set_output(size_t k, int32_t id, ElemType type);
+  bool wants_output(size_t k) const { return k < static_cast<size_t>(node_->output_size()) && !node_->output(static_cast<int>(k)).empty(); }
+
+ private:
+  Status input_exists(size_t k);
+  Result<int32_t> materialize(const std::string& name, OnnxValue& v);
+  Result<int32_t> add_node(ir::Node n);
+  std::string fresh_name(const std::string& base);
+  Status convert_node();
+
+  const ::onnx::ModelProto& model_;
+  const ImportOptions& options_;
+  std::string origin_;
+  int64_t opset_ = 0;
+  const ::onnx::NodeProto* node_ = nullptr;
+  int node_index_ = 0;
+  int32_t node_first_id_ = 0;  // first IR id emitted for the current ONNX node
+  ir::Graph graph_;
+  std::map<std::string, OnnxValue> values_;
+  std::set<std::string> reserved_;  // every ONNX value name: helper nodes never take one
+  std::set<std::string> used_;      // IR node names taken
+  std::map<int32_t, Tensor> known_;  // IR id -> value known at import
+  Bindings params_;
+};
+
+// Converts the current node of `im` (dispatch on op type); defined in convert.cpp.
+Status convert(Importer& im);
+// The ONNX op types convert() knows.
+bool is_supported_op(const std::string& op_type);
+
+}  // namespace volta::onnx

@@ -1,0 +1,24 @@
+// The ONNX API when Volta is built without libonnx-dev: every call says so.
+#include "volta/onnx.h"
+
+namespace volta::onnx {
+
+namespace {
+Status absent() { return unimplemented("this Volta was built without ONNX support (install libonnx-dev and reconfigure)"); }
+}  // namespace
+
+const char* elem_type_name(int32_t) { return "unknown type"; }
+Result<DType> volta_dtype(int32_t) { return absent(); }
+bool available() { return false; }
+Result<Model> import_model(std::string_view, const std::string&, const ImportOptions&) { return absent(); }
+Result<Model> load_model(const std::string&, const ImportOptions&) { return absent(); }
+Result<ModelInfo> read_model_info(std::string_view, const std::string&) { return absent(); }
+Result<TypedTensor> parse_tensor_proto(std::string_view, const std::string&) { return absent(); }
+Result<std::string> serialize_tensor_proto(const Tensor&, ElemType, const std::string&) { return absent(); }
+Result<TypedTensor> parse_npy(std::string_view, const std::string&) { return absent(); }
+Result<std::string> serialize_npy(const Tensor&, ElemType) { return absent(); }
+Result<TypedTensor> read_tensor_file(const std::string&) { return absent(); }
+Status write_tensor_file(const std::string&, const Tensor&, ElemType, const std::string&) { return absent(); }
+Result<Tensor> as_input(const TypedTensor&, const IoValue&, const std::string&) { return absent(); }
+
+}  // namespace volta::onnx

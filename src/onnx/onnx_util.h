@@ -1,0 +1,16 @@
+// Internal to the ONNX importer: the protobuf classes and helpers shared by its files.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "volta/onnx.h"
+
+namespace volta::onnx {
+
+// A TensorProto's payload as a Volta tensor; *type gets its ONNX type.
+Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string& origin, ElemType* type);
+Result<std::string> read_file_bytes(const std::string& path);
+
+}  // namespace volta::onnx

@@ -1,0 +1,252 @@
+// Tensor files: ONNX TensorProto (.pb, through the protobuf classes) and numpy .npy (v1/v2,
+// little-endian, C order). Every size is checked against the bytes before anything is read.
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "onnx/onnx_util.h"
+
+namespace volta::onnx {
+
+namespace {
+
+constexpr int64_t kMaxElements = int64_t{1} << 32;
+
+Status bad(const std::string& origin, const std::string& what) { return parse_error(origin + ": " + what); }
+
+// Element count of `dims`, or an error for negative or too large shapes (no overflow).
+Result<int64_t> checked_numel(const Shape& dims, const std::string& origin) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return bad(origin, "negative dim in shape " + shape_to_string(dims));
+    if (d != 0 && n > kMaxElements / d) return bad(origin, "shape " + shape_to_string(dims) + " is too large");
+    n *= d;
+  }
+  return n;
+}
+
+template <typename T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+}  // namespace
+
+const char* elem_type_name(int32_t t) {
+  if (::onnx::TensorProto_DataType_IsValid(t))
+    return ::onnx::TensorProto_DataType_Name(static_cast<::onnx::TensorProto_DataType>(t)).c_str();
+  return "unknown type";
+}
+
+Result<DType> volta_dtype(int32_t t) {
+  switch (t) {
+    case 1: case 9: return DType::f32;
+    case 6: return DType::i32;
+    case 7: return DType::i64;
+    default: return unimplemented(std::string("dtype ") + elem_type_name(t) + " is not supported (FLOAT, INT32, INT64, BOOL are)");
+  }
+}
+
+bool available() { return true; }
+
+Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string& origin, ElemType* type_out) {
+  if (p.data_location() == ::onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
+    return unimplemented(origin + ": tensor '" + p.name() + "' keeps its data in an external file");
+  if (p.has_segment()) return unimplemented(origin + ": tensor '" + p.name() + "' is segmented");
+  auto dt = volta_dtype(p.data_type());
+  if (!dt.is_ok()) return Status(dt.status().code(), origin + ": tensor '" + p.name() + "': " + dt.status().message());
+  Shape dims(p.dims().begin(), p.dims().end());
+  VOLTA_ASSIGN_OR_RETURN(int64_t n, checked_numel(dims, origin));
+  const auto count = static_cast<size_t>(n);
+  const int32_t t = p.data_type();
+  const size_t file_elem = t == 9 ? 1 : t == 7 ? 8 : 4;
+  // Never allocate more than the message can fill.
+  const size_t available = p.has_raw_data() ? p.raw_data().size()
+                           : t == 1         ? static_cast<size_t>(p.float_data_size()) * 4
+                           : t == 7         ? static_cast<size_t>(p.int64_data_size()) * 8
+                                            : static_cast<size_t>(p.int32_data_size()) * file_elem;
+  if (count * file_elem != available) {
+    return bad(origin, "tensor '" + p.name() + "' " + shape_to_string(dims) + " of " + elem_type_name(t) + " needs " +
+                           std::to_string(count * file_elem) + " bytes of data but has " + std::to_string(available));
+  }
+  Tensor out = Tensor::zeros(*dt, dims);
+  if (p.has_raw_data()) {
+    const std::string& raw = p.raw_data();
+    if (t == 9) {
+      for (size_t i = 0; i < count; ++i) out.data<float>()[i] = raw[i] != 0 ? 1.0f : 0.0f;
+    } else if (count) {
+      std::memcpy(out.raw(), raw.data(), raw.size());  // little-endian host
+    }
+  } else if (t == 1) {
+    for (size_t i = 0; i < count; ++i) out.data<float>()[i] = p.float_data(static_cast<int>(i));
+  } else if (t == 7) {
+    for (size_t i = 0; i < count; ++i) out.data<int64_t>()[i] = p.int64_data(static_cast<int>(i));
+  } else if (t == 6) {
+    for (size_t i = 0; i < count; ++i) out.data<int32_t>()[i] = p.int32_data(static_cast<int>(i));
+  } else {
+    for (size_t i = 0; i < count; ++i) out.data<float>()[i] = p.int32_data(static_cast<int>(i)) != 0 ? 1.0f : 0.0f;
+  }
+  *type_out = static_cast<ElemType>(t);
+  return out;
+}
+
+Result<TypedTensor> parse_tensor_proto(std::string_view bytes, const std::string& origin) {
+  ::onnx::TensorProto p;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) || !p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return bad(origin, "not an ONNX TensorProto (protobuf parse failed)");
+  TypedTensor out;
+  VOLTA_ASSIGN_OR_RETURN(out.tensor, tensor_from_proto(p, origin, &out.onnx_type));
+  out.name = p.name();
+  return out;
+}
+
+Result<std::string> serialize_tensor_proto(const Tensor& t, ElemType onnx_type, const std::string& name) {
+  VOLTA_ASSIGN_OR_RETURN(DType want, volta_dtype(static_cast<int32_t>(onnx_type)));
+  if (want != t.dtype())
+    return invalid_argument("cannot write " + t.type().to_string() + " as " + elem_type_name(static_cast<int32_t>(onnx_type)));
+  ::onnx::TensorProto p;
+  p.set_name(name);
+  p.set_data_type(static_cast<int32_t>(onnx_type));
+  for (int64_t d : t.shape()) p.add_dims(d);
+  if (onnx_type == ElemType::kBool) {
+    std::string raw(static_cast<size_t>(t.numel()), '\0');
+    for (int64_t i = 0; i < t.numel(); ++i) raw[static_cast<size_t>(i)] = t.data<float>()[i] != 0.0f ? 1 : 0;
+    p.set_raw_data(raw);
+  } else {
+    p.set_raw_data(std::string(reinterpret_cast<const char*>(t.raw()), t.bytes()));
+  }
+  std::string out;
+  if (!p.SerializeToString(&out)) return internal_error("cannot serialize tensor '" + name + "'");
+  return out;
+}
+
+Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin) {
+  if (bytes.size() < 10 || bytes.substr(0, 6) != std::string_view("\x93NUMPY", 6)) return bad(origin, "not a .npy file (bad magic)");
+  const auto major = static_cast<uint8_t>(bytes[6]);
+  size_t header_len = 0, start = 0;
+  if (major == 1) {
+    header_len = static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
+    start = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) return bad(origin, "truncated .npy header");
+    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<uint8_t>(bytes[8 + i])) << (8 * i);
+    start = 12;
+  } else {
+    return bad(origin, ".npy version " + std::to_string(major) + " is not supported");
+  }
+  if (header_len > bytes.size() - start) return bad(origin, "truncated .npy header");
+  const std::string header(bytes.substr(start, header_len));
+  auto field = [&](const std::string& key) -> std::string {
+    size_t k = header.find("'" + key + "'");
+    if (k == std::string::npos) return "";
+    size_t colon = header.find(':', k);
+    if (colon == std::string::npos) return "";
+    size_t v = header.find_first_not_of(' ', colon + 1);
+    if (v == std::string::npos) return "";
+    if (header[v] == '(') {
+      size_t close = header.find(')', v);
+      return close == std::string::npos ? "" : header.substr(v, close - v + 1);
+    }
+    size_t end = header.find_first_of(",}", v);
+    return header.substr(v, end == std::string::npos ? std::string::npos : end - v);
+  };
+  const std::string descr = field("descr"), fortran = field("fortran_order"), shape_text = field("shape");
+  ElemType type;
+  if (descr == "'<f4'") type = ElemType::kFloat;
+  else if (descr == "'<i4'") type = ElemType::kInt32;
+  else if (descr == "'<i8'") type = ElemType::kInt64;
+  else if (descr == "'|b1'") type = ElemType::kBool;
+  else return unimplemented(origin + ": .npy dtype " + (descr.empty() ? "(missing)" : descr) + " is not supported (<f4, <i4, <i8, |b1 are)");
+  if (fortran != "False") return unimplemented(origin + ": Fortran-order .npy files are not supported");
+  if (shape_text.size() < 2) return bad(origin, ".npy header has no shape");
+  Shape dims;
+  std::string inner = shape_text.substr(1, shape_text.size() - 2);
+  std::stringstream ss(inner);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t b = item.find_first_not_of(' ');
+    if (b == std::string::npos) continue;
+    item = item.substr(b);
+    if (item.empty() || item.size() > 15 || item.find_first_not_of("0123456789") != std::string::npos)
+      return bad(origin, ".npy shape " + shape_text + " is not a tuple of non-negative integers");
+    dims.push_back(std::stoll(item));
+  }
+  VOLTA_ASSIGN_OR_RETURN(int64_t n, checked_numel(dims, origin));
+  const size_t elem = type == ElemType::kBool ? 1 : type == ElemType::kInt64 ? 8 : 4;
+  const size_t data = start + header_len;
+  if (bytes.size() - data != static_cast<size_t>(n) * elem)
+    return bad(origin, ".npy data has " + std::to_string(bytes.size() - data) + " bytes but shape " + shape_text +
+                           " needs " + std::to_string(static_cast<size_t>(n) * elem));
+  TypedTensor out;
+  out.onnx_type = type;
+  VOLTA_ASSIGN_OR_RETURN(DType dt, volta_dtype(static_cast<int32_t>(type)));
+  out.tensor = Tensor::zeros(dt, dims);
+  if (type == ElemType::kBool) {
+    for (int64_t i = 0; i < n; ++i) out.tensor.data<float>()[i] = bytes[data + static_cast<size_t>(i)] != 0 ? 1.0f : 0.0f;
+  } else if (n) {
+    std::memcpy(out.tensor.raw(), bytes.data() + data, static_cast<size_t>(n) * elem);
+  }
+  return out;
+}
+
+Result<std::string> serialize_npy(const Tensor& t, ElemType onnx_type) {
+  VOLTA_ASSIGN_OR_RETURN(DType want, volta_dtype(static_cast<int32_t>(onnx_type)));
+  if (want != t.dtype())
+    return invalid_argument("cannot write " + t.type().to_string() + " as " + elem_type_name(static_cast<int32_t>(onnx_type)));
+  const char* descr = onnx_type == ElemType::kFloat ? "<f4" : onnx_type == ElemType::kInt32 ? "<i4" : onnx_type == ElemType::kInt64 ? "<i8" : "|b1";
+  std::string shape = "(";
+  for (int64_t d : t.shape()) shape += std::to_string(d) + ",";
+  if (t.shape().size() > 1) shape.pop_back();
+  shape += ")";
+  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  put<uint16_t>(out, static_cast<uint16_t>(header.size()));
+  out += header;
+  if (onnx_type == ElemType::kBool) {
+    for (int64_t i = 0; i < t.numel(); ++i) out += t.data<float>()[i] != 0.0f ? '\x01' : '\x00';
+  } else {
+    out.append(reinterpret_cast<const char*>(t.raw()), t.bytes());
+  }
+  return out;
+}
+
+Result<std::string> read_file_bytes(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return not_found("'" + path + "' is a directory");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("cannot open '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Result<TypedTensor> read_tensor_file(const std::string& path) {
+  VOLTA_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path));
+  if (std::filesystem::path(path).extension() == ".npy") return parse_npy(bytes, path);
+  return parse_tensor_proto(bytes, path);
+}
+
+Status write_tensor_file(const std::string& path, const Tensor& t, ElemType onnx_type, const std::string& name) {
+  std::string bytes;
+  if (std::filesystem::path(path).extension() == ".npy") {
+    VOLTA_ASSIGN_OR_RETURN(bytes, serialize_npy(t, onnx_type));
+  } else {
+    VOLTA_ASSIGN_OR_RETURN(bytes, serialize_tensor_proto(t, onnx_type, name));
+  }
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return not_found("cannot write '" + path + "'");
+  return Status::ok();
+}
+
+Result<Tensor> as_input(const TypedTensor& t, const IoValue& io, const std::string& origin) {
+  if (t.onnx_type != io.onnx_type || t.tensor.shape() != io.type.shape)
+    return invalid_argument(origin + ": input '" + io.name + "' is " + elem_type_name(static_cast<int32_t>(io.onnx_type)) +
+                            shape_to_string(io.type.shape) + " but the file holds " +
+                            elem_type_name(static_cast<int32_t>(t.onnx_type)) + shape_to_string(t.tensor.shape()));
+  return t.tensor;
+}
+
+}  // namespace volta::onnx

@@ -1,0 +1,201 @@
+// ONNX's own backend node tests (Debian's libonnx-testdata): every test whose ops are all in
+// the supported list is imported, run through the Runtime and compared with rtol 1e-3, atol
+// 1e-7 (ONNX's runner's tolerances, NaN == NaN). A test either passes or is listed in
+// tests/data/onnx/conformance_expected.txt with the reason it is refused, and a refused test
+// must fail at import with a clean error, never run to a wrong answer.
+// VOLTA_ONNX_REPORT=FILE writes the per-op table of docs/onnx.md.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "test_util.h"
+#include "volta/onnx.h"
+#include "volta/runtime.h"
+
+namespace volta {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The op list of issue 6 (docs/onnx.md): a test is in the suite when all its ops are.
+const std::set<std::string> kSuiteOps = {
+    "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Erf", "Neg", "Abs", "Clip", "Relu",
+    "LeakyRelu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "Conv",
+    "MaxPool", "AveragePool", "GlobalAveragePool", "Reshape", "Transpose", "Concat", "Split", "Slice", "Gather",
+    "Unsqueeze", "Squeeze", "Flatten", "Where", "Equal", "Cast", "ReduceMean", "ReduceSum", "ReduceMax", "Identity",
+    "Dropout", "Constant", "ConstantOfShape", "Shape", "Expand", "Range", "Trilu"};
+
+std::string node_tests_dir() {
+  const char* env = std::getenv("VOLTA_ONNX_NODE_TESTS");
+  return env ? env : "/usr/share/libonnx-testdata/data/node";
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// "test_name reason..." lines; '#' starts a comment.
+std::map<std::string, std::string> read_expectations() {
+  std::map<std::string, std::string> out;
+  std::ifstream f(std::string(VOLTA_SOURCE_DIR) + "/tests/data/onnx/conformance_expected.txt");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.find(' ');
+    out[line.substr(0, sp)] = sp == std::string::npos ? "" : line.substr(sp + 1);
+  }
+  return out;
+}
+
+// data_set files sorted by their index (input_10 after input_9).
+std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, fs::path>> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.size() > prefix.size() + 3 && name.ends_with(".pb"))
+      files.emplace_back(std::atoi(name.c_str() + prefix.size()), e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<fs::path> out;
+  for (auto& [i, p] : files) out.push_back(p);
+  return out;
+}
+
+double as_double(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::f32: return t.data<float>()[i];
+    case DType::i32: return t.data<int32_t>()[i];
+    case DType::i64: return static_cast<double>(t.data<int64_t>()[i]);
+  }
+  return 0;
+}
+
+enum class Outcome { Passed, Refused, Wrong };
+struct Result1 {
+  Outcome outcome;
+  std::string detail;
+};
+
+Result1 run_one(const fs::path& dir, Runtime& rt) {
+  const std::string bytes = read_all(dir / "model.onnx");
+  auto info = onnx::read_model_info(bytes, (dir / "model.onnx").string());
+  if (!info.is_ok()) return {Outcome::Refused, info.status().message()};
+  const fs::path data = dir / "test_data_set_0";
+  const auto in_files = numbered(data, "input_"), out_files = numbered(data, "output_");
+  onnx::ImportOptions opts;
+  std::map<std::string, onnx::TypedTensor> given;
+  for (size_t k = 0; k < in_files.size() && k < info->inputs.size(); ++k) {
+    auto t = onnx::read_tensor_file(in_files[k].string());
+    if (!t.is_ok() && t.status().code() == StatusCode::kUnimplemented) continue;  // the import names the dtype
+    if (!t.is_ok()) return {Outcome::Wrong, t.status().message()};
+    given[info->inputs[k]] = *t;
+    opts.input_values[info->inputs[k]] = t->tensor;
+  }
+  auto model = onnx::import_model(bytes, dir.filename().string(), opts);
+  if (!model.is_ok()) {
+    if (model.status().code() == StatusCode::kInternal) return {Outcome::Wrong, "internal error: " + model.status().message()};
+    return {Outcome::Refused, model.status().message()};
+  }
+  Bindings bindings = model->params;
+  for (const onnx::IoValue& io : model->inputs) {
+    if (io.node < 0) continue;
+    auto it = given.find(io.name);
+    if (it == given.end()) return {Outcome::Wrong, "no data for input '" + io.name + "'"};
+    auto t = onnx::as_input(it->second, io, dir.filename().string());
+    if (!t.is_ok()) return {Outcome::Wrong, t.status().message()};
+    bindings[io.name] = *t;
+  }
+  auto plan = rt.compile(model->graph);
+  if (!plan.is_ok()) return {Outcome::Wrong, "compile: " + plan.status().message()};
+  auto outs = rt.run(**plan, bindings);
+  if (!outs.is_ok()) return {Outcome::Wrong, "run: " + outs.status().message()};
+  if (outs->size() != out_files.size()) return {Outcome::Wrong, "output count differs"};
+  for (size_t k = 0; k < out_files.size(); ++k) {
+    auto want = onnx::read_tensor_file(out_files[k].string());
+    if (!want.is_ok()) return {Outcome::Wrong, want.status().message()};
+    const Tensor& got = (*outs)[k];
+    const std::string oname = model->outputs[k].name;
+    if (want->onnx_type != model->outputs[k].onnx_type || want->tensor.shape() != got.shape() ||
+        want->tensor.dtype() != got.dtype())
+      return {Outcome::Wrong, "output '" + oname + "' is " + got.type().to_string() + " but expected " + want->tensor.type().to_string()};
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const double g = as_double(got, i), w = as_double(want->tensor, i);
+      const bool ok = (std::isnan(g) && std::isnan(w)) || g == w || std::fabs(g - w) <= 1e-7 + 1e-3 * std::fabs(w);
+      if (!ok) return {Outcome::Wrong, "output '" + oname + "' element " + std::to_string(i) + ": " + std::to_string(g) + " vs " + std::to_string(w)};
+    }
+  }
+  return {Outcome::Passed, ""};
+}
+
+TEST(OnnxConformance, NodeTests) {
+  if (!onnx::available()) GTEST_SKIP() << "built without ONNX";
+  const fs::path root = node_tests_dir();
+  if (!fs::is_directory(root)) GTEST_SKIP() << root << " is missing (apt-get install libonnx-testdata)";
+  const auto expected = read_expectations();
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(root))
+    if (fs::exists(e.path() / "model.onnx") && fs::is_directory(e.path() / "test_data_set_0")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+
+  Runtime rt(make_cpu_backend());
+  int passed = 0, refused = 0, wrong = 0;
+  // op -> {passed, refused, failed}; a test counts for each op it uses.
+  std::map<std::string, std::array<int, 3>> per_op;
+  std::map<std::string, std::set<std::string>> reasons;  // op -> refusal reasons
+  std::set<std::string> in_suite;
+  for (const fs::path& dir : dirs) {
+    const std::string name = dir.filename().string();
+    if (name.find("training_dropout") != std::string::npos) continue;  // random outputs
+    auto info = onnx::read_model_info(read_all(dir / "model.onnx"), name);
+    if (!info.is_ok()) continue;
+    std::set<std::string> ops(info->op_types.begin(), info->op_types.end());
+    if (!std::includes(kSuiteOps.begin(), kSuiteOps.end(), ops.begin(), ops.end())) continue;
+    in_suite.insert(name);
+    const Result1 r = run_one(dir, rt);
+    const auto exp = expected.find(name);
+    for (const std::string& op : ops) ++per_op[op][r.outcome == Outcome::Passed ? 0 : r.outcome == Outcome::Refused ? 1 : 2];
+    switch (r.outcome) {
+      case Outcome::Passed:
+        ++passed;
+        EXPECT_TRUE(exp == expected.end()) << name << " passes now: remove it from conformance_expected.txt";
+        break;
+      case Outcome::Refused:
+        ++refused;
+        for (const std::string& op : ops) reasons[op].insert(exp == expected.end() ? r.detail : exp->second);
+        EXPECT_TRUE(exp != expected.end()) << name << " is refused but not listed: " << r.detail;
+        EXPECT_FALSE(r.detail.empty()) << name;
+        break;
+      case Outcome::Wrong:
+        ++wrong;
+        ADD_FAILURE() << name << " FAILED: " << r.detail;
+        break;
+    }
+  }
+  for (const auto& [name, why] : expected)
+    EXPECT_TRUE(in_suite.count(name)) << name << " is listed in conformance_expected.txt but not in the suite";
+  std::printf("onnx node tests: %zu in the suite, %d passed, %d refused (listed), %d failed\n", in_suite.size(), passed,
+              refused, wrong);
+  EXPECT_GT(passed, 250);
+
+  if (const char* report = std::getenv("VOLTA_ONNX_REPORT")) {
+    std::ofstream f(report);
+    f << "| op | tests passed | refused | failed | why refused |\n|---|---|---|---|---|\n";
+    for (const auto& [op, c] : per_op) {
+      std::string why;
+      for (const std::string& r : reasons[op]) why += (why.empty() ? "" : "; ") + r;
+      f << "| " << op << " | " << c[0] << " | " << c[1] << " | " << c[2] << " | " << why << " |\n";
+    }
+    f << "\nTotal: " << in_suite.size() << " tests, " << passed << " passed, " << refused << " refused, " << wrong << " failed.\n";
+  }
+}
+
+}  // namespace
+}  // namespace volta
