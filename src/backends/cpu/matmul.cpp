@@ -101,7 +101,7 @@ void pack_a(MatmulIsa isa, MatView A, int64_t rows, int64_t kb, int64_t mr, floa
     const int64_t h = std::min(mr, rows - i);
     const float* src = A.data + i * A.rs;
     if (A.cs == 1) {  // row-major A: each row's k values are contiguous, a transpose
-      transpose_copy(isa, src, A.rs, h, kb, dst, mr);
+      transpose_copy(isa, src, A.rs, h, kb, dst, mr, h);
       continue;
     }
     for (int64_t p = 0; p < kb; ++p)  // any other strides: write the panel in order
@@ -125,12 +125,12 @@ void pack_b(MatmulIsa isa, MatView B, int64_t kb, int64_t cols, int64_t nr, floa
       }
       continue;
     }
-    if (w < nr)
-      for (int64_t p = 0; p < kb; ++p) std::fill(dst + p * nr + w, dst + (p + 1) * nr, 0.0f);
     if (B.rs == 1) {  // transposed B: each column's k values are contiguous, a transpose
-      transpose_copy(isa, src, B.cs, w, kb, dst, nr);
+      transpose_copy(isa, src, B.cs, w, kb, dst, nr, nr);
       continue;
     }
+    if (w < nr)
+      for (int64_t p = 0; p < kb; ++p) std::fill(dst + p * nr + w, dst + (p + 1) * nr, 0.0f);
     for (int64_t c = 0; c < w; ++c)  // any other strides
       for (int64_t p = 0; p < kb; ++p) dst[p * nr + c] = src[c * B.cs + p * B.rs];
   }
@@ -210,11 +210,12 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
 // Columns [0, w) of a small-M product, w the right edge of B (the view ends at B's last column),
 // with a kernel `vecs` vectors wide (vw floats >= w). A full-width read of a row of B runs past
 // the edge into the next row, which is inside B for all rows up to `inside`; those rows are read
-// in place, the last few from a zero-padded copy, continuing the same chains. Lanes past w are
-// never stored. `run` is the kernel.
+// in place, the last few from a zero-padded copy, continuing the same chains (all rows when B's
+// rows are `padded` to whole vectors). Lanes past w are never stored. `run` is the kernel.
 template <typename Run>
-void small_edge(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t w, int64_t vw, int64_t K, Run run) {
-  const int64_t inside = w == vw ? K : std::max<int64_t>(0, K - ceil_div(vw - w, B.rs));
+void small_edge(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t w, int64_t vw, int64_t K,
+                bool padded, Run run) {
+  const int64_t inside = w == vw || padded ? K : std::max<int64_t>(0, K - ceil_div(vw - w, B.rs));
   auto tile = [&](const TileArgs& e) {
     if (w == vw) run(e);
     else edge_tile(e, w, vw, run);
@@ -234,7 +235,9 @@ void small_edge(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int6
 // read in place, all of K in one pass (each row of C stays in registers). The right edge runs
 // row by row through one kernel as wide as it is (all its chains interleaved: for N = 65 the
 // last column's chain overlaps the others), or one vector at a time where there is no such kernel.
-void small_block(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K) {
+// `padded`: B's rows are readable to the next whole vector past cols.
+void small_block(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K,
+                 bool padded = false) {
   const int64_t sc = matmul_small_cols(isa, true), sr = matmul_small_rows(isa, true), nw = matmul_narrow_cols(isa);
   int64_t j = 0;
   for (; j + sc <= cols; j += sc)
@@ -246,15 +249,25 @@ void small_block(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int
   if (vecs <= matmul_row_tile_vectors(isa)) {
     for (int64_t i = 0; i < M; ++i)
       small_edge(isa, {A.data + i * A.rs, A.rs, A.cs}, {B.data + j, B.rs, 1}, C + i * ldc + j, ldc, 1, w, vecs * nw, K,
-                 [isa, vecs](const TileArgs& e) { run_row_tile(isa, vecs, e); });
+                 padded, [isa, vecs](const TileArgs& e) { run_row_tile(isa, vecs, e); });
     return;
   }
   for (; j < cols; j += nw)
-    small_edge(isa, A, {B.data + j, B.rs, 1}, C + j, ldc, M, std::min(nw, cols - j), nw, K,
+    small_edge(isa, A, {B.data + j, B.rs, 1}, C + j, ldc, M, std::min(nw, cols - j), nw, K, padded,
                [isa](const TileArgs& e) { run_narrow_tile(isa, e); });
 }
 
-constexpr int64_t kSmallM = 4;          // decode-like shapes: B read in place, no packing
+// Small M with a transposed B (decode: q @ k_cache^T, x @ wte^T): the task's columns of B are
+// transposed into a k-major buffer with rows padded to whole vectors, read by the same kernels.
+void small_block_transposed_b(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols,
+                              int64_t K) {
+  const int64_t ld = round_up(cols, matmul_narrow_cols(isa));
+  float* bt = t_scratch.get(Scratch::kB, K * ld);
+  pack_b(isa, B, K, cols, ld, bt);  // one zero-padded panel ld wide: (p, c) at [p * ld + c]
+  small_block(isa, A, {bt, ld, 1}, C, ldc, M, cols, K, /*padded=*/true);
+}
+
+constexpr int64_t kSmallM = 4;                // decode-like shapes: a row-major B read in place
 constexpr int64_t kSmallTaskCols = 128;       // columns of C per small-M task...
 constexpr double kSmallSplitFlops = 1 << 17;  // ...unless the product is smaller: then one task
 constexpr int64_t kMinTasks = 4;        // enough tasks to share out over a few threads...
@@ -311,7 +324,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   }
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
   const auto count = static_cast<int64_t>(mats.size());
-  if (M <= kSmallM && mats[0].B.cs == 1) {
+  if (M <= kSmallM && (mats[0].B.cs == 1 || mats[0].B.rs == 1)) {
     // A product this small is over before a second thread would join in: one task.
     const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
     const int64_t task_cols = flops < kSmallSplitFlops ? N : kSmallTaskCols;
@@ -319,7 +332,9 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
     parallel_for(count * nt, [&](int64_t t) {
       const GemmOperands& g = mats[static_cast<size_t>(t / nt)];
       const int64_t n0 = (t % nt) * task_cols;
-      small_block(isa, g.A, {g.B.data + n0, g.B.rs, 1}, g.C + n0, ldc, M, std::min(task_cols, N - n0), K);
+      const int64_t cols = std::min(task_cols, N - n0);
+      if (g.B.cs == 1) small_block(isa, g.A, {g.B.data + n0, g.B.rs, 1}, g.C + n0, ldc, M, cols, K);
+      else small_block_transposed_b(isa, g.A, {g.B.data + n0 * g.B.cs, 1, g.B.cs}, g.C + n0, ldc, M, cols, K);
     });
     return;
   }

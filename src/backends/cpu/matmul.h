@@ -84,11 +84,12 @@ void run_row_tile(MatmulIsa isa, int64_t vecs, const TileArgs& t);
 int64_t matmul_row_tile_vectors(MatmulIsa isa);
 int64_t matmul_small_cols(MatmulIsa isa, bool wide);
 
-// dst[p * dst_rs + r] = src[r * src_rs + p] for r < rows, p < k: packs an operand whose k runs
-// along its rows (a row-major A, a transposed B) into k-major panels. In-register 8 x 8
-// transposes for the vector ISAs; it only moves values.
-void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst,
-                    int64_t dst_rs);
+// dst[p * dst_rs + r] = src[r * src_rs + p] for r < rows, p < k, and 0 for rows <= r < rows_out
+// (zero padding of a panel): packs an operand whose k runs along its rows (a row-major A, a
+// transposed B) into k-major panels. In-register 8 x 8 transposes for the vector ISAs; it only
+// moves values.
+void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst, int64_t dst_rs,
+                    int64_t rows_out);
 
 // ---- Tuning cache (matmul_tuning.cpp) ---------------------------------------------------------
 

@@ -3,6 +3,7 @@
 // and compiled per ISA through target attributes (W = 16 is one zmm register with AVX-512, W = 8
 // one ymm with AVX2); -ffp-contract=fast (set for matmul*.cpp) turns `acc += x * b` into FMA.
 // The scalar kernel calls std::fma, so it gives the same bits as the vector ones.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -124,8 +125,10 @@ constexpr auto kAvx2Wide = avx2_table<kWideVecs, false>(std::make_integer_sequen
 constexpr auto kAvx2Half = avx2_table<kHalfVecs, false>(std::make_integer_sequence<int, kAvx2HalfRows>());
 
 // ---- Transposing copies (packing k-contiguous operands) -------------------------------------
-// dst[p * dst_rs + r] = src[r * src_rs + p]: 8 x 8 blocks transposed in ymm registers (AVX is
-// part of both vector ISAs), then 4 x 8 blocks for a remainder of 4..7 rows, then single values.
+// dst[p * dst_rs + r] = src[r * src_rs + p], and 0 for rows <= r < rows_out: 8 x 8 blocks
+// transposed in ymm registers (AVX is part of both vector ISAs), then a 4 x 8 block, then single
+// values. The zero rows (panel padding) go through the same stores: filled separately, they took
+// one small memset per k.
 
 // Rows r0..r7 (8 values each) become columns: out[j] holds value j of every row.
 VOLTA_TARGET_AVX2 inline void transpose8x8(__m256 (&r)[8]) {
@@ -148,31 +151,34 @@ VOLTA_TARGET_AVX2 inline void transpose8x8(__m256 (&r)[8]) {
   }
 }
 
-VOLTA_TARGET_AVX2 void transpose_copy_x86(const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst,
-                                          int64_t dst_rs) {
-  const int64_t k8 = k / 8 * 8;
-  int64_t r0 = 0;
-  for (; r0 + 8 <= rows; r0 += 8)
-    for (int64_t p = 0; p < k8; p += 8) {
-      __m256 v[8];
-      for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(src + (r0 + i) * src_rs + p);
-      transpose8x8(v);
+// Rows r0 .. r0 + h - 1 (h = 8 or 4) of the output panel, of which the first `live` come from src.
+VOLTA_TARGET_AVX2 inline void transpose_rows(const float* src, int64_t src_rs, int64_t r0, int h, int64_t live,
+                                             int64_t k8, float* dst, int64_t dst_rs) {
+  for (int64_t p = 0; p < k8; p += 8) {
+    __m256 v[8];
+    for (int i = 0; i < 8; ++i) v[i] = i < live ? _mm256_loadu_ps(src + (r0 + i) * src_rs + p) : _mm256_setzero_ps();
+    transpose8x8(v);
+    if (h == 8)
       for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (p + j) * dst_rs + r0, v[j]);
-    }
-  if (r0 + 4 <= rows) {  // 4 rows: the same shuffles on half the registers, stored as 4-float halves
-    for (int64_t p = 0; p < k8; p += 8) {
-      __m256 v[8];
-      for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(src + (r0 + i) * src_rs + p);
-      for (int i = 4; i < 8; ++i) v[i] = _mm256_setzero_ps();
-      transpose8x8(v);
+    else
       for (int j = 0; j < 8; ++j) _mm_storeu_ps(dst + (p + j) * dst_rs + r0, _mm256_castps256_ps128(v[j]));
-    }
+  }
+}
+
+VOLTA_TARGET_AVX2 void transpose_copy_x86(const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst,
+                                          int64_t dst_rs, int64_t rows_out) {
+  const int64_t k8 = k / 8 * 8;
+  const auto live = [rows](int64_t r0, int h) { return std::clamp<int64_t>(rows - r0, 0, h); };
+  int64_t r0 = 0;
+  for (; r0 + 8 <= rows_out; r0 += 8) transpose_rows(src, src_rs, r0, 8, live(r0, 8), k8, dst, dst_rs);
+  if (r0 + 4 <= rows_out) {
+    transpose_rows(src, src_rs, r0, 4, live(r0, 4), k8, dst, dst_rs);
     r0 += 4;
   }
-  for (int64_t r = r0; r < rows; ++r)  // the last 0..3 rows
-    for (int64_t p = 0; p < k8; ++p) dst[p * dst_rs + r] = src[r * src_rs + p];
+  for (int64_t r = r0; r < rows_out; ++r)  // the last 0..3 rows
+    for (int64_t p = 0; p < k8; ++p) dst[p * dst_rs + r] = r < rows ? src[r * src_rs + p] : 0.0f;
   for (int64_t p = k8; p < k; ++p)  // the last 0..7 values of every row
-    for (int64_t r = 0; r < rows; ++r) dst[p * dst_rs + r] = src[r * src_rs + p];
+    for (int64_t r = 0; r < rows_out; ++r) dst[p * dst_rs + r] = r < rows ? src[r * src_rs + p] : 0.0f;
 }
 
 #endif  // VOLTA_MATMUL_X86
@@ -311,14 +317,14 @@ void run_row_tile(MatmulIsa isa, int64_t vecs, const TileArgs& t) {
   tile_scalar(t);  // not reached: matmul_row_tile_vectors(kScalar) == 0
 }
 
-void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst,
-                    int64_t dst_rs) {
+void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst, int64_t dst_rs,
+                    int64_t rows_out) {
 #ifdef VOLTA_MATMUL_X86
-  if (isa != MatmulIsa::kScalar) return transpose_copy_x86(src, src_rs, rows, k, dst, dst_rs);
+  if (isa != MatmulIsa::kScalar) return transpose_copy_x86(src, src_rs, rows, k, dst, dst_rs, rows_out);
 #endif
   (void)isa;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t p = 0; p < k; ++p) dst[p * dst_rs + r] = src[r * src_rs + p];
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t r = 0; r < rows_out; ++r) dst[p * dst_rs + r] = r < rows ? src[r * src_rs + p] : 0.0f;
 }
 
 void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t) {
