@@ -1,4 +1,7 @@
+#include <cmath>
+
 #include "test_util.h"
+#include "volta/runtime.h"
 #include "volta/builder.h"
 #include "volta/passes.h"
 #include "volta/plan.h"
@@ -47,6 +50,55 @@ TEST(Plan, ExactPeakBytesOnAKnownGraph) {
   EXPECT_EQ(m.peak[cls(MemClass::Output)], 64u);
   ASSERT_OK(plan::verify_schedule(p->graph, p->schedule));
   ASSERT_OK(plan::verify_allocation(*p));
+}
+
+// x -> a=exp(x) -> r=reshape(a) -> s=reshape(r) -> b=exp(x) -> c=add(s, b): the reshapes are views
+// of a, so a lives until c reads s, and b may not take a's bytes.
+TEST(Plan, ReshapesAreViewsThatExtendTheirRootsLifetime) {
+  auto g = ir::parse_graph(R"(graph views {
+  %x: f32[16] = input()
+  %a: f32[16] = exp(%x)
+  %r: f32[4,4] = reshape(%a) {shape=[4, 4]}
+  %s: f32[2,8] = reshape(%r) {shape=[2, 8]}
+  %b: f32[2,8] = exp(%s)
+  %c: f32[2,8] = add(%s, %b)
+  %o: f32[16] = reshape(%c) {shape=[16]}
+  return %o, %r
+})");
+  ASSERT_OK(g);
+  auto p = plan::make_plan(*g, 0, "cpu", nullptr, {});
+  ASSERT_OK(p);
+  const auto& v = p->values;
+  EXPECT_EQ(v[2].view_of, 1);  // r views a
+  EXPECT_EQ(v[3].view_of, 1);  // s views a too: the root, not r
+  EXPECT_EQ(v[6].view_of, 5);  // the output o views c
+  for (int id : {2, 3, 6}) {
+    EXPECT_FALSE(v[static_cast<size_t>(id)].in_arena);
+    EXPECT_EQ(v[static_cast<size_t>(id)].bytes, 0u);
+  }
+  EXPECT_EQ(v[1].last_step, static_cast<int32_t>(p->schedule.size()) - 1);  // r is an output
+  EXPECT_EQ(v[1].cls, MemClass::Output);
+  EXPECT_EQ(v[5].cls, MemClass::Output);
+  EXPECT_NE(v[4].offset, v[1].offset);  // b is written while a (as s) is still read
+  ASSERT_OK(plan::verify_allocation(*p));
+  EXPECT_NE(plan::format_plan(*p).find("view of %a"), std::string::npos);
+
+  // Run it: the views read and return the right bytes, and no reshape kernel runs.
+  Runtime rt(make_cpu_backend());
+  auto compiled = rt.compile(*g);
+  ASSERT_OK(compiled);
+  Tensor x = Tensor::zeros(DType::f32, {16});
+  for (int i = 0; i < 16; ++i) x.data<float>()[i] = 0.1f * static_cast<float>(i);
+  auto out = rt.run(**compiled, {{"x", x}});
+  ASSERT_OK(out);
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].shape(), (Shape{16}));
+  EXPECT_EQ((*out)[1].shape(), (Shape{4, 4}));
+  for (int i = 0; i < 16; ++i) {
+    const float a = std::exp(0.1f * static_cast<float>(i));
+    EXPECT_FLOAT_EQ((*out)[1].data<float>()[i], a);
+    EXPECT_FLOAT_EQ((*out)[0].data<float>()[i], a + std::exp(a));
+  }
 }
 
 TEST(Plan, WorkspacesArePlannedAsTemp) {

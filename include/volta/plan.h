@@ -28,6 +28,9 @@ struct Buffer {
   int32_t last_step = 0;   // last step that reads it (outputs: the final step)
   bool in_arena = false;   // leaves are bound by the caller, not placed in the arena
   size_t offset = 0;       // arena offset, kAlignment-aligned, when in_arena
+  // A reshape is its input's bytes under another shape: it is a view of this value (the root
+  // of the chain, never itself a view), has no bytes of its own and is not executed.
+  int32_t view_of = -1;
 };
 
 struct MemoryReport {

@@ -27,6 +27,7 @@ struct BenchFlags {
   std::string data = "data/tinyshakespeare.txt";
   std::string checkpoint;
   std::vector<int64_t> batches = {1, 8};
+  std::string kv = "both";  // KV-cache settings to time: on | off | both
   ProfileFlags profile;
 };
 
@@ -164,6 +165,7 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
     }
     const double prefill_tok_s = static_cast<double>(B * c.context) / median(prefill);
     for (bool kv : {true, false}) {
+      if (f.kv != "both" && (f.kv == "on") != kv) continue;
       // Greedy decode from a one-token prompt up to the full context.
       model::SampleOptions o;
       o.temperature = 0.0;
@@ -214,12 +216,15 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   common(inf);
   inf->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (default: shakespeare-char with seeded weights)");
   inf->add_option("--batch", f->batches, "Batch sizes")->capture_default_str();
+  inf->add_option("--kv-cache", f->kv, "Decode with the KV cache: on | off | both")->capture_default_str();
   for (CLI::App* sub : {mm, tr, inf}) {
     sub->add_option("--device", global.device, "cpu | cuda | auto");
     sub->add_option("--threads", global.threads, "CPU threads");
   }
   return [f, mm, tr, inf, &global]() -> Status {
     if (f->runs < 1 || f->warmup < 0 || f->steps < 1) return invalid_argument("--runs and --steps must be >= 1, --warmup >= 0");
+    if (f->kv != "on" && f->kv != "off" && f->kv != "both")
+      return invalid_argument("--kv-cache must be on, off or both, got '" + f->kv + "'");
     for (int64_t b : f->batches)
       if (b < 1 || b > 4096) return invalid_argument("--batch must be in [1, 4096], got " + std::to_string(b));
     if (mm->parsed()) return bench_matmul(*f, global);

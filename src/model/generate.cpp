@@ -71,15 +71,15 @@ struct Cache {
   }
 };
 
-// Runs the prefill (pos = 0) or decode graph of (B, length), compiled once per runtime.
-Result<std::vector<Tensor>> run(Runtime& rt, const TinyLMConfig& c, bool decode, int64_t B, int64_t length, Bindings b,
-                                const Bindings& params) {
-  const std::string key = std::string(decode ? "tinylm.decode " : "tinylm.prefill ") + config_to_json(c) +
-                          " B=" + std::to_string(B) + " n=" + std::to_string(length);
+// Runs the prefill (pos = 0) or decode graph of (B, length), compiled once per runtime. `b`
+// holds the params and this step's inputs; `config` is the model's JSON (part of the key).
+Result<std::vector<Tensor>> run(Runtime& rt, const TinyLMConfig& c, const std::string& config, bool decode, int64_t B,
+                                int64_t length, const Bindings& b) {
+  const std::string key = std::string(decode ? "tinylm.decode " : "tinylm.prefill ") + config + " B=" + std::to_string(B) +
+                          " n=" + std::to_string(length);
   VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile_keyed(key, [&]() {
     return decode ? build_tinylm_decode(c, B, length) : build_tinylm_prefill(c, B, length);
   }));
-  for (const auto& [name, t] : params) b.emplace(name, t);
   return rt.run(*plan, b);
 }
 
@@ -95,6 +95,13 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConf
   std::vector<Cache> caches;
   int64_t cached = 0;  // positions held in the caches (0: none valid)
   const uint64_t stream = stream_for("generate");
+  const std::string config = config_to_json(c);
+  Bindings in = params;  // the params once; each step sets the inputs
+  std::vector<std::string> cache_names;
+  for (int64_t l = 0; l < c.layers; ++l) {
+    cache_names.push_back("cache.k." + std::to_string(l));
+    cache_names.push_back("cache.v." + std::to_string(l));
+  }
 
   for (int64_t step = 0; step < o.tokens; ++step) {
     const int64_t len = static_cast<int64_t>(seqs[0].size());
@@ -104,12 +111,13 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConf
       // Decode one position against the cache.
       Tensor tok = Tensor::zeros(DType::i32, {B, 1});
       for (int64_t b = 0; b < B; ++b) tok.data<int32_t>()[b] = seqs[static_cast<size_t>(b)].back();
-      Bindings in{{"tokens", tok}};
+      in.insert_or_assign("tokens", tok);
       for (int64_t l = 0; l < c.layers; ++l) {
-        in.emplace("cache.k." + std::to_string(l), caches[static_cast<size_t>(l)].prefix(caches[static_cast<size_t>(l)].k, cached));
-        in.emplace("cache.v." + std::to_string(l), caches[static_cast<size_t>(l)].prefix(caches[static_cast<size_t>(l)].v, cached));
+        const Cache& cache = caches[static_cast<size_t>(l)];
+        in.insert_or_assign(cache_names[static_cast<size_t>(2 * l)], cache.prefix(cache.k, cached));
+        in.insert_or_assign(cache_names[static_cast<size_t>(2 * l + 1)], cache.prefix(cache.v, cached));
       }
-      VOLTA_ASSIGN_OR_RETURN(res, run(rt, c, true, B, cached, std::move(in), params));
+      VOLTA_ASSIGN_OR_RETURN(res, run(rt, c, config, true, B, cached, in));
       for (int64_t l = 0; l < c.layers; ++l) {
         Cache& cache = caches[static_cast<size_t>(l)];
         cache.append(cache.k, res[static_cast<size_t>(1 + 2 * l)], cached, 1);
@@ -121,7 +129,9 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConf
       Tensor tok = Tensor::zeros(DType::i32, {B, window});
       for (int64_t b = 0; b < B; ++b)
         std::copy_n(seqs[static_cast<size_t>(b)].end() - window, window, tok.data<int32_t>() + b * window);
-      VOLTA_ASSIGN_OR_RETURN(res, run(rt, c, false, B, window, {{"tokens", tok}}, params));
+      in.insert_or_assign("tokens", tok);
+      for (const std::string& name : cache_names) in.erase(name);  // the prefill graph has no caches
+      VOLTA_ASSIGN_OR_RETURN(res, run(rt, c, config, false, B, window, in));
       cached = 0;
       if (o.kv_cache && window == len) {
         caches.clear();

@@ -1,5 +1,6 @@
 // Liveness-based memory planner. Every computed value lives from the step that writes it to
-// the last step that reads it (outputs to the end); kernel workspaces live for their step.
+// the last step that reads it or a view of it (outputs to the end); kernel workspaces live for
+// their step. Reshapes are views: they share their input's bytes and are not executed.
 // Buffers are placed "greedy by size": largest first, each at the lowest offset that no
 // time-overlapping buffer already uses. All orders are total (size, step, node id), so the
 // plan is the same on every run.
@@ -84,14 +85,24 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
     b.first_step = 0;
     b.last_step = b.in_arena ? -1 : last;  // leaves are bound for the whole run
   }
+  // The buffer that holds a value's bytes: its own, or its root's when it is a view.
+  auto storage = [&](int32_t id) -> Buffer& {
+    Buffer& b = p.values[static_cast<size_t>(id)];
+    return b.view_of >= 0 ? p.values[static_cast<size_t>(b.view_of)] : b;
+  };
   p.workspaces.resize(p.schedule.size());
   for (int32_t s = 0; s < steps; ++s) {
     const ir::Node& n = g.node(p.schedule[static_cast<size_t>(s)]);
     Buffer& out = p.values[static_cast<size_t>(n.id)];
     out.first_step = s;
     out.last_step = std::max(out.last_step, s);
+    if (n.op == ir::Op::Reshape) {  // inputs come first in the schedule, so the root is known
+      out.view_of = storage(n.inputs[0]).node;
+      out.in_arena = false;
+      out.bytes = 0;
+    }
     for (int32_t in : n.inputs) {
-      Buffer& b = p.values[static_cast<size_t>(in)];
+      Buffer& b = storage(in);
       if (b.in_arena) b.last_step = std::max(b.last_step, s);
     }
     Buffer& ws = p.workspaces[static_cast<size_t>(s)];
@@ -102,9 +113,11 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
     ws.first_step = ws.last_step = s;
   }
   for (size_t i = 0; i < g.outputs.size(); ++i) {
-    Buffer& b = p.values[static_cast<size_t>(g.outputs[i])];
-    if (b.in_arena) b.last_step = last;
-    if (b.in_arena && i < opts.output_classes.size()) b.cls = opts.output_classes[i];
+    // An output that is a view keeps its root's bytes: the root lives to the end in its class.
+    Buffer& root = storage(g.outputs[i]);
+    if (!root.in_arena) continue;
+    root.last_step = last;
+    root.cls = i < opts.output_classes.size() ? opts.output_classes[i] : MemClass::Output;
   }
 
   // Place.

@@ -38,8 +38,13 @@ std::string format_plan(const ExecutionPlan& p) {
     const ir::Node& n = p.graph.node(p.schedule[s]);
     const Buffer& b = p.values[static_cast<size_t>(n.id)];
     out += "  " + rpad(std::to_string(s), 4) + "  " + pad(ir::op_name(n.op), 18) + pad("%" + n.name, 32) +
-           pad(n.type.to_string(), 23) + pad(mem_class_name(b.cls), 11) + rpad(std::to_string(b.offset), 10) +
-           rpad(std::to_string(b.bytes), 12) + "  " + std::to_string(b.first_step) + ".." + std::to_string(b.last_step) + "\n";
+           pad(n.type.to_string(), 23);
+    if (b.view_of >= 0) {
+      out += "view of %" + p.graph.node(b.view_of).name + "\n";
+      continue;
+    }
+    out += pad(mem_class_name(b.cls), 11) + rpad(std::to_string(b.offset), 10) + rpad(std::to_string(b.bytes), 12) + "  " +
+           std::to_string(b.first_step) + ".." + std::to_string(b.last_step) + "\n";
     const Buffer& ws = p.workspaces[s];
     if (ws.bytes > 0)
       out += "        " + pad("(workspace)", 50) + pad("", 23) + pad("temp", 11) + rpad(std::to_string(ws.offset), 10) +
@@ -71,6 +76,7 @@ std::string plan_to_json(const ExecutionPlan& p, int indent) {
                          {"type", n.type.to_string()}, {"class", mem_class_name(b.cls)}, {"offset", b.offset},
                          {"bytes", b.bytes},   {"first_step", b.first_step}, {"last_step", b.last_step}};
     if (p.workspaces[s].bytes > 0) step["workspace"] = {{"offset", p.workspaces[s].offset}, {"bytes", p.workspaces[s].bytes}};
+    if (b.view_of >= 0) step["view_of"] = p.graph.node(b.view_of).name;
     steps.push_back(step);
   }
   j["schedule"] = steps;

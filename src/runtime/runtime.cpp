@@ -99,12 +99,8 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
   if (p.backend != backend_->name())
     return invalid_argument("plan was made for backend '" + p.backend + "' but this runtime runs '" + backend_->name() + "'");
   const ir::Graph& g = p.graph;
-  for (const auto& [name, tensor] : bindings) {
-    int32_t id = g.find(name);
-    if (id < 0 || (g.node(id).op != ir::Op::Input && g.node(id).op != ir::Op::Param))
-      return invalid_argument("binding '" + name + "' names no input or param of graph '" + g.name + "'");
-  }
   std::vector<TensorRef> refs(g.size());
+  size_t bound = 0;  // bindings that name a leaf; any other binding is an error
   for (const ir::Node& n : g.nodes) {
     refs[static_cast<size_t>(n.id)].type = n.type;
     if (n.op == ir::Op::Constant) {
@@ -117,21 +113,32 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
         return invalid_argument("[" + std::string(ir::op_name(n.op)) + "] '" + n.name + "' is declared " + n.type.to_string() +
                                 " but bound to " + it->second.type().to_string() + " " + ir::node_ref(n));
       refs[static_cast<size_t>(n.id)].data = const_cast<std::byte*>(it->second.raw());  // kernels never write inputs
+      ++bound;
     }
   }
-  for (const ir::Node& n : g.nodes)
-    if (n.op == ir::Op::Input)
-      VOLTA_RETURN_IF_ERROR(check_numerics(refs[static_cast<size_t>(n.id)], "input '" + n.name + "'"));
+  if (bound != bindings.size())
+    for (const auto& [name, tensor] : bindings) {
+      const int32_t id = g.find(name);
+      if (id < 0 || (g.node(id).op != ir::Op::Input && g.node(id).op != ir::Op::Param))
+        return invalid_argument("binding '" + name + "' names no input or param of graph '" + g.name + "'");
+    }
+  if (numerics_ != NumericsPolicy::Off)
+    for (const ir::Node& n : g.nodes)
+      if (n.op == ir::Op::Input)
+        VOLTA_RETURN_IF_ERROR(check_numerics(refs[static_cast<size_t>(n.id)], "input '" + n.name + "'"));
   if (!arena_ || arena_bytes_ < p.memory.arena_bytes) {
     VOLTA_ASSIGN_OR_RETURN(arena_, backend_->allocate(p.memory.arena_bytes));
     arena_bytes_ = p.memory.arena_bytes;
   }
   for (const plan::Buffer& b : p.values)
     if (b.in_arena) refs[static_cast<size_t>(b.node)].data = arena_.get() + b.offset;
+  for (const plan::Buffer& b : p.values)  // views (reshapes) point at their root's bytes
+    if (b.view_of >= 0) refs[static_cast<size_t>(b.node)].data = refs[static_cast<size_t>(b.view_of)].data;
 
   std::vector<TensorRef> inputs;
   for (size_t s = 0; s < p.schedule.size(); ++s) {
     const ir::Node& n = g.node(p.schedule[s]);
+    if (p.values[static_cast<size_t>(n.id)].view_of >= 0) continue;  // nothing to compute
     inputs.clear();
     for (int32_t in : n.inputs) inputs.push_back(refs[static_cast<size_t>(in)]);
     const plan::Buffer& ws = p.workspaces[s];
