@@ -12,6 +12,7 @@ namespace {
 struct InspectFlags {
   std::string file;
   bool json = false;
+  std::vector<std::string> inputs;  // ONNX: values of inputs that feed shape operands
   PipelineFlags pipeline;
 };
 // A TinyLM checkpoint: config, params, and the training and inference memory plans.
@@ -51,12 +52,37 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
 Action add_inspect(CLI::App& app, GlobalFlags& global) {
   auto flags = std::make_shared<InspectFlags>();
   CLI::App* cmd = app.add_subcommand("inspect", "Print a model's verified graph, schedule and memory plan");
-  cmd->add_option("file", flags->file, "Model in the IR text format (.vir) or a TinyLM checkpoint")->required();
+  cmd->add_option("file", flags->file, "Model in the IR text format (.vir), an ONNX model (.onnx) or a TinyLM checkpoint")->required();
+  cmd->add_option("--input", flags->inputs,
+                  "ONNX models: NAME=FILE.pb|.npy gives a graph input a value at import (for inputs that set shapes)");
   cmd->add_flag("--json", flags->json, "Print one JSON object (with peak_bytes and naive_bytes)");
   flags->pipeline.add_to(*cmd);
   return [flags, &global]() -> Status {
     VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, flags->pipeline.to_options());
     const std::string& file = flags->file;
+    if (is_onnx_file(file)) {
+      VOLTA_ASSIGN_OR_RETURN(OnnxRun r, import_onnx(file, flags->inputs, false));
+      VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
+      VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &r.model.graph));
+      VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(r.model.graph, opts));
+      if (flags->json) {
+        std::printf("%s\n", plan::plan_to_json(*plan).c_str());
+        return Status::ok();
+      }
+      std::printf("onnx %s: opset %lld, producer '%s', %zu inputs, %zu outputs\n", file.c_str(),
+                  static_cast<long long>(r.model.opset), r.model.producer.c_str(), r.model.inputs.size(), r.model.outputs.size());
+      for (const onnx::IoValue& io : r.model.inputs)
+        std::printf("  input  %-20s %s%s%s\n", io.name.c_str(), onnx::elem_type_name(static_cast<int32_t>(io.onnx_type)),
+                    shape_to_string(io.type.shape).c_str(), io.node < 0 ? " (folded into constants at import)" : "");
+      for (const onnx::IoValue& io : r.model.outputs)
+        std::printf("  output %-20s %s%s\n", io.name.c_str(), onnx::elem_type_name(static_cast<int32_t>(io.onnx_type)),
+                    shape_to_string(io.type.shape).c_str());
+      std::printf("graph %s: %zu nodes imported, %zu after passes [%s], hash %s\n\n", r.model.graph.name.c_str(),
+                  r.model.graph.size(), plan->graph.size(), passes::pipeline_signature(opts.pipeline).c_str(),
+                  hash_to_hex(plan->graph_hash).c_str());
+      std::printf("%s\n%s", ir::print_graph(plan->graph).c_str(), plan::format_plan(*plan).c_str());
+      return Status::ok();
+    }
     if (file.size() < 4 || file.compare(file.size() - 4, 4, ".vir") != 0) return inspect_checkpoint(*flags, global, opts);
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     VOLTA_ASSIGN_OR_RETURN(ir::Graph g, ir::load_graph(flags->file));

@@ -1,6 +1,8 @@
 // `volta run FILE.vir`: bind inputs (files or seeded random) and params (seeded from their
 // init), run through the Runtime, print each output's type and content hash.
+#include <cctype>
 #include <cerrno>
+#include <map>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -62,21 +64,94 @@ std::string preview(const Tensor& t) {
   return s + (t.numel() > n ? ", ...]" : "]");
 }
 
+// Output file names keep [A-Za-z0-9._-]; anything else (e.g. the '/' of exported names) becomes '_'.
+std::string file_stem(const std::string& name) {
+  std::string out = name.empty() ? "output" : name;
+  for (char& c : out)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  return out;
+}
+
+Status run_onnx(const RunFlags& flags, DeviceKind device, const CompileOptions& opts) {
+  VOLTA_ASSIGN_OR_RETURN(OnnxRun r, import_onnx(flags.file, flags.inputs, true));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &r.model.graph));
+  VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(r.model.graph, opts));
+  VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, rt.run(*plan, r.bindings));
+  if (!flags.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(flags.output_dir, ec);
+    if (ec) return not_found("--output: cannot create '" + flags.output_dir + "': " + ec.message());
+  }
+  std::printf("graph %s (ONNX opset %lld) on %s: %zu steps\n", plan->graph.name.c_str(), static_cast<long long>(r.model.opset),
+              plan->backend.c_str(), plan->schedule.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const onnx::IoValue& io = r.model.outputs[i];
+    const Tensor& t = outputs[i];
+    std::printf("  %-20s %-18s fnv1a64 %s  %s\n", io.name.c_str(),
+                (std::string(onnx::elem_type_name(static_cast<int32_t>(io.onnx_type))) + shape_to_string(t.shape())).c_str(),
+                hash_to_hex(fnv1a64(t.raw(), t.bytes())).c_str(), preview(t).c_str());
+    if (flags.output_dir.empty()) continue;
+    const std::string path = (std::filesystem::path(flags.output_dir) / (file_stem(io.name) + (r.npy ? ".npy" : ".pb"))).string();
+    VOLTA_RETURN_IF_ERROR(onnx::write_tensor_file(path, t, io.onnx_type, io.name));
+  }
+  if (flags.memory) std::printf("\n%s", plan::format_memory_report(plan->memory).c_str());
+  return Status::ok();
+}
+
 }  // namespace
+
+bool is_onnx_file(const std::string& path) { return std::filesystem::path(path).extension() == ".onnx"; }
+
+Result<OnnxRun> import_onnx(const std::string& file, const std::vector<std::string>& input_specs, bool require_all) {
+  OnnxRun r;
+  onnx::ImportOptions opts;
+  std::map<std::string, onnx::TypedTensor> files;
+  for (const std::string& spec : input_specs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return invalid_argument("--input: expected NAME=FILE.pb or NAME=FILE.npy, got '" + spec + "'");
+    const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
+    auto t = onnx::read_tensor_file(path);
+    if (!t.is_ok()) return Status(t.status().code(), "--input " + name + ": " + t.status().message());
+    r.npy = r.npy || std::filesystem::path(path).extension() == ".npy";
+    opts.input_values[name] = t->tensor;
+    files[name] = *t;
+  }
+  VOLTA_ASSIGN_OR_RETURN(r.model, onnx::load_model(file, opts));
+  r.bindings = r.model.params;
+  std::set<std::string> known;
+  for (const onnx::IoValue& io : r.model.inputs) {
+    known.insert(io.name);
+    if (io.node < 0) continue;  // folded into constants at import
+    auto it = files.find(io.name);
+    if (it == files.end()) {
+      if (!require_all) continue;
+      return invalid_argument("input '" + io.name + "' (" + onnx::elem_type_name(static_cast<int32_t>(io.onnx_type)) +
+                              shape_to_string(io.type.shape) + ") is not bound: pass --input " + io.name + "=FILE.pb or .npy");
+    }
+    VOLTA_ASSIGN_OR_RETURN(r.bindings[io.name], onnx::as_input(it->second, io, "--input " + io.name));
+  }
+  for (const auto& [name, t] : files)
+    if (!known.count(name)) return invalid_argument("--input: model '" + file + "' has no input named '" + name + "'");
+  return r;
+}
 
 Action add_run(CLI::App& app, GlobalFlags& global) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* cmd = app.add_subcommand("run", "Run a model through the full pipeline and print its outputs");
-  cmd->add_option("file", flags->file, "Model in the IR text format (.vir)")->required();
+  cmd->add_option("file", flags->file, "Model in the IR text format (.vir) or an ONNX model (.onnx)")->required();
   cmd->add_option("--input", flags->inputs,
-                  "Bind an input or param: NAME=FILE.bin (raw little-endian) or NAME=random (seeded)");
+                  "Bind an input or param: NAME=FILE.bin (raw little-endian) or NAME=random (seeded); for .onnx "
+                  "models NAME=FILE.pb (ONNX TensorProto) or NAME=FILE.npy");
   cmd->add_option("--seed", flags->seed, "Seed for params and random inputs")->capture_default_str();
-  cmd->add_option("--output", flags->output_dir, "Write each output to DIR/NAME.bin");
+  cmd->add_option("--output", flags->output_dir,
+                  "Write each output to DIR/NAME.bin (.onnx models: DIR/NAME.pb, or NAME.npy when the inputs were .npy)");
   cmd->add_flag("--memory", flags->memory, "Also print the memory report");
   flags->pipeline.add_to(*cmd);
   return [flags, &global]() -> Status {
     VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, flags->pipeline.to_options());
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
+    if (is_onnx_file(flags->file)) return run_onnx(*flags, device, opts);
     VOLTA_ASSIGN_OR_RETURN(ir::Graph g, ir::load_graph(flags->file));
     VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &g));
     VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(g, opts));

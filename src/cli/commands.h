@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "volta/onnx.h"
 #include "volta/profiler.h"
 #include "volta/status.h"
 
@@ -27,6 +28,16 @@ struct ProfileFlags {
 };
 
 using Action = std::function<Status()>;
+
+// ONNX models on the CLI (cmd_run.cpp): imports FILE.onnx with the --input NAME=FILE values
+// (.pb TensorProto or .npy) and binds the model's inputs from them.
+struct OnnxRun {
+  onnx::Model model;
+  Bindings bindings;
+  bool npy = false;  // the inputs were .npy files, so outputs are written as .npy too
+};
+bool is_onnx_file(const std::string& path);
+Result<OnnxRun> import_onnx(const std::string& file, const std::vector<std::string>& input_specs, bool require_all);
 
 Action add_inspect(CLI::App& app, GlobalFlags& global);
 Action add_run(CLI::App& app, GlobalFlags& global);

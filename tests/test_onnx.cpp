@@ -1,0 +1,325 @@
+// ONNX import: models built with the protobuf classes, imported and run through the Runtime;
+// every malformed or unsupported model is one clear error naming the node, op, opset and the
+// attribute or input; the CLI runs .onnx models on .pb and .npy files.
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.h"
+#include "volta/onnx.h"
+#include "volta/runtime.h"
+
+namespace volta {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ModelMaker {
+  ::onnx::ModelProto m;
+  explicit ModelMaker(int64_t opset = 13) {
+    m.set_ir_version(8);
+    m.set_producer_name("volta-test");
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    m.mutable_graph()->set_name("t");
+  }
+  ::onnx::GraphProto& g() { return *m.mutable_graph(); }
+  static void set_type(::onnx::ValueInfoProto* v, const std::string& name, int32_t elem, const std::vector<int64_t>& dims) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+  }
+  ModelMaker& input(const std::string& name, std::vector<int64_t> dims, int32_t elem = 1) {
+    set_type(g().add_input(), name, elem, dims);
+    return *this;
+  }
+  ModelMaker& output(const std::string& name, std::vector<int64_t> dims, int32_t elem = 1) {
+    set_type(g().add_output(), name, elem, dims);
+    return *this;
+  }
+  ::onnx::NodeProto* node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs,
+                          const std::string& name = "") {
+    auto* n = g().add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? op + "_0" : name);
+    for (auto& i : ins) n->add_input(i);
+    for (auto& o : outs) n->add_output(o);
+    return n;
+  }
+  ModelMaker& init(const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
+    auto* t = g().add_initializer();
+    t->set_name(name);
+    t->set_data_type(1);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float f : v) t->add_float_data(f);
+    return *this;
+  }
+  ModelMaker& init_i64(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> v) {
+    auto* t = g().add_initializer();
+    t->set_name(name);
+    t->set_data_type(7);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t x : v) t->add_int64_data(x);
+    return *this;
+  }
+  std::string bytes() const { return m.SerializeAsString(); }
+};
+
+void set_int(::onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+// A two-layer MLP: Gemm (transB) -> Relu -> MatMul + Add, weights as initializers.
+ModelMaker mlp() {
+  ModelMaker mm;
+  mm.input("x", {2, 3}).output("y", {2, 2});
+  mm.init("w1", {4, 3}, {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1}).init("b1", {4}, {0, 0, 0, -10});
+  mm.init("w2", {4, 2}, {1, 0, 0, 1, 1, 1, 1, -1}).init("b2", {2}, {0.5f, -0.5f});
+  set_int(mm.node("Gemm", {"x", "w1", "b1"}, {"h"}, "fc1"), "transB", 1);
+  mm.node("Relu", {"h"}, {"hr"}, "act");
+  mm.node("MatMul", {"hr", "w2"}, {"m"}, "fc2");
+  mm.node("Add", {"m", "b2"}, {"y"}, "bias2");
+  return mm;
+}
+
+TEST(OnnxImport, MlpRunsThroughTheRuntime) {
+  if (!onnx::available()) GTEST_SKIP();
+  auto m = onnx::import_model(mlp().bytes(), "mlp.onnx");
+  ASSERT_OK(m);
+  ASSERT_EQ(m->inputs.size(), 1u);
+  EXPECT_EQ(m->inputs[0].name, "x");
+  ASSERT_EQ(m->outputs.size(), 1u);
+  EXPECT_EQ(m->graph.node(m->outputs[0].node).name, "y");  // the last IR node takes the ONNX name
+  Runtime rt(make_cpu_backend());
+  auto plan = rt.compile(m->graph);
+  ASSERT_OK(plan);
+  auto out = rt.run(**plan, {{"x", Tensor::from_f32({2, 3}, {1, 2, 3, -1, -2, 4})}});
+  ASSERT_OK(out);
+  // h = [1,2,3,-4] -> relu [1,2,3,0]; y = [1+3, 2+3] + b2 ; row 2: h = [-1,-2,4,-9] -> [0,0,4,0] -> [4,4]
+  const float* y = (*out)[0].data<float>();
+  EXPECT_FLOAT_EQ(y[0], 4.5f);
+  EXPECT_FLOAT_EQ(y[1], 4.5f);
+  EXPECT_FLOAT_EQ(y[2], 4.5f);
+  EXPECT_FLOAT_EQ(y[3], 3.5f);
+}
+
+TEST(OnnxImport, InitializersCanBecomeTrainableParams) {
+  if (!onnx::available()) GTEST_SKIP();
+  onnx::ImportOptions opts;
+  opts.initializers_as_params = true;
+  auto m = onnx::import_model(mlp().bytes(), "mlp.onnx", opts);
+  ASSERT_OK(m);
+  EXPECT_EQ(m->params.size(), 4u);
+  EXPECT_EQ(m->graph.node(m->graph.find("w1")).op, ir::Op::Param);
+  Runtime rt(make_cpu_backend());
+  auto plan = rt.compile(m->graph);
+  ASSERT_OK(plan);
+  Bindings b = m->params;
+  b["x"] = Tensor::from_f32({2, 3}, {1, 2, 3, -1, -2, 4});
+  auto out = rt.run(**plan, b);
+  ASSERT_OK(out);
+  EXPECT_FLOAT_EQ((*out)[0].data<float>()[3], 3.5f);
+}
+
+TEST(OnnxImport, ShapeOperandsAreReadAsConstants) {
+  if (!onnx::available()) GTEST_SKIP();
+  ModelMaker mm(14);
+  mm.input("x", {2, 3}).input("shape", {2}, 7).output("y", {3, 2});
+  mm.node("Reshape", {"x", "shape"}, {"y"}, "r");
+  // Without a value for 'shape' the import says which input must be constant.
+  EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "Reshape node 'r' (opset 14): input 1 'shape' must be known at import");
+  onnx::ImportOptions opts;
+  opts.input_values["shape"] = Tensor::from_i64({2}, {-1, 2});
+  auto m = onnx::import_model(mm.bytes(), "m.onnx", opts);
+  ASSERT_OK(m);
+  EXPECT_EQ(m->inputs[1].node, -1);  // folded: not an IR input
+  EXPECT_EQ(m->graph.find("shape"), -1);
+  EXPECT_EQ(m->outputs[0].type.shape, (Shape{3, 2}));
+}
+
+TEST(OnnxImport, MalformedFilesAreClearErrors) {
+  if (!onnx::available()) GTEST_SKIP();
+  EXPECT_ERROR_CONTAINS(onnx::import_model("this is not protobuf \xff\xff\xff", "junk.onnx"), "junk.onnx: not an ONNX model");
+  const std::string good = mlp().bytes();
+  for (size_t cut : {size_t{1}, good.size() / 3, good.size() / 2, good.size() - 1}) {
+    auto r = onnx::import_model(good.substr(0, cut), "cut.onnx");
+    EXPECT_FALSE(r.is_ok()) << "truncated at " << cut;
+    if (!r.is_ok()) {
+      EXPECT_NE(r.status().message().find("cut.onnx"), std::string::npos) << r.status().message();
+    }
+  }
+  EXPECT_ERROR_CONTAINS(onnx::load_model("/nonexistent/model.onnx"), "cannot open");
+  EXPECT_ERROR_CONTAINS(onnx::import_model("", "empty.onnx"), "no graph");
+}
+
+TEST(OnnxImport, BadGraphsNameNodeOpOpsetAndInput) {
+  if (!onnx::available()) GTEST_SKIP();
+  {  // dangling input name
+    ModelMaker mm;
+    mm.input("x", {2}).output("y", {2});
+    mm.node("Add", {"x", "nowhere"}, {"y"}, "adder");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"),
+                          "Add node 'adder' (opset 13): input 1 'nowhere' is not defined by any earlier node");
+  }
+  {  // missing input
+    ModelMaker mm;
+    mm.input("x", {2}).output("y", {2});
+    mm.node("Add", {"x"}, {"y"}, "adder");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "Add node 'adder' (opset 13): input 1 is missing");
+  }
+  {  // unsupported op
+    ModelMaker mm;
+    mm.input("x", {2}).output("y", {2});
+    mm.node("Hardmax", {"x"}, {"y"}, "hm");
+    auto r = onnx::import_model(mm.bytes(), "m.onnx");
+    EXPECT_ERROR_CONTAINS(r, "Hardmax node 'hm' (opset 13): op type 'Hardmax' is not supported");
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  }
+  {  // unsupported attribute value and unknown attribute
+    ModelMaker mm;
+    mm.input("x", {1, 1, 4, 4}).output("y", {1, 1, 2, 2});
+    auto* n = mm.node("MaxPool", {"x"}, {"y"}, "pool");
+    auto* a = n->add_attribute();
+    a->set_name("kernel_shape");
+    a->set_type(::onnx::AttributeProto::INTS);
+    a->add_ints(2), a->add_ints(2);
+    set_int(n, "storage_order", 1);
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "MaxPool node 'pool' (opset 13): attribute 'storage_order' = 1");
+    set_int(n, "bogus", 1);
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "attribute 'bogus' is not supported");
+  }
+  {  // dynamic dimension
+    ModelMaker mm;
+    mm.input("x", {2}).output("y", {2});
+    mm.g().mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+    mm.node("Relu", {"x"}, {"y"}, "r");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "graph input 'x' has a dynamic dimension 'batch'");
+  }
+  {  // unsupported dtype
+    ModelMaker mm;
+    mm.input("x", {2}, 11).output("y", {2}, 11);
+    mm.node("Relu", {"x"}, {"y"}, "r");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "dtype DOUBLE is not supported");
+  }
+  {  // an output nobody produces, and a declared shape that disagrees
+    ModelMaker mm;
+    mm.input("x", {2}).output("ghost", {2});
+    mm.node("Relu", {"x"}, {"y"}, "r");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "graph output 'ghost' is not produced");
+    ModelMaker mm2;
+    mm2.input("x", {2}).output("y", {3});
+    mm2.node("Relu", {"x"}, {"y"}, "r");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm2.bytes(), "m.onnx"), "is declared FLOAT[3] but the import computes FLOAT[2]");
+  }
+  {  // shape rule failures carry the node too
+    ModelMaker mm;
+    mm.input("a", {2, 3}).input("b", {4, 5}).output("y", {2, 5});
+    mm.node("MatMul", {"a", "b"}, {"y"}, "mm");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "MatMul node 'mm' (opset 13): [matmul] inner dims 3 != 4");
+  }
+  {  // opset out of range
+    ModelMaker mm(18);
+    mm.input("x", {2}).output("y", {2});
+    mm.node("Relu", {"x"}, {"y"}, "r");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "opset 18 is not supported");
+  }
+  {  // an initializer whose data does not match its dims
+    ModelMaker mm;
+    mm.input("x", {2}).output("y", {2}).init("w", {3}, {1, 2});
+    mm.node("Add", {"x", "w"}, {"y"}, "a");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "initializer 'w'");
+  }
+}
+
+TEST(OnnxTensorFiles, ProtoAndNpyRoundTrip) {
+  if (!onnx::available()) GTEST_SKIP();
+  const Tensor f = Tensor::from_f32({2, 2}, {1.5f, -2, 0, 3});
+  const Tensor i = Tensor::from_i64({3}, {1, -7, 1LL << 40});
+  for (const char* ext : {".pb", ".npy"}) {
+    const std::string path = (fs::temp_directory_path() / (std::string("volta_onnx_t") + ext)).string();
+    ASSERT_OK(onnx::write_tensor_file(path, f, onnx::ElemType::kFloat, "f"));
+    auto back = onnx::read_tensor_file(path);
+    ASSERT_OK(back);
+    EXPECT_TRUE(back->tensor.bitwise_equal(f)) << ext;
+    EXPECT_EQ(back->onnx_type, onnx::ElemType::kFloat);
+    ASSERT_OK(onnx::write_tensor_file(path, i, onnx::ElemType::kInt64, "i"));
+    back = onnx::read_tensor_file(path);
+    ASSERT_OK(back);
+    EXPECT_TRUE(back->tensor.bitwise_equal(i)) << ext;
+    const Tensor b = Tensor::from_f32({3}, {1, 0, 1});
+    ASSERT_OK(onnx::write_tensor_file(path, b, onnx::ElemType::kBool, "b"));
+    back = onnx::read_tensor_file(path);
+    ASSERT_OK(back);
+    EXPECT_EQ(back->onnx_type, onnx::ElemType::kBool);
+    EXPECT_TRUE(back->tensor.bitwise_equal(b)) << ext;
+    fs::remove(path);
+  }
+  static const char kCut[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '<f4',";
+  EXPECT_ERROR_CONTAINS(onnx::parse_npy(std::string_view(kCut, sizeof kCut - 1), "x.npy"), "truncated");
+  EXPECT_ERROR_CONTAINS(onnx::parse_npy("NOTNUMPY00", "x.npy"), "bad magic");
+  ::onnx::TensorProto p;
+  p.set_data_type(1);
+  p.add_dims(1000000);
+  p.add_float_data(1.0f);
+  EXPECT_ERROR_CONTAINS(onnx::parse_tensor_proto(p.SerializeAsString(), "t.pb"), "needs 4000000 bytes of data but has 4");
+}
+
+struct Cli {
+  int code;
+  std::string out, err;
+};
+
+Cli volta_cli(const std::string& args) {
+  Cli r;
+  r.code = test::run_command("env -u VOLTA_DEVICE " + std::string(VOLTA_CLI_PATH) + " " + args, &r.out, &r.err);
+  return r;
+}
+
+TEST(OnnxCli, RunAndInspectOnnxModels) {
+  if (!onnx::available()) GTEST_SKIP();
+  const fs::path dir = fs::temp_directory_path() / ("volta_onnx_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string model = (dir / "mlp.onnx").string();
+  std::ofstream(model, std::ios::binary) << mlp().bytes();
+  ASSERT_OK(onnx::write_tensor_file((dir / "x.npy").string(), Tensor::from_f32({2, 3}, {1, 2, 3, -1, -2, 4}), onnx::ElemType::kFloat, "x"));
+
+  Cli r = volta_cli("run " + model + " --input x=" + (dir / "x.npy").string() + " --output " + (dir / "out").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("y"), std::string::npos);
+  auto y = onnx::read_tensor_file((dir / "out" / "y.npy").string());  // .npy in, .npy out
+  ASSERT_OK(y);
+  EXPECT_FLOAT_EQ(y->tensor.data<float>()[3], 3.5f);
+
+  ASSERT_OK(onnx::write_tensor_file((dir / "x.pb").string(), Tensor::from_f32({2, 3}, {1, 2, 3, -1, -2, 4}), onnx::ElemType::kFloat, "x"));
+  r = volta_cli("run " + model + " --input x=" + (dir / "x.pb").string() + " --output " + (dir / "out").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  y = onnx::read_tensor_file((dir / "out" / "y.pb").string());
+  ASSERT_OK(y);
+  EXPECT_FLOAT_EQ(y->tensor.data<float>()[0], 4.5f);
+
+  r = volta_cli("inspect " + model);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("matmul"), std::string::npos);
+  EXPECT_NE(r.out.find("memory (bytes)"), std::string::npos);
+
+  // Bad inputs: one clear line, exit 1.
+  for (const std::string& args : {"run " + model, "run " + model + " --input nope=" + (dir / "x.pb").string(),
+                                  "run " + model + " --input x=" + (dir / "missing.pb").string(),
+                                  "run " + (dir / "x.pb").string() + ".onnx", "run " + model + " --input x=" + model}) {
+    Cli bad = volta_cli(args);
+    EXPECT_EQ(bad.code, 1) << args << "\n" << bad.err;
+    EXPECT_NE(bad.err.find("error:"), std::string::npos) << args << "\n" << bad.err;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace volta
