@@ -196,10 +196,12 @@ TEST(CpuMatmulBits, LargerShapesEqualTheFmaChainForEveryIsaAndBlocking) {
   struct S {
     int64_t m, n, k;
   };
-  // Squares, odd K, K longer than any kc, N wider than nc, decode rows (M = 1..4), narrow N.
+  // Squares, odd K, K longer than any kc, N wider than nc, decode rows (M = 1..4, transposed B
+  // included), narrow N, attention-sized products (a small row-major B of whole panels is read in
+  // place), row blocks sharing one packed B (768 rows).
   const std::vector<S> shapes = {{64, 64, 64},  {65, 65, 65},  {128, 128, 128}, {31, 256, 129}, {1, 384, 128}, {1, 65, 128},
                                  {2, 129, 200}, {4, 96, 33},   {5, 70, 90},     {30, 2100, 40}, {17, 40, 900}, {200, 65, 300},
-                                 {256, 256, 256}, {3, 1030, 7}};
+                                 {256, 256, 256}, {3, 1030, 7}, {64, 32, 64},   {64, 64, 32},   {24, 96, 40},  {768, 100, 70}};
   for (const S& s : shapes)
     for (int t = 0; t < 4; ++t) {
       const Problem p(s.m, s.n, s.k, t & 1, t & 2, t % 2, static_cast<uint64_t>(s.m + s.n + s.k + t));
@@ -257,6 +259,11 @@ TEST(CpuMatmulBits, BatchesThreadsAndIsasGiveIdenticalBits) {
       {{2, 4, 1, 64}, {2, 4, 9, 64}, false, true},  // decode attention scores: M = 1, transposed B
       {{2, 4, 1, 9}, {2, 4, 9, 64}, false, false},  // decode attention @ V
       {{300, 200}, {200, 130}, false, false},
+      {{3, 2, 64, 32}, {3, 2, 64, 32}, false, true},   // attention scores Q @ K^T
+      {{3, 2, 64, 64}, {3, 2, 64, 32}, false, false},  // attention P @ V (B read in place)
+      {{3, 2, 64, 64}, {3, 2, 64, 32}, true, false},   // its gradient P^T @ dO
+      {{12, 64, 128}, {200, 128}, false, true},        // dX = dY @ W^T: row blocks share the packed B
+      {{1, 1, 70}, {65, 70}, false, true},             // decode head x @ wte^T
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::vector<float> want = run_op(cases[i], i + 1, 1, std::nullopt);

@@ -67,6 +67,8 @@ MatmulBlocking matmul_blocking_for(MatmulIsa isa, int64_t M, int64_t N, int64_t 
 
 namespace {
 
+constexpr int64_t kInPlaceB = 1 << 13;  // floats of a row-major B read in place at most (32 KiB)
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
@@ -171,7 +173,10 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
   const int64_t kc = std::min(bl.kc, K);
   const int64_t mc = std::min(round_up(bl.mc, tile.rows), round_up(rows, tile.rows));
   float* ap = t_scratch.get(Scratch::kA, mc * kc);
-  float* own_b = shared.data ? nullptr : t_scratch.get(Scratch::kB, round_up(cols, tile.cols) * kc);
+  // A small row-major B of whole panels (attention's P @ V, dS @ K) is read in place: its rows
+  // already are what packing would produce, and it stays in L1 anyway.
+  const bool b_in_place = !shared.data && B.cs == 1 && cols % tile.cols == 0 && cols * K <= kInPlaceB;
+  float* own_b = shared.data || b_in_place ? nullptr : t_scratch.get(Scratch::kB, round_up(cols, tile.cols) * kc);
   // A panel meets only cols / tile.cols panels of B: for narrow C packing A costs more than it
   // saves, and the kernel reads A in place (a transposed A already has unit row stride; packing
   // it measured no faster). Rows 4 KiB apart compete for the same L1 sets, so such an A is
@@ -180,8 +185,11 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
   const int64_t narrow = matmul_narrow_cols(isa);
   for (int64_t p0 = 0; p0 < K; p0 += kc) {
     const int64_t kb = std::min(kc, K - p0);
+    // Panel j of this K block starts at bp + j * b_step, its rows b_rs apart.
     const float* bp = shared.data ? shared.data + p0 * shared.ld + shared.col0 * kb : own_b;
-    if (!shared.data) pack_b(isa, {B.data + p0 * B.rs, B.rs, B.cs}, kb, cols, tile.cols, own_b);
+    int64_t b_step = kb, b_rs = tile.cols;
+    if (b_in_place) bp = B.data + p0 * B.rs, b_step = 1, b_rs = B.rs;
+    else if (!shared.data) pack_b(isa, {B.data + p0 * B.rs, B.rs, B.cs}, kb, cols, tile.cols, own_b);
     for (int64_t i0 = 0; i0 < rows; i0 += mc) {
       const int64_t mrows = std::min(mc, rows - i0);
       MatView a{A.data + i0 * A.rs + p0 * A.cs, A.rs, A.cs};
@@ -195,7 +203,7 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
         const int64_t w = std::min(tile.cols, cols - j);
         for (int64_t i = 0; i < mrows; i += tile.rows) {
           const TileArgs t{.rows = std::min(tile.rows, mrows - i), .k = kb, .a = a.data + i / tile.rows * panel_stride,
-                           .a_rs = a.rs, .a_cs = a.cs, .b = bp + j * kb, .b_rs = tile.cols, .c = C + (i0 + i) * ldc + j,
+                           .a_rs = a.rs, .a_cs = a.cs, .b = bp + j * b_step, .b_rs = b_rs, .c = C + (i0 + i) * ldc + j,
                            .ldc = ldc, .accumulate = p0 > 0};
           if (w == tile.cols) run_tile(isa, t);
           else if (w == narrow) run_narrow_tile(isa, t);
