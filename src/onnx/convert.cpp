@@ -438,7 +438,7 @@ Status constant_of_shape(Importer& im) {
   }
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d != 0 && n > (int64_t{1} << 26) / d) return im.unsupported("a constant of shape " + shape_to_string(shape) + " is too large to build at import");
+    if (d != 0 && n > (int64_t{1} << 24) / d) return im.unsupported("a constant of shape " + shape_to_string(shape) + " is too large to build at import");
     n *= d;
   }
   Tensor t = Tensor::zeros(fill.dtype(), shape);
@@ -796,7 +796,7 @@ Status range(Importer& im) {
   const double start = get(v[0]), limit = get(v[1]), delta = get(v[2]);
   if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) return im.fail("delta must be non-zero and all finite");
   const double count = std::max(std::ceil((limit - start) / delta), 0.0);
-  if (count > static_cast<double>(int64_t{1} << 26)) return im.unsupported("a range of " + std::to_string(count) + " elements is too large");
+  if (count > static_cast<double>(int64_t{1} << 24)) return im.unsupported("a range of " + std::to_string(count) + " elements is too large");
   const auto n = static_cast<int64_t>(count);
   Tensor out = Tensor::zeros(v[0].dtype(), {n});
   for (int64_t i = 0; i < n; ++i) {
