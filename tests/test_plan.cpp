@@ -101,6 +101,44 @@ TEST(Plan, ReshapesAreViewsThatExtendTheirRootsLifetime) {
   }
 }
 
+// A slice of one contiguous block and a transpose that only moves size-1 dims are views too;
+// a real transpose and a strided slice are not.
+TEST(Plan, ContiguousSlicesAndTrivialTransposesAreViews) {
+  auto g = ir::parse_graph(R"(graph views {
+  %x: f32[1,3,4] = input()
+  %e: f32[1,3,4] = exp(%x)
+  %s: f32[1,1,4] = slice(%e) {axis=1, start=1, end=2}
+  %t: f32[1,4,1] = transpose(%s) {perm=[0, 2, 1]}
+  %u: f32[1,4,3] = transpose(%e) {perm=[0, 2, 1]}
+  %c: f32[1,3,2] = slice(%e) {axis=2, start=2, end=4}
+  return %t, %u, %c
+})");
+  ASSERT_OK(g);
+  auto p = plan::make_plan(*g, 0, "cpu", nullptr, {});
+  ASSERT_OK(p);
+  const auto& v = p->values;
+  EXPECT_EQ(v[2].view_of, 1);
+  EXPECT_EQ(v[2].view_offset, 16u);  // row 1 of 4 floats
+  EXPECT_EQ(v[3].view_of, 1);
+  EXPECT_EQ(v[3].view_offset, 16u);
+  EXPECT_EQ(v[4].view_of, -1);
+  EXPECT_EQ(v[5].view_of, -1);  // every row contributes a piece: not one block
+  Runtime rt(make_cpu_backend());
+  auto compiled = rt.compile(*g);
+  ASSERT_OK(compiled);
+  Tensor x = Tensor::zeros(DType::f32, {1, 3, 4});
+  for (int i = 0; i < 12; ++i) x.data<float>()[i] = 0.1f * static_cast<float>(i);
+  auto out = rt.run(**compiled, {{"x", x}});
+  ASSERT_OK(out);
+  for (int j = 0; j < 4; ++j) EXPECT_FLOAT_EQ((*out)[0].data<float>()[j], std::exp(0.1f * static_cast<float>(4 + j)));
+  for (int j = 0; j < 4; ++j)
+    for (int i = 0; i < 3; ++i)
+      EXPECT_FLOAT_EQ((*out)[1].data<float>()[j * 3 + i], std::exp(0.1f * static_cast<float>(i * 4 + j)));
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j)
+      EXPECT_FLOAT_EQ((*out)[2].data<float>()[i * 2 + j], std::exp(0.1f * static_cast<float>(i * 4 + 2 + j)));
+}
+
 TEST(Plan, WorkspacesArePlannedAsTemp) {
   auto workspace = [](const ir::Graph&, const ir::Node& n) -> size_t { return n.op == ir::Op::Exp ? 100 : 0; };
   auto p = plan::make_plan(chain(), 0, "test", workspace, {});

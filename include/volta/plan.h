@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,16 @@ struct Buffer {
   int32_t last_step = 0;   // last step that reads it (outputs: the final step)
   bool in_arena = false;   // leaves are bound by the caller, not placed in the arena
   size_t offset = 0;       // arena offset, kAlignment-aligned, when in_arena
-  // A reshape is its input's bytes under another shape: it is a view of this value (the root
-  // of the chain, never itself a view), has no bytes of its own and is not executed.
+  // A view (a reshape, a transpose that only moves size-1 dims, a slice of one contiguous
+  // block) is bytes of its input under another type: it points `view_offset` bytes into the
+  // root value `view_of` (never itself a view), has no bytes of its own and is not executed.
   int32_t view_of = -1;
+  size_t view_offset = 0;
 };
+
+// The byte offset into its input at which node `n` is a view of it, or nullopt when n computes
+// new bytes (see Buffer::view_of).
+std::optional<size_t> view_offset(const ir::Graph& g, const ir::Node& n);
 
 struct MemoryReport {
   std::array<size_t, kNumMemClasses> peak{};   // max bytes of the class live at once

@@ -72,6 +72,15 @@ class Runtime {
   NumericsPolicy numerics_ = NumericsPolicy::Off;
   NumericsReport numerics_report_;
   std::shared_ptr<std::byte> arena_;  // reused across runs, grown when a plan needs more
+  // Per-graph value references (and each step's input references) kept between runs, so a run
+  // only updates data pointers; types are compared, not copied (decode alternates between plans
+  // every token, and a copied shape is an allocation).
+  struct RunRefs {
+    const ir::Graph* graph = nullptr;            // the plan graph whose types they hold
+    std::vector<TensorRef> values;               // by node id
+    std::vector<std::vector<TensorRef>> inputs;  // by step
+  };
+  std::map<uint64_t, RunRefs> refs_;
   size_t arena_bytes_ = 0;
 };
 

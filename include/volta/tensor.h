@@ -46,6 +46,8 @@ class Tensor {
   Tensor() = default;
   // Zero-filled.
   static Tensor zeros(DType dtype, Shape shape);
+  // Contents unspecified: only for buffers that are written in full before they are read.
+  static Tensor empty(DType dtype, Shape shape);
   static Tensor from_f32(Shape shape, std::initializer_list<float> values);
   static Tensor from_f32(Shape shape, std::span<const float> values);
   static Tensor from_i32(Shape shape, std::initializer_list<int32_t> values);

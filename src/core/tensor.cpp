@@ -49,14 +49,14 @@ std::string shape_to_string(const Shape& s) {
 std::string TensorType::to_string() const { return std::string(dtype_name(dtype)) + shape_to_string(shape); }
 
 namespace {
-std::shared_ptr<std::byte> allocate_aligned(size_t bytes) {
+std::shared_ptr<std::byte> allocate_aligned(size_t bytes, bool zero = true) {
   size_t n = align_up(bytes == 0 ? 1 : bytes);
   void* p = std::aligned_alloc(kAlignment, n);
   if (!p) {  // out of host memory is not recoverable for a tensor allocation
     std::fprintf(stderr, "volta: cannot allocate %zu bytes\n", n);
     std::abort();
   }
-  std::memset(p, 0, n);
+  if (zero) std::memset(p, 0, n);
   return {static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); }};
 }
 }  // namespace
@@ -65,6 +65,13 @@ Tensor Tensor::zeros(DType dtype, Shape shape) {
   Tensor t;
   t.type_ = {dtype, std::move(shape)};
   t.storage_ = allocate_aligned(t.bytes());
+  return t;
+}
+
+Tensor Tensor::empty(DType dtype, Shape shape) {
+  Tensor t;
+  t.type_ = {dtype, std::move(shape)};
+  t.storage_ = allocate_aligned(t.bytes(), false);
   return t;
 }
 

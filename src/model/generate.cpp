@@ -64,7 +64,7 @@ struct Cache {
   }
   // The first `len` positions as a contiguous [B, H, len, hd] tensor.
   Tensor prefix(const std::vector<float>& src, int64_t len) const {
-    Tensor t = Tensor::zeros(DType::f32, {B, H, len, hd});
+    Tensor t = Tensor::empty(DType::f32, {B, H, len, hd});
     for (int64_t bh = 0; bh < B * H; ++bh)
       std::memcpy(t.data<float>() + bh * len * hd, src.data() + bh * cap * hd, static_cast<size_t>(len * hd) * sizeof(float));
     return t;

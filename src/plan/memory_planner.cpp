@@ -1,6 +1,7 @@
 // Liveness-based memory planner. Every computed value lives from the step that writes it to
 // the last step that reads it or a view of it (outputs to the end); kernel workspaces live for
-// their step. Reshapes are views: they share their input's bytes and are not executed.
+// their step. Views (reshapes and their like, see view_offset) share their input's bytes and are
+// not executed.
 // Buffers are placed "greedy by size": largest first, each at the lowest offset that no
 // time-overlapping buffer already uses. All orders are total (size, step, node id), so the
 // plan is the same on every run.
@@ -44,6 +45,42 @@ void place(std::vector<Buffer*>& buffers, size_t& arena_bytes) {
 }
 
 }  // namespace
+
+std::optional<size_t> view_offset(const ir::Graph& g, const ir::Node& n) {
+  if (n.inputs.size() != 1) return std::nullopt;
+  const Shape& in = g.node(n.inputs[0]).type.shape;
+  switch (n.op) {
+    case ir::Op::Reshape: return 0;
+    case ir::Op::Transpose: {  // the same bytes when the dims longer than 1 keep their order
+      auto perm = n.attrs.get_ints("perm");
+      if (!perm.is_ok() || perm->size() != in.size()) return std::nullopt;
+      int64_t prev = -1;
+      for (int64_t d : *perm) {
+        if (d < 0) d += static_cast<int64_t>(in.size());
+        if (d < 0 || d >= static_cast<int64_t>(in.size())) return std::nullopt;
+        if (in[static_cast<size_t>(d)] == 1) continue;
+        if (d < prev) return std::nullopt;
+        prev = d;
+      }
+      return 0;
+    }
+    case ir::Op::Slice: {  // one contiguous block when every dim before the axis is 1
+      auto axis = n.attrs.get_int("axis", 0);
+      auto start = n.attrs.get_int("start", 0);
+      if (!axis.is_ok() || !start.is_ok() || in.empty()) return std::nullopt;
+      const int64_t rank = static_cast<int64_t>(in.size()), a = *axis < 0 ? *axis + rank : *axis;
+      if (a < 0 || a >= rank) return std::nullopt;
+      int64_t outer = 1, inner = 1;
+      for (int64_t d = 0; d < a; ++d) outer *= in[static_cast<size_t>(d)];
+      for (int64_t d = a + 1; d < rank; ++d) inner *= in[static_cast<size_t>(d)];
+      if (outer != 1) return std::nullopt;
+      const int64_t dim = in[static_cast<size_t>(a)];
+      const int64_t s = std::clamp<int64_t>(*start < 0 ? *start + dim : *start, 0, dim);
+      return static_cast<size_t>(s * inner) * dtype_size(n.type.dtype);
+    }
+    default: return std::nullopt;
+  }
+}
 
 const char* mem_class_name(MemClass c) {
   switch (c) {
@@ -96,8 +133,10 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
     Buffer& out = p.values[static_cast<size_t>(n.id)];
     out.first_step = s;
     out.last_step = std::max(out.last_step, s);
-    if (n.op == ir::Op::Reshape) {  // inputs come first in the schedule, so the root is known
+    if (const auto offset = view_offset(g, n)) {  // inputs come first in the schedule: the root is known
+      const Buffer& in = p.values[static_cast<size_t>(n.inputs[0])];
       out.view_of = storage(n.inputs[0]).node;
+      out.view_offset = in.view_offset + *offset;
       out.in_arena = false;
       out.bytes = 0;
     }

@@ -40,7 +40,9 @@ std::string format_plan(const ExecutionPlan& p) {
     out += "  " + rpad(std::to_string(s), 4) + "  " + pad(ir::op_name(n.op), 18) + pad("%" + n.name, 32) +
            pad(n.type.to_string(), 23);
     if (b.view_of >= 0) {
-      out += "view of %" + p.graph.node(b.view_of).name + "\n";
+      out += "view of %" + p.graph.node(b.view_of).name;
+      if (b.view_offset > 0) out += " + " + std::to_string(b.view_offset) + " bytes";
+      out += "\n";
       continue;
     }
     out += pad(mem_class_name(b.cls), 11) + rpad(std::to_string(b.offset), 10) + rpad(std::to_string(b.bytes), 12) + "  " +
@@ -76,7 +78,7 @@ std::string plan_to_json(const ExecutionPlan& p, int indent) {
                          {"type", n.type.to_string()}, {"class", mem_class_name(b.cls)}, {"offset", b.offset},
                          {"bytes", b.bytes},   {"first_step", b.first_step}, {"last_step", b.last_step}};
     if (p.workspaces[s].bytes > 0) step["workspace"] = {{"offset", p.workspaces[s].offset}, {"bytes", p.workspaces[s].bytes}};
-    if (b.view_of >= 0) step["view_of"] = p.graph.node(b.view_of).name;
+    if (b.view_of >= 0) step["view_of"] = {{"value", p.graph.node(b.view_of).name}, {"offset", b.view_offset}};
     steps.push_back(step);
   }
   j["schedule"] = steps;

@@ -99,10 +99,16 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
   if (p.backend != backend_->name())
     return invalid_argument("plan was made for backend '" + p.backend + "' but this runtime runs '" + backend_->name() + "'");
   const ir::Graph& g = p.graph;
-  std::vector<TensorRef> refs(g.size());
+  RunRefs& cached = refs_[p.graph_hash];
+  std::vector<TensorRef>& refs = cached.values;
+  // The last run of this same graph object completed: every type is already right. Otherwise
+  // compare them (a run that stopped early leaves some unset; two graphs' hashes may collide).
+  const bool same_graph = cached.graph == &g && refs.size() == g.size();
+  cached.graph = nullptr;  // set again once this run has completed
+  refs.resize(g.size());
   size_t bound = 0;  // bindings that name a leaf; any other binding is an error
   for (const ir::Node& n : g.nodes) {
-    refs[static_cast<size_t>(n.id)].type = n.type;
+    if (!same_graph && refs[static_cast<size_t>(n.id)].type != n.type) refs[static_cast<size_t>(n.id)].type = n.type;
     if (n.op == ir::Op::Constant) {
       refs[static_cast<size_t>(n.id)].data = const_cast<std::byte*>(n.value.raw());  // read-only by contract
     } else if (n.op == ir::Op::Input || n.op == ir::Op::Param) {
@@ -132,15 +138,20 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
   }
   for (const plan::Buffer& b : p.values)
     if (b.in_arena) refs[static_cast<size_t>(b.node)].data = arena_.get() + b.offset;
-  for (const plan::Buffer& b : p.values)  // views (reshapes) point at their root's bytes
-    if (b.view_of >= 0) refs[static_cast<size_t>(b.node)].data = refs[static_cast<size_t>(b.view_of)].data;
+  for (const plan::Buffer& b : p.values)  // views point into their root's bytes
+    if (b.view_of >= 0) refs[static_cast<size_t>(b.node)].data = refs[static_cast<size_t>(b.view_of)].data + b.view_offset;
 
-  std::vector<TensorRef> inputs;
+  cached.inputs.resize(p.schedule.size());
   for (size_t s = 0; s < p.schedule.size(); ++s) {
     const ir::Node& n = g.node(p.schedule[s]);
     if (p.values[static_cast<size_t>(n.id)].view_of >= 0) continue;  // nothing to compute
-    inputs.clear();
-    for (int32_t in : n.inputs) inputs.push_back(refs[static_cast<size_t>(in)]);
+    std::vector<TensorRef>& inputs = cached.inputs[s];
+    inputs.resize(n.inputs.size());
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const TensorRef& r = refs[static_cast<size_t>(n.inputs[i])];
+      if (!same_graph && inputs[i].type != r.type) inputs[i].type = r.type;
+      inputs[i].data = r.data;
+    }
     const plan::Buffer& ws = p.workspaces[s];
     std::span<std::byte> workspace(arena_.get() + ws.offset, ws.bytes);
     const auto start = profiler_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -150,10 +161,11 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
       VOLTA_RETURN_IF_ERROR(check_numerics(refs[static_cast<size_t>(n.id)],
                                            "[" + std::string(ir::op_name(n.op)) + "] " + ir::node_ref(n) + " output"));
   }
+  cached.graph = &g;
   std::vector<Tensor> outputs;
   for (int32_t o : g.outputs) {
     const TensorRef& r = refs[static_cast<size_t>(o)];
-    Tensor t = Tensor::zeros(r.type.dtype, r.type.shape);
+    Tensor t = Tensor::empty(r.type.dtype, r.type.shape);
     VOLTA_RETURN_IF_ERROR(backend_->copy_out(t.raw(), r.data, t.bytes()));
     outputs.push_back(std::move(t));
   }
