@@ -93,7 +93,8 @@ VOLTA_VEC_INLINE Vec vexp(Vec x) {
 
 // erf(x) by Abramowitz & Stegun 7.1.26: 1 - t (a1 + t (a2 + ...)) exp(-x^2), t = 1 / (1 + p x),
 // absolute error < 1.5e-7.
-VOLTA_VEC_INLINE Vec verf(Vec x) {
+// erf_given(x, e) takes e = exp(-x^2) from the caller (GELU's gradient needs it too).
+VOLTA_VEC_INLINE Vec verf_given(Vec x, Vec e) {
   const Vec sign = x < splat(0.0f) ? splat(-1.0f) : splat(1.0f);
   const Vec ax = x * sign;
   const Vec t = splat(1.0f) / (splat(1.0f) + splat(0.3275911f) * ax);
@@ -102,8 +103,9 @@ VOLTA_VEC_INLINE Vec verf(Vec x) {
   poly = poly * t + splat(1.421413741f);
   poly = poly * t + splat(-0.284496736f);
   poly = poly * t + splat(0.254829592f);
-  return sign * (splat(1.0f) - poly * t * vexp(-ax * ax));
+  return sign * (splat(1.0f) - poly * t * e);
 }
+VOLTA_VEC_INLINE Vec verf(Vec x) { return verf_given(x, vexp(-x * x)); }
 
 // Applies f(Vec) -> Vec over n elements of x into y; the tail is padded with `fill`.
 template <typename F>

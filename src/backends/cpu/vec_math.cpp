@@ -17,9 +17,11 @@ constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
 VOLTA_VEC_INLINE Vec gelu_v(Vec v) { return splat(0.5f) * v * (splat(1.0f) + verf(v * splat(kInvSqrt2))); }
-// d/dx x Phi(x) = Phi(x) + x phi(x)
+// d/dx x Phi(x) = Phi(x) + x phi(x); erf's exp(-a^2), a = x / sqrt(2), is phi's exp(-x^2 / 2).
 VOLTA_VEC_INLINE Vec gelu_d(Vec v) {
-  return splat(0.5f) * (splat(1.0f) + verf(v * splat(kInvSqrt2))) + v * splat(kInvSqrt2Pi) * vexp(splat(-0.5f) * v * v);
+  const Vec a = v * splat(kInvSqrt2);
+  const Vec e = vexp(-a * a);
+  return splat(0.5f) * (splat(1.0f) + verf_given(a, e)) + v * splat(kInvSqrt2Pi) * e;
 }
 
 }  // namespace
