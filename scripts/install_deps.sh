@@ -10,7 +10,6 @@ packages=(
   clang-14 libclang-rt-14-dev   # libFuzzer and sanitizer runtimes for the fuzz targets
   libonnx-dev libprotobuf-dev   # ONNX protobuf classes for the importer (src/onnx/)
   libonnx-testdata              # ONNX's backend node tests: the conformance suite
-  python3-onnx python3-numpy    # onnx.checker for the export test (skipped without them)
 )
 
 missing=()
