@@ -625,15 +625,20 @@ Status gather(Importer& im) {
 }
 
 // Unsqueeze / Squeeze / Flatten are reshapes with a computed shape.
-Status unsqueeze(Importer& im) {
-  std::vector<int64_t> axes;
+// The `axes` of Squeeze / Unsqueeze: an attribute before opset 13, input 1 from 13 on (which
+// Unsqueeze requires and Squeeze may leave out).
+Result<std::vector<int64_t>> axes_operand(Importer& im, bool input_required) {
   if (im.opset() < 13) {
     VOLTA_RETURN_IF_ERROR(im.allow_attrs({"axes"}));
-    VOLTA_ASSIGN_OR_RETURN(axes, im.attr_ints("axes"));
-  } else {
-    VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
-    VOLTA_ASSIGN_OR_RETURN(axes, im.ints_input(1));
+    return im.attr_ints("axes");
   }
+  VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
+  if (!input_required && !im.has_input(1)) return std::vector<int64_t>{};
+  return im.ints_input(1);
+}
+
+Status unsqueeze(Importer& im) {
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, axes_operand(im, true));
   VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(0));
   VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));
   const Shape s = im.type(x).shape;
@@ -652,16 +657,7 @@ Status unsqueeze(Importer& im) {
 }
 
 Status squeeze(Importer& im) {
-  std::vector<int64_t> axes;
-  if (im.opset() < 13) {
-    VOLTA_RETURN_IF_ERROR(im.allow_attrs({"axes"}));
-    VOLTA_ASSIGN_OR_RETURN(axes, im.attr_ints("axes"));
-  } else {
-    VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
-    if (im.has_input(1)) {
-    VOLTA_ASSIGN_OR_RETURN(axes, im.ints_input(1));
-  }
-  }
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, axes_operand(im, false));
   VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(0));
   VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));
   const Shape s = im.type(x).shape;
@@ -747,8 +743,8 @@ Status reduce(Importer& im, Op op) {
     VOLTA_RETURN_IF_ERROR(im.allow_attrs({"keepdims", "noop_with_empty_axes"}));
     VOLTA_ASSIGN_OR_RETURN(noop_with_empty, im.attr_int("noop_with_empty_axes", 0));
     if (im.has_input(1)) {
-    VOLTA_ASSIGN_OR_RETURN(axes, im.ints_input(1));
-  }
+      VOLTA_ASSIGN_OR_RETURN(axes, im.ints_input(1));
+    }
   } else {
     VOLTA_RETURN_IF_ERROR(im.allow_attrs({"axes", "keepdims"}));
     VOLTA_ASSIGN_OR_RETURN(axes, im.attr_ints("axes"));

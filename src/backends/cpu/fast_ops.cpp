@@ -20,7 +20,7 @@ constexpr int64_t kChunk = 16384;  // elements per task of elementwise loops
 // Runs f(begin, end) over [0, n) in fixed chunks.
 template <typename F>
 void chunks(int64_t n, F&& f) {
-  parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) { f(c * kChunk, std::min(n, (c + 1) * kChunk)); });
+  parallel_chunks(n, kChunk, f);
 }
 
 // Runs f(row) for rows [0, n) of `len` elements each, in tasks of about kChunk elements.
@@ -145,10 +145,10 @@ Status cross_entropy(const KernelArgs& a, bool grad) {
     chunk_rows(rows, C, [&](int64_t r) {
       const int64_t t = target(r);
       if (has_ignore && t == ignore) return;
-      float* lp = &loss[static_cast<size_t>(r)];  // -log_softmax(x)[t] via one softmax row
-      std::vector<float> row(static_cast<size_t>(C));
+      thread_local std::vector<float> row;  // -log_softmax(x)[t] via one log-softmax row
+      row.resize(static_cast<size_t>(C));
       softmax_row(x + r * C, row.data(), C, C, 1.0f, true);
-      *lp = -row[static_cast<size_t>(t)];
+      loss[static_cast<size_t>(r)] = -row[static_cast<size_t>(t)];
     });
     double total = 0.0;
     for (float l : loss) total += l;

@@ -3,6 +3,7 @@
 // its own fixed reduction order, so results are bitwise the same for any number of threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 
@@ -14,5 +15,11 @@ int num_threads();
 
 // Runs task(i) for every i in [0, n), spread over the threads.
 void parallel_for(int64_t n, const std::function<void(int64_t)>& task);
+
+// Runs f(begin, end) over [0, n) in fixed chunks of `chunk` elements (the last may be shorter).
+template <typename F>
+void parallel_chunks(int64_t n, int64_t chunk, F&& f) {
+  parallel_for((n + chunk - 1) / chunk, [&](int64_t c) { f(c * chunk, std::min(n, (c + 1) * chunk)); });
+}
 
 }  // namespace volta::cpu

@@ -24,6 +24,21 @@ VOLTA_VEC_INLINE Vec gelu_d(Vec v) {
   return splat(0.5f) * (splat(1.0f) + verf_given(a, e)) + v * splat(kInvSqrt2Pi) * e;
 }
 
+// The mean (0 for rms_norm) and 1 / sqrt(variance + eps) of a row, as norm_row and
+// norm_grad_row both need them.
+struct Moments {
+  float mean, rstd;
+};
+VOLTA_VEC_INLINE Moments row_moments(const float* x, int64_t D, float eps, bool center) {
+  const float inv_d = 1.0f / static_cast<float>(D);
+  const float mean = center ? sum_lanes(D, [&](int64_t d, int64_t k) { return load_n(x + d, k, 0.0f); }) * inv_d : 0.0f;
+  const float var = sum_lanes(D, [&](int64_t d, int64_t k) {
+                      const Vec c = load_n(x + d, k, mean) - splat(mean);
+                      return c * c;
+                    }) * inv_d;
+  return {mean, 1.0f / std::sqrt(var + eps)};
+}
+
 }  // namespace
 
 VOLTA_ISA_CLONES
@@ -93,13 +108,8 @@ void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, flo
 // y = (x - mean) * rstd * gamma (+ beta); rms_norm: mean = 0, rstd from the mean square.
 VOLTA_ISA_CLONES
 void norm_row(const float* x, const float* gamma, const float* beta, float* y, int64_t D, float eps, bool center) {
-  const float inv_d = 1.0f / static_cast<float>(D);
-  const float mean = center ? sum_lanes(D, [&](int64_t d, int64_t k) { return load_n(x + d, k, 0.0f); }) * inv_d : 0.0f;
-  const float var = sum_lanes(D, [&](int64_t d, int64_t k) {
-                      const Vec c = load_n(x + d, k, mean) - splat(mean);
-                      return c * c;
-                    }) * inv_d;
-  const float rstd = 1.0f / std::sqrt(var + eps);
+  const Moments mo = row_moments(x, D, eps, center);
+  const float mean = mo.mean, rstd = mo.rstd;
   for (int64_t d = 0; d < D; d += kLanes) {
     const int64_t k = std::min(kLanes, D - d);
     Vec v = (load_n(x + d, k, 0.0f) - splat(mean)) * splat(rstd) * load_n(gamma + d, k, 0.0f);
@@ -112,12 +122,8 @@ void norm_row(const float* x, const float* gamma, const float* beta, float* y, i
 VOLTA_ISA_CLONES
 void norm_grad_row(const float* x, const float* gamma, const float* dy, float* dx, int64_t D, float eps, bool center) {
   const float inv_d = 1.0f / static_cast<float>(D);
-  const float mean = center ? sum_lanes(D, [&](int64_t d, int64_t k) { return load_n(x + d, k, 0.0f); }) * inv_d : 0.0f;
-  const float var = sum_lanes(D, [&](int64_t d, int64_t k) {
-                      const Vec c = load_n(x + d, k, mean) - splat(mean);
-                      return c * c;
-                    }) * inv_d;
-  const float rstd = 1.0f / std::sqrt(var + eps);
+  const Moments mo = row_moments(x, D, eps, center);
+  const float mean = mo.mean, rstd = mo.rstd;  // named values: lambdas below capture them
   auto xhat = [&](int64_t d, int64_t k) { return (load_n(x + d, k, mean) - splat(mean)) * splat(rstd); };
   auto g = [&](int64_t d, int64_t k) { return load_n(dy + d, k, 0.0f) * load_n(gamma + d, k, 0.0f); };
   const float g_mean = center ? sum_lanes(D, g) * inv_d : 0.0f;

@@ -66,9 +66,10 @@ float squares_chunk(const float* x, int64_t n) {
   });
 }
 
+// f(begin, length) over fixed chunks of kChunk elements.
 template <typename F>
 void for_chunks(int64_t n, F&& f) {
-  parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) { f(c * kChunk, std::min(kChunk, n - c * kChunk)); });
+  parallel_chunks(n, kChunk, [&](int64_t b, int64_t e) { f(b, e - b); });
 }
 
 }  // namespace
