@@ -1,5 +1,6 @@
 // libFuzzer target: the ONNX importer and the tensor file parsers on arbitrary bytes. Every
-// input must give a model or an error; an imported graph must type-check again.
+// input must give a model or an error; an imported graph must type-check again, and exporting
+// it must give a model that imports again (or a clean error for what export refuses).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -14,5 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!m.is_ok()) return 0;
   volta::ir::Graph g = m->graph;
   if (!volta::ir::infer_types(g).is_ok()) __builtin_trap();  // the importer's types are the rules' types
+  auto out = volta::onnx::export_model(m->graph, m->params);
+  if (out.is_ok() && !volta::onnx::import_model(*out, "fuzz.export.onnx").is_ok()) __builtin_trap();
   return 0;
 }

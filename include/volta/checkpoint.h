@@ -16,6 +16,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "volta/tensor.h"
 
@@ -36,6 +37,8 @@ std::string serialize_checkpoint(const Checkpoint& c);
 Result<Checkpoint> parse_checkpoint(std::string_view bytes, const std::string& source = "<checkpoint>");
 
 Status save_checkpoint(const Checkpoint& c, const std::string& path);
+// Writes a temporary file next to `path`, flushes it and renames it over `path`.
+Status write_file_atomic(const std::string& path, std::string_view bytes);
 Result<Checkpoint> load_checkpoint(const std::string& path);
 
 }  // namespace volta::io

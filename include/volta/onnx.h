@@ -71,6 +71,25 @@ struct ModelInfo {
 };
 Result<ModelInfo> read_model_info(std::string_view bytes, const std::string& origin);
 
+// ---- Export ------------------------------------------------------------------------------
+
+constexpr int64_t kExportOpset = 17;  // default domain; IR version 8
+
+struct ExportOptions {
+  std::string doc;                              // ModelProto.doc_string
+  std::map<std::string, std::string> metadata;  // ModelProto.metadata_props, in key order
+};
+
+// The bytes of an ONNX model computing `g` on its inputs: params take their values from
+// `params` and become initializers, as do constants; graph outputs keep their node names.
+// Forward ops only: gradient helpers and losses fail naming the node. Ops without one ONNX
+// counterpart are written as small standard subgraphs (gelu -> Erf, causal masks -> Where on a
+// boolean initializer). The model is checked with ONNX's own checker and strict shape
+// inference before it is returned, so a model that fails them is never written.
+Result<std::string> export_model(const ir::Graph& g, const Bindings& params, const ExportOptions& options = {});
+// export_model, then an atomic write of `path`.
+Status save_model(const std::string& path, const ir::Graph& g, const Bindings& params, const ExportOptions& options = {});
+
 // ---- Tensor files: ONNX TensorProto (.pb) and numpy (.npy) ---------------------------------
 
 struct TypedTensor {

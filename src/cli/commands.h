@@ -46,5 +46,6 @@ Action add_generate(CLI::App& app, GlobalFlags& global);
 Action add_eval(CLI::App& app, GlobalFlags& global);
 Action add_bench(CLI::App& app, GlobalFlags& global);
 Action add_tune(CLI::App& app, GlobalFlags& global);
+Action add_export(CLI::App& app, GlobalFlags& global);
 
 }  // namespace volta::cli

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     const std::vector<std::pair<const char*, Adder>> adders = {
         {"inspect", volta::cli::add_inspect}, {"run", volta::cli::add_run},   {"train", volta::cli::add_train},
         {"generate", volta::cli::add_generate}, {"eval", volta::cli::add_eval}, {"bench", volta::cli::add_bench},
-        {"tune", volta::cli::add_tune}};
+        {"tune", volta::cli::add_tune}, {"export", volta::cli::add_export}};
     std::vector<std::pair<CLI::App*, volta::cli::Action>> commands;
     std::string names;
     for (const auto& [name, add] : adders) {

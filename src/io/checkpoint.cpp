@@ -142,8 +142,9 @@ Result<Checkpoint> parse_checkpoint(std::string_view bytes, const std::string& s
   return c;
 }
 
-Status save_checkpoint(const Checkpoint& c, const std::string& path) {
-  const std::string bytes = serialize_checkpoint(c);
+Status save_checkpoint(const Checkpoint& c, const std::string& path) { return write_file_atomic(path, serialize_checkpoint(c)); }
+
+Status write_file_atomic(const std::string& path, std::string_view bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return not_found("cannot write '" + tmp + "': " + std::strerror(errno));

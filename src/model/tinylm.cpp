@@ -122,34 +122,48 @@ Result<TinyLMConfig> config_from_json(const std::string& text) {
   return c;
 }
 
-Result<ir::Graph> build_tinylm_loss(const TinyLMConfig& c, int64_t batch, int64_t T) {
+namespace {
+
+// What a graph over a whole sequence (positions 0..T-1) returns.
+enum class Head { Loss, AllLogits, LastLogitsAndKV };
+
+Result<ir::Graph> build_sequence(const TinyLMConfig& c, int64_t batch, int64_t T, const char* name, Head head) {
   VOLTA_RETURN_IF_ERROR(validate(c));
-  if (T < 1 || T > c.context) return invalid_argument("sequence length " + std::to_string(T) + " is outside [1, context]");
-  ModelBuilder b("tinylm");
+  if (T < 1 || T > c.context)
+    return invalid_argument(std::string(head == Head::LastLogitsAndKV ? "prompt" : "sequence") + " length " + std::to_string(T) +
+                            " is outside [1, context]");
+  ModelBuilder b(name);
   Builder m{c, b};
   Value tokens = b.input("tokens", {DType::i32, {batch, T}});
-  Value targets = b.input("targets", {DType::i32, {batch, T}});
+  Value targets = head == Head::Loss ? b.input("targets", {DType::i32, {batch, T}}) : Value{};
   std::vector<Value> ks, vs;
   Value wte;
   Value x = m.decoder(tokens, batch, T, 0, false, ks, vs, wte);
-  Value logits = b.matmul(x, wte, "logits", false, true);  // (B, T, V), tied head
-  b.output(b.cross_entropy(logits, targets, "loss"));
+  switch (head) {
+    case Head::Loss: b.output(b.cross_entropy(b.matmul(x, wte, "logits", false, true), targets, "loss")); break;  // tied head
+    case Head::AllLogits: b.output(b.matmul(x, wte, "logits", false, true)); break;                               // (B, T, V)
+    case Head::LastLogitsAndKV: {
+      Value last = b.reshape(b.slice(x, 1, T - 1, T), {batch, c.channels}, "x_last");  // (B, C)
+      b.output(b.matmul(last, wte, "logits", false, true));                             // (B, V)
+      output_kv(b, ks, vs);
+      break;
+    }
+  }
   return b.build();
 }
 
+}  // namespace
+
+Result<ir::Graph> build_tinylm_loss(const TinyLMConfig& c, int64_t batch, int64_t T) {
+  return build_sequence(c, batch, T, "tinylm", Head::Loss);
+}
+
+Result<ir::Graph> build_tinylm_logits(const TinyLMConfig& c, int64_t batch, int64_t T) {
+  return build_sequence(c, batch, T, "tinylm_logits", Head::AllLogits);
+}
+
 Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int64_t T) {
-  VOLTA_RETURN_IF_ERROR(validate(c));
-  if (T < 1 || T > c.context) return invalid_argument("prompt length " + std::to_string(T) + " is outside [1, context]");
-  ModelBuilder b("tinylm_prefill");
-  Builder m{c, b};
-  Value tokens = b.input("tokens", {DType::i32, {batch, T}});
-  std::vector<Value> ks, vs;
-  Value wte;
-  Value x = m.decoder(tokens, batch, T, 0, false, ks, vs, wte);
-  Value last = b.reshape(b.slice(x, 1, T - 1, T), {batch, c.channels}, "x_last");  // (B, C)
-  b.output(b.matmul(last, wte, "logits", false, true));                             // (B, V)
-  output_kv(b, ks, vs);
-  return b.build();
+  return build_sequence(c, batch, T, "tinylm_prefill", Head::LastLogitsAndKV);
 }
 
 Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch, int64_t pos) {

@@ -27,6 +27,9 @@ Result<TinyLMConfig> config_from_json(const std::string& text);
 // Training / evaluation: tokens, targets i32 [B, T] -> mean cross-entropy; outputs: loss.
 Result<ir::Graph> build_tinylm_loss(const TinyLMConfig& c, int64_t batch, int64_t T);
 
+// Scoring / export: tokens i32 [B, T] -> outputs: logits [B, T, V] of every position.
+Result<ir::Graph> build_tinylm_logits(const TinyLMConfig& c, int64_t batch, int64_t T);
+
 // Prefill: tokens i32 [B, T] -> outputs: logits of the last position [B, V], then for each
 // layer l the keys and values of every position, "k.l" and "v.l" [B, H, T, hd].
 Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int64_t T);

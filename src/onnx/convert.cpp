@@ -704,6 +704,75 @@ Status where(Importer& im) {
   return im.set_output(0, y, t);
 }
 
+// Pad. Constant mode: one IR pad (zeros) per padded axis; a non-zero value fills the border
+// through a Where on a constant mask, so the inside stays bit-exact. Edge and reflect modes:
+// one gather per padded axis with the source index of every output position.
+Status pad(Importer& im) {
+  std::vector<int64_t> pads;
+  double value = 0;
+  if (im.opset() < 11) {
+    VOLTA_RETURN_IF_ERROR(im.allow_attrs({"mode", "pads", "value"}));
+    VOLTA_ASSIGN_OR_RETURN(pads, im.attr_ints("pads"));
+    VOLTA_ASSIGN_OR_RETURN(value, im.attr_float("value", 0.0));
+  } else {
+    VOLTA_RETURN_IF_ERROR(im.allow_attrs({"mode"}));
+    VOLTA_ASSIGN_OR_RETURN(pads, im.ints_input(1));
+    if (im.has_input(2)) {
+      VOLTA_ASSIGN_OR_RETURN(Tensor v, im.constant_input(2));
+      if (v.dtype() != DType::f32 || v.numel() != 1)
+        return im.unsupported("input 2 (constant_value) must be a FLOAT scalar, got " + v.type().to_string());
+      value = v.data<float>()[0];
+    }
+    if (im.has_input(3)) return im.unsupported("input 3 (axes) is not supported");
+  }
+  VOLTA_ASSIGN_OR_RETURN(std::string mode, im.attr_string("mode", "constant"));
+  if (mode != "constant" && mode != "edge" && mode != "reflect") return im.unsupported("mode '" + mode + "' is not supported");
+  if (mode == "constant") VOLTA_RETURN_IF_ERROR(require_float(im, 0));
+  VOLTA_ASSIGN_OR_RETURN(ElemType type, im.input_type(0));
+  VOLTA_ASSIGN_OR_RETURN(int32_t y, im.input(0));
+  const Shape in_shape = im.type(y).shape;
+  const size_t rank = in_shape.size();
+  if (pads.size() != 2 * rank)
+    return im.fail("pads has " + std::to_string(pads.size()) + " values; an input of rank " + std::to_string(rank) + " needs " +
+                   std::to_string(2 * rank));
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t before = pads[d], after = pads[d + rank];
+    if (before < 0 || after < 0) return im.unsupported("negative pads (cropping) are not supported");
+    if (before == 0 && after == 0) continue;
+    const auto axis = static_cast<int64_t>(d);
+    if (mode == "constant") {
+      VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Pad, {y}, {{"axis", axis}, {"before", before}, {"after", after}}));
+      continue;
+    }
+    const int64_t n = in_shape[d];
+    if (n == 0 || (mode == "reflect" && (before >= n || after >= n)))
+      return im.unsupported(mode + " pads of " + std::to_string(before) + " and " + std::to_string(after) + " do not fit axis " +
+                            std::to_string(d) + " of extent " + std::to_string(n));
+    Tensor src = Tensor::zeros(DType::i64, {before + n + after});
+    for (int64_t j = 0; j < src.numel(); ++j) {
+      const int64_t k = j - before;
+      src.data<int64_t>()[j] = mode == "edge" ? std::clamp<int64_t>(k, 0, n - 1) : k < 0 ? -k : k >= n ? 2 * (n - 1) - k : k;
+    }
+    VOLTA_ASSIGN_OR_RETURN(int32_t ids, im.constant(std::move(src)));
+    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Gather, {y, ids}, {{"axis", axis}}));
+  }
+  if (value != 0 && mode == "constant") {
+    const Shape out = im.type(y).shape;
+    Tensor inside = Tensor::zeros(DType::f32, out);
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t i = 0; i < inside.numel(); ++i) {  // idx walks `out` in row-major order
+      bool in = true;
+      for (size_t d = 0; d < rank; ++d) in = in && idx[d] >= pads[d] && idx[d] < pads[d] + in_shape[d];
+      inside.data<float>()[i] = in ? 1.0f : 0.0f;
+      for (size_t d = rank; d-- > 0 && ++idx[d] == out[d];) idx[d] = 0;
+    }
+    VOLTA_ASSIGN_OR_RETURN(int32_t mask, im.constant(std::move(inside)));
+    VOLTA_ASSIGN_OR_RETURN(int32_t fill, im.scalar(static_cast<float>(value)));
+    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Where, {mask, y, fill}));
+  }
+  return im.set_output(0, y, type);
+}
+
 Status equal(Importer& im) {
   VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
   VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(0));
@@ -850,6 +919,7 @@ const std::map<std::string, std::function<Status(Importer&)>>& converters() {
       {"MaxPool", [](Importer& im) { return pool(im, Op::MaxPool); }},
       {"Mul", [](Importer& im) { return binary(im, Op::Mul); }},
       {"Neg", [](Importer& im) { return simple_unary(im, Op::Neg); }},
+      {"Pad", pad},
       {"Pow", pow_op},
       {"Range", range},
       {"ReduceMax", [](Importer& im) { return reduce(im, Op::ReduceMax); }},
@@ -859,6 +929,7 @@ const std::map<std::string, std::function<Status(Importer&)>>& converters() {
       {"Reshape", reshape},
       {"Shape", shape_op},
       {"Sigmoid", [](Importer& im) { return simple_unary(im, Op::Sigmoid); }},
+      {"Sign", [](Importer& im) { return simple_unary(im, Op::Sign); }},
       {"Slice", slice},
       {"Softmax", [](Importer& im) { return softmax(im, Op::Softmax); }},
       {"Split", split},

@@ -101,21 +101,26 @@ Result<TypedTensor> parse_tensor_proto(std::string_view bytes, const std::string
   return out;
 }
 
-Result<std::string> serialize_tensor_proto(const Tensor& t, ElemType onnx_type, const std::string& name) {
+Status tensor_to_proto(const Tensor& t, ElemType onnx_type, const std::string& name, ::onnx::TensorProto* p) {
   VOLTA_ASSIGN_OR_RETURN(DType want, volta_dtype(static_cast<int32_t>(onnx_type)));
   if (want != t.dtype())
     return invalid_argument("cannot write " + t.type().to_string() + " as " + elem_type_name(static_cast<int32_t>(onnx_type)));
-  ::onnx::TensorProto p;
-  p.set_name(name);
-  p.set_data_type(static_cast<int32_t>(onnx_type));
-  for (int64_t d : t.shape()) p.add_dims(d);
+  p->set_name(name);
+  p->set_data_type(static_cast<int32_t>(onnx_type));
+  for (int64_t d : t.shape()) p->add_dims(d);
   if (onnx_type == ElemType::kBool) {
     std::string raw(static_cast<size_t>(t.numel()), '\0');
     for (int64_t i = 0; i < t.numel(); ++i) raw[static_cast<size_t>(i)] = t.data<float>()[i] != 0.0f ? 1 : 0;
-    p.set_raw_data(raw);
+    p->set_raw_data(raw);
   } else {
-    p.set_raw_data(std::string(reinterpret_cast<const char*>(t.raw()), t.bytes()));
+    p->set_raw_data(std::string(reinterpret_cast<const char*>(t.raw()), t.bytes()));
   }
+  return Status::ok();
+}
+
+Result<std::string> serialize_tensor_proto(const Tensor& t, ElemType onnx_type, const std::string& name) {
+  ::onnx::TensorProto p;
+  VOLTA_RETURN_IF_ERROR(tensor_to_proto(t, onnx_type, name, &p));
   std::string out;
   if (!p.SerializeToString(&out)) return internal_error("cannot serialize tensor '" + name + "'");
   return out;

@@ -13,6 +13,8 @@ bool available() { return false; }
 Result<Model> import_model(std::string_view, const std::string&, const ImportOptions&) { return absent(); }
 Result<Model> load_model(const std::string&, const ImportOptions&) { return absent(); }
 Result<ModelInfo> read_model_info(std::string_view, const std::string&) { return absent(); }
+Result<std::string> export_model(const ir::Graph&, const Bindings&, const ExportOptions&) { return absent(); }
+Status save_model(const std::string&, const ir::Graph&, const Bindings&, const ExportOptions&) { return absent(); }
 Result<TypedTensor> parse_tensor_proto(std::string_view, const std::string&) { return absent(); }
 Result<std::string> serialize_tensor_proto(const Tensor&, ElemType, const std::string&) { return absent(); }
 Result<TypedTensor> parse_npy(std::string_view, const std::string&) { return absent(); }

@@ -1,0 +1,47 @@
+// `volta export --checkpoint CKPT --onnx OUT.onnx`: a TinyLM checkpoint as an ONNX model that
+// maps tokens int32 [batch, seq] to logits float [batch, seq, vocab] at every position. The
+// model carries the checkpoint's model config and tokenizer as metadata.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "train/lm.h"
+
+namespace volta::cli {
+
+namespace {
+struct ExportFlags {
+  std::string checkpoint;
+  std::string onnx;
+  int64_t batch = 1;
+  int64_t seq = 0;  // 0: the model's context
+};
+}  // namespace
+
+Action add_export(CLI::App& app, GlobalFlags&) {
+  auto f = std::make_shared<ExportFlags>();
+  CLI::App* cmd = app.add_subcommand("export", "Write a TinyLM checkpoint as an ONNX model (tokens -> logits)");
+  cmd->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (.safetensors)")->required();
+  cmd->add_option("--onnx", f->onnx, "ONNX file to write")->required();
+  cmd->add_option("--batch", f->batch, "Batch size of the model's tokens input")->capture_default_str();
+  cmd->add_option("--seq", f->seq, "Sequence length of the tokens input (default: the model's context)");
+  return [f]() -> Status {
+    VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
+    const model::TinyLMConfig& c = ck.recipe.model;
+    const int64_t seq = f->seq == 0 ? c.context : f->seq;
+    if (f->batch < 1 || f->batch > 4096) return invalid_argument("--batch must be in [1, 4096], got " + std::to_string(f->batch));
+    if (seq < 1 || seq > c.context)
+      return invalid_argument("--seq must be in [1, " + std::to_string(c.context) + "] (the model's context), got " + std::to_string(seq));
+    VOLTA_ASSIGN_OR_RETURN(ir::Graph g, model::build_tinylm_logits(c, f->batch, seq));
+    onnx::ExportOptions o;
+    o.doc = "TinyLM exported by Volta from " + f->checkpoint + ": tokens int32 [batch, seq] -> logits [batch, seq, vocab]";
+    o.metadata["volta.model_config"] = model::config_to_json(c);
+    o.metadata["volta.tokenizer"] = ck.tokenizer.to_json();
+    VOLTA_RETURN_IF_ERROR(onnx::save_model(f->onnx, g, ck.state.params, o));
+    std::printf("wrote %s: tokens int32 [%lld, %lld] -> logits [%lld, %lld, %lld], ONNX opset %lld\n", f->onnx.c_str(),
+                static_cast<long long>(f->batch), static_cast<long long>(seq), static_cast<long long>(f->batch),
+                static_cast<long long>(seq), static_cast<long long>(c.vocab), static_cast<long long>(onnx::kExportOpset));
+    return Status::ok();
+  };
+}
+
+}  // namespace volta::cli
