@@ -107,6 +107,17 @@ TEST(GradCheck, FusedAttentionSoftmax) {
   }
 }
 
+// attention with one or two key/value blocks: its rule recomputes the probabilities.
+TEST(GradCheck, Attention) {
+  for (bool split : {false, true}) {
+    ModelBuilder b;
+    std::vector<Value> in = {b.param("q", f32({2, 4, 3}), unit()), b.param("k", f32({2, 3, 3}), unit()), b.param("v", f32({2, 3, 5}), unit())};
+    if (split) in.push_back(b.param("k2", f32({2, 2, 3}), unit())), in.push_back(b.param("v2", f32({2, 2, 5}), unit()));
+    Value y = b.op(ir::Op::Attention, in, {{"scale", 0.6}, {"causal_offset", int64_t{1}}});
+    expect_grad(split ? "attention two blocks causal" : "attention causal", gradcheck(b, y));
+  }
+}
+
 TEST(GradCheck, Norms) {
   ModelBuilder b;
   Value x = b.param("x", f32({2, 3, 6}), unit());

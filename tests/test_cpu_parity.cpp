@@ -100,6 +100,11 @@ TEST(CpuParity, FastKernelsMatchTheReference) {
       {ir::Op::LayerNormGrad, {{9, 130}, {130}, {9, 130}}, {}, 2e-6},
       {ir::Op::RmsNormGrad, {{3, 40, 8}, {8}, {3, 40, 8}}, {}, 2e-6},
       {ir::Op::RmsNormGrad, {{5, 129}, {129}, {5, 129}}, {}, 2e-6},
+      {ir::Op::Attention, {{2, 4, 5, 32}, {2, 4, 7, 32}, {2, 4, 7, 32}}, {{"scale", 0.2}}, 2e-6},
+      {ir::Op::Attention, {{3, 9, 8}, {3, 9, 8}, {3, 9, 5}}, {{"scale", 0.3}, {"causal_offset", int64_t{0}}}, 2e-6},
+      {ir::Op::Attention, {{1, 4, 1, 32}, {1, 4, 20, 32}, {1, 4, 20, 32}, {1, 4, 1, 32}, {1, 4, 1, 32}},
+       {{"scale", 0.17}, {"causal_offset", int64_t{20}}}, 2e-6},  // a decode step: cache + new position
+      {ir::Op::Attention, {{2, 6, 3}, {2, 2, 3}, {2, 2, 19}, {2, 33, 3}, {2, 33, 19}}, {{"causal_offset", int64_t{-1}}}, 2e-6},
   };
   for (const Case& c : cases) {
     const Tensor one = check(c, 1);

@@ -111,6 +111,17 @@ TEST(OnnxExport, EveryForwardOpRoundTrips) {
       {"softmax", attrs_op(Op::Softmax, {{"axis", int64_t{1}}})},
       {"softmax scale causal", attrs_op(Op::Softmax, {{"axis", int64_t{-1}}, {"scale", 0.5}, {"causal_offset", int64_t{1}}})},
       {"log_softmax", attrs_op(Op::LogSoftmax, {{"axis", int64_t{-1}}})},
+      {"attention",
+       [](ModelBuilder& b, Value x) {
+         return b.op(Op::Attention, {x, b.param("k", f32({2, 3, 6, 5}), ParamInit::normal(1.0)), b.param("v", f32({2, 3, 6, 7}), ParamInit::normal(1.0))},
+                     {{"scale", 0.5}});
+       }, 1e-5},
+      {"attention two blocks causal",
+       [](ModelBuilder& b, Value x) {
+         return b.op(Op::Attention, {x, b.param("k", f32({2, 3, 2, 5}), ParamInit::normal(1.0)), b.param("v", f32({2, 3, 2, 3}), ParamInit::normal(1.0)),
+                                     b.param("k2", f32({2, 3, 4, 5}), ParamInit::normal(1.0)), b.param("v2", f32({2, 3, 4, 3}), ParamInit::normal(1.0))},
+                     {{"scale", 0.25}, {"causal_offset", int64_t{1}}});
+       }, 1e-5},
       {"layer_norm",
        [](ModelBuilder& b, Value x) {
          return b.layer_norm(x, b.param("g", f32({5}), ParamInit::normal(1.0)), b.param("beta", f32({5}), ParamInit::normal(1.0)), 1e-3);

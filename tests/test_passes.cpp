@@ -1,7 +1,10 @@
 #include <cmath>
 
+#include "backends/cpu/matmul.h"
+#include "model/tinylm.h"
 #include "test_util.h"
 #include "volta/autograd.h"
+#include "volta/backend.h"
 #include "volta/builder.h"
 #include "volta/passes.h"
 #include "volta/runtime.h"
@@ -155,11 +158,11 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   std::vector<std::string> names;
   for (const auto& p : passes::pipeline()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
-                                             "eliminate_dead_code"}));
+                                             "fuse_attention", "eliminate_dead_code"}));
   passes::PipelineOptions opts;
   EXPECT_EQ(passes::pipeline_signature(opts),
-            "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,eliminate_dead_code");
-  opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax"};
+            "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,eliminate_dead_code");
+  opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
   opts.disabled = {"no_such_pass"};
   EXPECT_ERROR_CONTAINS(passes::run_pipeline(parse("graph g {\n %x: f32[1] = input()\n return %x\n}\n"), opts),
@@ -267,6 +270,93 @@ TEST(Passes, GraphHashIdentifiesGraphAndPipeline) {
   EXPECT_EQ(passes::graph_hash(g, "a"), passes::graph_hash(same, "a"));
   EXPECT_NE(passes::graph_hash(g, "a"), passes::graph_hash(other, "a"));
   EXPECT_NE(passes::graph_hash(g, "a"), passes::graph_hash(g, "b"));
+}
+
+// attention(q, k, v[, k2, v2]) gives the same bits as the matmul -> fused softmax -> matmul (with
+// concats) it replaces, for every matmul ISA and thread count.
+TEST(Passes, FusedAttentionHasTheBitsOfTheUnfusedGraph) {
+  struct Shapes { Shape q, k, v, k2, v2; int64_t offset; };
+  const std::vector<Shapes> cases = {
+      {{1, 4, 1, 32}, {1, 4, 9, 32}, {1, 4, 9, 32}, {1, 4, 1, 32}, {1, 4, 1, 32}, 9},  // decode step
+      {{2, 3, 11, 8}, {2, 3, 4, 8}, {2, 3, 4, 21}, {2, 3, 11, 8}, {2, 3, 11, 21}, 4},
+      {{2, 3, 11, 8}, {}, {}, {2, 3, 11, 8}, {2, 3, 11, 21}, 0},  // no concat: three inputs
+  };
+  for (const Shapes& c : cases) {
+    ModelBuilder b("attn");
+    Value q = b.input("q", {DType::f32, c.q});
+    Value k = b.input("k2", {DType::f32, c.k2}), v = b.input("v2", {DType::f32, c.v2});
+    if (!c.k.empty()) {
+      k = b.concat({b.input("k", {DType::f32, c.k}), k}, 2);
+      v = b.concat({b.input("v", {DType::f32, c.v}), v}, 2);
+    }
+    Value s = b.mul(b.matmul(q, k, "scores", false, true), b.scalar(0.35f));
+    b.output(b.matmul(b.softmax(b.causal_mask(s, c.offset), -1), v, "y"));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto in = random_inputs(*g, 3);
+    ASSERT_OK(in);
+    std::vector<cpu::MatmulIsa> isas;
+    for (auto isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512})
+      if (cpu::matmul_isa_supported(isa)) isas.push_back(isa);
+    Tensor first;
+    for (cpu::MatmulIsa isa : isas) {
+      cpu::set_matmul_isa_override(isa);
+      for (bool fuse : {true, false}) {
+        for (int threads : {1, 2}) {
+          set_cpu_threads(threads);
+          Runtime rt(make_cpu_backend());
+          CompileOptions opts;
+          if (!fuse) opts.pipeline.disabled = {"fuse_attention"};
+          auto plan = rt.compile(*g, opts);
+          ASSERT_OK(plan);
+          size_t attention = 0, concats = 0;
+          for (const ir::Node& n : (*plan)->graph.nodes) attention += n.op == ir::Op::Attention, concats += n.op == ir::Op::Concat;
+          EXPECT_EQ(attention, fuse ? 1u : 0u);
+          EXPECT_EQ(concats, fuse || c.k.empty() ? 0u : 2u);
+          auto out = rt.run(**plan, *in);
+          ASSERT_OK(out);
+          if (!first.defined()) first = (*out)[0];
+          EXPECT_TRUE(first.bitwise_equal((*out)[0])) << "isa " << cpu::matmul_isa_name(isa) << " fuse " << fuse << " threads " << threads;
+        }
+      }
+    }
+    cpu::set_matmul_isa_override(std::nullopt);
+    set_cpu_threads(0);
+  }
+}
+
+// The TinyLM inference graphs fuse every layer's attention (the decode step reading its cache in
+// place); the training graph, whose backward reads the probabilities, keeps the unfused form.
+TEST(Passes, TinyLMGraphsFuseAttentionWhereNothingElseReadsIt) {
+  model::TinyLMConfig c;
+  auto count = [](const ir::Graph& g, ir::Op op) {
+    size_t n = 0;
+    for (const ir::Node& x : g.nodes) n += x.op == op;
+    return n;
+  };
+  auto decode = model::build_tinylm_decode(c, 1, 5);
+  ASSERT_OK(decode);
+  auto d = passes::run_pipeline(*decode, {});
+  ASSERT_OK(d);
+  EXPECT_EQ(count(*d, ir::Op::Attention), static_cast<size_t>(c.layers));
+  EXPECT_EQ(count(*d, ir::Op::Concat), 0u);
+  for (const ir::Node& n : d->nodes)
+    if (n.op == ir::Op::Attention) {
+      EXPECT_EQ(n.inputs.size(), 5u);
+    }
+  auto prefill = model::build_tinylm_prefill(c, 2, 7);
+  ASSERT_OK(prefill);
+  auto p = passes::run_pipeline(*prefill, {});
+  ASSERT_OK(p);
+  EXPECT_EQ(count(*p, ir::Op::Attention), static_cast<size_t>(c.layers));
+  EXPECT_EQ(count(*p, ir::Op::Softmax), 0u);
+  auto loss = model::build_tinylm_loss(c, 2, 7);
+  ASSERT_OK(loss);
+  auto train = autograd::build_backward(*loss);
+  ASSERT_OK(train);
+  auto t = passes::run_pipeline(train->graph, {});
+  ASSERT_OK(t);
+  EXPECT_EQ(count(*t, ir::Op::Attention), 0u);
 }
 
 }  // namespace

@@ -24,6 +24,9 @@ constexpr int64_t kMaxFoldElements = 1 << 16;
 // Folds mul-by-a-scalar and a causal mask into the softmax that reads them, and the matching
 // mask and scale after a softmax_grad into it (src/passes/fuse_attention_softmax.cpp).
 Result<ir::Graph> fuse_attention_softmax(const ir::Graph& g);
+// matmul(softmax(matmul(q, k, transpose_b)), v) -> attention(q, k, v), absorbing a two-block
+// concat of k and v (src/passes/fuse_attention.cpp).
+Result<ir::Graph> fuse_attention(const ir::Graph& g);
 
 using PassFn = std::function<Result<ir::Graph>(const ir::Graph&)>;
 struct Pass {

@@ -102,6 +102,25 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
       VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
       return std::vector<Value>{b.op(Op::SoftmaxGrad, {y, dy}, {{"axis", axis}, {"scale", s}})};
     }
+    case Op::Attention: {  // recompute the probabilities, then the gradients of the unfused form
+      VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
+      const int64_t seq = static_cast<int64_t>(in_shape(0).size()) - 2;  // the keys' axis
+      const bool split = x.size() == 5;
+      Value k = split ? b.concat({x[1], x[3]}, seq) : x[1];
+      Value v = split ? b.concat({x[2], x[4]}, seq) : x[2];
+      ir::Attrs sa{{"axis", int64_t{-1}}, {"scale", s}};
+      if (at.has("causal_offset")) {
+        VOLTA_ASSIGN_OR_RETURN(int64_t offset, at.get_int("causal_offset", 0));
+        sa.set("causal_offset", offset);
+      }
+      Value p = b.op(Op::Softmax, {b.matmul(x[0], k, "", false, true)}, sa);
+      Value ds = b.op(Op::SoftmaxGrad, {p, b.matmul(dy, v, "", false, true)}, {{"axis", int64_t{-1}}, {"scale", s}});
+      Value dq = b.matmul(ds, k), dk = b.matmul(ds, x[0], "", true, false), dv = b.matmul(p, dy, "", true, false);
+      if (!split) return std::vector<Value>{dq, dk, dv};
+      const int64_t s1 = in_shape(1)[static_cast<size_t>(seq)], s2 = in_shape(3)[static_cast<size_t>(seq)];
+      return std::vector<Value>{dq, b.slice(dk, seq, 0, s1), b.slice(dv, seq, 0, s1), b.slice(dk, seq, s1, s1 + s2),
+                                b.slice(dv, seq, s1, s1 + s2)};
+    }
     case Op::LogSoftmax: {  // dy - exp(y) * sum(dy)
       VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", -1));
       Value total = b.reduce_sum(dy, {axis}, true);

@@ -247,6 +247,36 @@ Result<TensorType> infer_causal_mask(std::span<const TensorType> in, const Attrs
   return in[0];
 }
 
+// q [..., T, D], k [..., S, D], v [..., S, E] (and k2 [..., S2, D], v2 [..., S2, E]) with one
+// set of batch dims -> [..., T, E].
+Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::Attention;
+  const char* names[] = {"q", "k", "v", "k2", "v2"};
+  for (size_t i = 0; i < in.size(); ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
+  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("causal_offset", 0)).status());
+  if (in.size() == 4) return fail(op, "k2 needs v2 (3 or 5 inputs)");
+  const Shape& q = in[0].shape;
+  if (q.size() < 2) return fail(op, "q must have rank >= 2, got " + in[0].to_string());
+  const size_t r = q.size();
+  const Shape batch(q.begin(), q.end() - 2);
+  int64_t keys = 0;
+  for (size_t i = 1; i < in.size(); i += 2) {
+    const Shape& k = in[i].shape;
+    const Shape& v = in[i + 1].shape;
+    if (k.size() != r || v.size() != r || !std::equal(batch.begin(), batch.end(), k.begin()) ||
+        !std::equal(batch.begin(), batch.end(), v.begin()) || k[r - 1] != q[r - 1] || v[r - 2] != k[r - 2] ||
+        v[r - 1] != in[2].shape[r - 1])
+      return fail(op, std::string(names[i]) + " " + in[i].to_string() + " and " + names[i + 1] + " " + in[i + 1].to_string() +
+                          " do not match q " + in[0].to_string() + " (want [..., S, D] and [..., S, E] with q's batch dims)");
+    keys += k[r - 2];
+  }
+  if (keys == 0) return fail(op, "there are no keys");
+  Shape out = q;
+  out.back() = in[2].shape.back();
+  return TensorType{DType::f32, out};
+}
+
 Result<TensorType> infer_cross_entropy(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::CrossEntropy;
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "logits"));
@@ -572,6 +602,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::Gelu: case Op::Silu: case Op::Sigmoid: case Op::Softmax: case Op::LogSoftmax:
       return infer_unary(op, in, attrs);
     case Op::LayerNorm: case Op::RmsNorm: return infer_norm(op, in, attrs);
+    case Op::Attention: return infer_attention(in, attrs);
     case Op::Embedding: return infer_embedding(in);
     case Op::Reshape: return infer_reshape(in, attrs);
     case Op::Transpose: return infer_transpose(in, attrs);

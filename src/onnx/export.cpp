@@ -207,6 +207,46 @@ class Exporter {
     return Status::ok();
   }
 
+  // attention(q, k, v[, k2, v2]) as the graph it stands for: Concat, Transpose, MatMul, Mul,
+  // Where, Softmax, MatMul.
+  Status attention() {
+    const auto rank = static_cast<int64_t>(in_type(0).shape.size());
+    std::string k = in(1), v = in(2);
+    if (n_->inputs.size() == 5) {
+      k = temp("k"), v = temp("v");
+      attr(node("Concat", {in(1), in(3)}, k), "axis", rank - 2);
+      attr(node("Concat", {in(2), in(4)}, v), "axis", rank - 2);
+    }
+    std::vector<int64_t> perm(static_cast<size_t>(rank));
+    for (int64_t d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = d;
+    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+    const std::string kt = temp("k_t"), s = temp("scores");
+    attr(node("Transpose", {k}, kt), "perm", perm);
+    node("MatMul", {in(0), kt}, s);
+    std::string x = s;
+    VOLTA_ASSIGN_OR_RETURN(double scale, n_->attrs.get_float("scale", 1.0));
+    if (scale != 1.0) {
+      VOLTA_ASSIGN_OR_RETURN(std::string c, scalar(scale, "scale"));
+      x = temp("scaled");
+      node("Mul", {s, c}, x);
+    }
+    if (n_->attrs.has("causal_offset")) {
+      VOLTA_ASSIGN_OR_RETURN(int64_t offset, n_->attrs.get_int("causal_offset", 0));
+      Shape ss = in_type(0).shape;
+      ss.back() = n_->inputs.size() == 5 ? in_type(1).shape[ss.size() - 2] + in_type(3).shape[ss.size() - 2]
+                                         : in_type(1).shape[ss.size() - 2];
+      VOLTA_ASSIGN_OR_RETURN(std::string keep, causal_keep(ss, offset));
+      VOLTA_ASSIGN_OR_RETURN(std::string ninf, scalar(-std::numeric_limits<double>::infinity(), "ninf"));
+      const std::string m = temp("masked");
+      node("Where", {keep, x, ninf}, m);
+      x = m;
+    }
+    const std::string p = temp("probs");
+    attr(node("Softmax", {x}, p), "axis", int64_t{-1});
+    node("MatMul", {p, v}, self());
+    return Status::ok();
+  }
+
   Status causal_mask() {
     VOLTA_ASSIGN_OR_RETURN(int64_t offset, n_->attrs.get_int("offset", 0));
     VOLTA_ASSIGN_OR_RETURN(double value, n_->attrs.get_float("value", -std::numeric_limits<double>::infinity()));
@@ -356,6 +396,7 @@ class Exporter {
         return Status::ok();
       }
       case Op::Softmax: return softmax();
+      case Op::Attention: return attention();
       case Op::LogSoftmax: {
         VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", -1));
         attr(same("LogSoftmax"), "axis", axis);

@@ -49,19 +49,7 @@ bool last_axis(const ir::Node& n) {
 
 Result<ir::Graph> fuse_attention_softmax(const ir::Graph& g) {
   ir::Graph out = g;
-  // Readers among the nodes the outputs depend on (autograd leaves dead gradients of constants
-  // behind until dead-code elimination runs).
-  std::vector<bool> live(g.size(), false);
-  for (int32_t o : g.outputs) live[static_cast<size_t>(o)] = true;
-  VOLTA_ASSIGN_OR_RETURN(const std::vector<int32_t> order, ir::topological_order(g));
-  for (auto it = order.rbegin(); it != order.rend(); ++it)
-    if (live[static_cast<size_t>(*it)])
-      for (int32_t in : g.node(*it).inputs) live[static_cast<size_t>(in)] = true;
-  std::vector<int> readers(g.size(), 0);
-  for (const ir::Node& n : g.nodes)
-    if (live[static_cast<size_t>(n.id)])
-      for (int32_t in : n.inputs) ++readers[static_cast<size_t>(in)];
-  for (int32_t o : g.outputs) ++readers[static_cast<size_t>(o)];
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<int> readers, live_readers(g));
   auto only_reader = [&](int32_t id) { return readers[static_cast<size_t>(id)] == 1; };
 
   // Forward: softmax <- causal_mask(-inf) <- mul(x, c).

@@ -10,6 +10,7 @@ const std::vector<Pass>& pipeline() {
       {"fold_constants", fold_constants},
       {"eliminate_common_subexpressions", eliminate_common_subexpressions},
       {"fuse_attention_softmax", fuse_attention_softmax},
+      {"fuse_attention", fuse_attention},
       {"eliminate_dead_code", eliminate_dead_code},
   };
   return kPipeline;

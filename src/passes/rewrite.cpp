@@ -35,4 +35,19 @@ Result<ir::Graph> rebuild(const ir::Graph& g, const std::vector<int32_t>& replac
   return out;
 }
 
+Result<std::vector<int>> live_readers(const ir::Graph& g) {
+  std::vector<bool> live(g.size(), false);
+  for (int32_t o : g.outputs) live[static_cast<size_t>(o)] = true;
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<int32_t> order, ir::topological_order(g));
+  for (auto it = order.rbegin(); it != order.rend(); ++it)
+    if (live[static_cast<size_t>(*it)])
+      for (int32_t in : g.node(*it).inputs) live[static_cast<size_t>(in)] = true;
+  std::vector<int> readers(g.size(), 0);
+  for (const ir::Node& n : g.nodes)
+    if (live[static_cast<size_t>(n.id)])
+      for (int32_t in : n.inputs) ++readers[static_cast<size_t>(in)];
+  for (int32_t o : g.outputs) ++readers[static_cast<size_t>(o)];
+  return readers;
+}
+
 }  // namespace volta::passes

@@ -12,4 +12,9 @@ namespace volta::passes {
 // Kept nodes stay in their order and are renumbered 0..n-1.
 Result<ir::Graph> rebuild(const ir::Graph& g, const std::vector<int32_t>& replace);
 
+// How many times each node is read by the nodes the outputs depend on (a graph output counts as
+// a read). Autograd leaves dead gradients of constants behind until dead-code elimination runs,
+// so a fusion asks about live readers only.
+Result<std::vector<int>> live_readers(const ir::Graph& g);
+
 }  // namespace volta::passes

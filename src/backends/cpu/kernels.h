@@ -52,6 +52,10 @@ void norm_grad_row(const float* x, const float* gamma, const float* dy, float* d
 void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n);
 float row_sum(const float* x, int64_t n);
 
+// The CPU backend's attention (src/backends/cpu/attention.cpp): the same bits as the unfused
+// matmul -> softmax -> matmul; checked against ref::Attention and that composition.
+Status attention(const KernelArgs& a);
+
 // The CPU backend's own matmul (src/backends/cpu/matmul.cpp), checked against ref::Matmul.
 Status matmul(const KernelArgs& a);
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node);

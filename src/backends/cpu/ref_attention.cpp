@@ -1,0 +1,48 @@
+// Reference attention: the composition it replaces, written out per query row in double
+// (scores rounded to f32 as a matmul stores them, softmax as ref_softmax, then the weighted sum).
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/ref_util.h"
+
+namespace volta::cpu::ref {
+
+Status Attention(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
+  const bool causal = a.node.attrs.has("causal_offset");
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
+  const Shape& qs = a.in[0].shape();
+  const size_t r = qs.size();
+  const int64_t G = dims_product(qs, 0, r - 2), T = qs[r - 2], D = qs[r - 1], E = a.in[2].shape()[r - 1];
+  // Key j of group g: its row in k (or k2) and in v (or v2).
+  const int64_t S1 = a.in[1].shape()[r - 2], S2 = a.in.size() == 5 ? a.in[3].shape()[r - 2] : 0, S = S1 + S2;
+  auto key = [&](int64_t g, int64_t j) { return j < S1 ? in_f32(a, 1) + (g * S1 + j) * D : in_f32(a, 3) + (g * S2 + j - S1) * D; };
+  auto val = [&](int64_t g, int64_t j) { return j < S1 ? in_f32(a, 2) + (g * S1 + j) * E : in_f32(a, 4) + (g * S2 + j - S1) * E; };
+  const double ninf = -std::numeric_limits<double>::infinity();
+  std::vector<double> z(static_cast<size_t>(S));
+  float* out = out_f32(a);
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t i = 0; i < T; ++i) {
+      const float* q = in_f32(a, 0) + (g * T + i) * D;
+      double mx = ninf;
+      for (int64_t j = 0; j < S; ++j) {
+        double s = 0;
+        for (int64_t d = 0; d < D; ++d) s += static_cast<double>(q[d]) * key(g, j)[d];
+        z[static_cast<size_t>(j)] = causal && j > i + offset ? ninf : scale * static_cast<double>(static_cast<float>(s));
+        mx = std::fmax(mx, z[static_cast<size_t>(j)]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < S; ++j) sum += std::exp(z[static_cast<size_t>(j)] - mx);
+      for (int64_t e = 0; e < E; ++e) {
+        double o = 0;
+        for (int64_t j = 0; j < S; ++j)
+          o += static_cast<double>(static_cast<float>(std::exp(z[static_cast<size_t>(j)] - mx) / sum)) * val(g, j)[e];
+        out[(g * T + i) * E + e] = static_cast<float>(o);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace volta::cpu::ref

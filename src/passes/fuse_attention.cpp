@@ -1,0 +1,68 @@
+// Fuses an attention block into one `attention` node:
+//   matmul(softmax(matmul(q, k, transpose_b)), v)  ->  attention(q, k, v)
+// carrying the softmax's scale and causal offset, and, when k and v are concats of two blocks
+// along the keys' axis (a decode step's cache and its new position), attention(q, k0, v0, k1, v1)
+// reads both blocks in place. Only when each folded node has the next one as its one reader:
+// a training graph reads the probabilities again in its backward pass and keeps the unfused form.
+// The kernel computes the same bits as the nodes it replaces (src/backends/cpu/attention.cpp).
+#include "rewrite.h"
+#include "volta/passes.h"
+
+namespace volta::passes {
+
+namespace {
+
+bool flag(const ir::Node& n, const char* key) {
+  auto v = n.attrs.get_int(key, 0);
+  return !v.is_ok() || *v != 0;
+}
+
+// concat(a, b) along `axis` with `a` and `b` as its only inputs: fills them and returns true.
+bool two_block_concat(const ir::Node& n, int64_t axis, int32_t* a, int32_t* b) {
+  if (n.op != ir::Op::Concat || n.inputs.size() != 2) return false;
+  auto ax = n.attrs.get_int("axis", 0);
+  if (!ax.is_ok()) return false;
+  const auto rank = static_cast<int64_t>(n.type.shape.size());
+  if ((*ax < 0 ? *ax + rank : *ax) != axis) return false;
+  *a = n.inputs[0];
+  *b = n.inputs[1];
+  return true;
+}
+
+}  // namespace
+
+Result<ir::Graph> fuse_attention(const ir::Graph& g) {
+  ir::Graph out = g;
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<int> readers, live_readers(g));
+  auto only_reader = [&](int32_t id) { return readers[static_cast<size_t>(id)] == 1; };
+  for (ir::Node& y : out.nodes) {
+    if (y.op != ir::Op::Matmul || flag(y, "transpose_a") || flag(y, "transpose_b")) continue;
+    const ir::Node& p = out.node(y.inputs[0]);
+    if (p.op != ir::Op::Softmax || !only_reader(p.id)) continue;
+    auto axis = p.attrs.get_int("axis", -1);
+    const auto rank = static_cast<int64_t>(p.type.shape.size());
+    if (!axis.is_ok() || (*axis != -1 && *axis != rank - 1)) continue;
+    const ir::Node& sc = out.node(p.inputs[0]);
+    if (sc.op != ir::Op::Matmul || flag(sc, "transpose_a") || !flag(sc, "transpose_b") || !only_reader(sc.id)) continue;
+    std::vector<int32_t> ins = {sc.inputs[0], sc.inputs[1], y.inputs[1]};
+    int32_t k0, k1, v0, v1;
+    if (only_reader(ins[1]) && only_reader(ins[2]) && two_block_concat(out.node(ins[1]), rank - 2, &k0, &k1) &&
+        two_block_concat(out.node(ins[2]), rank - 2, &v0, &v1) &&
+        out.node(k0).type.shape.size() == static_cast<size_t>(rank) &&
+        out.node(k0).type.shape[static_cast<size_t>(rank - 2)] == out.node(v0).type.shape[static_cast<size_t>(rank - 2)])
+      ins = {ins[0], k0, v0, k1, v1};
+    ir::Attrs attrs;
+    for (const char* key : {"scale", "causal_offset"})
+      if (p.attrs.has(key)) attrs.set(key, p.attrs.items().at(key));
+    std::vector<TensorType> types;
+    for (int32_t i : ins) types.push_back(out.node(i).type);
+    auto t = ir::infer_type(ir::Op::Attention, types, attrs);
+    if (!t.is_ok() || *t != y.type) continue;  // broadcast batch dims and the like stay unfused
+    y.op = ir::Op::Attention;
+    y.inputs = std::move(ins);
+    y.attrs = std::move(attrs);  // the softmax, the scores and the concats lose their reader
+  }
+  return out;
+}
+
+}  // namespace volta::passes
