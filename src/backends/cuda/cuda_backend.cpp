@@ -1,61 +1,359 @@
-// The CUDA backend slot, built when the toolkit is found. It owns device memory and reports
-// no kernels yet, so planning any graph for it fails naming the first op without a kernel;
-// without a driver or device it reports that instead. It never falls back to the CPU.
-#include <cuda_runtime_api.h>
+// The CUDA backend: device memory from a caching pool, one stream, and a kernel per op family
+// (src/backends/cuda/*.cu). It reads the node's attributes and shapes here, on the host, and
+// hands plain numbers to the launchers. It never falls back to the CPU: ops without a kernel
+// are refused at plan time (capabilities.cpp), and no driver or device is a clear error.
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
 
+#include "backends/cuda/capabilities.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/kernels.h"
 #include "volta/backend.h"
 
 namespace volta {
-
+namespace cuda {
 namespace {
 
-Status cuda_status(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return Status::ok();
-  return unavailable(std::string(what) + ": " + cudaGetErrorString(err));
+std::string prefix(const ir::Node& n) { return "[" + std::string(ir::op_name(n.op)) + "] "; }
+
+Status launched(cudaError_t err, const ir::Node& n) {
+  return check(err, prefix(n) + "kernel launch " + ir::node_ref(n));
+}
+
+Status require_f32(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+  bool ok = out.type.dtype == DType::f32;
+  for (const TensorRef& t : in) ok = ok && t.type.dtype == DType::f32;
+  if (!ok) return internal_error(prefix(n) + "CUDA kernel computes f32 only " + ir::node_ref(n));
+  return Status::ok();
+}
+
+Status check_rank(const ir::Node& n, size_t rank) {
+  if (rank > static_cast<size_t>(kMaxRank))
+    return unimplemented(prefix(n) + "CUDA kernels take rank <= " + std::to_string(kMaxRank) + ", got rank " +
+                         std::to_string(rank) + " " + ir::node_ref(n));
+  return Status::ok();
+}
+
+// Element strides of `in` seen through numpy broadcasting to `out` (0 on broadcast dims).
+void broadcast_strides(const Shape& in, const Shape& out, int64_t unit, int64_t* st) {
+  const size_t lead = out.size() - in.size();
+  int64_t acc = unit;
+  for (size_t d = in.size(); d-- > 0;) {
+    st[lead + d] = in[d] == 1 ? 0 : acc;
+    acc *= in[d];
+  }
+  for (size_t d = 0; d < lead; ++d) st[d] = 0;
+}
+
+int64_t product(const Shape& s, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end; ++d) n *= s[d];
+  return n;
+}
+
+Result<size_t> axis_of(const ir::Node& n, int64_t axis, size_t rank) {
+  const int64_t a = axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+  if (a < 0 || a >= static_cast<int64_t>(rank))
+    return internal_error(prefix(n) + "axis " + std::to_string(axis) + " out of range " + ir::node_ref(n));
+  return static_cast<size_t>(a);
 }
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() {
-    caps_.dtypes = {DType::f32, DType::i32, DType::i64};
-    caps_.determinism = DeterminismLevel::Bitwise;
-  }
+  CudaBackend(Stream stream, std::shared_ptr<MemoryPool> pool)
+      : caps_(capabilities()), stream_(std::move(stream)), pool_(std::move(pool)) {}
+  ~CudaBackend() override { (void)stream_.synchronize("cudaStreamSynchronize"); }  // pending work may use pooled blocks
+
   std::string name() const override { return "cuda"; }
   const Capabilities& capabilities() const override { return caps_; }
 
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override {
-    void* p = nullptr;
-    VOLTA_RETURN_IF_ERROR(cuda_status(cudaMalloc(&p, align_up(bytes == 0 ? 1 : bytes)), "cudaMalloc"));
-    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { cudaFree(q); });
+    VOLTA_ASSIGN_OR_RETURN(void* p, pool_->acquire(align_up(bytes == 0 ? 1 : bytes)));
+    std::shared_ptr<MemoryPool> pool = pool_;  // the block may outlive the backend object
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [pool](std::byte* q) { (void)pool->release(q); });
   }
+  // cudaMemcpyDefault: the runtime also copies out of host memory (a graph output that is a
+  // view of a bound input), which UVA resolves.
   Status copy_in(std::byte* dst, const std::byte* src, size_t bytes) override {
-    return cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy host to device");
+    if (bytes == 0) return Status::ok();
+    VOLTA_RETURN_IF_ERROR(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_.get()), "cudaMemcpy host to device"));
+    return stream_.synchronize("CUDA execution before a host-to-device copy completed");
   }
   Status copy_out(std::byte* dst, const std::byte* src, size_t bytes) override {
-    return cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
+    if (bytes == 0) return Status::ok();
+    VOLTA_RETURN_IF_ERROR(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_.get()), "cudaMemcpy device to host"));
+    return stream_.synchronize("CUDA execution before a device-to-host copy");
   }
   size_t workspace_bytes(const ir::Graph&, const ir::Node&) const override { return 0; }
-  Status execute(const ir::Node& node, std::span<const TensorRef>, const TensorRef&, std::span<std::byte>) override {
-    return unimplemented("[" + std::string(ir::op_name(node.op)) + "] no CUDA kernel " + ir::node_ref(node));
+
+  Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
+                 std::span<std::byte>) override {
+    // The runtime binds inputs, params and constants as host memory; kernels need device
+    // copies. They are staged per use (weights are not yet kept resident: see docs/cuda.md).
+    std::vector<TensorRef> in(inputs.begin(), inputs.end());
+    std::vector<DeviceBuffer> staged;
+    for (TensorRef& t : in) {
+      const size_t bytes = t.type.bytes();
+      if (bytes == 0) continue;
+      VOLTA_ASSIGN_OR_RETURN(const bool on_device, is_device_pointer(t.data));
+      if (on_device) continue;
+      VOLTA_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::make(pool_, bytes));
+      VOLTA_RETURN_IF_ERROR(check(cudaMemcpyAsync(buf.data(), t.data, bytes, cudaMemcpyHostToDevice, stream_.get()),
+                                  prefix(node) + "staging an input " + ir::node_ref(node)));
+      t.data = buf.data();
+      staged.push_back(std::move(buf));
+    }
+    return dispatch(node, in, inputs, output);
   }
+
   Result<double> sum_of_squares(const TensorRef&) override { return unimplemented("CUDA backend: no training kernels yet"); }
   Status optimizer_update(const optim::UpdateStep&, const TensorRef&, const TensorRef&, std::span<const TensorRef>) override {
     return unimplemented("CUDA backend: no optimizer kernels yet");
   }
 
  private:
+  // `in` holds device pointers; `original` the caller's (host or device), for host-side checks.
+  Status dispatch(const ir::Node& n, std::span<const TensorRef> in, std::span<const TensorRef> original,
+                  const TensorRef& out) {
+    const cudaStream_t s = stream_.get();
+    switch (n.op) {
+      case ir::Op::Add: return binary(n, in, out, BinaryOp::Add);
+      case ir::Op::Sub: return binary(n, in, out, BinaryOp::Sub);
+      case ir::Op::Mul: return binary(n, in, out, BinaryOp::Mul);
+      case ir::Op::Div: return binary(n, in, out, BinaryOp::Div);
+      case ir::Op::Neg: return unary(n, in, out, UnaryOp::Neg);
+      case ir::Op::Exp: return unary(n, in, out, UnaryOp::Exp);
+      case ir::Op::Log: return unary(n, in, out, UnaryOp::Log);
+      case ir::Op::Sqrt: return unary(n, in, out, UnaryOp::Sqrt);
+      case ir::Op::Tanh: return unary(n, in, out, UnaryOp::Tanh);
+      case ir::Op::Relu: return unary(n, in, out, UnaryOp::Relu);
+      case ir::Op::Silu: return unary(n, in, out, UnaryOp::Silu);
+      case ir::Op::Sigmoid: return unary(n, in, out, UnaryOp::Sigmoid);
+      case ir::Op::Gelu: {
+        VOLTA_ASSIGN_OR_RETURN(const std::string mode, n.attrs.get_string("approximate", "none"));
+        if (mode != "none" && mode != "tanh")
+          return invalid_argument(prefix(n) + "attribute 'approximate' must be 'none' or 'tanh', got '" + mode + "' " +
+                                  ir::node_ref(n));
+        return unary(n, in, out, mode == "tanh" ? UnaryOp::GeluTanh : UnaryOp::GeluErf);
+      }
+      case ir::Op::Matmul: return matmul(n, in, out);
+      case ir::Op::Softmax: return softmax(n, in, out, false);
+      case ir::Op::LogSoftmax: return softmax(n, in, out, true);
+      case ir::Op::LayerNorm:
+      case ir::Op::RmsNorm: {
+        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+        VOLTA_ASSIGN_OR_RETURN(const double eps, n.attrs.get_float("eps", 1e-5));
+        const Shape& sh = in[0].shape();
+        const int64_t D = sh.empty() ? 0 : sh.back();
+        const int64_t rows = D == 0 ? 0 : in[0].numel() / D;
+        const bool center = n.op == ir::Op::LayerNorm;
+        const float* beta = center && in.size() > 2 ? in[2].as<const float>() : nullptr;
+        return launched(launch_norm(in[0].as<const float>(), in[1].as<const float>(), beta, out.as<float>(), rows, D,
+                                    eps, center, s),
+                        n);
+      }
+      case ir::Op::CausalMask: {
+        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+        VOLTA_ASSIGN_OR_RETURN(const int64_t offset, n.attrs.get_int("offset", 0));
+        VOLTA_ASSIGN_OR_RETURN(const double fill, n.attrs.get_float("value", -std::numeric_limits<double>::infinity()));
+        const Shape& sh = in[0].shape();
+        if (sh.size() < 2) return internal_error(prefix(n) + "input must have rank >= 2 " + ir::node_ref(n));
+        const int64_t R = sh[sh.size() - 2], C = sh.back();
+        return launched(launch_causal_mask(in[0].as<const float>(), out.as<float>(), product(sh, 0, sh.size() - 2), R, C,
+                                           offset, static_cast<float>(fill), s),
+                        n);
+      }
+      case ir::Op::Embedding: return embedding(n, in, original, out);
+      case ir::Op::Reshape: {
+        const size_t bytes = std::min(out.type.bytes(), in[0].type.bytes());
+        if (bytes == 0) return Status::ok();
+        return check(cudaMemcpyAsync(out.data, in[0].data, bytes, cudaMemcpyDeviceToDevice, s), prefix(n) + ir::node_ref(n));
+      }
+      case ir::Op::Transpose: return transpose(n, in, out);
+      case ir::Op::Slice: return slice(n, in, out);
+      case ir::Op::Concat: return concat(n, in, out);
+      default:
+        return unimplemented(prefix(n) + "no CUDA kernel " + ir::node_ref(n));
+    }
+  }
+
+  Status binary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, BinaryOp op) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    const Shape& os = out.shape();
+    VOLTA_RETURN_IF_ERROR(check_rank(n, os.size()));
+    StridedIndex idx;
+    idx.rank = static_cast<int>(os.size());
+    for (size_t d = 0; d < os.size(); ++d) idx.dims[d] = os[d];
+    broadcast_strides(in[0].shape(), os, 1, idx.strides[0]);
+    broadcast_strides(in[1].shape(), os, 1, idx.strides[1]);
+    const bool same = in[0].shape() == os && in[1].shape() == os;
+    return launched(launch_binary(op, in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), out.numel(), idx,
+                                  same, stream_.get()),
+                    n);
+  }
+
+  Status unary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, UnaryOp op) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    return launched(launch_unary(op, in[0].as<const float>(), out.as<float>(), out.numel(), stream_.get()), n);
+  }
+
+  Status matmul(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    VOLTA_ASSIGN_OR_RETURN(const int64_t ta, n.attrs.get_int("transpose_a", 0));
+    VOLTA_ASSIGN_OR_RETURN(const int64_t tb, n.attrs.get_int("transpose_b", 0));
+    const Shape& as = in[0].shape();
+    const Shape& bs = in[1].shape();
+    const Shape& os = out.shape();
+    if (as.size() < 2 || bs.size() < 2 || os.size() < 2)
+      return internal_error(prefix(n) + "operands must have rank >= 2 " + ir::node_ref(n));
+    VOLTA_RETURN_IF_ERROR(check_rank(n, os.size() - 2));
+    MatmulDesc d;
+    d.M = os[os.size() - 2];
+    d.N = os.back();
+    d.K = ta ? as[as.size() - 2] : as.back();
+    d.a_m = ta ? 1 : d.K;
+    d.a_k = ta ? d.M : 1;
+    d.b_k = tb ? 1 : d.N;
+    d.b_n = tb ? d.K : 1;
+    const Shape batch(os.begin(), os.end() - 2);
+    d.batch = product(batch, 0, batch.size());
+    d.batch_index.rank = static_cast<int>(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) d.batch_index.dims[i] = batch[i];
+    broadcast_strides(Shape(as.begin(), as.end() - 2), batch, d.M * d.K, d.batch_index.strides[0]);
+    broadcast_strides(Shape(bs.begin(), bs.end() - 2), batch, d.K * d.N, d.batch_index.strides[1]);
+    return launched(launch_matmul(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), d, stream_.get()), n);
+  }
+
+  Status softmax(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, bool as_log) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", -1));
+    const Shape& sh = in[0].shape();
+    VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, sh.size()));
+    SoftmaxDesc d;
+    d.outer = product(sh, 0, axis);
+    d.n = sh[axis];
+    d.inner = product(sh, axis + 1, sh.size());
+    VOLTA_ASSIGN_OR_RETURN(d.scale, n.attrs.get_float("scale", 1.0));
+    d.causal = n.attrs.has("causal_offset");
+    VOLTA_ASSIGN_OR_RETURN(d.offset, n.attrs.get_int("causal_offset", 0));
+    if (d.causal && sh.size() < 2) return internal_error(prefix(n) + "a causal softmax needs rank >= 2 " + ir::node_ref(n));
+    d.rows = d.causal ? sh[sh.size() - 2] : 1;
+    d.as_log = as_log;
+    return launched(launch_softmax(in[0].as<const float>(), out.as<float>(), d, stream_.get()), n);
+  }
+
+  // Ids are range-checked on the host first (copied back when they live on the device), so an
+  // id out of range is an error naming the node, as on the CPU, and never a wild read.
+  Status embedding(const ir::Node& n, std::span<const TensorRef> in, std::span<const TensorRef> original,
+                   const TensorRef& out) {
+    const TensorRef& table = in[0];
+    const TensorRef& ids = in[1];
+    if (table.shape().size() != 2 || !is_integer(ids.type.dtype) || table.type.bytes() % 4 != 0)
+      return internal_error(prefix(n) + "expects table [V, D] and integer ids " + ir::node_ref(n));
+    const int64_t V = table.shape()[0];
+    const int64_t count = ids.numel();
+    std::vector<std::byte> host(ids.type.bytes());
+    if (!host.empty())
+      VOLTA_RETURN_IF_ERROR(copy_out(host.data(), original[1].data, host.size()));
+    const bool i64 = ids.type.dtype == DType::i64;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t id = i64 ? reinterpret_cast<const int64_t*>(host.data())[i]
+                             : reinterpret_cast<const int32_t*>(host.data())[i];
+      if (id < 0 || id >= V)
+        return invalid_argument(prefix(n) + "id " + std::to_string(id) + " at flat position " + std::to_string(i) +
+                                " is outside [0, " + std::to_string(V) + ") " + ir::node_ref(n));
+    }
+    const int64_t words = static_cast<int64_t>(static_cast<size_t>(table.shape()[1]) * dtype_size(table.type.dtype) / 4);
+    return launched(launch_gather_rows(table.data, ids.data, i64, out.data, count, words, stream_.get()), n);
+  }
+
+  Status transpose(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, n.attrs.get_ints("perm"));
+    const Shape& is = in[0].shape();
+    const Shape& os = out.shape();
+    if (perm.size() != is.size() || os.size() != is.size())
+      return internal_error(prefix(n) + "perm does not match the input rank " + ir::node_ref(n));
+    VOLTA_RETURN_IF_ERROR(check_rank(n, os.size()));
+    int64_t in_st[kMaxRank];
+    int64_t acc = 1;
+    for (size_t d = is.size(); d-- > 0;) {
+      in_st[d] = acc;
+      acc *= is[d];
+    }
+    StridedIndex idx;
+    idx.rank = static_cast<int>(os.size());
+    for (size_t i = 0; i < perm.size(); ++i) {
+      VOLTA_ASSIGN_OR_RETURN(const size_t p, axis_of(n, perm[i], is.size()));
+      idx.dims[i] = os[i];
+      idx.strides[0][i] = in_st[p];
+    }
+    return launched(launch_permute(in[0].data, out.data, out.numel(), static_cast<int>(dtype_size(out.type.dtype)), idx,
+                                   stream_.get()),
+                    n);
+  }
+
+  // One pitched copy: `outer` rows of `chunk` bytes.
+  Status slice(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", 0));
+    VOLTA_ASSIGN_OR_RETURN(int64_t start, n.attrs.get_int("start", 0));
+    const Shape& sh = in[0].shape();
+    VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, sh.size()));
+    const int64_t dim = sh[axis];
+    if (start < 0) start += dim;
+    start = std::clamp<int64_t>(start, 0, dim);
+    const int64_t len = std::min(out.shape()[axis], dim - start);  // the rule's extent keeps copies in bounds
+    const int64_t outer = product(sh, 0, axis);
+    const size_t inner_bytes = static_cast<size_t>(product(sh, axis + 1, sh.size())) * dtype_size(out.type.dtype);
+    const size_t chunk = static_cast<size_t>(len) * inner_bytes;
+    if (chunk == 0 || outer == 0) return Status::ok();
+    return check(cudaMemcpy2DAsync(out.data, chunk, in[0].data + static_cast<size_t>(start) * inner_bytes,
+                                   static_cast<size_t>(dim) * inner_bytes, chunk, static_cast<size_t>(outer),
+                                   cudaMemcpyDeviceToDevice, stream_.get()),
+                 prefix(n) + "cudaMemcpy2DAsync " + ir::node_ref(n));
+  }
+
+  // One pitched copy per input into its column band of the output rows.
+  Status concat(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", 0));
+    const Shape& os = out.shape();
+    VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, os.size()));
+    const int64_t outer = product(os, 0, axis);
+    const size_t inner_bytes = static_cast<size_t>(product(os, axis + 1, os.size())) * dtype_size(out.type.dtype);
+    const size_t row = static_cast<size_t>(os[axis]) * inner_bytes;
+    size_t col = 0;
+    for (const TensorRef& x : in) {
+      const size_t chunk = static_cast<size_t>(x.shape()[axis]) * inner_bytes;
+      if (chunk && outer)
+        VOLTA_RETURN_IF_ERROR(check(cudaMemcpy2DAsync(out.data + col, row, x.data, chunk, chunk, static_cast<size_t>(outer),
+                                                      cudaMemcpyDeviceToDevice, stream_.get()),
+                                    prefix(n) + "cudaMemcpy2DAsync " + ir::node_ref(n)));
+      col += chunk;
+    }
+    return Status::ok();
+  }
+
   Capabilities caps_;
+  Stream stream_;
+  std::shared_ptr<MemoryPool> pool_;
 };
 
 }  // namespace
+}  // namespace cuda
 
 Result<std::unique_ptr<Backend>> make_cuda_backend() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess)
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
     return unavailable(std::string("--device cuda: no usable CUDA driver or device (") + cudaGetErrorString(err) + ")");
+  }
   if (count == 0) return unavailable("--device cuda: no CUDA device is present");
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>());
+  VOLTA_RETURN_IF_ERROR(cuda::check(cudaSetDevice(0), "--device cuda: cudaSetDevice(0)"));
+  VOLTA_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::create());
+  auto pool = std::make_shared<cuda::MemoryPool>(std::make_unique<cuda::CudaAllocator>());
+  return std::unique_ptr<Backend>(std::make_unique<cuda::CudaBackend>(std::move(stream), std::move(pool)));
 }
 
 }  // namespace volta

@@ -1,0 +1,17 @@
+#include "backends/cuda/capabilities.h"
+
+namespace volta::cuda {
+
+Capabilities capabilities() {
+  Capabilities caps;
+  using ir::Op;
+  caps.ops = {Op::Matmul,  Op::Add,     Op::Sub,        Op::Mul,       Op::Div,        Op::Neg,
+              Op::Exp,     Op::Log,     Op::Sqrt,       Op::Tanh,      Op::Relu,       Op::Gelu,
+              Op::Silu,    Op::Sigmoid, Op::Softmax,    Op::LogSoftmax, Op::LayerNorm, Op::RmsNorm,
+              Op::Embedding, Op::Reshape, Op::Transpose, Op::Slice,    Op::Concat,     Op::CausalMask};
+  caps.dtypes = {DType::f32, DType::i32, DType::i64};
+  caps.determinism = DeterminismLevel::Bitwise;
+  return caps;
+}
+
+}  // namespace volta::cuda

@@ -1,0 +1,45 @@
+// Helpers shared by the .cu files: grid sizing and index walks. Device code only.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backends/cuda/kernels.h"
+
+namespace volta::cuda {
+
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over n elements; the cap keeps the grid legal for any n.
+inline unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::min<int64_t>(blocks, int64_t{1} << 20));
+}
+
+// Offset of operand k at flat row-major index i of idx.dims.
+__device__ inline int64_t strided_offset(const StridedIndex& idx, int k, int64_t i) {
+  int64_t off = 0;
+  for (int d = idx.rank - 1; d >= 0; --d) {
+    const int64_t dim = idx.dims[d];
+    off += (i % dim) * idx.strides[k][d];
+    i /= dim;
+  }
+  return off;
+}
+
+// Tree reduction of one value per thread over a kThreads block, always in the same order.
+// `buf` holds kThreads entries; every thread gets the result.
+template <typename T, typename Op>
+__device__ T block_reduce(T v, T* buf, Op op) {
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) buf[threadIdx.x] = op(buf[threadIdx.x], buf[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const T r = buf[0];
+  __syncthreads();  // buf may be reused right after
+  return r;
+}
+
+}  // namespace volta::cuda

@@ -1,0 +1,51 @@
+// Layout kernels, mirroring ref_layout.cpp: they move elements, never change them. Slice,
+// concat and reshape are strided copies done with cudaMemcpy2DAsync in cuda_backend.cpp.
+#include "backends/cuda/launch.cuh"
+
+namespace volta::cuda {
+namespace {
+
+template <typename E>
+__global__ void permute_kernel(const E* x, E* out, int64_t n, StridedIndex idx) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = x[strided_offset(idx, 0, i)];
+}
+
+template <typename Id>
+__global__ void gather_rows_kernel(const uint32_t* table, const Id* ids, uint32_t* out, int64_t n, int64_t words) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = i / words, w = i % words;
+    out[i] = table[static_cast<int64_t>(ids[row]) * words + w];
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_permute(const void* x, void* out, int64_t n, int elem_bytes, const StridedIndex& idx,
+                           cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (elem_bytes == 4) {
+    permute_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(out), n, idx);
+  } else if (elem_bytes == 8) {
+    permute_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(out), n, idx);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(const void* table, const void* ids, bool ids_i64, void* out, int64_t n_ids,
+                               int64_t words, cudaStream_t stream) {
+  const int64_t n = n_ids * words;
+  if (n == 0) return cudaSuccess;
+  const auto* t = static_cast<const uint32_t*>(table);
+  auto* o = static_cast<uint32_t*>(out);
+  if (ids_i64) {
+    gather_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(t, static_cast<const int64_t*>(ids), o, n, words);
+  } else {
+    gather_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(t, static_cast<const int32_t*>(ids), o, n, words);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace volta::cuda

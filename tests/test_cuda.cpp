@@ -1,0 +1,482 @@
+// The CUDA backend. Host-side tests run everywhere: the memory pool's bookkeeping (with a fake
+// allocator), the capability list against TinyLM's graphs, planning refusals, and the "no GPU"
+// path. The device tests (per-op parity with the CPU backend, NaN/Inf, run-to-run bits, TinyLM
+// logits and greedy text) skip with "no CUDA device" when make_cuda_backend() fails.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+#include "backends/cuda/capabilities.h"
+#include "backends/cuda/memory_pool.h"
+#include "model/generate.h"
+#include "model/tinylm.h"
+#include "test_util.h"
+#include "volta/rng.h"
+#include "volta/runtime.h"
+
+namespace volta {
+namespace {
+
+// ---- Memory pool (host bookkeeping) -----------------------------------------------------
+
+// Hands out fake addresses, fails beyond `capacity` bytes, and records every call.
+class FakeAllocator final : public cuda::DeviceAllocator {
+ public:
+  explicit FakeAllocator(size_t capacity, size_t* live) : capacity_(capacity), live_(live) {}
+  Result<void*> allocate(size_t bytes) override {
+    if (*live_ + bytes > capacity_) return out_of_memory("fake device full");
+    *live_ += bytes;
+    next_ += bytes + 4096;
+    sizes_[next_] = bytes;
+    return reinterpret_cast<void*>(next_);
+  }
+  Status free(void* p) override {
+    auto it = sizes_.find(reinterpret_cast<uintptr_t>(p));
+    if (it == sizes_.end()) return internal_error("fake: double free");
+    *live_ -= it->second;
+    sizes_.erase(it);
+    return Status::ok();
+  }
+
+ private:
+  size_t capacity_;
+  size_t* live_;
+  uintptr_t next_ = 0x10000;
+  std::map<uintptr_t, size_t> sizes_;
+};
+
+TEST(CudaPool, SizeClasses) {
+  using cuda::MemoryPool;
+  EXPECT_EQ(MemoryPool::size_class(0), 512u);
+  EXPECT_EQ(MemoryPool::size_class(512), 512u);
+  EXPECT_EQ(MemoryPool::size_class(513), 1024u);
+  EXPECT_EQ(MemoryPool::size_class(3000), 4096u);
+  EXPECT_EQ(MemoryPool::size_class(size_t{1} << 20), size_t{1} << 20);
+  EXPECT_EQ(MemoryPool::size_class((size_t{1} << 20) + 1), size_t{2} << 20);
+  EXPECT_EQ(MemoryPool::size_class((size_t{5} << 20) + 7), size_t{6} << 20);
+  for (size_t b : {1u, 700u, 65537u, 3000000u}) EXPECT_GE(MemoryPool::size_class(b), b);
+}
+
+TEST(CudaPool, ReusesCachedBlocksAndKeepsStats) {
+  size_t live = 0;
+  cuda::MemoryPool pool(std::make_unique<FakeAllocator>(size_t{1} << 30, &live));
+  auto a = pool.acquire(1000);  // class 1024
+  auto b = pool.acquire(3000);  // class 4096
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  EXPECT_EQ(pool.stats().bytes_in_use, 1024u + 4096u);
+  EXPECT_EQ(pool.stats().device_allocations, 2u);
+  ASSERT_OK(pool.release(*a));
+  EXPECT_EQ(pool.stats().bytes_in_use, 4096u);
+  EXPECT_EQ(pool.stats().bytes_cached, 1024u);
+  auto c = pool.acquire(900);  // same class: the cached block comes back, no new allocation
+  ASSERT_OK(c);
+  EXPECT_EQ(*c, *a);
+  EXPECT_EQ(pool.stats().device_allocations, 2u);
+  EXPECT_EQ(pool.stats().reuses, 1u);
+  EXPECT_EQ(pool.stats().bytes_cached, 0u);
+  auto d = pool.acquire(100);  // another class: a new allocation
+  ASSERT_OK(d);
+  EXPECT_EQ(pool.stats().device_allocations, 3u);
+  EXPECT_EQ(pool.stats().peak_bytes_in_use, 1024u + 4096u + 512u);
+  for (void* p : {*b, *c, *d}) ASSERT_OK(pool.release(p));
+  EXPECT_EQ(pool.stats().bytes_in_use, 0u);
+  EXPECT_EQ(pool.stats().bytes_cached, 1024u + 4096u + 512u);
+  EXPECT_EQ(live, 1024u + 4096u + 512u);  // cached, not freed
+  ASSERT_OK(pool.trim());
+  EXPECT_EQ(pool.stats().bytes_cached, 0u);
+  EXPECT_EQ(live, 0u);
+  EXPECT_EQ(pool.stats().peak_bytes_in_use, 1024u + 4096u + 512u);
+}
+
+TEST(CudaPool, FreesTheCacheAndRetriesWhenTheDeviceIsFull) {
+  size_t live = 0;
+  cuda::MemoryPool pool(std::make_unique<FakeAllocator>(8192, &live));
+  auto a = pool.acquire(4096);
+  ASSERT_OK(a);
+  ASSERT_OK(pool.release(*a));  // cached: the fake device now has 4096 of 8192 left
+  auto b = pool.acquire(8000);  // class 8192: only fits once the cache is released
+  ASSERT_OK(b);
+  EXPECT_EQ(pool.stats().bytes_cached, 0u);
+  EXPECT_EQ(live, 8192u);
+  auto c = pool.acquire(1);  // really full: the allocator's error comes back as a value
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kOutOfMemory);
+  ASSERT_OK(pool.release(*b));
+}
+
+TEST(CudaPool, RejectsBlocksItDidNotHandOut) {
+  size_t live = 0;
+  cuda::MemoryPool pool(std::make_unique<FakeAllocator>(1 << 20, &live));
+  int x = 0;
+  EXPECT_ERROR_CONTAINS(pool.release(&x), "did not hand out");
+  auto a = pool.acquire(10);
+  ASSERT_OK(a);
+  ASSERT_OK(pool.release(*a));
+  EXPECT_ERROR_CONTAINS(pool.release(*a), "did not hand out");  // a double release
+}
+
+TEST(CudaPool, DeviceBufferReturnsItsBlock) {
+  size_t live = 0;
+  auto pool = std::make_shared<cuda::MemoryPool>(std::make_unique<FakeAllocator>(1 << 20, &live));
+  {
+    auto buf = cuda::DeviceBuffer::make(pool, 2000);
+    ASSERT_OK(buf);
+    EXPECT_EQ(buf->bytes(), 2000u);
+    EXPECT_EQ(pool->stats().bytes_in_use, 2048u);
+    cuda::DeviceBuffer moved = std::move(*buf);
+    EXPECT_EQ(buf->data(), nullptr);
+    EXPECT_NE(moved.data(), nullptr);
+    EXPECT_EQ(pool->stats().bytes_in_use, 2048u);
+  }
+  EXPECT_EQ(pool->stats().bytes_in_use, 0u);
+  EXPECT_EQ(pool->stats().bytes_cached, 2048u);
+}
+
+// ---- Capabilities and planning without a GPU --------------------------------------------
+
+std::vector<ir::Op> missing_ops(const ir::Graph& g, const Capabilities& caps) {
+  std::vector<ir::Op> missing;
+  for (const ir::Node& n : g.nodes)
+    if (!ir::is_leaf(n.op) && !caps.supports(n.op)) missing.push_back(n.op);
+  return missing;
+}
+
+// The pipeline for CUDA plans: the default one without `fuse_attention` when that pass exists,
+// because its fused `attention` op has no CUDA kernel yet (see docs/cuda.md).
+CompileOptions cuda_compile_options() {
+  CompileOptions o;
+  const std::string sig = passes::pipeline_signature({}) + ",";
+  if (sig.find("fuse_attention,") != std::string::npos) o.pipeline.disabled.insert("fuse_attention");
+  return o;
+}
+
+TEST(CudaCapabilities, CoverTinyLMPrefillAndDecode) {
+  const Capabilities caps = cuda::capabilities();
+  EXPECT_EQ(caps.determinism, DeterminismLevel::Bitwise);
+  const model::TinyLMConfig c;  // shakespeare-char
+  auto prefill = model::build_tinylm_prefill(c, 2, 10);
+  auto decode = model::build_tinylm_decode(c, 2, 10);
+  ASSERT_OK(prefill);
+  ASSERT_OK(decode);
+  for (const ir::Graph* g : {&*prefill, &*decode}) {
+    // The graphs as built and as the default pipeline rewrites them (fused softmax, ...).
+    auto optimized = passes::run_pipeline(*g, cuda_compile_options().pipeline);
+    ASSERT_OK(optimized);
+    for (const ir::Graph* h : std::initializer_list<const ir::Graph*>{g, &*optimized}) {
+      const std::vector<ir::Op> missing = missing_ops(*h, caps);
+      EXPECT_TRUE(missing.empty()) << "no CUDA kernel for " << ir::op_name(missing.front()) << " in " << h->name;
+    }
+  }
+  EXPECT_FALSE(caps.supports(ir::Op::Conv2d));
+  EXPECT_FALSE(caps.supports(ir::Op::CrossEntropy));
+}
+
+// A backend with the CUDA backend's name and capabilities and no device, to see planning
+// refuse what it cannot run before any device memory is touched.
+class CapabilitiesOnly final : public Backend {
+ public:
+  std::string name() const override { return "cuda"; }
+  const Capabilities& capabilities() const override { return caps_; }
+  Result<std::shared_ptr<std::byte>> allocate(size_t) override { return unavailable("no device"); }
+  Status copy_in(std::byte*, const std::byte*, size_t) override { return unavailable("no device"); }
+  Status copy_out(std::byte*, const std::byte*, size_t) override { return unavailable("no device"); }
+  size_t workspace_bytes(const ir::Graph&, const ir::Node&) const override { return 0; }
+  Status execute(const ir::Node&, std::span<const TensorRef>, const TensorRef&, std::span<std::byte>) override {
+    return unavailable("no device");
+  }
+  Result<double> sum_of_squares(const TensorRef&) override { return unavailable("no device"); }
+  Status optimizer_update(const optim::UpdateStep&, const TensorRef&, const TensorRef&, std::span<const TensorRef>) override {
+    return unavailable("no device");
+  }
+
+ private:
+  Capabilities caps_ = cuda::capabilities();
+};
+
+TEST(CudaCapabilities, PlanningRefusesOpsWithoutAKernelNamingThem) {
+  ModelBuilder b("losses");
+  auto x = b.input("x", {DType::f32, {4, 5}});
+  auto t = b.input("t", {DType::i32, {4}});
+  b.output(b.cross_entropy(b.relu(x), t, "the_loss"));
+  auto g = b.build();
+  ASSERT_OK(g);
+  Runtime rt(std::make_unique<CapabilitiesOnly>());
+  auto plan = rt.compile(*g);
+  EXPECT_ERROR_CONTAINS(plan, "[cross_entropy] backend 'cuda' has no kernel");
+  EXPECT_ERROR_CONTAINS(plan, "the_loss");
+}
+
+TEST(CudaDevice, ExplicitCudaFailsClearlyWithoutAGpuAndNeverFallsBack) {
+  if (make_cuda_backend().is_ok()) GTEST_SKIP() << "a CUDA device is present";
+  auto b = select_backend(DeviceKind::Cuda);
+  ASSERT_FALSE(b.is_ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(b.status().message().find("--device cuda"), std::string::npos) << b.status().message();
+  auto rt = Runtime::create(DeviceKind::Cuda);
+  EXPECT_FALSE(rt.is_ok());  // no runtime at all, so nothing can run on the CPU instead
+}
+
+TEST(CudaDevice, AutoPicksTheCpuWithoutAGpu) {
+  if (make_cuda_backend().is_ok()) GTEST_SKIP() << "a CUDA device is present";
+  auto g = model::build_tinylm_decode(model::TinyLMConfig{}, 1, 3);
+  ASSERT_OK(g);
+  auto b = select_backend(DeviceKind::Auto, &*g);
+  ASSERT_OK(b);
+  EXPECT_EQ((*b)->name(), "cpu");
+}
+
+// ---- On a GPU ------------------------------------------------------------------------------
+
+// The CUDA backend, or a skip when there is none.
+#define REQUIRE_CUDA(var)                                                               \
+  auto var##_result = make_cuda_backend();                                              \
+  if (!var##_result.is_ok()) GTEST_SKIP() << "no CUDA device: " << var##_result.status().message(); \
+  std::unique_ptr<Backend> var = std::move(var##_result).value()
+
+struct OpCase {
+  ir::Op op;
+  std::vector<TensorType> inputs;
+  ir::Attrs attrs;
+  double tol;  // max |cuda - cpu| / (1 + |cpu|)
+};
+
+// Runs one node on a backend: inputs copied in, output copied out.
+Result<Tensor> run_node(Backend& be, const ir::Node& n, const std::vector<Tensor>& in) {
+  std::vector<std::shared_ptr<std::byte>> keep;
+  std::vector<TensorRef> refs;
+  for (const Tensor& t : in) {
+    VOLTA_ASSIGN_OR_RETURN(auto mem, be.allocate(t.bytes()));
+    VOLTA_RETURN_IF_ERROR(be.copy_in(mem.get(), t.raw(), t.bytes()));
+    refs.push_back({mem.get(), t.type()});
+    keep.push_back(std::move(mem));
+  }
+  VOLTA_ASSIGN_OR_RETURN(auto out_mem, be.allocate(n.type.bytes()));
+  VOLTA_RETURN_IF_ERROR(be.execute(n, refs, TensorRef{out_mem.get(), n.type}, {}));
+  Tensor out = Tensor::zeros(n.type.dtype, n.type.shape);
+  VOLTA_RETURN_IF_ERROR(be.copy_out(out.raw(), out_mem.get(), out.bytes()));
+  return out;
+}
+
+Result<ir::Node> make_node(const OpCase& c) {
+  ir::Node n;
+  n.op = c.op;
+  n.name = "case";
+  n.attrs = c.attrs;
+  VOLTA_ASSIGN_OR_RETURN(n.type, ir::infer_type(c.op, c.inputs, c.attrs));
+  return n;
+}
+
+std::vector<Tensor> random_tensors(const OpCase& c, uint64_t seed, int64_t id_bound) {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    Tensor t = Tensor::zeros(c.inputs[i].dtype, c.inputs[i].shape);
+    if (t.dtype() == DType::f32) {
+      fill_normal(t, seed, i, 0.0f, 2.0f);
+      if (c.op == ir::Op::Log || c.op == ir::Op::Sqrt)  // keep the domain mostly valid
+        for (int64_t k = 0; k < t.numel(); ++k) t.data<float>()[k] = std::fabs(t.data<float>()[k]) + 0.1f;
+    } else if (t.dtype() == DType::i32) {
+      for (int64_t k = 0; k < t.numel(); ++k) t.data<int32_t>()[k] = static_cast<int32_t>((k * 7 + 3) % id_bound);
+    } else {
+      for (int64_t k = 0; k < t.numel(); ++k) t.data<int64_t>()[k] = (k * 7 + 3) % id_bound;
+    }
+    in.push_back(std::move(t));
+  }
+  return in;
+}
+
+// Compares element by element: same NaN and infinity positions, exact zeros stay exact, and
+// the normalised error within `tol`. Returns the worst normalised error.
+double compare(const Tensor& want, const Tensor& got, const std::string& what, double tol) {
+  if (want.dtype() != DType::f32) {
+    EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.bytes()), 0) << what;
+    return 0;
+  }
+  double worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double r = want.data<float>()[i], g = got.data<float>()[i];
+    EXPECT_EQ(std::isnan(r), std::isnan(g)) << what << " element " << i << ": cpu " << r << " cuda " << g;
+    if (std::isnan(r) || std::isnan(g)) continue;
+    if (std::isinf(r) || std::isinf(g)) {
+      EXPECT_EQ(r, g) << what << " element " << i;
+      continue;
+    }
+    if (r == 0.0) {
+      EXPECT_EQ(g, 0.0) << what << " element " << i;
+    }
+    worst = std::max(worst, std::fabs(g - r) / (1.0 + std::fabs(r)));
+  }
+  EXPECT_LE(worst, tol) << what;
+  return worst;
+}
+
+std::vector<OpCase> parity_cases() {
+  const auto f = [](Shape s) { return TensorType{DType::f32, std::move(s)}; };
+  const auto i32 = [](Shape s) { return TensorType{DType::i32, std::move(s)}; };
+  const auto i64 = [](Shape s) { return TensorType{DType::i64, std::move(s)}; };
+  using A = ir::Attrs;
+  return {
+      {ir::Op::Matmul, {f({7, 13}), f({13, 5})}, {}, 1e-5},
+      {ir::Op::Matmul, {f({130, 70}), f({70, 90})}, {}, 1e-5},  // several tiles and k slices
+      {ir::Op::Matmul, {f({70, 130}), f({70, 90})}, A{{"transpose_a", int64_t{1}}}, 1e-5},
+      {ir::Op::Matmul, {f({130, 70}), f({90, 70})}, A{{"transpose_b", int64_t{1}}}, 1e-5},
+      {ir::Op::Matmul, {f({2, 3, 17, 33}), f({33, 9})}, {}, 1e-5},           // b broadcast
+      {ir::Op::Matmul, {f({3, 1, 17, 33}), f({4, 9, 33})}, A{{"transpose_b", int64_t{1}}}, 1e-5},
+      {ir::Op::Matmul, {f({4, 0}), f({0, 3})}, {}, 0.0},  // K = 0: zeros
+      {ir::Op::Add, {f({3, 4, 5}), f({3, 4, 5})}, {}, 0.0},
+      {ir::Op::Sub, {f({3, 4, 5}), f({4, 1})}, {}, 0.0},
+      {ir::Op::Mul, {f({1, 4, 5}), f({3, 1, 5})}, {}, 0.0},
+      {ir::Op::Div, {f({3, 4, 5}), f({})}, {}, 0.0},
+      {ir::Op::Neg, {f({1000})}, {}, 0.0},
+      {ir::Op::Exp, {f({1000})}, {}, 1e-6},
+      {ir::Op::Log, {f({1000})}, {}, 1e-6},
+      {ir::Op::Sqrt, {f({1000})}, {}, 1e-6},
+      {ir::Op::Tanh, {f({1000})}, {}, 1e-6},
+      {ir::Op::Relu, {f({1000})}, {}, 0.0},
+      {ir::Op::Gelu, {f({1000})}, {}, 1e-6},
+      {ir::Op::Gelu, {f({1000})}, A{{"approximate", std::string("tanh")}}, 1e-6},
+      {ir::Op::Silu, {f({1000})}, {}, 1e-6},
+      {ir::Op::Sigmoid, {f({1000})}, {}, 1e-6},
+      {ir::Op::Softmax, {f({7, 33})}, A{{"axis", int64_t{-1}}}, 1e-6},
+      {ir::Op::Softmax, {f({7, 33})}, A{{"axis", int64_t{0}}}, 1e-6},
+      {ir::Op::Softmax, {f({3, 700})}, {}, 1e-6},  // rows longer than a block
+      {ir::Op::Softmax, {f({2, 40, 40})}, A{{"scale", 0.3}, {"causal_offset", int64_t{0}}}, 1e-6},
+      {ir::Op::Softmax, {f({3, 17, 20})}, A{{"scale", 0.7}, {"causal_offset", int64_t{3}}}, 1e-6},
+      {ir::Op::Softmax, {f({3, 17, 20})}, A{{"causal_offset", int64_t{-2}}}, 1e-6},  // fully masked rows: nan
+      {ir::Op::LogSoftmax, {f({3, 4, 65})}, A{{"axis", int64_t{2}}}, 1e-6},
+      {ir::Op::CausalMask, {f({2, 6, 9})}, A{{"offset", int64_t{1}}}, 0.0},
+      {ir::Op::LayerNorm, {f({6, 128}), f({128}), f({128})}, {}, 1e-6},
+      {ir::Op::LayerNorm, {f({2, 3, 300}), f({300})}, A{{"eps", 1e-3}}, 1e-6},
+      {ir::Op::RmsNorm, {f({6, 128}), f({128})}, {}, 1e-6},
+      {ir::Op::Embedding, {f({11, 16}), i32({2, 5})}, {}, 0.0},
+      {ir::Op::Embedding, {f({11, 16}), i64({7})}, {}, 0.0},
+      {ir::Op::Reshape, {f({2, 3, 4})}, A{{"shape", std::vector<int64_t>{6, 4}}}, 0.0},
+      {ir::Op::Transpose, {f({2, 3, 4, 5})}, A{{"perm", std::vector<int64_t>{0, 2, 1, 3}}}, 0.0},
+      {ir::Op::Transpose, {i64({3, 4})}, A{{"perm", std::vector<int64_t>{1, 0}}}, 0.0},
+      {ir::Op::Slice, {f({4, 10, 3})}, A{{"axis", int64_t{1}}, {"start", int64_t{2}}, {"end", int64_t{7}}}, 0.0},
+      {ir::Op::Slice, {f({4, 10})}, A{{"axis", int64_t{-1}}, {"start", int64_t{-3}}, {"end", int64_t{10}}}, 0.0},
+      {ir::Op::Concat, {f({2, 3, 4}), f({2, 1, 4}), f({2, 5, 4})}, A{{"axis", int64_t{1}}}, 0.0},
+      {ir::Op::Concat, {f({2, 3}), f({4, 3})}, A{{"axis", int64_t{0}}}, 0.0},
+  };
+}
+
+TEST(CudaParity, EveryKernelMatchesTheCpuBackendAndRepeatsBitwise) {
+  REQUIRE_CUDA(gpu);
+  auto cpu = make_cpu_backend();
+  for (const OpCase& c : parity_cases()) {
+    auto node = make_node(c);
+    ASSERT_OK(node);
+    const std::string what = std::string(ir::op_name(c.op)) + " " + shape_to_string(c.inputs[0].shape);
+    const std::vector<Tensor> in = random_tensors(c, 23, c.inputs[0].shape.empty() ? 1 : c.inputs[0].shape[0]);
+    auto want = run_node(*cpu, *node, in);
+    auto got = run_node(*gpu, *node, in);
+    auto again = run_node(*gpu, *node, in);
+    ASSERT_TRUE(want.is_ok()) << what << ": " << want.status().message();
+    ASSERT_TRUE(got.is_ok()) << what << ": " << got.status().message();
+    ASSERT_TRUE(again.is_ok()) << what << ": " << again.status().message();
+    compare(*want, *got, what, c.tol);
+    EXPECT_EQ(std::memcmp(got->raw(), again->raw(), got->bytes()), 0) << what << ": two runs differ";
+  }
+}
+
+TEST(CudaParity, NanAndInfinityBehaveAsOnTheCpu) {
+  REQUIRE_CUDA(gpu);
+  auto cpu = make_cpu_backend();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> special = {nan, inf, -inf, 0.0f, -0.0f, 1e30f, -1e30f, 88.0f, -104.0f, 1.0f};
+  // For matmul no huge finite values: their products overflow f32 but not the double
+  // accumulator some CPU kernels use, which would make overflow a precision question.
+  const std::vector<float> special_mm = {nan, inf, -inf, 0.0f, -0.0f, 2.0f, -3.0f, 0.5f, 1.0f, -1.0f};
+  for (ir::Op op : {ir::Op::Neg, ir::Op::Exp, ir::Op::Log, ir::Op::Sqrt, ir::Op::Tanh, ir::Op::Relu, ir::Op::Gelu,
+                    ir::Op::Silu, ir::Op::Sigmoid, ir::Op::Softmax, ir::Op::Add, ir::Op::Div, ir::Op::Matmul}) {
+    const bool two = op == ir::Op::Add || op == ir::Op::Div || op == ir::Op::Matmul;
+    const Shape shape = op == ir::Op::Matmul ? Shape{10, 10} : Shape{2, 10};
+    OpCase c{op, {}, {}, 1e-6};
+    for (int i = 0; i < (two ? 2 : 1); ++i) c.inputs.push_back({DType::f32, shape});
+    auto node = make_node(c);
+    ASSERT_OK(node);
+    std::vector<Tensor> in;
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      Tensor t = Tensor::zeros(DType::f32, shape);
+      const std::vector<float>& values = op == ir::Op::Matmul ? special_mm : special;
+      for (int64_t k = 0; k < t.numel(); ++k) t.data<float>()[k] = values[static_cast<size_t>(k + 3 * i) % values.size()];
+      in.push_back(std::move(t));
+    }
+    auto want = run_node(*cpu, *node, in);
+    auto got = run_node(*gpu, *node, in);
+    ASSERT_OK(want);
+    ASSERT_OK(got);
+    compare(*want, *got, std::string(ir::op_name(op)) + " on nan/inf", 1e-6);
+  }
+}
+
+TEST(CudaParity, EmbeddingIdOutOfRangeNamesTheNode) {
+  REQUIRE_CUDA(gpu);
+  OpCase c{ir::Op::Embedding, {{DType::f32, {5, 4}}, {DType::i32, {3}}}, {}, 0.0};
+  auto node = make_node(c);
+  ASSERT_OK(node);
+  node->name = "tok_emb";
+  std::vector<Tensor> in = random_tensors(c, 1, 5);
+  in[1].data<int32_t>()[2] = 5;
+  EXPECT_ERROR_CONTAINS(run_node(*gpu, *node, in), "id 5 at flat position 2 is outside [0, 5)");
+  EXPECT_ERROR_CONTAINS(run_node(*gpu, *node, in), "tok_emb");
+}
+
+model::TinyLMConfig small_lm() { return {65, 32, 2, 4, 64, true}; }
+
+Bindings lm_params(const model::TinyLMConfig& c) {
+  auto g = model::build_tinylm_loss(c, 1, c.context);
+  EXPECT_TRUE(g.is_ok());
+  auto p = init_params(*g, 7);
+  EXPECT_TRUE(p.is_ok());
+  for (auto& [name, t] : *p)  // logits far from uniform, so greedy choices are not near ties
+    if (t.shape().size() == 2)
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] *= 25.0f;
+  return *p;
+}
+
+TEST(CudaTinyLM, LogitsMatchTheCpuAndRepeatBitwise) {
+  REQUIRE_CUDA(gpu);
+  const model::TinyLMConfig c = small_lm();
+  Bindings b = lm_params(c);
+  auto g = model::build_tinylm_logits(c, 2, 20);
+  ASSERT_OK(g);
+  Tensor tokens = Tensor::zeros(DType::i32, {2, 20});
+  for (int64_t i = 0; i < tokens.numel(); ++i) tokens.data<int32_t>()[i] = static_cast<int32_t>((i * 13 + 5) % c.vocab);
+  b["tokens"] = tokens;
+  Runtime cpu(make_cpu_backend());
+  Runtime cuda(std::move(gpu));
+  auto pc = cpu.compile(*g);
+  auto pg = cuda.compile(*g, cuda_compile_options());
+  ASSERT_OK(pc);
+  ASSERT_OK(pg);
+  auto want = cpu.run(**pc, b);
+  auto got = cuda.run(**pg, b);
+  auto again = cuda.run(**pg, b);
+  ASSERT_OK(want);
+  ASSERT_OK(got);
+  ASSERT_OK(again);
+  // Logits are O(10) with weights x25; f32 matmul chains of 64..256 terms.
+  compare((*want)[0], (*got)[0], "tinylm logits", 1e-4);
+  EXPECT_EQ(std::memcmp((*got)[0].raw(), (*again)[0].raw(), (*got)[0].bytes()), 0) << "two CUDA runs differ";
+}
+
+TEST(CudaTinyLM, GreedyTextIsIdenticalOnCpuAndCuda) {
+  REQUIRE_CUDA(gpu);
+  const model::TinyLMConfig c = small_lm();
+  const Bindings params = lm_params(c);
+  model::SampleOptions o;
+  o.temperature = 0.0;
+  o.tokens = 40;  // past the context of 32: the window slides
+  Runtime cpu(make_cpu_backend());
+  Runtime cuda(std::move(gpu));
+  auto want = model::generate(cpu, c, params, {1, 2, 3, 4}, o);
+  auto got = model::generate(cuda, c, params, {1, 2, 3, 4}, o);
+  ASSERT_OK(want);
+  ASSERT_OK(got);
+  EXPECT_EQ(*want, *got);
+}
+
+}  // namespace
+}  // namespace volta
