@@ -109,12 +109,15 @@ TEST(GradCheck, FusedAttentionSoftmax) {
 
 // attention with one or two key/value blocks: its rule recomputes the probabilities.
 TEST(GradCheck, Attention) {
-  for (bool split : {false, true}) {
+  for (int variant = 0; variant < 3; ++variant) {  // one block, two blocks, two blocks with a prefix
+    const bool split = variant > 0;
     ModelBuilder b;
     std::vector<Value> in = {b.param("q", f32({2, 4, 3}), unit()), b.param("k", f32({2, 3, 3}), unit()), b.param("v", f32({2, 3, 5}), unit())};
     if (split) in.push_back(b.param("k2", f32({2, 2, 3}), unit())), in.push_back(b.param("v2", f32({2, 2, 5}), unit()));
-    Value y = b.op(ir::Op::Attention, in, {{"scale", 0.6}, {"causal_offset", int64_t{1}}});
-    expect_grad(split ? "attention two blocks causal" : "attention causal", gradcheck(b, y));
+    ir::Attrs attrs{{"scale", 0.6}, {"causal_offset", int64_t{1}}};
+    if (variant == 2) attrs.set("prefix", int64_t{2});
+    Value y = b.op(ir::Op::Attention, in, attrs);
+    expect_grad(variant == 0 ? "attention causal" : variant == 1 ? "attention two blocks causal" : "attention prefix of k, v", gradcheck(b, y));
   }
 }
 

@@ -105,6 +105,8 @@ TEST(CpuParity, FastKernelsMatchTheReference) {
       {ir::Op::Attention, {{1, 4, 1, 32}, {1, 4, 20, 32}, {1, 4, 20, 32}, {1, 4, 1, 32}, {1, 4, 1, 32}},
        {{"scale", 0.17}, {"causal_offset", int64_t{20}}}, 2e-6},  // a decode step: cache + new position
       {ir::Op::Attention, {{2, 6, 3}, {2, 2, 3}, {2, 2, 19}, {2, 33, 3}, {2, 33, 19}}, {{"causal_offset", int64_t{-1}}}, 2e-6},
+      {ir::Op::Attention, {{1, 4, 1, 32}, {1, 4, 64, 32}, {1, 4, 64, 32}, {1, 4, 1, 32}, {1, 4, 1, 32}},
+       {{"scale", 0.17}, {"causal_offset", int64_t{20}}, {"prefix", int64_t{20}}}, 2e-6},  // the cache at full capacity
   };
   for (const Case& c : cases) {
     const Tensor one = check(c, 1);

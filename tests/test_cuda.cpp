@@ -143,12 +143,12 @@ std::vector<ir::Op> missing_ops(const ir::Graph& g, const Capabilities& caps) {
   return missing;
 }
 
-// The pipeline for CUDA plans: the default one without `fuse_attention` when that pass exists,
-// because its fused `attention` op has no CUDA kernel yet (see docs/cuda.md).
+// The pipeline of CUDA plans, as Runtime::compile derives it: the default one without the fusions
+// (fuse_attention) whose ops the CUDA backend has no kernel for (see docs/cuda.md).
 CompileOptions cuda_compile_options() {
   CompileOptions o;
-  const std::string sig = passes::pipeline_signature({}) + ",";
-  if (sig.find("fuse_attention,") != std::string::npos) o.pipeline.disabled.insert("fuse_attention");
+  const Capabilities caps = cuda::capabilities();
+  o.pipeline = passes::without_unsupported(o.pipeline, [&caps](ir::Op op) { return caps.supports(op); });
   return o;
 }
 

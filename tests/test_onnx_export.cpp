@@ -122,6 +122,12 @@ TEST(OnnxExport, EveryForwardOpRoundTrips) {
                                      b.param("k2", f32({2, 3, 4, 5}), ParamInit::normal(1.0)), b.param("v2", f32({2, 3, 4, 3}), ParamInit::normal(1.0))},
                      {{"scale", 0.25}, {"causal_offset", int64_t{1}}});
        }, 1e-5},
+      {"attention prefix",
+       [](ModelBuilder& b, Value x) {
+         return b.op(Op::Attention, {x, b.param("k", f32({2, 3, 8, 5}), ParamInit::normal(1.0)), b.param("v", f32({2, 3, 8, 3}), ParamInit::normal(1.0)),
+                                     b.param("k2", f32({2, 3, 1, 5}), ParamInit::normal(1.0)), b.param("v2", f32({2, 3, 1, 3}), ParamInit::normal(1.0))},
+                     {{"causal_offset", int64_t{2}}, {"prefix", int64_t{3}}});
+       }, 1e-5},
       {"layer_norm",
        [](ModelBuilder& b, Value x) {
          return b.layer_norm(x, b.param("g", f32({5}), ParamInit::normal(1.0)), b.param("beta", f32({5}), ParamInit::normal(1.0)), 1e-3);

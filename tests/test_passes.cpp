@@ -275,19 +275,22 @@ TEST(Passes, GraphHashIdentifiesGraphAndPipeline) {
 // attention(q, k, v[, k2, v2]) gives the same bits as the matmul -> fused softmax -> matmul (with
 // concats) it replaces, for every matmul ISA and thread count.
 TEST(Passes, FusedAttentionHasTheBitsOfTheUnfusedGraph) {
-  struct Shapes { Shape q, k, v, k2, v2; int64_t offset; };
+  struct Shapes { Shape q, k, v, k2, v2; int64_t offset, prefix; };
   const std::vector<Shapes> cases = {
-      {{1, 4, 1, 32}, {1, 4, 9, 32}, {1, 4, 9, 32}, {1, 4, 1, 32}, {1, 4, 1, 32}, 9},  // decode step
-      {{2, 3, 11, 8}, {2, 3, 4, 8}, {2, 3, 4, 21}, {2, 3, 11, 8}, {2, 3, 11, 21}, 4},
-      {{2, 3, 11, 8}, {}, {}, {2, 3, 11, 8}, {2, 3, 11, 21}, 0},  // no concat: three inputs
+      {{1, 4, 1, 32}, {1, 4, 9, 32}, {1, 4, 9, 32}, {1, 4, 1, 32}, {1, 4, 1, 32}, 9, 0},  // decode step
+      {{1, 4, 1, 32}, {1, 4, 16, 32}, {1, 4, 16, 32}, {1, 4, 1, 32}, {1, 4, 1, 32}, 9, 9},  // cache read in place
+      {{2, 3, 11, 8}, {2, 3, 4, 8}, {2, 3, 4, 21}, {2, 3, 11, 8}, {2, 3, 11, 21}, 4, 0},
+      {{2, 3, 11, 8}, {}, {}, {2, 3, 11, 8}, {2, 3, 11, 21}, 0, 0},  // no concat: three inputs
   };
   for (const Shapes& c : cases) {
     ModelBuilder b("attn");
     Value q = b.input("q", {DType::f32, c.q});
     Value k = b.input("k2", {DType::f32, c.k2}), v = b.input("v2", {DType::f32, c.v2});
     if (!c.k.empty()) {
-      k = b.concat({b.input("k", {DType::f32, c.k}), k}, 2);
-      v = b.concat({b.input("v", {DType::f32, c.v}), v}, 2);
+      Value k0 = b.input("k", {DType::f32, c.k}), v0 = b.input("v", {DType::f32, c.v});
+      if (c.prefix) k0 = b.slice(k0, 2, 0, c.prefix), v0 = b.slice(v0, 2, 0, c.prefix);
+      k = b.concat({k0, k}, 2);
+      v = b.concat({v0, v}, 2);
     }
     Value s = b.mul(b.matmul(q, k, "scores", false, true), b.scalar(0.35f));
     b.output(b.matmul(b.softmax(b.causal_mask(s, c.offset), -1), v, "y"));
@@ -309,10 +312,12 @@ TEST(Passes, FusedAttentionHasTheBitsOfTheUnfusedGraph) {
           if (!fuse) opts.pipeline.disabled = {"fuse_attention"};
           auto plan = rt.compile(*g, opts);
           ASSERT_OK(plan);
-          size_t attention = 0, concats = 0;
-          for (const ir::Node& n : (*plan)->graph.nodes) attention += n.op == ir::Op::Attention, concats += n.op == ir::Op::Concat;
+          size_t attention = 0, concats = 0, slices = 0;
+          for (const ir::Node& n : (*plan)->graph.nodes)
+            attention += n.op == ir::Op::Attention, concats += n.op == ir::Op::Concat, slices += n.op == ir::Op::Slice;
           EXPECT_EQ(attention, fuse ? 1u : 0u);
           EXPECT_EQ(concats, fuse || c.k.empty() ? 0u : 2u);
+          EXPECT_EQ(slices, fuse || !c.prefix ? 0u : 2u);
           auto out = rt.run(**plan, *in);
           ASSERT_OK(out);
           if (!first.defined()) first = (*out)[0];
@@ -340,9 +345,14 @@ TEST(Passes, TinyLMGraphsFuseAttentionWhereNothingElseReadsIt) {
   ASSERT_OK(d);
   EXPECT_EQ(count(*d, ir::Op::Attention), static_cast<size_t>(c.layers));
   EXPECT_EQ(count(*d, ir::Op::Concat), 0u);
+  for (const ir::Node& n : d->nodes)  // no copy of the caches
+    if (n.op == ir::Op::Slice) {
+      EXPECT_NE(d->node(n.inputs[0]).op, ir::Op::Input) << n.name;
+    }
   for (const ir::Node& n : d->nodes)
     if (n.op == ir::Op::Attention) {
       EXPECT_EQ(n.inputs.size(), 5u);
+      EXPECT_EQ(n.attrs.get_int("prefix", -1).value(), 5);  // the cache is read in place
     }
   auto prefill = model::build_tinylm_prefill(c, 2, 7);
   ASSERT_OK(prefill);

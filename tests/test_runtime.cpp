@@ -113,6 +113,54 @@ TEST(Runtime, KeyedCompileBuildsEachNamedGraphOnce) {
   EXPECT_ERROR_CONTAINS(failing, "no graph");
 }
 
+// The CPU backend without an attention kernel: compile must not fuse into an op it lacks.
+class CpuWithoutAttention final : public Backend {
+ public:
+  CpuWithoutAttention() : cpu_(make_cpu_backend()), caps_(cpu_->capabilities()) {
+    std::erase(caps_.ops, ir::Op::Attention);
+  }
+  std::string name() const override { return "cpu-no-attention"; }
+  const Capabilities& capabilities() const override { return caps_; }
+  Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
+  Status copy_in(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_in(d, s, n); }
+  Status copy_out(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_out(d, s, n); }
+  size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cpu_->workspace_bytes(g, n); }
+  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws) override {
+    return cpu_->execute(n, in, out, ws);
+  }
+  Result<double> sum_of_squares(const TensorRef& t) override { return cpu_->sum_of_squares(t); }
+  Status optimizer_update(const optim::UpdateStep& s, const TensorRef& p, const TensorRef& g, std::span<const TensorRef> st) override {
+    return cpu_->optimizer_update(s, p, g, st);
+  }
+
+ private:
+  std::unique_ptr<Backend> cpu_;
+  Capabilities caps_;
+};
+
+TEST(Runtime, FusionsIntoOpsTheBackendLacksAreSkipped) {
+  auto g = ir::load_graph(test::source_path("examples/gpt_block.vir"));
+  ASSERT_OK(g);
+  auto in = random_inputs(*g, 1);
+  ASSERT_OK(in);
+  auto params = init_params(*g, 1);
+  ASSERT_OK(params);
+  in->merge(*params);
+  std::vector<Tensor> outs;
+  for (bool full : {true, false}) {
+    Runtime rt(full ? make_cpu_backend() : std::unique_ptr<Backend>(std::make_unique<CpuWithoutAttention>()));
+    auto plan = rt.compile(*g);
+    ASSERT_OK(plan);
+    size_t attention = 0;
+    for (const ir::Node& n : (*plan)->graph.nodes) attention += n.op == ir::Op::Attention;
+    EXPECT_EQ(attention > 0, full);
+    auto out = rt.run(**plan, *in);
+    ASSERT_OK(out);
+    outs.push_back((*out)[0]);
+  }
+  EXPECT_TRUE(outs[0].bitwise_equal(outs[1]));  // and the fused form has the unfused bits
+}
+
 TEST(Runtime, BindingErrorsNameTheValue) {
   ir::Graph g = mlp();
   Runtime rt(make_cpu_backend());

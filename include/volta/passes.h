@@ -32,6 +32,9 @@ using PassFn = std::function<Result<ir::Graph>(const ir::Graph&)>;
 struct Pass {
   std::string name;
   PassFn run;
+  // Ops the pass writes that its input may not have had: a runtime skips the pass when its
+  // backend has no kernel for one of them (a fusion must never make a graph unrunnable).
+  std::vector<ir::Op> introduces = {};
 };
 
 // The pipeline, in order.
@@ -43,6 +46,9 @@ struct PipelineOptions {
   std::string dump_after;          // pass name: print the IR after it to `dump`
   std::function<void(const std::string& pass, const ir::Graph&)> dump;
 };
+
+// `opts` with every pass that introduces an op `supported` rejects disabled as well.
+PipelineOptions without_unsupported(PipelineOptions opts, const std::function<bool(ir::Op)>& supported);
 
 // Names of the passes that will run, e.g. "fold_constants,eliminate_common_subexpressions,...".
 std::string pipeline_signature(const PipelineOptions& opts);

@@ -105,9 +105,11 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::Attention: {  // recompute the probabilities, then the gradients of the unfused form
       VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
       const int64_t seq = static_cast<int64_t>(in_shape(0).size()) - 2;  // the keys' axis
+      const int64_t cap = in_shape(1)[static_cast<size_t>(seq)];
+      VOLTA_ASSIGN_OR_RETURN(const int64_t s1, at.get_int("prefix", cap));
       const bool split = x.size() == 5;
-      Value k = split ? b.concat({x[1], x[3]}, seq) : x[1];
-      Value v = split ? b.concat({x[2], x[4]}, seq) : x[2];
+      Value k = s1 < cap ? b.slice(x[1], seq, 0, s1) : x[1], v = s1 < cap ? b.slice(x[2], seq, 0, s1) : x[2];
+      if (split) k = b.concat({k, x[3]}, seq), v = b.concat({v, x[4]}, seq);
       ir::Attrs sa{{"axis", int64_t{-1}}, {"scale", s}};
       if (at.has("causal_offset")) {
         VOLTA_ASSIGN_OR_RETURN(int64_t offset, at.get_int("causal_offset", 0));
@@ -116,10 +118,13 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
       Value p = b.op(Op::Softmax, {b.matmul(x[0], k, "", false, true)}, sa);
       Value ds = b.op(Op::SoftmaxGrad, {p, b.matmul(dy, v, "", false, true)}, {{"axis", int64_t{-1}}, {"scale", s}});
       Value dq = b.matmul(ds, k), dk = b.matmul(ds, x[0], "", true, false), dv = b.matmul(p, dy, "", true, false);
-      if (!split) return std::vector<Value>{dq, dk, dv};
-      const int64_t s1 = in_shape(1)[static_cast<size_t>(seq)], s2 = in_shape(3)[static_cast<size_t>(seq)];
-      return std::vector<Value>{dq, b.slice(dk, seq, 0, s1), b.slice(dv, seq, 0, s1), b.slice(dk, seq, s1, s1 + s2),
-                                b.slice(dv, seq, s1, s1 + s2)};
+      auto first = [&](Value d) {  // the first block's gradient, zero past its prefix
+        if (split) d = b.slice(d, seq, 0, s1);
+        return s1 < cap ? b.op(Op::Pad, {d}, {{"axis", seq}, {"before", int64_t{0}}, {"after", cap - s1}}) : d;
+      };
+      if (!split) return std::vector<Value>{dq, first(dk), first(dv)};
+      const int64_t s2 = in_shape(3)[static_cast<size_t>(seq)];
+      return std::vector<Value>{dq, first(dk), first(dv), b.slice(dk, seq, s1, s1 + s2), b.slice(dv, seq, s1, s1 + s2)};
     }
     case Op::LogSoftmax: {  // dy - exp(y) * sum(dy)
       VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", -1));

@@ -248,7 +248,7 @@ Result<TensorType> infer_causal_mask(std::span<const TensorType> in, const Attrs
 }
 
 // q [..., T, D], k [..., S, D], v [..., S, E] (and k2 [..., S2, D], v2 [..., S2, E]) with one
-// set of batch dims -> [..., T, E].
+// set of batch dims -> [..., T, E]. `prefix` (0..S) uses only the first keys of k and v.
 Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Attention;
   const char* names[] = {"q", "k", "v", "k2", "v2"};
@@ -270,6 +270,12 @@ Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& 
       return fail(op, std::string(names[i]) + " " + in[i].to_string() + " and " + names[i + 1] + " " + in[i + 1].to_string() +
                           " do not match q " + in[0].to_string() + " (want [..., S, D] and [..., S, E] with q's batch dims)");
     keys += k[r - 2];
+  }
+  if (attrs.has("prefix")) {
+    VOLTA_ASSIGN_OR_RETURN(int64_t prefix, tagged(op, attrs.get_int("prefix", 0)));
+    const int64_t s1 = in[1].shape[r - 2];
+    if (prefix < 0 || prefix > s1) return fail(op, "prefix " + std::to_string(prefix) + " is outside [0, " + std::to_string(s1) + "]");
+    keys -= s1 - prefix;
   }
   if (keys == 0) return fail(op, "there are no keys");
   Shape out = q;

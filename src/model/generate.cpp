@@ -51,23 +51,17 @@ int32_t sample_token(const float* logits, int64_t vocab, const SampleOptions& o,
 
 namespace {
 
-// Keys or values of one layer for every sample: [B, H, capacity, hd], position-major per head.
+// Keys and values of one layer for every sample: [B, H, capacity, hd], position-major per head.
+// The decode graph reads them in place (bound as they are), so a step copies one position in.
 struct Cache {
   int64_t B, H, cap, hd;
-  std::vector<float> k, v;
+  Tensor k, v;
   Cache(int64_t b, int64_t h, int64_t c, int64_t d)
-      : B(b), H(h), cap(c), hd(d), k(static_cast<size_t>(b * h * c * d)), v(static_cast<size_t>(b * h * c * d)) {}
-  // Appends positions [pos, pos + n) from a [B, H, n, hd] tensor.
-  void append(std::vector<float>& dst, const Tensor& src, int64_t pos, int64_t n) {
+      : B(b), H(h), cap(c), hd(d), k(Tensor::zeros(DType::f32, {b, h, c, d})), v(Tensor::zeros(DType::f32, {b, h, c, d})) {}
+  // Writes positions [pos, pos + n) from a [B, H, n, hd] tensor.
+  void append(Tensor& dst, const Tensor& src, int64_t pos, int64_t n) {
     for (int64_t bh = 0; bh < B * H; ++bh)
-      std::memcpy(dst.data() + (bh * cap + pos) * hd, src.data<float>() + bh * n * hd, static_cast<size_t>(n * hd) * sizeof(float));
-  }
-  // The first `len` positions as a contiguous [B, H, len, hd] tensor.
-  Tensor prefix(const std::vector<float>& src, int64_t len) const {
-    Tensor t = Tensor::empty(DType::f32, {B, H, len, hd});
-    for (int64_t bh = 0; bh < B * H; ++bh)
-      std::memcpy(t.data<float>() + bh * len * hd, src.data() + bh * cap * hd, static_cast<size_t>(len * hd) * sizeof(float));
-    return t;
+      std::memcpy(dst.data<float>() + (bh * cap + pos) * hd, src.data<float>() + bh * n * hd, static_cast<size_t>(n * hd) * sizeof(float));
   }
 };
 
@@ -112,10 +106,10 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConf
       Tensor tok = Tensor::zeros(DType::i32, {B, 1});
       for (int64_t b = 0; b < B; ++b) tok.data<int32_t>()[b] = seqs[static_cast<size_t>(b)].back();
       in.insert_or_assign("tokens", tok);
-      for (int64_t l = 0; l < c.layers; ++l) {
+      for (int64_t l = 0; l < c.layers; ++l) {  // the same tensors every step: no copy
         const Cache& cache = caches[static_cast<size_t>(l)];
-        in.insert_or_assign(cache_names[static_cast<size_t>(2 * l)], cache.prefix(cache.k, cached));
-        in.insert_or_assign(cache_names[static_cast<size_t>(2 * l + 1)], cache.prefix(cache.v, cached));
+        in.insert_or_assign(cache_names[static_cast<size_t>(2 * l)], cache.k);
+        in.insert_or_assign(cache_names[static_cast<size_t>(2 * l + 1)], cache.v);
       }
       VOLTA_ASSIGN_OR_RETURN(res, run(rt, c, config, true, B, cached, in));
       for (int64_t l = 0; l < c.layers; ++l) {

@@ -57,10 +57,10 @@ struct Builder {
       Value v = split_heads(b.slice(qkv, 2, 2 * C, 3 * C), B, T, n("attn.v"));
       new_k.push_back(k);
       new_v.push_back(v);
-      if (with_cache) {                                                                      // (B, H, pos + T, hd)
-        const TensorType cache{DType::f32, {B, c.heads, pos, c.head_dim()}};
-        k = b.concat({b.input("cache.k." + std::to_string(l), cache), k}, 2, n("attn.k_all"));
-        v = b.concat({b.input("cache.v." + std::to_string(l), cache), v}, 2, n("attn.v_all"));
+      if (with_cache) {  // the first pos of the cache's context positions, then this step's: (B, H, pos + T, hd)
+        const TensorType cache{DType::f32, {B, c.heads, c.context, c.head_dim()}};
+        k = b.concat({b.slice(b.input("cache.k." + std::to_string(l), cache), 2, 0, pos), k}, 2, n("attn.k_all"));
+        v = b.concat({b.slice(b.input("cache.v." + std::to_string(l), cache), 2, 0, pos), v}, 2, n("attn.v_all"));
       }
       Value att = b.mul(b.matmul(q, k, n("attn.scores"), false, true), scale, n("attn.scaled"));  // (B, H, T, S)
       att = b.softmax(b.causal_mask(att, pos, n("attn.masked")), -1, n("attn.probs"));

@@ -34,9 +34,10 @@ Result<ir::Graph> build_tinylm_logits(const TinyLMConfig& c, int64_t batch, int6
 // layer l the keys and values of every position, "k.l" and "v.l" [B, H, T, hd].
 Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int64_t T);
 
-// One decode step at position `pos` (the cache holds positions 0..pos-1): token i32 [B, 1] and
-// per-layer caches "cache.k.l", "cache.v.l" [B, H, pos, hd] -> outputs: logits [B, V], then the
-// new position's "k.l", "v.l" [B, H, 1, hd] for each layer.
+// One decode step at position `pos`: token i32 [B, 1] and per-layer caches "cache.k.l",
+// "cache.v.l" [B, H, context, hd] whose first pos positions hold positions 0..pos-1 (the rest is
+// not read) -> outputs: logits [B, V], then the new position's "k.l", "v.l" [B, H, 1, hd] for
+// each layer. The caller keeps the caches and writes each new position into them in place.
 Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch, int64_t pos);
 
 // Names of the params in the order the builders create them.

@@ -212,10 +212,22 @@ class Exporter {
   Status attention() {
     const auto rank = static_cast<int64_t>(in_type(0).shape.size());
     std::string k = in(1), v = in(2);
+    const int64_t cap = in_type(1).shape[static_cast<size_t>(rank - 2)];
+    VOLTA_ASSIGN_OR_RETURN(const int64_t s1, n_->attrs.get_int("prefix", cap));
+    if (s1 < cap) {
+      VOLTA_ASSIGN_OR_RETURN(std::string st, ints({0}, "starts"));
+      VOLTA_ASSIGN_OR_RETURN(std::string en, ints({s1}, "ends"));
+      VOLTA_ASSIGN_OR_RETURN(std::string ax, ints({rank - 2}, "axes"));
+      const std::string kp = temp("k_prefix"), vp = temp("v_prefix");
+      node("Slice", {k, st, en, ax}, kp);
+      node("Slice", {v, st, en, ax}, vp);
+      k = kp, v = vp;
+    }
     if (n_->inputs.size() == 5) {
-      k = temp("k"), v = temp("v");
-      attr(node("Concat", {in(1), in(3)}, k), "axis", rank - 2);
-      attr(node("Concat", {in(2), in(4)}, v), "axis", rank - 2);
+      const std::string kc = temp("k"), vc = temp("v");
+      attr(node("Concat", {k, in(3)}, kc), "axis", rank - 2);
+      attr(node("Concat", {v, in(4)}, vc), "axis", rank - 2);
+      k = kc, v = vc;
     }
     std::vector<int64_t> perm(static_cast<size_t>(rank));
     for (int64_t d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = d;
@@ -233,8 +245,7 @@ class Exporter {
     if (n_->attrs.has("causal_offset")) {
       VOLTA_ASSIGN_OR_RETURN(int64_t offset, n_->attrs.get_int("causal_offset", 0));
       Shape ss = in_type(0).shape;
-      ss.back() = n_->inputs.size() == 5 ? in_type(1).shape[ss.size() - 2] + in_type(3).shape[ss.size() - 2]
-                                         : in_type(1).shape[ss.size() - 2];
+      ss.back() = s1 + (n_->inputs.size() == 5 ? in_type(3).shape[ss.size() - 2] : 0);
       VOLTA_ASSIGN_OR_RETURN(std::string keep, causal_keep(ss, offset));
       VOLTA_ASSIGN_OR_RETURN(std::string ninf, scalar(-std::numeric_limits<double>::infinity(), "ninf"));
       const std::string m = temp("masked");

@@ -2,7 +2,8 @@
 //   matmul(softmax(matmul(q, k, transpose_b)), v)  ->  attention(q, k, v)
 // carrying the softmax's scale and causal offset, and, when k and v are concats of two blocks
 // along the keys' axis (a decode step's cache and its new position), attention(q, k0, v0, k1, v1)
-// reads both blocks in place. Only when each folded node has the next one as its one reader:
+// reads both blocks in place; and when k0 and v0 are leading slices of longer buffers (the cache
+// at its full capacity), it reads those through its `prefix` attribute. Only when each folded node has the next one as its one reader:
 // a training graph reads the probabilities again in its backward pass and keeps the unfused form.
 // The kernel computes the same bits as the nodes it replaces (src/backends/cpu/attention.cpp).
 #include "rewrite.h"
@@ -15,6 +16,17 @@ namespace {
 bool flag(const ir::Node& n, const char* key) {
   auto v = n.attrs.get_int(key, 0);
   return !v.is_ok() || *v != 0;
+}
+
+// slice(x, axis, 0, e) along `axis`: fills x and returns true.
+bool leading_slice(const ir::Node& n, int64_t axis, int32_t* x) {
+  if (n.op != ir::Op::Slice) return false;
+  auto ax = n.attrs.get_int("axis", 0);
+  auto start = n.attrs.get_int("start", 0);
+  const auto rank = static_cast<int64_t>(n.type.shape.size());
+  if (!ax.is_ok() || !start.is_ok() || (*ax < 0 ? *ax + rank : *ax) != axis || *start != 0) return false;
+  *x = n.inputs[0];
+  return true;
 }
 
 // concat(a, b) along `axis` with `a` and `b` as its only inputs: fills them and returns true.
@@ -54,6 +66,17 @@ Result<ir::Graph> fuse_attention(const ir::Graph& g) {
     ir::Attrs attrs;
     for (const char* key : {"scale", "causal_offset"})
       if (p.attrs.has(key)) attrs.set(key, p.attrs.items().at(key));
+    // Keys and values that are the leading part of a longer buffer (a decode step's cache) are
+    // read in place through `prefix`.
+    int32_t kx, vx;
+    if (only_reader(ins[1]) && only_reader(ins[2]) && leading_slice(out.node(ins[1]), rank - 2, &kx) &&
+        leading_slice(out.node(ins[2]), rank - 2, &vx) &&
+        out.node(kx).type.shape[static_cast<size_t>(rank - 2)] == out.node(vx).type.shape[static_cast<size_t>(rank - 2)] &&
+        out.node(ins[1]).type.shape[static_cast<size_t>(rank - 2)] == out.node(ins[2]).type.shape[static_cast<size_t>(rank - 2)]) {
+      attrs.set("prefix", out.node(ins[1]).type.shape[static_cast<size_t>(rank - 2)]);
+      ins[1] = kx;
+      ins[2] = vx;
+    }
     std::vector<TensorType> types;
     for (int32_t i : ins) types.push_back(out.node(i).type);
     auto t = ir::infer_type(ir::Op::Attention, types, attrs);

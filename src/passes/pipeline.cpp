@@ -10,10 +10,17 @@ const std::vector<Pass>& pipeline() {
       {"fold_constants", fold_constants},
       {"eliminate_common_subexpressions", eliminate_common_subexpressions},
       {"fuse_attention_softmax", fuse_attention_softmax},
-      {"fuse_attention", fuse_attention},
+      {"fuse_attention", fuse_attention, {ir::Op::Attention}},
       {"eliminate_dead_code", eliminate_dead_code},
   };
   return kPipeline;
+}
+
+PipelineOptions without_unsupported(PipelineOptions opts, const std::function<bool(ir::Op)>& supported) {
+  for (const Pass& p : pipeline())
+    for (ir::Op op : p.introduces)
+      if (!supported(op)) opts.disabled.insert(p.name);
+  return opts;
 }
 
 std::string pipeline_signature(const PipelineOptions& opts) {

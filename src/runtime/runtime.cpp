@@ -61,8 +61,11 @@ Status check_capabilities(const ir::Graph& g, const Backend& backend) {
 
 }  // namespace
 
-Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Graph& g, const CompileOptions& opts) {
+Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Graph& g, const CompileOptions& options) {
   VOLTA_RETURN_IF_ERROR(ir::verify_graph(g));
+  CompileOptions opts = options;  // without the fusions whose ops this backend cannot run
+  const Capabilities& caps = backend_->capabilities();
+  opts.pipeline = passes::without_unsupported(opts.pipeline, [&caps](ir::Op op) { return caps.supports(op); });
   const std::string sig = passes::pipeline_signature(opts.pipeline);
   plan::PlanKey key{passes::graph_hash(g, sig), bound_shapes(g), backend_->name(),
                     sig + ";budget=" + std::to_string(opts.plan.memory_budget_bytes)};

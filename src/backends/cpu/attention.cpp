@@ -37,10 +37,10 @@ void row_product(MatmulIsa isa, const float* a, int64_t k, const float* b, int64
   }
 }
 
-struct Source {  // one block of keys and values of every group
+struct Source {  // one block of keys and values of every group: the first S of cap rows per group
   const float* k;
   const float* v;
-  int64_t S;
+  int64_t S, cap;
 };
 
 }  // namespace
@@ -53,7 +53,11 @@ Status attention(const KernelArgs& a) {
   const size_t r = qs.size();
   const int64_t G = ref::dims_product(qs, 0, r - 2), T = qs[r - 2], D = qs[r - 1], E = a.in[2].shape()[r - 1];
   std::vector<Source> src;
-  for (size_t i = 1; i + 1 < a.in.size(); i += 2) src.push_back({a.in[i].as<const float>(), a.in[i + 1].as<const float>(), a.in[i].shape()[r - 2]});
+  for (size_t i = 1; i + 1 < a.in.size(); i += 2) {
+    const int64_t cap = a.in[i].shape()[r - 2];
+    src.push_back({a.in[i].as<const float>(), a.in[i + 1].as<const float>(), cap, cap});
+  }
+  VOLTA_ASSIGN_OR_RETURN(src[0].S, a.node.attrs.get_int("prefix", src[0].cap));
   int64_t S = 0;
   for (const Source& s : src) S += s.S;
   const MatmulIsa isa = matmul_active_isa();
@@ -74,10 +78,10 @@ Status attention(const KernelArgs& a) {
     float* orow = vp + (copy_v ? S * Ep : 0);
     int64_t j0 = 0;
     for (const Source& s : src) {  // key j of the group at column j of kᵀ, zeros after S
-      transpose_copy(isa, s.k + g * s.S * D, D, s.S, D, kt + j0, Sp, j0 + s.S == S ? Sp - j0 : s.S);
+      transpose_copy(isa, s.k + g * s.cap * D, D, s.S, D, kt + j0, Sp, j0 + s.S == S ? Sp - j0 : s.S);
       if (copy_v)
         for (int64_t j = 0; j < s.S; ++j) {
-          std::copy_n(s.v + (g * s.S + j) * E, E, vp + (j0 + j) * Ep);
+          std::copy_n(s.v + (g * s.cap + j) * E, E, vp + (j0 + j) * Ep);
           std::fill(vp + (j0 + j) * Ep + E, vp + (j0 + j + 1) * Ep, 0.0f);
         }
       j0 += s.S;
@@ -90,7 +94,7 @@ Status attention(const KernelArgs& a) {
       j0 = 0;
       for (const Source& s : src) {
         if (s.S == 0) continue;
-        const float* v = copy_v ? vp + j0 * Ep : s.v + g * s.S * E;
+        const float* v = copy_v ? vp + j0 * Ep : s.v + g * s.cap * E;
         row_product(isa, probs + j0, s.S, v, Ep, o, Ep, started);
         started = true;
         j0 += s.S;

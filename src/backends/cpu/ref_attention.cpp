@@ -15,10 +15,13 @@ Status Attention(const KernelArgs& a) {
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
   const int64_t G = dims_product(qs, 0, r - 2), T = qs[r - 2], D = qs[r - 1], E = a.in[2].shape()[r - 1];
-  // Key j of group g: its row in k (or k2) and in v (or v2).
-  const int64_t S1 = a.in[1].shape()[r - 2], S2 = a.in.size() == 5 ? a.in[3].shape()[r - 2] : 0, S = S1 + S2;
-  auto key = [&](int64_t g, int64_t j) { return j < S1 ? in_f32(a, 1) + (g * S1 + j) * D : in_f32(a, 3) + (g * S2 + j - S1) * D; };
-  auto val = [&](int64_t g, int64_t j) { return j < S1 ? in_f32(a, 2) + (g * S1 + j) * E : in_f32(a, 4) + (g * S2 + j - S1) * E; };
+  // Key j of group g: its row in k (or k2) and in v (or v2); k and v hold `cap` rows per group
+  // of which the first S1 are used.
+  const int64_t cap = a.in[1].shape()[r - 2];
+  VOLTA_ASSIGN_OR_RETURN(const int64_t S1, a.node.attrs.get_int("prefix", cap));
+  const int64_t S2 = a.in.size() == 5 ? a.in[3].shape()[r - 2] : 0, S = S1 + S2;
+  auto key = [&](int64_t g, int64_t j) { return j < S1 ? in_f32(a, 1) + (g * cap + j) * D : in_f32(a, 3) + (g * S2 + j - S1) * D; };
+  auto val = [&](int64_t g, int64_t j) { return j < S1 ? in_f32(a, 2) + (g * cap + j) * E : in_f32(a, 4) + (g * S2 + j - S1) * E; };
   const double ninf = -std::numeric_limits<double>::infinity();
   std::vector<double> z(static_cast<size_t>(S));
   float* out = out_f32(a);
