@@ -79,6 +79,7 @@ class Runtime {
     const ir::Graph* graph = nullptr;            // the plan graph whose types they hold
     std::vector<TensorRef> values;               // by node id
     std::vector<std::vector<TensorRef>> inputs;  // by step
+    std::vector<int32_t> leaves;                 // input and param ids in name order
   };
   std::map<uint64_t, RunRefs> refs_;
   size_t arena_bytes_ = 0;

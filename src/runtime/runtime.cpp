@@ -3,6 +3,7 @@
 
 #include "volta/verify.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -98,6 +99,30 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile_keyed(const 
   return p;
 }
 
+namespace {
+
+// The first binding problem of a run, in node order: a leaf not bound or bound with another type,
+// else a binding that names no leaf.
+Status binding_error(const ir::Graph& g, const Bindings& bindings) {
+  for (const ir::Node& n : g.nodes) {
+    if (n.op != ir::Op::Input && n.op != ir::Op::Param) continue;
+    auto it = bindings.find(n.name);
+    if (it == bindings.end())
+      return invalid_argument("[" + std::string(ir::op_name(n.op)) + "] '" + n.name + "' is not bound " + ir::node_ref(n));
+    if (it->second.type() != n.type || !it->second.defined())
+      return invalid_argument("[" + std::string(ir::op_name(n.op)) + "] '" + n.name + "' is declared " + n.type.to_string() +
+                              " but bound to " + it->second.type().to_string() + " " + ir::node_ref(n));
+  }
+  for (const auto& [name, tensor] : bindings) {
+    const int32_t id = g.find(name);
+    if (id < 0 || (g.node(id).op != ir::Op::Input && g.node(id).op != ir::Op::Param))
+      return invalid_argument("binding '" + name + "' names no input or param of graph '" + g.name + "'");
+  }
+  return internal_error("binding_error: no problem found");
+}
+
+}  // namespace
+
 Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bindings& bindings) {
   if (p.backend != backend_->name())
     return invalid_argument("plan was made for backend '" + p.backend + "' but this runtime runs '" + backend_->name() + "'");
@@ -109,28 +134,26 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
   const bool same_graph = cached.graph == &g && refs.size() == g.size();
   cached.graph = nullptr;  // set again once this run has completed
   refs.resize(g.size());
-  size_t bound = 0;  // bindings that name a leaf; any other binding is an error
-  for (const ir::Node& n : g.nodes) {
-    if (!same_graph && refs[static_cast<size_t>(n.id)].type != n.type) refs[static_cast<size_t>(n.id)].type = n.type;
-    if (n.op == ir::Op::Constant) {
-      refs[static_cast<size_t>(n.id)].data = const_cast<std::byte*>(n.value.raw());  // read-only by contract
-    } else if (n.op == ir::Op::Input || n.op == ir::Op::Param) {
-      auto it = bindings.find(n.name);
-      if (it == bindings.end())
-        return invalid_argument("[" + std::string(ir::op_name(n.op)) + "] '" + n.name + "' is not bound " + ir::node_ref(n));
-      if (it->second.type() != n.type || !it->second.defined())
-        return invalid_argument("[" + std::string(ir::op_name(n.op)) + "] '" + n.name + "' is declared " + n.type.to_string() +
-                                " but bound to " + it->second.type().to_string() + " " + ir::node_ref(n));
-      refs[static_cast<size_t>(n.id)].data = const_cast<std::byte*>(it->second.raw());  // kernels never write inputs
-      ++bound;
+  if (!same_graph) {
+    cached.leaves.clear();
+    for (const ir::Node& n : g.nodes) {
+      if (refs[static_cast<size_t>(n.id)].type != n.type) refs[static_cast<size_t>(n.id)].type = n.type;
+      if (n.op == ir::Op::Constant) refs[static_cast<size_t>(n.id)].data = const_cast<std::byte*>(n.value.raw());  // read-only
+      if (n.op == ir::Op::Input || n.op == ir::Op::Param) cached.leaves.push_back(n.id);
     }
+    std::sort(cached.leaves.begin(), cached.leaves.end(), [&g](int32_t a, int32_t b) { return g.node(a).name < g.node(b).name; });
   }
-  if (bound != bindings.size())
-    for (const auto& [name, tensor] : bindings) {
-      const int32_t id = g.find(name);
-      if (id < 0 || (g.node(id).op != ir::Op::Input && g.node(id).op != ir::Op::Param))
-        return invalid_argument("binding '" + name + "' names no input or param of graph '" + g.name + "'");
-    }
+  // Inputs and params against the bindings, both in name order: one pass over each. On a
+  // mismatch, binding_error() names the first problem in node order.
+  auto it = bindings.begin();
+  for (int32_t id : cached.leaves) {
+    const ir::Node& n = g.node(id);
+    if (it == bindings.end() || it->first != n.name || it->second.type() != n.type || !it->second.defined())
+      return binding_error(g, bindings);
+    refs[static_cast<size_t>(id)].data = const_cast<std::byte*>(it->second.raw());  // kernels never write inputs
+    ++it;
+  }
+  if (it != bindings.end()) return binding_error(g, bindings);
   if (numerics_ != NumericsPolicy::Off)
     for (const ir::Node& n : g.nodes)
       if (n.op == ir::Op::Input)

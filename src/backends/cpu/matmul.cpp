@@ -399,6 +399,15 @@ Status matmul(const KernelArgs& a) {
   const Shape& bs = a.in[1].shape();
   const Shape& os = a.out.shape();
   VOLTA_ASSIGN_OR_RETURN(const Dims d, dims_of(a.node, as, os));
+  const MatmulIsa isa = matmul_active_isa();
+  if (bs.size() == 2 && !d.ta) {  // activations [..., M, K] against one weight: one taller product
+    const float* B = a.in[1].as<const float>();
+    int64_t rows = d.M;
+    for (size_t i = 0; i + 2 < as.size(); ++i) rows *= as[i];
+    gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), {a.in[0].as<const float>(), d.K, 1},
+         d.tb ? MatView{B, 1, d.K} : MatView{B, d.N, 1}, a.out.as<float>(), d.N, rows, d.N, d.K);
+    return Status::ok();
+  }
   const Shape batch(os.begin(), os.end() - 2);
   const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
   const std::array<ref::Strides, 3> st = {ref::broadcast_strides(a_batch, batch, d.M * d.K),
@@ -409,7 +418,6 @@ Status matmul(const KernelArgs& a) {
   float* out = a.out.as<float>();
   const MatView av = d.ta ? MatView{A, 1, d.M} : MatView{A, d.K, 1};
   const MatView bv = d.tb ? MatView{B, 1, d.K} : MatView{B, d.N, 1};
-  const MatmulIsa isa = matmul_active_isa();
   // A batch of row-major A against one shared B is a single taller product.
   const bool b_shared = std::all_of(st[1].begin(), st[1].end(), [](int64_t s) { return s == 0; });
   const int64_t rows = volta::numel(batch) * d.M;
