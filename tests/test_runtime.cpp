@@ -113,16 +113,24 @@ TEST(Runtime, KeyedCompileBuildsEachNamedGraphOnce) {
   EXPECT_ERROR_CONTAINS(failing, "no graph");
 }
 
-// The CPU backend without an attention kernel: compile must not fuse into an op it lacks.
-class CpuWithoutAttention final : public Backend {
+// The CPU backend in disguise: without an attention kernel (compile must not fuse into an op it
+// lacks), or as a "device" whose memory the runtime must treat as not host memory (it counts
+// what is copied in).
+class CpuVariant final : public Backend {
  public:
-  CpuWithoutAttention() : cpu_(make_cpu_backend()), caps_(cpu_->capabilities()) {
-    std::erase(caps_.ops, ir::Op::Attention);
+  enum Kind { kNoAttention, kDevice };
+  explicit CpuVariant(Kind kind) : kind_(kind), cpu_(make_cpu_backend()), caps_(cpu_->capabilities()) {
+    if (kind == kNoAttention) std::erase(caps_.ops, ir::Op::Attention);
   }
-  std::string name() const override { return "cpu-no-attention"; }
+  std::string name() const override { return kind_ == kDevice ? "fake-device" : "cpu-no-attention"; }
   const Capabilities& capabilities() const override { return caps_; }
+  bool host_memory() const override { return kind_ != kDevice; }
+  size_t copied_in = 0;
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
-  Status copy_in(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_in(d, s, n); }
+  Status copy_in(std::byte* d, const std::byte* s, size_t n) override {
+    copied_in += n;
+    return cpu_->copy_in(d, s, n);
+  }
   Status copy_out(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_out(d, s, n); }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cpu_->workspace_bytes(g, n); }
   Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws) override {
@@ -134,6 +142,7 @@ class CpuWithoutAttention final : public Backend {
   }
 
  private:
+  Kind kind_;
   std::unique_ptr<Backend> cpu_;
   Capabilities caps_;
 };
@@ -148,7 +157,7 @@ TEST(Runtime, FusionsIntoOpsTheBackendLacksAreSkipped) {
   in->merge(*params);
   std::vector<Tensor> outs;
   for (bool full : {true, false}) {
-    Runtime rt(full ? make_cpu_backend() : std::unique_ptr<Backend>(std::make_unique<CpuWithoutAttention>()));
+    Runtime rt(full ? make_cpu_backend() : std::unique_ptr<Backend>(std::make_unique<CpuVariant>(CpuVariant::kNoAttention)));
     auto plan = rt.compile(*g);
     ASSERT_OK(plan);
     size_t attention = 0;
@@ -159,6 +168,58 @@ TEST(Runtime, FusionsIntoOpsTheBackendLacksAreSkipped) {
     outs.push_back((*out)[0]);
   }
   EXPECT_TRUE(outs[0].bitwise_equal(outs[1]));  // and the fused form has the unfused bits
+}
+
+// A device backend: params and constants go up once, inputs every run, outputs come back; the
+// plan's placement report says the same numbers.
+TEST(Runtime, DeviceBackendsKeepParamsResidentAndCountTransfers) {
+  auto g = ir::load_graph(test::source_path("examples/gpt_block.vir"));
+  ASSERT_OK(g);
+  auto in = random_inputs(*g, 2);
+  ASSERT_OK(in);
+  auto params = init_params(*g, 2);
+  ASSERT_OK(params);
+  in->merge(*params);
+  Runtime cpu(make_cpu_backend());
+  auto cplan = cpu.compile(*g);
+  ASSERT_OK(cplan);
+  EXPECT_FALSE((*cplan)->memory.placement.device);
+  auto want = cpu.run(**cplan, *in);
+  ASSERT_OK(want);
+  EXPECT_EQ(cpu.transfers().h2d_bytes, 0u);
+
+  auto owned = std::make_unique<CpuVariant>(CpuVariant::kDevice);
+  CpuVariant* dev = owned.get();
+  Runtime rt(std::move(owned));
+  auto plan = rt.compile(*g);
+  ASSERT_OK(plan);
+  const plan::Placement& pl = (*plan)->memory.placement;
+  EXPECT_TRUE(pl.device);
+  size_t inputs = 0, leaves = 0, outputs = 0;
+  for (const ir::Node& n : (*plan)->graph.nodes) {
+    if (n.op == ir::Op::Input) inputs += n.type.bytes();
+    if (n.op == ir::Op::Param || n.op == ir::Op::Constant) leaves += n.type.bytes();
+  }
+  for (int32_t o : (*plan)->graph.outputs) outputs += (*plan)->graph.node(o).type.bytes();
+  EXPECT_EQ(pl.host_input_bytes, inputs);
+  EXPECT_EQ(pl.device_param_bytes, leaves);
+  EXPECT_EQ(pl.device_output_bytes, outputs);
+  EXPECT_EQ(pl.device_temp_bytes, (*plan)->memory.arena_bytes);
+  EXPECT_NE(plan::format_memory_report((*plan)->memory).find("device: host-input " + std::to_string(inputs)), std::string::npos);
+  for (int run = 1; run <= 3; ++run) {
+    auto got = rt.run(**plan, *in);
+    ASSERT_OK(got);
+    EXPECT_TRUE((*got)[0].bitwise_equal((*want)[0]));
+    EXPECT_EQ(dev->copied_in, leaves + static_cast<size_t>(run) * inputs) << "run " << run;
+    EXPECT_EQ(rt.transfers().h2d_bytes, dev->copied_in);
+    EXPECT_EQ(rt.transfers().d2h_bytes, static_cast<size_t>(run) * outputs);
+  }
+  // A new tensor bound under a param's name is uploaded again.
+  const int64_t uploads = rt.transfers().param_uploads;
+  const std::string name = (*plan)->graph.node((*plan)->graph.nodes_of(ir::Op::Param).front()).name;
+  (*in)[name] = (*in)[name].clone();
+  ASSERT_OK(rt.run(**plan, *in));
+  EXPECT_EQ(rt.transfers().param_uploads, uploads + 1);
 }
 
 TEST(Runtime, BindingErrorsNameTheValue) {

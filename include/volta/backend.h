@@ -39,6 +39,10 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual const Capabilities& capabilities() const = 0;
+  // True when kernels read and write host memory directly (the CPU). For a device backend the
+  // runtime uploads inputs every run and params and constants once (kept resident), and copies
+  // outputs back (plan::Placement).
+  virtual bool host_memory() const { return true; }
 
   // Memory in this backend's address space, kAlignment-aligned.
   virtual Result<std::shared_ptr<std::byte>> allocate(size_t bytes) = 0;

@@ -40,6 +40,17 @@ struct Buffer {
 // new bytes (see Buffer::view_of).
 std::optional<size_t> view_offset(const ir::Graph& g, const ir::Node& n);
 
+// Where a plan's bytes live on a device backend (one whose memory is not host memory) and what
+// crosses between host and device: inputs every run, params and constants once (the runtime
+// keeps them resident), outputs back every run; the arena holds everything else.
+struct Placement {
+  bool device = false;             // planned for a device backend
+  size_t host_input_bytes = 0;     // inputs: copied host -> device every run
+  size_t device_param_bytes = 0;   // params and constants: uploaded once, kept resident
+  size_t device_temp_bytes = 0;    // the arena: activations and workspaces
+  size_t device_output_bytes = 0;  // outputs (in the arena or bound leaves): device -> host every run
+};
+
 struct MemoryReport {
   std::array<size_t, kNumMemClasses> peak{};   // max bytes of the class live at once
   std::array<size_t, kNumMemClasses> naive{};  // sum of all bytes of the class
@@ -48,10 +59,12 @@ struct MemoryReport {
   size_t peak_live_bytes = 0;  // max over steps of all bytes live (a lower bound)
   size_t peak_bytes = 0;       // external_bytes + arena_bytes: what the plan really needs
   size_t naive_bytes = 0;      // every value and workspace in its own buffer
+  Placement placement;
 };
 
 struct PlanOptions {
   size_t memory_budget_bytes = 0;  // 0 = unlimited; otherwise planning fails above it
+  bool device = false;             // the backend's memory is not host memory (see Placement)
   // Class of each graph output by position (Output when absent), e.g. Grad for gradients.
   std::vector<MemClass> output_classes;
   // Bytes bound outside the graph that the plan must still account for and fit in the

@@ -31,6 +31,13 @@ struct NumericsReport {
   std::string first;             // description of the first one, empty if none
 };
 
+// Bytes a runtime moved between host and a device backend (all zero on the CPU).
+struct TransferStats {
+  size_t h2d_bytes = 0;      // inputs every run, params and constants on first use
+  size_t d2h_bytes = 0;      // outputs
+  int64_t param_uploads = 0;  // params and constants uploaded (each once per runtime)
+};
+
 class Runtime {
  public:
   explicit Runtime(std::unique_ptr<Backend> backend);
@@ -58,6 +65,8 @@ class Runtime {
   void set_profiler(Profiler* p) { profiler_ = p; }
   Profiler* profiler() const { return profiler_; }
 
+  const TransferStats& transfers() const { return transfers_; }
+
   void set_numerics(NumericsPolicy p) { numerics_ = p; }
   NumericsPolicy numerics() const { return numerics_; }
   const NumericsReport& numerics_report() const { return numerics_report_; }
@@ -83,6 +92,17 @@ class Runtime {
   };
   std::map<uint64_t, RunRefs> refs_;
   size_t arena_bytes_ = 0;
+
+  // Device backends: params and constants uploaded once, by host address; the host tensor is
+  // kept so its storage (and address) cannot be reused while the copy is resident.
+  struct Resident {
+    Tensor host;
+    std::shared_ptr<std::byte> device;
+  };
+  std::map<const std::byte*, Resident> resident_;
+  std::map<std::pair<uint64_t, int32_t>, std::shared_ptr<std::byte>> device_inputs_;  // (graph, input id)
+  TransferStats transfers_;
+  Status upload_leaves(const plan::ExecutionPlan& p, const Bindings& bindings, std::vector<TensorRef>& refs);
 };
 
 // Seeded parameter values from each param's init attributes (stream = the param's name).

@@ -196,6 +196,15 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
   }
   for (size_t c = 0; c < kNumMemClasses; ++c) m.naive_bytes += m.naive[c];
   m.peak_bytes = m.external_bytes + m.arena_bytes;
+  Placement& pl = m.placement;
+  pl.device = opts.device;
+  for (const ir::Node& n : g.nodes) {
+    const size_t bytes = p.values[static_cast<size_t>(n.id)].bytes;
+    if (n.op == ir::Op::Input) pl.host_input_bytes += bytes;
+    if (n.op == ir::Op::Param || n.op == ir::Op::Constant) pl.device_param_bytes += bytes;
+  }
+  pl.device_temp_bytes = m.arena_bytes;
+  for (int32_t o : g.outputs) pl.device_output_bytes += g.node(o).type.bytes();
 
   if (opts.memory_budget_bytes > 0 && m.peak_bytes > opts.memory_budget_bytes)
     return out_of_memory("plan for graph '" + g.name + "' needs " + std::to_string(m.peak_bytes) + " bytes (arena " +

@@ -28,6 +28,12 @@ std::string format_memory_report(const MemoryReport& m) {
   if (m.peak_bytes > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", static_cast<double>(m.naive_bytes) / static_cast<double>(m.peak_bytes));
   out += "  arena " + std::to_string(m.arena_bytes) + " + bound " + std::to_string(m.external_bytes) +
          "; peak live " + std::to_string(m.peak_live_bytes) + "; naive / planned " + ratio + "\n";
+  const Placement& pl = m.placement;
+  if (pl.device)
+    out += "  device: host-input " + std::to_string(pl.host_input_bytes) + ", device-param " + std::to_string(pl.device_param_bytes) +
+           ", device-temp " + std::to_string(pl.device_temp_bytes) + ", device-output " + std::to_string(pl.device_output_bytes) +
+           "; H2D " + std::to_string(pl.host_input_bytes) + " per run + " + std::to_string(pl.device_param_bytes) +
+           " once, D2H " + std::to_string(pl.device_output_bytes) + " per run\n";
   return out;
 }
 
@@ -66,6 +72,12 @@ std::string plan_to_json(const ExecutionPlan& p, int indent) {
   j["arena_bytes"] = p.memory.arena_bytes;
   j["external_bytes"] = p.memory.external_bytes;
   j["peak_live_bytes"] = p.memory.peak_live_bytes;
+  const Placement& pl = p.memory.placement;
+  if (pl.device)
+    j["placement"] = {{"host_input_bytes", pl.host_input_bytes},     {"device_param_bytes", pl.device_param_bytes},
+                      {"device_temp_bytes", pl.device_temp_bytes},   {"device_output_bytes", pl.device_output_bytes},
+                      {"h2d_bytes_per_run", pl.host_input_bytes},    {"h2d_bytes_once", pl.device_param_bytes},
+                      {"d2h_bytes_per_run", pl.device_output_bytes}};
   ordered_json classes = ordered_json::object();
   for (size_t c = 0; c < kNumMemClasses; ++c)
     classes[mem_class_name(static_cast<MemClass>(c))] = {{"peak", p.memory.peak[c]}, {"naive", p.memory.naive[c]}};

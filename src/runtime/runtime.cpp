@@ -67,6 +67,7 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Gr
   CompileOptions opts = options;  // without the fusions whose ops this backend cannot run
   const Capabilities& caps = backend_->capabilities();
   opts.pipeline = passes::without_unsupported(opts.pipeline, [&caps](ir::Op op) { return caps.supports(op); });
+  opts.plan.device = !backend_->host_memory();
   const std::string sig = passes::pipeline_signature(opts.pipeline);
   plan::PlanKey key{passes::graph_hash(g, sig), bound_shapes(g), backend_->name(),
                     sig + ";budget=" + std::to_string(opts.plan.memory_budget_bytes)};
@@ -123,6 +124,38 @@ Status binding_error(const ir::Graph& g, const Bindings& bindings) {
 
 }  // namespace
 
+// Points the leaves of `p` at device memory: params and constants at their resident copies
+// (uploaded the first time their host bytes are seen), inputs at this plan's input buffers,
+// filled every run.
+Status Runtime::upload_leaves(const plan::ExecutionPlan& p, const Bindings& bindings, std::vector<TensorRef>& refs) {
+  for (const ir::Node& n : p.graph.nodes) {
+    if (!ir::is_leaf(n.op)) continue;
+    TensorRef& r = refs[static_cast<size_t>(n.id)];
+    const size_t bytes = n.type.bytes();
+    if (n.op == ir::Op::Input) {
+      std::shared_ptr<std::byte>& buf = device_inputs_[{p.graph_hash, n.id}];
+      if (!buf) {
+        VOLTA_ASSIGN_OR_RETURN(buf, backend_->allocate(bytes));
+      }
+      VOLTA_RETURN_IF_ERROR(backend_->copy_in(buf.get(), r.data, bytes));
+      transfers_.h2d_bytes += bytes;
+      r.data = buf.get();
+      continue;
+    }
+    const Tensor& host = n.op == ir::Op::Constant ? n.value : bindings.at(n.name);
+    auto it = resident_.find(host.raw());
+    if (it == resident_.end() || it->second.host.bytes() != bytes) {
+      VOLTA_ASSIGN_OR_RETURN(std::shared_ptr<std::byte> dev, backend_->allocate(bytes));
+      VOLTA_RETURN_IF_ERROR(backend_->copy_in(dev.get(), host.raw(), bytes));
+      transfers_.h2d_bytes += bytes;
+      ++transfers_.param_uploads;
+      it = resident_.insert_or_assign(host.raw(), Resident{host, std::move(dev)}).first;
+    }
+    r.data = it->second.device.get();
+  }
+  return Status::ok();
+}
+
 Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bindings& bindings) {
   if (p.backend != backend_->name())
     return invalid_argument("plan was made for backend '" + p.backend + "' but this runtime runs '" + backend_->name() + "'");
@@ -154,6 +187,7 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
     ++it;
   }
   if (it != bindings.end()) return binding_error(g, bindings);
+  if (!backend_->host_memory()) VOLTA_RETURN_IF_ERROR(upload_leaves(p, bindings, refs));
   if (numerics_ != NumericsPolicy::Off)
     for (const ir::Node& n : g.nodes)
       if (n.op == ir::Op::Input)
@@ -193,6 +227,7 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
     const TensorRef& r = refs[static_cast<size_t>(o)];
     Tensor t = Tensor::empty(r.type.dtype, r.type.shape);
     VOLTA_RETURN_IF_ERROR(backend_->copy_out(t.raw(), r.data, t.bytes()));
+    if (!backend_->host_memory()) transfers_.d2h_bytes += t.bytes();
     outputs.push_back(std::move(t));
   }
   return outputs;

@@ -67,6 +67,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override { (void)stream_.synchronize("cudaStreamSynchronize"); }  // pending work may use pooled blocks
 
   std::string name() const override { return "cuda"; }
+  bool host_memory() const override { return false; }
   const Capabilities& capabilities() const override { return caps_; }
 
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override {
