@@ -21,6 +21,9 @@
 namespace volta::ir {
 
 std::string print_graph(const Graph& g);
+// For display (`volta inspect`): constants with more than `max_constant_values` elements are
+// shown as `constant(...)` with their element count and content hash; not parseable.
+std::string print_graph(const Graph& g, int64_t max_constant_values);
 
 // Errors name "<source>:<line>:<col>". Values may be used before their definition
 // (so the verifier, not the parser, reports cycles). Declared types of computed values

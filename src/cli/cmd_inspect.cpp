@@ -9,6 +9,7 @@
 namespace volta::cli {
 
 namespace {
+constexpr int64_t kShownConstantValues = 16;  // longer constants (imported weights) are elided
 struct InspectFlags {
   std::string file;
   bool json = false;
@@ -80,7 +81,7 @@ Action add_inspect(CLI::App& app, GlobalFlags& global) {
       std::printf("graph %s: %zu nodes imported, %zu after passes [%s], hash %s\n\n", r.model.graph.name.c_str(),
                   r.model.graph.size(), plan->graph.size(), passes::pipeline_signature(opts.pipeline).c_str(),
                   hash_to_hex(plan->graph_hash).c_str());
-      std::printf("%s\n%s", ir::print_graph(plan->graph).c_str(), plan::format_plan(*plan).c_str());
+      std::printf("%s\n%s", ir::print_graph(plan->graph, kShownConstantValues).c_str(), plan::format_plan(*plan).c_str());
       return Status::ok();
     }
     if (file.size() < 4 || file.compare(file.size() - 4, 4, ".vir") != 0) return inspect_checkpoint(*flags, global, opts);
@@ -94,7 +95,7 @@ Action add_inspect(CLI::App& app, GlobalFlags& global) {
     }
     std::printf("graph %s: %zu nodes in, %zu after passes [%s], hash %s\n\n", g.name.c_str(), g.size(),
                 plan->graph.size(), passes::pipeline_signature(opts.pipeline).c_str(), hash_to_hex(plan->graph_hash).c_str());
-    std::printf("%s\n%s", ir::print_graph(plan->graph).c_str(), plan::format_plan(*plan).c_str());
+    std::printf("%s\n%s", ir::print_graph(plan->graph, kShownConstantValues).c_str(), plan::format_plan(*plan).c_str());
     return Status::ok();
   };
 }

@@ -864,11 +864,16 @@ Result<Graph> Parser::run() {
 
 // ---- Public API ----------------------------------------------------------------------------
 
-std::string print_graph(const Graph& g) {
+std::string print_graph(const Graph& g) { return print_graph(g, -1); }
+
+std::string print_graph(const Graph& g, int64_t max_constant_values) {
   std::string out = "graph " + g.name + " {\n";
   for (const Node& n : g.nodes) {
     out += "  %" + n.name + ": " + type_text(n.type) + " = " + op_name(n.op) + "(";
-    if (n.op == Op::Constant) {
+    const bool elide = n.op == Op::Constant && max_constant_values >= 0 && n.value.defined() && n.value.numel() > max_constant_values;
+    if (elide) {
+      out += "...";
+    } else if (n.op == Op::Constant) {
       out += payload_text(n);
     } else {
       for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -888,6 +893,8 @@ std::string print_graph(const Graph& g) {
       }
       out += "}";
     }
+    if (elide)
+      out += "  # " + std::to_string(n.value.numel()) + " values, fnv1a64 " + hash_to_hex(fnv1a64(n.value.raw(), n.value.bytes()));
     out += "\n";
   }
   out += "  return";
