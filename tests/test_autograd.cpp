@@ -107,6 +107,25 @@ TEST(GradCheck, FusedAttentionSoftmax) {
   }
 }
 
+// matmul with its fused epilogue: bias, relu / gelu (the rule recomputes the pre-activation).
+TEST(GradCheck, MatmulEpilogue) {
+  for (const char* act : {"none", "relu", "gelu"}) {
+    for (bool bias : {false, true}) {
+      ModelBuilder b;
+      std::vector<Value> in = {b.param("a", f32({2, 3, 4}), unit()), b.param("w", f32({4, 5}), unit())};
+      if (bias) in.push_back(b.param("bias", f32({5}), unit()));
+      Value y = b.op(ir::Op::Matmul, in, {{"activation", std::string(act)}});
+      Bindings values;
+      if (std::string(act) == "relu") {  // keep the pre-activation away from relu's kink
+        Tensor a = Tensor::zeros(DType::f32, {2, 3, 4});
+        fill_normal(a, 5, 0, 0.0f, 1.0f);
+        values["a"] = a;
+      }
+      expect_grad(std::string("matmul ") + (bias ? "bias " : "") + act, gradcheck(b, y, values));
+    }
+  }
+}
+
 // attention with one or two key/value blocks: its rule recomputes the probabilities.
 TEST(GradCheck, Attention) {
   for (int variant = 0; variant < 3; ++variant) {  // one block, two blocks, two blocks with a prefix

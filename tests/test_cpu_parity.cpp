@@ -91,6 +91,8 @@ TEST(CpuParity, FastKernelsMatchTheReference) {
       {ir::Op::Div, {{3, 5, 7}, {3, 5, 7}}, {}, 1e-7},
       {ir::Op::Mul, {{3, 1, 7}, {3, 5, 7}}, {}, 1e-7},  // falls back
       {ir::Op::Matmul, {{3, 50, 20}, {20, 30}}, {}, 1e-5},
+      {ir::Op::Matmul, {{3, 50, 20}, {20, 30}, {30}}, {{"activation", std::string("gelu")}}, 1e-5},
+      {ir::Op::Matmul, {{2, 20, 7}, {30, 7}, {30}}, {{"transpose_b", int64_t{1}}, {"activation", std::string("relu")}}, 1e-5},
       {ir::Op::LayerNorm, {{5, 33, 24}, {24}, {24}}, {{"eps", 1e-5}}, 2e-6},
       {ir::Op::LayerNorm, {{70, 16}, {16}}, {}, 2e-6},
       {ir::Op::LayerNorm, {{9, 130}, {130}, {130}}, {}, 2e-6},

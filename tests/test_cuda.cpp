@@ -144,11 +144,13 @@ std::vector<ir::Op> missing_ops(const ir::Graph& g, const Capabilities& caps) {
 }
 
 // The pipeline of CUDA plans, as Runtime::compile derives it: the default one without the fusions
-// (fuse_attention) whose ops the CUDA backend has no kernel for (see docs/cuda.md).
+// (fuse_attention, fuse_matmul_epilogue) whose ops or variants the CUDA backend has no kernel
+// for (see docs/cuda.md).
 CompileOptions cuda_compile_options() {
   CompileOptions o;
   const Capabilities caps = cuda::capabilities();
-  o.pipeline = passes::without_unsupported(o.pipeline, [&caps](ir::Op op) { return caps.supports(op); });
+  o.pipeline = passes::without_unsupported(o.pipeline, [&caps](ir::Op op) { return caps.supports(op); },
+                                           [&caps](const std::string& f) { return caps.has(f); });
   return o;
 }
 

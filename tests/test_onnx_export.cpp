@@ -96,6 +96,12 @@ TEST(OnnxExport, EveryForwardOpRoundTrips) {
        [](ModelBuilder& b, Value x) {
          return b.op(Op::Matmul, {x, b.param("w", f32({3, 6, 4}), ParamInit::normal(1.0))}, {{"transpose_a", int64_t{1}}, {"transpose_b", int64_t{1}}});
        }},
+      {"matmul bias gelu",
+       [](ModelBuilder& b, Value x) {
+         return b.op(Op::Matmul, {x, b.param("w", f32({5, 6}), ParamInit::normal(1.0)), b.param("bias", f32({6}), ParamInit::normal(1.0))},
+                     {{"activation", std::string("gelu")}});
+       }, 1e-5},
+      {"matmul relu", [](ModelBuilder& b, Value x) { return b.op(Op::Matmul, {x, b.param("w", f32({6, 5}), ParamInit::normal(1.0))}, {{"transpose_b", int64_t{1}}, {"activation", std::string("relu")}}); }},
       {"add", binary(Op::Add)}, {"sub", binary(Op::Sub)}, {"mul", binary(Op::Mul)}, {"div", binary(Op::Div)},
       {"pow", [](ModelBuilder& b, Value x) { return b.op(Op::Pow, {b.op(Op::Abs, {x}), b.constant("e", Tensor::from_f32({}, {1.5f}))}); }},
       {"neg", attrs_op(Op::Neg)}, {"exp", attrs_op(Op::Exp)}, {"tanh", attrs_op(Op::Tanh)}, {"relu", attrs_op(Op::Relu)},

@@ -158,11 +158,12 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   std::vector<std::string> names;
   for (const auto& p : passes::pipeline()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
-                                             "fuse_attention", "eliminate_dead_code"}));
+                                             "fuse_attention", "fuse_matmul_epilogue", "eliminate_dead_code"}));
   passes::PipelineOptions opts;
   EXPECT_EQ(passes::pipeline_signature(opts),
-            "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,eliminate_dead_code");
-  opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention"};
+            "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,fuse_matmul_epilogue,"
+            "eliminate_dead_code");
+  opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_matmul_epilogue"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
   opts.disabled = {"no_such_pass"};
   EXPECT_ERROR_CONTAINS(passes::run_pipeline(parse("graph g {\n %x: f32[1] = input()\n return %x\n}\n"), opts),
@@ -367,6 +368,73 @@ TEST(Passes, TinyLMGraphsFuseAttentionWhereNothingElseReadsIt) {
   auto t = passes::run_pipeline(train->graph, {});
   ASSERT_OK(t);
   EXPECT_EQ(count(*t, ir::Op::Attention), 0u);
+}
+
+// The matmul epilogue (bias, relu / gelu) has the bits of the unfused add and activation, for
+// every matmul ISA and thread count; a pre-activation read elsewhere (gelu_grad) stays.
+TEST(Passes, FusedMatmulEpilogueHasTheBitsOfTheUnfusedGraph) {
+  struct Case { bool bias; const char* act; bool transpose_b; Shape x; };
+  const std::vector<Case> cases = {
+      {true, "", false, {3, 5, 24}},      {true, "gelu", false, {3, 5, 24}}, {false, "relu", true, {7, 24}},
+      {true, "relu", true, {2, 3, 4, 24}}, {false, "gelu", false, {1, 24}},
+  };
+  for (const Case& c : cases) {
+    ModelBuilder b("epilogue");
+    Value x = b.input("x", {DType::f32, c.x});
+    Value w = b.param("w", {DType::f32, c.transpose_b ? Shape{40, 24} : Shape{24, 40}}, ParamInit::normal(0.3));
+    Value y = b.matmul(x, w, "mm", false, c.transpose_b);
+    if (c.bias) y = b.add(y, b.param("bias", {DType::f32, {40}}, ParamInit::normal(0.5)), "biased");
+    if (std::string(c.act) == "relu") y = b.op(ir::Op::Relu, {y});
+    if (std::string(c.act) == "gelu") y = b.gelu(y);
+    b.output(y);
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto values = init_params(*g, 4);
+    ASSERT_OK(values);
+    auto in = random_inputs(*g, 4);
+    ASSERT_OK(in);
+    values->merge(*in);
+    Tensor first;
+    for (auto isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512}) {
+      if (!cpu::matmul_isa_supported(isa)) continue;
+      cpu::set_matmul_isa_override(isa);
+      for (bool fuse : {true, false})
+        for (int threads : {1, 2}) {
+          set_cpu_threads(threads);
+          Runtime rt(make_cpu_backend());
+          CompileOptions opts;
+          if (!fuse) opts.pipeline.disabled = {"fuse_matmul_epilogue"};
+          auto plan = rt.compile(*g, opts);
+          ASSERT_OK(plan);
+          size_t nodes = 0;
+          for (const ir::Node& n : (*plan)->graph.nodes) nodes += !ir::is_leaf(n.op);
+          EXPECT_EQ(nodes, fuse ? 1u : 1u + c.bias + (c.act[0] != 0)) << c.act;
+          auto out = rt.run(**plan, *values);
+          ASSERT_OK(out);
+          if (!first.defined()) first = (*out)[0];
+          EXPECT_TRUE(first.bitwise_equal((*out)[0])) << "bias " << c.bias << " act '" << c.act << "' isa "
+                                                      << cpu::matmul_isa_name(isa) << " fuse " << fuse << " threads " << threads;
+        }
+    }
+    cpu::set_matmul_isa_override(std::nullopt);
+    set_cpu_threads(0);
+  }
+  // Training: gelu_grad reads the pre-activation, so only the bias folds.
+  ModelBuilder b("train");
+  Value x = b.input("x", {DType::f32, {6, 8}});
+  Value h = b.gelu(b.add(b.matmul(x, b.param("w", {DType::f32, {8, 5}}), "mm"), b.param("bias", {DType::f32, {5}})));
+  b.output(b.mse(h, b.input("t", {DType::f32, {6, 5}})));
+  auto g = b.build();
+  ASSERT_OK(g);
+  auto train = autograd::build_backward(*g);
+  ASSERT_OK(train);
+  auto t = passes::run_pipeline(train->graph, {});
+  ASSERT_OK(t);
+  size_t with_bias = 0, with_act = 0;
+  for (const ir::Node& n : t->nodes)
+    if (n.op == ir::Op::Matmul) with_bias += n.inputs.size() == 3, with_act += n.attrs.has("activation");
+  EXPECT_EQ(with_bias, 1u);
+  EXPECT_EQ(with_act, 0u);
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ class CpuVariant final : public Backend {
  public:
   enum Kind { kNoAttention, kDevice };
   explicit CpuVariant(Kind kind) : kind_(kind), cpu_(make_cpu_backend()), caps_(cpu_->capabilities()) {
-    if (kind == kNoAttention) std::erase(caps_.ops, ir::Op::Attention);
+    if (kind == kNoAttention) std::erase(caps_.ops, ir::Op::Attention), caps_.features.clear();
   }
   std::string name() const override { return kind_ == kDevice ? "fake-device" : "cpu-no-attention"; }
   const Capabilities& capabilities() const override { return caps_; }
@@ -160,9 +160,11 @@ TEST(Runtime, FusionsIntoOpsTheBackendLacksAreSkipped) {
     Runtime rt(full ? make_cpu_backend() : std::unique_ptr<Backend>(std::make_unique<CpuVariant>(CpuVariant::kNoAttention)));
     auto plan = rt.compile(*g);
     ASSERT_OK(plan);
-    size_t attention = 0;
-    for (const ir::Node& n : (*plan)->graph.nodes) attention += n.op == ir::Op::Attention;
+    size_t attention = 0, epilogues = 0;
+    for (const ir::Node& n : (*plan)->graph.nodes)
+      attention += n.op == ir::Op::Attention, epilogues += n.op == ir::Op::Matmul && n.inputs.size() == 3;
     EXPECT_EQ(attention > 0, full);
+    EXPECT_EQ(epilogues > 0, full);  // and no matmul epilogue without the feature
     auto out = rt.run(**plan, *in);
     ASSERT_OK(out);
     outs.push_back((*out)[0]);

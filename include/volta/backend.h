@@ -25,9 +25,13 @@ enum class DeterminismLevel { Bitwise, RunToRun, None };
 
 struct Capabilities {
   std::vector<ir::Op> ops;  // ops with a kernel
+  // Op variants beyond the op list that passes may write, e.g. "matmul.epilogue" (a bias input
+  // and an activation on matmul).
+  std::vector<std::string> features;
   std::vector<DType> dtypes;
   DeterminismLevel determinism = DeterminismLevel::Bitwise;
   bool supports(ir::Op op) const;
+  bool has(std::string_view feature) const;
 };
 
 enum class DeviceKind { Cpu, Cuda, Auto };

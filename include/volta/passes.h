@@ -27,14 +27,19 @@ Result<ir::Graph> fuse_attention_softmax(const ir::Graph& g);
 // matmul(softmax(matmul(q, k, transpose_b)), v) -> attention(q, k, v), absorbing a two-block
 // concat of k and v (src/passes/fuse_attention.cpp).
 Result<ir::Graph> fuse_attention(const ir::Graph& g);
+// add(matmul(a, b), bias[N]) -> matmul(a, b, bias), then relu / gelu of a matmul -> its
+// `activation` (src/passes/fuse_matmul_epilogue.cpp).
+Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g);
 
 using PassFn = std::function<Result<ir::Graph>(const ir::Graph&)>;
 struct Pass {
   std::string name;
   PassFn run;
-  // Ops the pass writes that its input may not have had: a runtime skips the pass when its
-  // backend has no kernel for one of them (a fusion must never make a graph unrunnable).
+  // Ops the pass writes that its input may not have had, and op variants (Capabilities
+  // features): a runtime skips the pass when its backend lacks one of them (a fusion must never
+  // make a graph unrunnable).
   std::vector<ir::Op> introduces = {};
+  std::vector<std::string> features = {};
 };
 
 // The pipeline, in order.
@@ -47,8 +52,10 @@ struct PipelineOptions {
   std::function<void(const std::string& pass, const ir::Graph&)> dump;
 };
 
-// `opts` with every pass that introduces an op `supported` rejects disabled as well.
-PipelineOptions without_unsupported(PipelineOptions opts, const std::function<bool(ir::Op)>& supported);
+// `opts` with every pass disabled that introduces an op `supported` rejects or needs a feature
+// `has_feature` rejects.
+PipelineOptions without_unsupported(PipelineOptions opts, const std::function<bool(ir::Op)>& supported,
+                                    const std::function<bool(const std::string&)>& has_feature);
 
 // Names of the passes that will run, e.g. "fold_constants,eliminate_common_subexpressions,...".
 std::string pipeline_signature(const PipelineOptions& opts);

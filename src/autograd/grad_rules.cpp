@@ -42,6 +42,25 @@ Value sum_to(ModelBuilder& b, Value g, const Shape& shape) {
   return b.reshape(summed, shape);
 }
 
+// The gradients of a plain matmul (a, b) for its output gradient dy.
+std::vector<Value> matmul_grads(ModelBuilder& b, Value a, Value bb, Value dy, bool ta, bool tb, const Shape& as, const Shape& bs) {
+  Value da, db;
+  if (!ta && as.size() > 2 && bs.size() == 2) {
+    // A 2-D weight under a batched input: fold the batch into K, so the weight gradient is
+    // one matmul over all rows instead of a batch of matmuls and a reduction.
+    const int64_t K = as.back(), N = shape_of(b, dy).back();
+    Value a2 = b.reshape(a, {-1, K}), dy2 = b.reshape(dy, {-1, N});
+    db = tb ? b.matmul(dy2, a2, "", true, false) : b.matmul(a2, dy2, "", true, false);
+    da = tb ? b.matmul(dy, bb) : b.matmul(dy, bb, "", false, true);
+    return {da, db};
+  }
+  if (!ta && !tb) da = b.matmul(dy, bb, "", false, true), db = b.matmul(a, dy, "", true, false);
+  if (!ta && tb) da = b.matmul(dy, bb), db = b.matmul(dy, a, "", true, false);
+  if (ta && !tb) da = b.matmul(bb, dy, "", false, true), db = b.matmul(a, dy);
+  if (ta && tb) da = b.matmul(bb, dy, "", true, true), db = b.matmul(dy, a, "", true, true);
+  return {sum_to(b, da, as), sum_to(b, db, bs)};
+}
+
 Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y, Value dy) {
   std::vector<Value> x;
   for (int32_t in : n.inputs) x.push_back(Value{in});
@@ -57,22 +76,19 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::Matmul: {
       VOLTA_ASSIGN_OR_RETURN(int64_t ta, at.get_int("transpose_a", 0));
       VOLTA_ASSIGN_OR_RETURN(int64_t tb, at.get_int("transpose_b", 0));
-      Value a = x[0], bb = x[1], da, db;
-      const Shape as = in_shape(0), bs = in_shape(1);
-      if (!ta && as.size() > 2 && bs.size() == 2) {
-        // A 2-D weight under a batched input: fold the batch into K, so the weight gradient is
-        // one matmul over all rows instead of a batch of matmuls and a reduction.
-        const int64_t K = as.back(), N = shape_of(b, dy).back();
-        Value a2 = b.reshape(a, {-1, K}), dy2 = b.reshape(dy, {-1, N});
-        db = tb ? b.matmul(dy2, a2, "", true, false) : b.matmul(a2, dy2, "", true, false);
-        da = tb ? b.matmul(dy, bb) : b.matmul(dy, bb, "", false, true);
-        return std::vector<Value>{da, db};
+      VOLTA_ASSIGN_OR_RETURN(std::string act, at.get_string("activation", "none"));
+      const bool has_bias = x.size() == 3;
+      // The epilogue first: dz, the gradient at the matmul (+ bias) before the activation,
+      // recomputed when there is one.
+      Value dz = dy;
+      if (act != "none") {
+        ir::Attrs pre{{"transpose_a", ta}, {"transpose_b", tb}};
+        Value z = b.op(Op::Matmul, has_bias ? std::vector<Value>{x[0], x[1], x[2]} : std::vector<Value>{x[0], x[1]}, pre);
+        dz = act == "relu" ? b.op(Op::ReluGrad, {z, dy}) : b.op(Op::GeluGrad, {z, dy});
       }
-      if (!ta && !tb) da = b.matmul(dy, bb, "", false, true), db = b.matmul(a, dy, "", true, false);
-      if (!ta && tb) da = b.matmul(dy, bb), db = b.matmul(dy, a, "", true, false);
-      if (ta && !tb) da = b.matmul(bb, dy, "", false, true), db = b.matmul(a, dy);
-      if (ta && tb) da = b.matmul(bb, dy, "", true, true), db = b.matmul(dy, a, "", true, true);
-      return std::vector<Value>{sum_to(b, da, in_shape(0)), sum_to(b, db, in_shape(1))};
+      std::vector<Value> grads = matmul_grads(b, x[0], x[1], dz, ta != 0, tb != 0, in_shape(0), in_shape(1));
+      if (has_bias) grads.push_back(sum_to(b, dz, in_shape(2)));
+      return grads;
     }
 
     case Op::Add: return std::vector<Value>{sum_to(b, dy, in_shape(0)), sum_to(b, dy, in_shape(1))};

@@ -149,29 +149,43 @@ class Exporter {
       attr(node("Transpose", {ab[k]}, name), "perm", perm);
       ab[k] = name;
     }
-    node("MatMul", {ab[0], ab[1]}, self());
+    // The epilogue: Add of the bias, then Relu or the gelu subgraph.
+    VOLTA_ASSIGN_OR_RETURN(std::string act, n_->attrs.get_string("activation", "none"));
+    const bool bias = n_->inputs.size() == 3;
+    std::string y = bias || act != "none" ? temp("mm") : self();
+    node("MatMul", {ab[0], ab[1]}, y);
+    if (bias) {
+      const std::string z = act != "none" ? temp("biased") : self();
+      node("Add", {y, in(2)}, z);
+      y = z;
+    }
+    if (act == "relu") node("Relu", {y}, self());
+    if (act == "gelu") return gelu_of(y, self(), false);
     return Status::ok();
   }
 
   // gelu: 0.5 x (1 + erf(x / sqrt 2)), or the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
   Status gelu() {
     VOLTA_ASSIGN_OR_RETURN(std::string mode, n_->attrs.get_string("approximate", "none"));
+    return gelu_of(in(0), self(), mode == "tanh");
+  }
+  Status gelu_of(const std::string& x, const std::string& y, bool tanh_form) {
     std::string inner;
-    if (mode == "tanh") {
+    if (tanh_form) {
       VOLTA_ASSIGN_OR_RETURN(std::string c3, scalar(0.044715, "c3"));
       VOLTA_ASSIGN_OR_RETURN(std::string k, scalar(std::sqrt(2.0 / std::numbers::pi), "k"));
       const std::string x2 = temp("x2"), x3 = temp("x3"), cx3 = temp("cx3"), s = temp("sum"), u = temp("u");
-      node("Mul", {in(0), in(0)}, x2);
-      node("Mul", {x2, in(0)}, x3);
+      node("Mul", {x, x}, x2);
+      node("Mul", {x2, x}, x3);
       node("Mul", {x3, c3}, cx3);
-      node("Add", {in(0), cx3}, s);
+      node("Add", {x, cx3}, s);
       node("Mul", {s, k}, u);
       inner = temp("tanh");
       node("Tanh", {u}, inner);
     } else {
       VOLTA_ASSIGN_OR_RETURN(std::string r, scalar(1.0 / std::numbers::sqrt2, "rsqrt2"));
       const std::string u = temp("u");
-      node("Mul", {in(0), r}, u);
+      node("Mul", {x, r}, u);
       inner = temp("erf");
       node("Erf", {u}, inner);
     }
@@ -179,8 +193,8 @@ class Exporter {
     VOLTA_ASSIGN_OR_RETURN(std::string half, scalar(0.5, "half"));
     const std::string p = temp("1p"), hx = temp("hx");
     node("Add", {inner, one}, p);
-    node("Mul", {in(0), half}, hx);
-    node("Mul", {hx, p}, self());
+    node("Mul", {x, half}, hx);
+    node("Mul", {hx, p}, y);
     return Status::ok();
   }
 

@@ -11,15 +11,20 @@ const std::vector<Pass>& pipeline() {
       {"eliminate_common_subexpressions", eliminate_common_subexpressions},
       {"fuse_attention_softmax", fuse_attention_softmax},
       {"fuse_attention", fuse_attention, {ir::Op::Attention}},
+      {"fuse_matmul_epilogue", fuse_matmul_epilogue, {}, {"matmul.epilogue"}},
       {"eliminate_dead_code", eliminate_dead_code},
   };
   return kPipeline;
 }
 
-PipelineOptions without_unsupported(PipelineOptions opts, const std::function<bool(ir::Op)>& supported) {
-  for (const Pass& p : pipeline())
+PipelineOptions without_unsupported(PipelineOptions opts, const std::function<bool(ir::Op)>& supported,
+                                    const std::function<bool(const std::string&)>& has_feature) {
+  for (const Pass& p : pipeline()) {
     for (ir::Op op : p.introduces)
       if (!supported(op)) opts.disabled.insert(p.name);
+    for (const std::string& f : p.features)
+      if (!has_feature(f)) opts.disabled.insert(p.name);
+  }
   return opts;
 }
 

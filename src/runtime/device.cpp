@@ -11,6 +11,12 @@ bool Capabilities::supports(ir::Op op) const {
   return false;
 }
 
+bool Capabilities::has(std::string_view feature) const {
+  for (const std::string& f : features)
+    if (f == feature) return true;
+  return false;
+}
+
 Result<DeviceKind> parse_device(std::string_view s) {
   if (s == "cpu") return DeviceKind::Cpu;
   if (s == "cuda") return DeviceKind::Cuda;

@@ -66,7 +66,8 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Gr
   VOLTA_RETURN_IF_ERROR(ir::verify_graph(g));
   CompileOptions opts = options;  // without the fusions whose ops this backend cannot run
   const Capabilities& caps = backend_->capabilities();
-  opts.pipeline = passes::without_unsupported(opts.pipeline, [&caps](ir::Op op) { return caps.supports(op); });
+  opts.pipeline = passes::without_unsupported(opts.pipeline, [&caps](ir::Op op) { return caps.supports(op); },
+                                              [&caps](const std::string& f) { return caps.has(f); });
   opts.plan.device = !backend_->host_memory();
   const std::string sig = passes::pipeline_signature(opts.pipeline);
   plan::PlanKey key{passes::graph_hash(g, sig), bound_shapes(g), backend_->name(),

@@ -15,6 +15,7 @@ class CpuBackend final : public Backend {
   CpuBackend() {
     for (int i = 0; i < ir::kNumOps; ++i)
       if (!ir::is_leaf(static_cast<ir::Op>(i))) caps_.ops.push_back(static_cast<ir::Op>(i));
+    caps_.features = {"matmul.epilogue"};
     caps_.dtypes = {DType::f32, DType::i32, DType::i64};
     caps_.determinism = DeterminismLevel::Bitwise;
   }

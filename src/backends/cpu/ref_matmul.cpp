@@ -1,5 +1,8 @@
 // Reference batched matmul: out[..., m, n] = sum_k A[..., m, k] * B[..., k, n], where A and B
 // are the operands with their last two dims optionally swapped and the batch dims broadcast.
+#include <cmath>
+#include <numbers>
+
 #include "backends/cpu/ref_util.h"
 
 namespace volta::cpu::ref {
@@ -44,6 +47,16 @@ Status Matmul(const KernelArgs& a) {
       }
     }
   });
+  // The epilogue, as the unfused add and relu / gelu would compute it.
+  VOLTA_ASSIGN_OR_RETURN(const std::string act, a.node.attrs.get_string("activation", "none"));
+  const float* bias = a.in.size() > 2 ? in_f32(a, 2) : nullptr;
+  for (int64_t i = 0; i < a.out.numel(); ++i) {
+    double x = out[i];
+    if (bias) x = static_cast<float>(x + static_cast<double>(bias[i % N]));
+    if (act == "relu") x = std::isnan(x) ? x : (x > 0 ? x : 0.0);
+    if (act == "gelu") x = 0.5 * x * (1.0 + std::erf(x * std::numbers::sqrt2 / 2.0));
+    out[i] = static_cast<float>(x);
+  }
   return Status::ok();
 }
 

@@ -139,7 +139,10 @@ class CudaBackend final : public Backend {
                                   ir::node_ref(n));
         return unary(n, in, out, mode == "tanh" ? UnaryOp::GeluTanh : UnaryOp::GeluErf);
       }
-      case ir::Op::Matmul: return matmul(n, in, out);
+      case ir::Op::Matmul:
+        if (in.size() > 2 || n.attrs.has("activation"))  // the "matmul.epilogue" variant: no kernel yet
+          return unimplemented("[matmul] the CUDA backend has no bias / activation epilogue " + ir::node_ref(n));
+        return matmul(n, in, out);
       case ir::Op::Softmax: return softmax(n, in, out, false);
       case ir::Op::LogSoftmax: return softmax(n, in, out, true);
       case ir::Op::LayerNorm:
