@@ -1,7 +1,8 @@
 // Folds a matmul's elementwise epilogue into it:
 //   add(matmul(a, b), bias) or add(bias, matmul(a, b))  ->  matmul(a, b, bias)
 //   relu(matmul(...)) / gelu(matmul(...))              ->  matmul(...) {activation}
-// where bias is an f32 [N] vector (N: the matmul's columns) and gelu is the erf form. Only when
+// where bias is an f32 [N] vector (N: the matmul's columns; a [1, ..., 1, N] one is reshaped, a
+// view) and gelu is the erf form. Only when
 // the matmul is the one (live) reader's input, so nothing else needs the value that disappears:
 // a training graph's gelu_grad reads the pre-activation, so there only the bias is folded.
 // The CPU kernel applies the epilogue with the bits of the unfused kernels.
@@ -17,6 +18,28 @@ bool plain_matmul(const ir::Node& n) {
   return n.op == ir::Op::Matmul && act.is_ok() && *act == "none";
 }
 
+// f32 [N], or [1, ..., 1, N] of rank <= `rank` (ONNX's Gemm bias is often [1, N]).
+bool row_bias(const TensorType& t, int64_t n, size_t rank) {
+  if (t.dtype != DType::f32 || t.shape.empty() || t.shape.size() > rank || t.shape.back() != n) return false;
+  for (size_t d = 0; d + 1 < t.shape.size(); ++d)
+    if (t.shape[d] != 1) return false;
+  return true;
+}
+
+// A new node reshaping `id` to [n] (a view: no copy at run time), named after it.
+int32_t as_vector(ir::Graph& g, int32_t id, int64_t n) {
+  ir::Node r;
+  r.id = static_cast<int32_t>(g.size());
+  r.name = g.node(id).name + "/as_vector";
+  for (int k = 1; g.find(r.name) >= 0; ++k) r.name = g.node(id).name + "/as_vector_" + std::to_string(k);
+  r.op = ir::Op::Reshape;
+  r.inputs = {id};
+  r.attrs.set("shape", std::vector<int64_t>{n});
+  r.type = TensorType{DType::f32, {n}};
+  g.nodes.push_back(std::move(r));
+  return static_cast<int32_t>(g.size()) - 1;
+}
+
 }  // namespace
 
 Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g) {
@@ -30,13 +53,18 @@ Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g) {
       for (int side = 0; side < 2; ++side) {
         const ir::Node& m = out.node(y.inputs[static_cast<size_t>(side)]);
         const ir::Node& bias = out.node(y.inputs[static_cast<size_t>(1 - side)]);
-        if (!plain_matmul(m) || m.inputs.size() != 2 || !only_reader(m.id) || m.type != y.type || m.type.shape.empty() ||
-            bias.type != TensorType{DType::f32, {m.type.shape.back()}})
+        if (!plain_matmul(m) || m.inputs.size() != 2 || !only_reader(m.id) || m.type != y.type ||
+            !row_bias(bias.type, m.type.shape.back(), m.type.shape.size()))
           continue;
-        const int32_t bias_id = bias.id;
-        y.op = ir::Op::Matmul;
-        y.attrs = m.attrs;
-        y.inputs = {m.inputs[0], m.inputs[1], bias_id};  // the old matmul loses its reader
+        const int64_t n = m.type.shape.back();
+        const std::vector<int32_t> ab = m.inputs;
+        const ir::Attrs attrs = m.attrs;
+        int32_t bias_id = bias.id;
+        if (bias.type.shape.size() > 1) bias_id = as_vector(out, bias_id, n);  // invalidates y, m, bias
+        ir::Node& fused = out.node(id);
+        fused.op = ir::Op::Matmul;
+        fused.attrs = attrs;
+        fused.inputs = {ab[0], ab[1], bias_id};  // the old matmul loses its reader
         break;
       }
     } else if (y.op == ir::Op::Relu || y.op == ir::Op::Gelu) {
