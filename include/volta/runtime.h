@@ -102,7 +102,8 @@ class Runtime {
   std::map<const std::byte*, Resident> resident_;
   std::map<std::pair<uint64_t, int32_t>, std::shared_ptr<std::byte>> device_inputs_;  // (graph, input id)
   TransferStats transfers_;
-  Status upload_leaves(const plan::ExecutionPlan& p, const Bindings& bindings, std::vector<TensorRef>& refs);
+  Result<std::byte*> resident(const Tensor& host);
+  Result<std::byte*> device_input(const plan::ExecutionPlan& p, const ir::Node& n, const Tensor& host);
 };
 
 // Seeded parameter values from each param's init attributes (stream = the param's name).

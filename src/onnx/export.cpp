@@ -62,6 +62,11 @@ class Exporter {
     return name;
   }
   const std::string& in(size_t k) const { return names_[static_cast<size_t>(n_->inputs[k])]; }
+  std::vector<std::string> all_inputs() const {
+    std::vector<std::string> ins;
+    for (size_t k = 0; k < n_->inputs.size(); ++k) ins.push_back(in(k));
+    return ins;
+  }
   const TensorType& in_type(size_t k) const { return g_.node(n_->inputs[k]).type; }
   const std::string& self() const { return names_[static_cast<size_t>(n_->id)]; }
   std::string temp(const char* what) { return fresh(self() + "/" + what); }
@@ -283,9 +288,7 @@ class Exporter {
 
   Status layer_norm() {
     VOLTA_ASSIGN_OR_RETURN(double eps, n_->attrs.get_float("eps", 1e-5));
-    std::vector<std::string> ins = {in(0), in(1)};
-    if (n_->inputs.size() == 3) ins.push_back(in(2));
-    ::onnx::NodeProto* p = node("LayerNormalization", ins, self());
+    ::onnx::NodeProto* p = node("LayerNormalization", all_inputs(), self());
     attr(p, "axis", int64_t{-1});
     attr(p, "epsilon", eps);
     return Status::ok();
@@ -338,9 +341,7 @@ class Exporter {
     std::vector<int64_t> kernel;
     if (n_->op == Op::Conv2d) kernel.assign(in_type(1).shape.begin() + 2, in_type(1).shape.end());
     VOLTA_ASSIGN_OR_RETURN(ir::Window w, ir::window_attrs(n_->op, n_->attrs, spatial, n_->op == Op::Conv2d ? &kernel : nullptr));
-    std::vector<std::string> ins;
-    for (size_t k = 0; k < n_->inputs.size(); ++k) ins.push_back(in(k));
-    ::onnx::NodeProto* p = node(op_type, ins, self());
+    ::onnx::NodeProto* p = node(op_type, all_inputs(), self());
     attr(p, "kernel_shape", w.kernel);
     attr(p, "strides", w.strides);
     attr(p, "pads", w.pads);
@@ -367,11 +368,7 @@ class Exporter {
 
   Status emit() {
     const Op op = n_->op;
-    auto same = [&](const char* op_type) {
-      std::vector<std::string> ins;
-      for (size_t k = 0; k < n_->inputs.size(); ++k) ins.push_back(in(k));
-      return node(op_type, ins, self());
-    };
+    auto same = [&](const char* op_type) { return node(op_type, all_inputs(), self()); };
     switch (op) {
       case Op::Input: case Op::Param: case Op::Constant: return leaf();
       case Op::Matmul: return matmul();

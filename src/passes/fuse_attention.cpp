@@ -18,24 +18,23 @@ bool flag(const ir::Node& n, const char* key) {
   return !v.is_ok() || *v != 0;
 }
 
+// The node's `axis` attribute is `axis` of its value.
+bool along(const ir::Node& n, int64_t axis) {
+  auto ax = n.attrs.get_int("axis", 0);
+  return ax.is_ok() && axis_index(*ax, static_cast<int64_t>(n.type.shape.size())) == axis;
+}
+
 // slice(x, axis, 0, e) along `axis`: fills x and returns true.
 bool leading_slice(const ir::Node& n, int64_t axis, int32_t* x) {
-  if (n.op != ir::Op::Slice) return false;
-  auto ax = n.attrs.get_int("axis", 0);
   auto start = n.attrs.get_int("start", 0);
-  const auto rank = static_cast<int64_t>(n.type.shape.size());
-  if (!ax.is_ok() || !start.is_ok() || (*ax < 0 ? *ax + rank : *ax) != axis || *start != 0) return false;
+  if (n.op != ir::Op::Slice || !along(n, axis) || !start.is_ok() || *start != 0) return false;
   *x = n.inputs[0];
   return true;
 }
 
 // concat(a, b) along `axis` with `a` and `b` as its only inputs: fills them and returns true.
 bool two_block_concat(const ir::Node& n, int64_t axis, int32_t* a, int32_t* b) {
-  if (n.op != ir::Op::Concat || n.inputs.size() != 2) return false;
-  auto ax = n.attrs.get_int("axis", 0);
-  if (!ax.is_ok()) return false;
-  const auto rank = static_cast<int64_t>(n.type.shape.size());
-  if ((*ax < 0 ? *ax + rank : *ax) != axis) return false;
+  if (n.op != ir::Op::Concat || n.inputs.size() != 2 || !along(n, axis)) return false;
   *a = n.inputs[0];
   *b = n.inputs[1];
   return true;
@@ -45,20 +44,17 @@ bool two_block_concat(const ir::Node& n, int64_t axis, int32_t* a, int32_t* b) {
 
 Result<ir::Graph> fuse_attention(const ir::Graph& g) {
   ir::Graph out = g;
-  VOLTA_ASSIGN_OR_RETURN(const std::vector<int> readers, live_readers(g));
-  auto only_reader = [&](int32_t id) { return readers[static_cast<size_t>(id)] == 1; };
+  VOLTA_ASSIGN_OR_RETURN(const Readers readers, live_readers(g));
   for (ir::Node& y : out.nodes) {
     if (y.op != ir::Op::Matmul || flag(y, "transpose_a") || flag(y, "transpose_b")) continue;
     const ir::Node& p = out.node(y.inputs[0]);
-    if (p.op != ir::Op::Softmax || !only_reader(p.id)) continue;
-    auto axis = p.attrs.get_int("axis", -1);
+    if (p.op != ir::Op::Softmax || !readers.one(p.id) || !last_axis(p)) continue;
     const auto rank = static_cast<int64_t>(p.type.shape.size());
-    if (!axis.is_ok() || (*axis != -1 && *axis != rank - 1)) continue;
     const ir::Node& sc = out.node(p.inputs[0]);
-    if (sc.op != ir::Op::Matmul || flag(sc, "transpose_a") || !flag(sc, "transpose_b") || !only_reader(sc.id)) continue;
+    if (sc.op != ir::Op::Matmul || flag(sc, "transpose_a") || !flag(sc, "transpose_b") || !readers.one(sc.id)) continue;
     std::vector<int32_t> ins = {sc.inputs[0], sc.inputs[1], y.inputs[1]};
     int32_t k0, k1, v0, v1;
-    if (only_reader(ins[1]) && only_reader(ins[2]) && two_block_concat(out.node(ins[1]), rank - 2, &k0, &k1) &&
+    if (readers.one(ins[1]) && readers.one(ins[2]) && two_block_concat(out.node(ins[1]), rank - 2, &k0, &k1) &&
         two_block_concat(out.node(ins[2]), rank - 2, &v0, &v1) &&
         out.node(k0).type.shape.size() == static_cast<size_t>(rank) &&
         out.node(k0).type.shape[static_cast<size_t>(rank - 2)] == out.node(v0).type.shape[static_cast<size_t>(rank - 2)])
@@ -69,7 +65,7 @@ Result<ir::Graph> fuse_attention(const ir::Graph& g) {
     // Keys and values that are the leading part of a longer buffer (a decode step's cache) are
     // read in place through `prefix`.
     int32_t kx, vx;
-    if (only_reader(ins[1]) && only_reader(ins[2]) && leading_slice(out.node(ins[1]), rank - 2, &kx) &&
+    if (readers.one(ins[1]) && readers.one(ins[2]) && leading_slice(out.node(ins[1]), rank - 2, &kx) &&
         leading_slice(out.node(ins[2]), rank - 2, &vx) &&
         out.node(kx).type.shape[static_cast<size_t>(rank - 2)] == out.node(vx).type.shape[static_cast<size_t>(rank - 2)] &&
         out.node(ins[1]).type.shape[static_cast<size_t>(rank - 2)] == out.node(ins[2]).type.shape[static_cast<size_t>(rank - 2)]) {

@@ -40,28 +40,22 @@ bool attr_is(const ir::Node& n, const char* key, double want) {
   return v.is_ok() && *v == want;
 }
 
-bool last_axis(const ir::Node& n) {
-  auto axis = n.attrs.get_int("axis", -1);
-  return axis.is_ok() && (*axis == -1 || *axis == static_cast<int64_t>(n.type.shape.size()) - 1);
-}
-
 }  // namespace
 
 Result<ir::Graph> fuse_attention_softmax(const ir::Graph& g) {
   ir::Graph out = g;
-  VOLTA_ASSIGN_OR_RETURN(const std::vector<int> readers, live_readers(g));
-  auto only_reader = [&](int32_t id) { return readers[static_cast<size_t>(id)] == 1; };
+  VOLTA_ASSIGN_OR_RETURN(const Readers readers, live_readers(g));
 
   // Forward: softmax <- causal_mask(-inf) <- mul(x, c).
   for (ir::Node& sm : out.nodes) {
     if (sm.op != ir::Op::Softmax || sm.attrs.has("scale") || sm.attrs.has("causal_offset") || !last_axis(sm)) continue;
     const ir::Node& mask = out.node(sm.inputs[0]);
-    if (mask.op != ir::Op::CausalMask || !only_reader(mask.id) ||
+    if (mask.op != ir::Op::CausalMask || !readers.one(mask.id) ||
         !attr_is(mask, "value", -std::numeric_limits<double>::infinity()))
       continue;
     double c = 0;
     const int32_t x = scaled_operand(out, out.node(mask.inputs[0]), &c);
-    if (x < 0 || !only_reader(mask.inputs[0])) continue;
+    if (x < 0 || !readers.one(mask.inputs[0])) continue;
     VOLTA_ASSIGN_OR_RETURN(const int64_t offset, mask.attrs.get_int("offset", 0));
     sm.attrs.set("scale", c);
     sm.attrs.set("causal_offset", offset);
@@ -74,11 +68,11 @@ Result<ir::Graph> fuse_attention_softmax(const ir::Graph& g) {
   for (const ir::Node& mul : out.nodes) {
     double c = 0;
     const int32_t m = scaled_operand(out, mul, &c);
-    if (m < 0 || !only_reader(m)) continue;
+    if (m < 0 || !readers.one(m)) continue;
     const ir::Node& mask = out.node(m);
     if (mask.op != ir::Op::CausalMask || !attr_is(mask, "value", 0.0)) continue;
     ir::Node& sg = out.node(mask.inputs[0]);
-    if (sg.op != ir::Op::SoftmaxGrad || !only_reader(sg.id) || !last_axis(sg) || !attr_is(sg, "scale", 1.0)) continue;
+    if (sg.op != ir::Op::SoftmaxGrad || !readers.one(sg.id) || !last_axis(sg) || !attr_is(sg, "scale", 1.0)) continue;
     const ir::Node& y = out.node(sg.inputs[0]);
     VOLTA_ASSIGN_OR_RETURN(const int64_t offset, mask.attrs.get_int("offset", 0));
     auto y_offset = y.attrs.get_int("causal_offset", 0);

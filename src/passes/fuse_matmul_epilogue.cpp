@@ -44,8 +44,7 @@ int32_t as_vector(ir::Graph& g, int32_t id, int64_t n) {
 
 Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g) {
   ir::Graph out = g;
-  VOLTA_ASSIGN_OR_RETURN(const std::vector<int> readers, live_readers(g));
-  auto only_reader = [&](int32_t id) { return readers[static_cast<size_t>(id)] == 1; };
+  VOLTA_ASSIGN_OR_RETURN(const Readers readers, live_readers(g));
   VOLTA_ASSIGN_OR_RETURN(const std::vector<int32_t> order, ir::topological_order(g));
   for (int32_t id : order) {  // inputs first: gelu(add(matmul, bias)) folds completely
     ir::Node& y = out.node(id);
@@ -53,7 +52,7 @@ Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g) {
       for (int side = 0; side < 2; ++side) {
         const ir::Node& m = out.node(y.inputs[static_cast<size_t>(side)]);
         const ir::Node& bias = out.node(y.inputs[static_cast<size_t>(1 - side)]);
-        if (!plain_matmul(m) || m.inputs.size() != 2 || !only_reader(m.id) || m.type != y.type ||
+        if (!plain_matmul(m) || m.inputs.size() != 2 || !readers.one(m.id) || m.type != y.type ||
             !row_bias(bias.type, m.type.shape.back(), m.type.shape.size()))
           continue;
         const int64_t n = m.type.shape.back();
@@ -70,7 +69,7 @@ Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g) {
     } else if (y.op == ir::Op::Relu || y.op == ir::Op::Gelu) {
       auto approx = y.attrs.get_string("approximate", "none");
       const ir::Node& m = out.node(y.inputs[0]);
-      if (!approx.is_ok() || *approx != "none" || !plain_matmul(m) || !only_reader(m.id)) continue;
+      if (!approx.is_ok() || *approx != "none" || !plain_matmul(m) || !readers.one(m.id)) continue;
       const std::string act = y.op == ir::Op::Relu ? "relu" : "gelu";
       y.op = ir::Op::Matmul;
       y.inputs = m.inputs;

@@ -35,7 +35,7 @@ Result<ir::Graph> rebuild(const ir::Graph& g, const std::vector<int32_t>& replac
   return out;
 }
 
-Result<std::vector<int>> live_readers(const ir::Graph& g) {
+Result<Readers> live_readers(const ir::Graph& g) {
   std::vector<bool> live(g.size(), false);
   for (int32_t o : g.outputs) live[static_cast<size_t>(o)] = true;
   VOLTA_ASSIGN_OR_RETURN(const std::vector<int32_t> order, ir::topological_order(g));
@@ -47,7 +47,13 @@ Result<std::vector<int>> live_readers(const ir::Graph& g) {
     if (live[static_cast<size_t>(n.id)])
       for (int32_t in : n.inputs) ++readers[static_cast<size_t>(in)];
   for (int32_t o : g.outputs) ++readers[static_cast<size_t>(o)];
-  return readers;
+  return Readers{std::move(readers)};
+}
+
+bool last_axis(const ir::Node& n) {
+  auto axis = n.attrs.get_int("axis", -1);
+  return axis.is_ok() && axis_index(*axis, static_cast<int64_t>(n.type.shape.size())) ==
+                             static_cast<int64_t>(n.type.shape.size()) - 1;
 }
 
 }  // namespace volta::passes

@@ -15,6 +15,16 @@ Result<ir::Graph> rebuild(const ir::Graph& g, const std::vector<int32_t>& replac
 // How many times each node is read by the nodes the outputs depend on (a graph output counts as
 // a read). Autograd leaves dead gradients of constants behind until dead-code elimination runs,
 // so a fusion asks about live readers only.
-Result<std::vector<int>> live_readers(const ir::Graph& g);
+struct Readers {
+  std::vector<int> count;  // by node id
+  // A fusion may fold node `id` into its reader only when that reader is its one reader.
+  bool one(int32_t id) const { return count[static_cast<size_t>(id)] == 1; }
+};
+Result<Readers> live_readers(const ir::Graph& g);
+
+// The node's `axis` attribute (default -1) names its last axis.
+bool last_axis(const ir::Node& n);
+// `axis` (may be negative) of a node whose value has rank `rank`, as a non-negative index.
+inline int64_t axis_index(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 }  // namespace volta::passes

@@ -125,36 +125,29 @@ Status binding_error(const ir::Graph& g, const Bindings& bindings) {
 
 }  // namespace
 
-// Points the leaves of `p` at device memory: params and constants at their resident copies
-// (uploaded the first time their host bytes are seen), inputs at this plan's input buffers,
-// filled every run.
-Status Runtime::upload_leaves(const plan::ExecutionPlan& p, const Bindings& bindings, std::vector<TensorRef>& refs) {
-  for (const ir::Node& n : p.graph.nodes) {
-    if (!ir::is_leaf(n.op)) continue;
-    TensorRef& r = refs[static_cast<size_t>(n.id)];
-    const size_t bytes = n.type.bytes();
-    if (n.op == ir::Op::Input) {
-      std::shared_ptr<std::byte>& buf = device_inputs_[{p.graph_hash, n.id}];
-      if (!buf) {
-        VOLTA_ASSIGN_OR_RETURN(buf, backend_->allocate(bytes));
-      }
-      VOLTA_RETURN_IF_ERROR(backend_->copy_in(buf.get(), r.data, bytes));
-      transfers_.h2d_bytes += bytes;
-      r.data = buf.get();
-      continue;
-    }
-    const Tensor& host = n.op == ir::Op::Constant ? n.value : bindings.at(n.name);
-    auto it = resident_.find(host.raw());
-    if (it == resident_.end() || it->second.host.bytes() != bytes) {
-      VOLTA_ASSIGN_OR_RETURN(std::shared_ptr<std::byte> dev, backend_->allocate(bytes));
-      VOLTA_RETURN_IF_ERROR(backend_->copy_in(dev.get(), host.raw(), bytes));
-      transfers_.h2d_bytes += bytes;
-      ++transfers_.param_uploads;
-      it = resident_.insert_or_assign(host.raw(), Resident{host, std::move(dev)}).first;
-    }
-    r.data = it->second.device.get();
+// Device backends: the resident copy of a param's or constant's bytes, uploaded the first time
+// they are seen.
+Result<std::byte*> Runtime::resident(const Tensor& host) {
+  auto it = resident_.find(host.raw());
+  if (it == resident_.end() || it->second.host.bytes() != host.bytes()) {
+    VOLTA_ASSIGN_OR_RETURN(std::shared_ptr<std::byte> dev, backend_->allocate(host.bytes()));
+    VOLTA_RETURN_IF_ERROR(backend_->copy_in(dev.get(), host.raw(), host.bytes()));
+    transfers_.h2d_bytes += host.bytes();
+    ++transfers_.param_uploads;
+    it = resident_.insert_or_assign(host.raw(), Resident{host, std::move(dev)}).first;
   }
-  return Status::ok();
+  return it->second.device.get();
+}
+
+// Device backends: input `n` of plan `p` copied into the plan's buffer for it, every run.
+Result<std::byte*> Runtime::device_input(const plan::ExecutionPlan& p, const ir::Node& n, const Tensor& host) {
+  std::shared_ptr<std::byte>& buf = device_inputs_[{p.graph_hash, n.id}];
+  if (!buf) {
+    VOLTA_ASSIGN_OR_RETURN(buf, backend_->allocate(host.bytes()));
+  }
+  VOLTA_RETURN_IF_ERROR(backend_->copy_in(buf.get(), host.raw(), host.bytes()));
+  transfers_.h2d_bytes += host.bytes();
+  return buf.get();
 }
 
 Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bindings& bindings) {
@@ -168,11 +161,18 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
   const bool same_graph = cached.graph == &g && refs.size() == g.size();
   cached.graph = nullptr;  // set again once this run has completed
   refs.resize(g.size());
+  // Device backends: params and constants live in resident copies (uploaded once, kept while
+  // the runtime lives), inputs are copied into per-plan buffers every run, outputs copied back.
+  const bool device = !backend_->host_memory();
   if (!same_graph) {
     cached.leaves.clear();
     for (const ir::Node& n : g.nodes) {
-      if (refs[static_cast<size_t>(n.id)].type != n.type) refs[static_cast<size_t>(n.id)].type = n.type;
-      if (n.op == ir::Op::Constant) refs[static_cast<size_t>(n.id)].data = const_cast<std::byte*>(n.value.raw());  // read-only
+      TensorRef& r = refs[static_cast<size_t>(n.id)];
+      if (r.type != n.type) r.type = n.type;
+      if (n.op == ir::Op::Constant) r.data = const_cast<std::byte*>(n.value.raw());  // read-only
+      if (n.op == ir::Op::Constant && device) {
+        VOLTA_ASSIGN_OR_RETURN(r.data, resident(n.value));
+      }
       if (n.op == ir::Op::Input || n.op == ir::Op::Param) cached.leaves.push_back(n.id);
     }
     std::sort(cached.leaves.begin(), cached.leaves.end(), [&g](int32_t a, int32_t b) { return g.node(a).name < g.node(b).name; });
@@ -184,11 +184,14 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
     const ir::Node& n = g.node(id);
     if (it == bindings.end() || it->first != n.name || it->second.type() != n.type || !it->second.defined())
       return binding_error(g, bindings);
-    refs[static_cast<size_t>(id)].data = const_cast<std::byte*>(it->second.raw());  // kernels never write inputs
+    std::byte*& data = refs[static_cast<size_t>(id)].data;
+    data = const_cast<std::byte*>(it->second.raw());  // kernels never write inputs
+    if (device) {
+      VOLTA_ASSIGN_OR_RETURN(data, n.op == ir::Op::Input ? device_input(p, n, it->second) : resident(it->second));
+    }
     ++it;
   }
   if (it != bindings.end()) return binding_error(g, bindings);
-  if (!backend_->host_memory()) VOLTA_RETURN_IF_ERROR(upload_leaves(p, bindings, refs));
   if (numerics_ != NumericsPolicy::Off)
     for (const ir::Node& n : g.nodes)
       if (n.op == ir::Op::Input)
@@ -228,7 +231,7 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
     const TensorRef& r = refs[static_cast<size_t>(o)];
     Tensor t = Tensor::empty(r.type.dtype, r.type.shape);
     VOLTA_RETURN_IF_ERROR(backend_->copy_out(t.raw(), r.data, t.bytes()));
-    if (!backend_->host_memory()) transfers_.d2h_bytes += t.bytes();
+    if (device) transfers_.d2h_bytes += t.bytes();
     outputs.push_back(std::move(t));
   }
   return outputs;

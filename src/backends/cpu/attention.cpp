@@ -46,20 +46,11 @@ struct Source {  // one block of keys and values of every group: the first S of 
 }  // namespace
 
 Status attention(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
-  const bool causal = a.node.attrs.has("causal_offset");
-  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
-  const Shape& qs = a.in[0].shape();
-  const size_t r = qs.size();
-  const int64_t G = ref::dims_product(qs, 0, r - 2), T = qs[r - 2], D = qs[r - 1], E = a.in[2].shape()[r - 1];
+  VOLTA_ASSIGN_OR_RETURN(const ref::AttentionArgs at, ref::attention_args(a));
+  const int64_t G = at.G, T = at.T, D = at.D, E = at.E, S = at.keys();
   std::vector<Source> src;
-  for (size_t i = 1; i + 1 < a.in.size(); i += 2) {
-    const int64_t cap = a.in[i].shape()[r - 2];
-    src.push_back({a.in[i].as<const float>(), a.in[i + 1].as<const float>(), cap, cap});
-  }
-  VOLTA_ASSIGN_OR_RETURN(src[0].S, a.node.attrs.get_int("prefix", src[0].cap));
-  int64_t S = 0;
-  for (const Source& s : src) S += s.S;
+  for (size_t b = 0; 2 * b + 2 < a.in.size(); ++b)  // (k, v), then (k2, v2)
+    src.push_back({a.in[2 * b + 1].as<const float>(), a.in[2 * b + 2].as<const float>(), at.used[b], at.cap[b]});
   const MatmulIsa isa = matmul_active_isa();
   const int64_t w = matmul_narrow_cols(isa), Sp = round_up(S, w), Ep = round_up(E, w);
   const bool copy_v = Ep != E;  // the value rows are read a whole vector at a time
@@ -88,7 +79,7 @@ Status attention(const KernelArgs& a) {
     }
     for (int64_t i = 0; i < T; ++i) {
       row_product(isa, q + (g * T + i) * D, D, kt, Sp, scores, Sp, false);
-      softmax_row(scores, probs, S, causal ? i + offset + 1 : S, static_cast<float>(scale), false);
+      softmax_row(scores, probs, S, at.causal ? i + at.offset + 1 : S, static_cast<float>(at.scale), false);
       float* o = copy_v ? orow : out + (g * T + i) * E;
       bool started = false;
       j0 = 0;

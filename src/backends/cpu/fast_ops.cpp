@@ -26,10 +26,7 @@ void chunks(int64_t n, F&& f) {
 // Runs f(row) for rows [0, n) of `len` elements each, in tasks of about kChunk elements.
 template <typename F>
 void chunk_rows(int64_t n, int64_t len, F&& f) {
-  const int64_t per = std::max<int64_t>(1, kChunk / std::max<int64_t>(1, len));
-  parallel_for((n + per - 1) / per, [&](int64_t t) {
-    for (int64_t r = t * per; r < std::min(n, (t + 1) * per); ++r) f(r);
-  });
+  parallel_rows(n, len, kChunk, f);
 }
 
 // reduce_sum whose reduced axes form one contiguous range: x viewed as [outer, R, inner].

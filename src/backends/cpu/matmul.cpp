@@ -405,17 +405,14 @@ Status epilogue(const KernelArgs& a, int64_t N) {
   const float* bias = a.in.size() > 2 ? a.in[2].as<const float>() : nullptr;
   if ((!bias && act == "none") || N == 0) return Status::ok();
   float* out = a.out.as<float>();
-  const int64_t rows = a.out.numel() / N, per = std::max<int64_t>(1, 16384 / N);
   const bool relu = act == "relu", gelu = act == "gelu";
-  parallel_for(ceil_div(rows, per), [&](int64_t t) {
-    for (int64_t r = t * per; r < std::min(rows, (t + 1) * per); ++r) {
-      float* row = out + r * N;
-      if (bias)
-        for (int64_t j = 0; j < N; ++j) row[j] = row[j] + bias[j];
-      if (relu)
-        for (int64_t j = 0; j < N; ++j) row[j] = std::isnan(row[j]) ? row[j] : (row[j] > 0.0f ? row[j] : 0.0f);
-      if (gelu) gelu_erf(row, row, N);
-    }
+  parallel_rows(a.out.numel() / N, N, 16384, [&](int64_t r) {
+    float* row = out + r * N;
+    if (bias)
+      for (int64_t j = 0; j < N; ++j) row[j] = row[j] + bias[j];
+    if (relu)
+      for (int64_t j = 0; j < N; ++j) row[j] = std::isnan(row[j]) ? row[j] : (row[j] > 0.0f ? row[j] : 0.0f);
+    if (gelu) gelu_erf(row, row, N);
   });
   return Status::ok();
 }

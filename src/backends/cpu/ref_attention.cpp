@@ -8,18 +8,27 @@
 
 namespace volta::cpu::ref {
 
-Status Attention(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
-  const bool causal = a.node.attrs.has("causal_offset");
-  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
+Result<AttentionArgs> attention_args(const KernelArgs& a) {
+  AttentionArgs at;
+  VOLTA_ASSIGN_OR_RETURN(at.scale, a.node.attrs.get_float("scale", 1.0));
+  at.causal = a.node.attrs.has("causal_offset");
+  VOLTA_ASSIGN_OR_RETURN(at.offset, a.node.attrs.get_int("causal_offset", 0));
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
-  const int64_t G = dims_product(qs, 0, r - 2), T = qs[r - 2], D = qs[r - 1], E = a.in[2].shape()[r - 1];
-  // Key j of group g: its row in k (or k2) and in v (or v2); k and v hold `cap` rows per group
-  // of which the first S1 are used.
-  const int64_t cap = a.in[1].shape()[r - 2];
-  VOLTA_ASSIGN_OR_RETURN(const int64_t S1, a.node.attrs.get_int("prefix", cap));
-  const int64_t S2 = a.in.size() == 5 ? a.in[3].shape()[r - 2] : 0, S = S1 + S2;
+  at.G = dims_product(qs, 0, r - 2), at.T = qs[r - 2], at.D = qs[r - 1], at.E = a.in[2].shape()[r - 1];
+  at.cap[0] = a.in[1].shape()[r - 2];
+  VOLTA_ASSIGN_OR_RETURN(at.used[0], a.node.attrs.get_int("prefix", at.cap[0]));
+  at.cap[1] = at.used[1] = a.in.size() == 5 ? a.in[3].shape()[r - 2] : 0;
+  return at;
+}
+
+Status Attention(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const AttentionArgs at, attention_args(a));
+  const double scale = at.scale;
+  const bool causal = at.causal;
+  const int64_t offset = at.offset, G = at.G, T = at.T, D = at.D, E = at.E, cap = at.cap[0], S1 = at.used[0],
+                S2 = at.used[1], S = at.keys();
+  // Key j of group g: its row in k (or k2) and in v (or v2).
   auto key = [&](int64_t g, int64_t j) { return j < S1 ? in_f32(a, 1) + (g * cap + j) * D : in_f32(a, 3) + (g * S2 + j - S1) * D; };
   auto val = [&](int64_t g, int64_t j) { return j < S1 ? in_f32(a, 2) + (g * cap + j) * E : in_f32(a, 4) + (g * S2 + j - S1) * E; };
   const double ninf = -std::numeric_limits<double>::infinity();

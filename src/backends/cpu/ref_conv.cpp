@@ -18,6 +18,22 @@ struct ConvGeom {
   // Input row/column read by output (oh, ow) at kernel tap (kh, kw); may be outside [0, H) x [0, W).
   int64_t ih(int64_t oh, int64_t kh) const { return oh * win.strides[0] - win.pads[0] + kh * win.dilations[0]; }
   int64_t iw(int64_t ow, int64_t kw) const { return ow * win.strides[1] - win.pads[1] + kw * win.dilations[1]; }
+  // f(x index, w index) for every tap of output (n, m, oh, ow) that reads inside x, in (c, kh, kw)
+  // order: the order the forward sums in.
+  template <typename F>
+  void for_each_tap(int64_t n, int64_t m, int64_t oh, int64_t ow, F f) const {
+    const int64_t c0 = (m / Mg) * Cg;  // first input channel of m's group
+    for (int64_t c = 0; c < Cg; ++c)
+      for (int64_t kh = 0; kh < KH; ++kh) {
+        const int64_t h = ih(oh, kh);
+        if (h < 0 || h >= H) continue;
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const int64_t w = iw(ow, kw);
+          if (w < 0 || w >= W) continue;
+          f(((n * C + c0 + c) * H + h) * W + w, ((m * Cg + c) * KH + kh) * KW + kw);
+        }
+      }
+  }
 };
 
 Result<ConvGeom> geometry(const KernelArgs& a, const Shape& x, const Shape& w, const Shape& y) {
@@ -44,26 +60,14 @@ Status Conv2d(const KernelArgs& a) {
   const float* bias = a.in.size() == 3 ? in_f32(a, 2) : nullptr;
   float* y = out_f32(a);
   for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t m = 0; m < g.M; ++m) {
-      const int64_t c0 = (m / g.Mg) * g.Cg;  // first input channel of m's group
+    for (int64_t m = 0; m < g.M; ++m)
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           double acc = 0.0;
-          for (int64_t c = 0; c < g.Cg; ++c)
-            for (int64_t kh = 0; kh < g.KH; ++kh) {
-              const int64_t ih = g.ih(oh, kh);
-              if (ih < 0 || ih >= g.H) continue;
-              for (int64_t kw = 0; kw < g.KW; ++kw) {
-                const int64_t iw = g.iw(ow, kw);
-                if (iw < 0 || iw >= g.W) continue;
-                acc += static_cast<double>(x[((n * g.C + c0 + c) * g.H + ih) * g.W + iw]) *
-                       w[((m * g.Cg + c) * g.KH + kh) * g.KW + kw];
-              }
-            }
+          g.for_each_tap(n, m, oh, ow, [&](int64_t xi, int64_t wi) { acc += static_cast<double>(x[xi]) * w[wi]; });
           if (bias) acc += bias[m];
           y[((n * g.M + m) * g.OH + oh) * g.OW + ow] = static_cast<float>(acc);
         }
-    }
   return Status::ok();
 }
 
@@ -75,24 +79,12 @@ Status Conv2dGradInput(const KernelArgs& a) {
   const float* dy = in_f32(a, 1);
   std::vector<double> dx(static_cast<size_t>(a.out.numel()), 0.0);
   for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t m = 0; m < g.M; ++m) {
-      const int64_t c0 = (m / g.Mg) * g.Cg;
+    for (int64_t m = 0; m < g.M; ++m)
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           const double d = dy[((n * g.M + m) * g.OH + oh) * g.OW + ow];
-          for (int64_t c = 0; c < g.Cg; ++c)
-            for (int64_t kh = 0; kh < g.KH; ++kh) {
-              const int64_t ih = g.ih(oh, kh);
-              if (ih < 0 || ih >= g.H) continue;
-              for (int64_t kw = 0; kw < g.KW; ++kw) {
-                const int64_t iw = g.iw(ow, kw);
-                if (iw < 0 || iw >= g.W) continue;
-                dx[static_cast<size_t>(((n * g.C + c0 + c) * g.H + ih) * g.W + iw)] +=
-                    d * w[((m * g.Cg + c) * g.KH + kh) * g.KW + kw];
-              }
-            }
+          g.for_each_tap(n, m, oh, ow, [&](int64_t xi, int64_t wi) { dx[static_cast<size_t>(xi)] += d * w[wi]; });
         }
-    }
   float* out = out_f32(a);
   for (size_t i = 0; i < dx.size(); ++i) out[i] = static_cast<float>(dx[i]);
   return Status::ok();

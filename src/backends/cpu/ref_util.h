@@ -113,6 +113,20 @@ inline int64_t read_index(const TensorRef& t, int64_t i) {
 // CPU backend runs disjoint ranges on different threads; every row's arithmetic is the same as
 // in the whole-tensor kernel, so the bits are too.
 int64_t last_axis_rows(const KernelArgs& a);
+
+// An attention node's attributes and geometry (ref_attention.cpp; attention.cpp uses it too):
+// q [groups..., T, D]; keys and values in up to two blocks per group: block 0 (k, v) holds
+// cap[0] rows of which the first used[0] are read (`prefix`), block 1 (k2, v2) cap[1] = used[1]
+// rows (0 when absent).
+struct AttentionArgs {
+  double scale = 1.0;
+  bool causal = false;
+  int64_t offset = 0;
+  int64_t G = 0, T = 0, D = 0, E = 0;
+  int64_t cap[2] = {0, 0}, used[2] = {0, 0};
+  int64_t keys() const { return used[0] + used[1]; }
+};
+Result<AttentionArgs> attention_args(const KernelArgs& a);
 Status layer_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1);
 Status rms_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1);
 Status norm_grad_rows(const KernelArgs& a, bool center, int64_t r0, int64_t r1);  // layer_norm_grad, rms_norm_grad
