@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build make pkg-config
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   clang-14 libclang-rt-14-dev   # libFuzzer and sanitizer runtimes for the fuzz targets
   libonnx-dev libprotobuf-dev   # ONNX protobuf classes for the importer (src/onnx/)

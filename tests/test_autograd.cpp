@@ -138,6 +138,25 @@ TEST(GradCheck, Attention) {
     Value y = b.op(ir::Op::Attention, in, attrs);
     expect_grad(variant == 0 ? "attention causal" : variant == 1 ? "attention two blocks causal" : "attention prefix of k, v", gradcheck(b, y));
   }
+  // Self-attention (q, k, v of one shape): the rule emits the fused attention_grad.
+  for (int variant = 0; variant < 3; ++variant) {
+    ModelBuilder b;
+    const Shape s = variant == 2 ? Shape{2, 18, 4} : Shape{2, 2, 5, 3};  // 18 rows: several causal blocks
+    std::vector<Value> in = {b.param("q", f32(s), unit()), b.param("k", f32(s), unit()), b.param("v", f32(s), unit())};
+    ir::Attrs attrs{{"scale", 0.6}};
+    if (variant != 1) attrs.set("causal_offset", int64_t{variant == 2 ? 0 : 1});
+    Value y = b.op(ir::Op::Attention, in, attrs);
+    ModelBuilder c;  // the same attention under a loss, to look at the backward graph
+    Value cy = c.op(ir::Op::Attention, {c.param("q", f32(s)), c.param("k", f32(s)), c.param("v", f32(s))}, attrs);
+    c.output(c.mse(cy, c.input("target", f32(s))));
+    auto g = c.build();
+    ASSERT_OK(g);
+    auto gg = autograd::build_backward(*g);
+    ASSERT_OK(gg);
+    EXPECT_EQ(gg->graph.nodes_of(ir::Op::AttentionGrad).size(), 1u);
+    expect_grad(variant == 0 ? "self-attention causal" : variant == 1 ? "self-attention" : "self-attention causal, 18 rows",
+                gradcheck(b, y));
+  }
 }
 
 TEST(GradCheck, Norms) {

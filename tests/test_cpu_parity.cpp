@@ -109,6 +109,16 @@ TEST(CpuParity, FastKernelsMatchTheReference) {
       {ir::Op::Attention, {{2, 6, 3}, {2, 2, 3}, {2, 2, 19}, {2, 33, 3}, {2, 33, 19}}, {{"causal_offset", int64_t{-1}}}, 2e-6},
       {ir::Op::Attention, {{1, 4, 1, 32}, {1, 4, 64, 32}, {1, 4, 64, 32}, {1, 4, 1, 32}, {1, 4, 1, 32}},
        {{"scale", 0.17}, {"causal_offset", int64_t{20}}, {"prefix", int64_t{20}}}, 2e-6},  // the cache at full capacity
+      // Many query rows, one key block: GEMMs per group, causal blocks skipping masked keys.
+      {ir::Op::Attention, {{2, 3, 40, 16}, {2, 3, 40, 16}, {2, 3, 40, 21}}, {{"scale", 0.25}, {"causal_offset", int64_t{0}}}, 5e-6},
+      {ir::Op::Attention, {{2, 37, 8}, {2, 50, 8}, {2, 50, 8}}, {{"causal_offset", int64_t{13}}}, 2e-6},
+      {ir::Op::Attention, {{2, 20, 8}, {2, 20, 8}, {2, 20, 8}}, {{"causal_offset", int64_t{-3}}}, 5e-6},  // rows with no key
+      {ir::Op::Attention, {{2, 12, 8}, {2, 30, 8}, {2, 30, 8}}, {{"scale", 0.5}, {"prefix", int64_t{17}}}, 2e-6},
+      {ir::Op::AttentionGrad, {{2, 3, 40, 16}, {2, 3, 40, 16}, {2, 3, 40, 16}, {2, 3, 40, 16}},
+       {{"scale", 0.25}, {"causal_offset", int64_t{0}}}, 1e-5},
+      {ir::Op::AttentionGrad, {{3, 33, 8}, {3, 33, 8}, {3, 33, 8}, {3, 33, 8}}, {{"causal_offset", int64_t{5}}}, 1e-5},
+      {ir::Op::AttentionGrad, {{2, 20, 5}, {2, 20, 5}, {2, 20, 5}, {2, 20, 5}}, {{"scale", 0.7}}, 1e-5},
+      {ir::Op::AttentionGrad, {{1, 1, 4}, {1, 1, 4}, {1, 1, 4}, {1, 1, 4}}, {{"causal_offset", int64_t{0}}}, 1e-5},
   };
   for (const Case& c : cases) {
     const Tensor one = check(c, 1);

@@ -1,4 +1,6 @@
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "backends/cpu/matmul.h"
 #include "model/tinylm.h"
@@ -7,6 +9,7 @@
 #include "volta/backend.h"
 #include "volta/builder.h"
 #include "volta/passes.h"
+#include "volta/rng.h"
 #include "volta/runtime.h"
 #include "volta/text.h"
 #include "volta/verify.h"
@@ -158,12 +161,14 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   std::vector<std::string> names;
   for (const auto& p : passes::pipeline()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
-                                             "fuse_attention", "fuse_matmul_epilogue", "eliminate_dead_code"}));
+                                             "fuse_attention", "fuse_attention_training", "fuse_matmul_epilogue",
+                                             "eliminate_dead_code"}));
   passes::PipelineOptions opts;
   EXPECT_EQ(passes::pipeline_signature(opts),
-            "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,fuse_matmul_epilogue,"
-            "eliminate_dead_code");
-  opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_matmul_epilogue"};
+            "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,fuse_attention_training,"
+            "fuse_matmul_epilogue,eliminate_dead_code");
+  opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_attention_training",
+                   "fuse_matmul_epilogue"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
   opts.disabled = {"no_such_pass"};
   EXPECT_ERROR_CONTAINS(passes::run_pipeline(parse("graph g {\n %x: f32[1] = input()\n return %x\n}\n"), opts),
@@ -332,7 +337,7 @@ TEST(Passes, FusedAttentionHasTheBitsOfTheUnfusedGraph) {
 }
 
 // The TinyLM inference graphs fuse every layer's attention (the decode step reading its cache in
-// place); the training graph, whose backward reads the probabilities, keeps the unfused form.
+// place); the training graph fuses its forward and backward into attention + attention_grad.
 TEST(Passes, TinyLMGraphsFuseAttentionWhereNothingElseReadsIt) {
   model::TinyLMConfig c;
   auto count = [](const ir::Graph& g, ir::Op op) {
@@ -367,7 +372,82 @@ TEST(Passes, TinyLMGraphsFuseAttentionWhereNothingElseReadsIt) {
   ASSERT_OK(train);
   auto t = passes::run_pipeline(train->graph, {});
   ASSERT_OK(t);
-  EXPECT_EQ(count(*t, ir::Op::Attention), 0u);
+  EXPECT_EQ(count(*t, ir::Op::Attention), static_cast<size_t>(c.layers));  // the training form
+  EXPECT_EQ(count(*t, ir::Op::AttentionGrad), static_cast<size_t>(c.layers));
+  EXPECT_EQ(count(*t, ir::Op::Softmax), 0u);
+  EXPECT_EQ(count(*t, ir::Op::SoftmaxGrad), 0u);
+  passes::PipelineOptions unfused;
+  unfused.disabled = {"fuse_attention_training"};
+  auto u = passes::run_pipeline(train->graph, unfused);
+  ASSERT_OK(u);
+  EXPECT_EQ(count(*u, ir::Op::Attention), 0u);  // fuse_attention leaves it: p has three readers
+}
+
+// attention + attention_grad (fuse_attention_training) give the loss and the gradients of the
+// unfused forward and backward bit for bit, for every matmul ISA and 1 and 2 threads, with and
+// without a causal mask, and with a non-finite value (where skipping masked terms would not be
+// exact, so the kernel computes them all).
+TEST(Passes, FusedTrainingAttentionHasTheBitsOfTheUnfusedGraph) {
+  struct Case { Shape shape; std::optional<int64_t> offset; float scale; bool inf; };
+  const std::vector<Case> cases = {
+      {{2, 3, 40, 16}, 0, 0.25f, false}, {{3, 33, 8}, 5, 0.5f, false}, {{2, 20, 5}, std::nullopt, 1.0f, false},
+      {{1, 7, 8}, 0, 0.35f, false},      {{2, 20, 8}, 0, 0.35f, true},
+  };
+  for (const Case& c : cases) {
+    ModelBuilder b("attn_train");
+    const TensorType t{DType::f32, c.shape};
+    Value q = b.param("q", t), k = b.param("k", t), v = b.param("v", t);
+    // (fuse_attention_softmax folds a scale into the softmax together with a causal mask only.)
+    Value s = b.matmul(q, k, "scores", false, true);
+    if (c.scale != 1.0f) s = b.mul(s, b.scalar(c.scale));
+    if (c.offset) s = b.causal_mask(s, *c.offset);
+    b.output(b.mse(b.matmul(b.softmax(s, -1), v, "y"), b.input("target", t), "loss"));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto gg = autograd::build_backward(*g);
+    ASSERT_OK(gg);
+    auto values = init_params(gg->graph, 7);
+    ASSERT_OK(values);
+    auto in = random_inputs(gg->graph, 7);
+    ASSERT_OK(in);
+    values->merge(*in);
+    for (auto& [name, value] : *values) {  // O(1) values: the softmax is not one-hot
+      if (name == "target") continue;
+      fill_normal(value, 11, name.size(), 0.0f, 1.0f);
+      if (c.inf && name == "v") value.data<float>()[5 * c.shape.back() + 1] = std::numeric_limits<float>::infinity();
+    }
+    std::vector<cpu::MatmulIsa> isas;
+    for (auto isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512})
+      if (cpu::matmul_isa_supported(isa)) isas.push_back(isa);
+    std::vector<Tensor> first;
+    for (cpu::MatmulIsa isa : isas) {
+      cpu::set_matmul_isa_override(isa);
+      for (bool fuse : {true, false})
+        for (int threads : {1, 2}) {
+          set_cpu_threads(threads);
+          Runtime rt(make_cpu_backend());
+          CompileOptions opts;
+          if (!fuse) opts.pipeline.disabled = {"fuse_attention_training"};
+          auto plan = rt.compile(gg->graph, opts);
+          ASSERT_OK(plan);
+          size_t grads = 0;
+          for (const ir::Node& n : (*plan)->graph.nodes) grads += n.op == ir::Op::AttentionGrad;
+          EXPECT_EQ(grads, fuse ? 1u : 0u) << shape_to_string(c.shape);
+          auto out = rt.run(**plan, *values);
+          ASSERT_OK(out);
+          if (first.empty()) first = *out;
+          ASSERT_EQ(out->size(), 4u);  // loss, dq, dk, dv
+          for (size_t i = 0; i < out->size(); ++i)
+            EXPECT_TRUE(first[i].bitwise_equal((*out)[i])) << shape_to_string(c.shape) << " output " << i << " isa "
+                                                            << cpu::matmul_isa_name(isa) << " fuse " << fuse << " threads " << threads;
+        }
+    }
+    if (c.inf) {
+      EXPECT_TRUE(std::isnan(first[0].data<float>()[0]));  // the inf reached the loss
+    }
+    cpu::set_matmul_isa_override(std::nullopt);
+    set_cpu_threads(0);
+  }
 }
 
 // The matmul epilogue (bias, relu / gelu) has the bits of the unfused add and activation, for

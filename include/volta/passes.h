@@ -27,6 +27,9 @@ Result<ir::Graph> fuse_attention_softmax(const ir::Graph& g);
 // matmul(softmax(matmul(q, k, transpose_b)), v) -> attention(q, k, v), absorbing a two-block
 // concat of k and v (src/passes/fuse_attention.cpp).
 Result<ir::Graph> fuse_attention(const ir::Graph& g);
+// The training form: the attention block's forward and backward (after autograd) ->
+// attention(q, k, v) and attention_grad(q, k, v, dy) (src/passes/fuse_attention_training.cpp).
+Result<ir::Graph> fuse_attention_training(const ir::Graph& g);
 // add(matmul(a, b), bias[N]) -> matmul(a, b, bias), then relu / gelu of a matmul -> its
 // `activation` (src/passes/fuse_matmul_epilogue.cpp).
 Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g);

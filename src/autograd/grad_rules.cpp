@@ -118,11 +118,21 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
       VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
       return std::vector<Value>{b.op(Op::SoftmaxGrad, {y, dy}, {{"axis", axis}, {"scale", s}})};
     }
-    case Op::Attention: {  // recompute the probabilities, then the gradients of the unfused form
+    case Op::Attention: {
       VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
       const int64_t seq = static_cast<int64_t>(in_shape(0).size()) - 2;  // the keys' axis
       const int64_t cap = in_shape(1)[static_cast<size_t>(seq)];
       VOLTA_ASSIGN_OR_RETURN(const int64_t s1, at.get_int("prefix", cap));
+      if (x.size() == 3 && s1 == cap && in_shape(1) == in_shape(0) && in_shape(2) == in_shape(0)) {
+        // Self-attention: the fused gradient, [3, ...] stacked, each part a view.
+        ir::Attrs ga{{"scale", s}};
+        if (at.has("causal_offset")) ga.set("causal_offset", at.items().at("causal_offset"));
+        Value g = b.op(Op::AttentionGrad, {x[0], x[1], x[2], dy}, ga);
+        std::vector<Value> grads;
+        for (int64_t i = 0; i < 3; ++i) grads.push_back(b.reshape(b.slice(g, 0, i, i + 1), in_shape(0)));
+        return grads;
+      }
+      // Otherwise recompute the probabilities, then the gradients of the unfused form.
       const bool split = x.size() == 5;
       Value k = s1 < cap ? b.slice(x[1], seq, 0, s1) : x[1], v = s1 < cap ? b.slice(x[2], seq, 0, s1) : x[2];
       if (split) k = b.concat({k, x[3]}, seq), v = b.concat({v, x[4]}, seq);
@@ -292,6 +302,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::ReluGrad:
     case Op::GeluGrad:
     case Op::SoftmaxGrad:
+    case Op::AttentionGrad:
     case Op::LayerNormGrad:
     case Op::RmsNormGrad:
     case Op::EmbeddingGrad:

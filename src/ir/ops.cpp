@@ -290,6 +290,26 @@ Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& 
   return TensorType{DType::f32, out};
 }
 
+// (q, k, v, dy), all [..., T, D] -> [3, ..., T, D]: the gradients of attention(q, k, v) with
+// respect to q, k and v, in that order along the new leading axis.
+Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::AttentionGrad;
+  const char* names[] = {"q", "k", "v", "dy"};
+  for (size_t i = 0; i < in.size(); ++i) {
+    VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
+    if (in[i] != in[0])
+      return fail(op, std::string(names[i]) + " " + in[i].to_string() + " must match q " + in[0].to_string() +
+                          " (self-attention: q, k, v and dy of one shape)");
+  }
+  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("causal_offset", 0)).status());
+  const Shape& q = in[0].shape;
+  if (q.size() < 2 || q[q.size() - 2] == 0) return fail(op, "q must have rank >= 2 and at least one key, got " + in[0].to_string());
+  Shape out = q;
+  out.insert(out.begin(), 3);
+  return TensorType{DType::f32, out};
+}
+
 Result<TensorType> infer_cross_entropy(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::CrossEntropy;
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "logits"));
@@ -616,6 +636,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
       return infer_unary(op, in, attrs);
     case Op::LayerNorm: case Op::RmsNorm: return infer_norm(op, in, attrs);
     case Op::Attention: return infer_attention(in, attrs);
+    case Op::AttentionGrad: return infer_attention_grad(in, attrs);
     case Op::Embedding: return infer_embedding(in);
     case Op::Reshape: return infer_reshape(in, attrs);
     case Op::Transpose: return infer_transpose(in, attrs);

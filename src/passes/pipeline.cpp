@@ -11,6 +11,7 @@ const std::vector<Pass>& pipeline() {
       {"eliminate_common_subexpressions", eliminate_common_subexpressions},
       {"fuse_attention_softmax", fuse_attention_softmax},
       {"fuse_attention", fuse_attention, {ir::Op::Attention}},
+      {"fuse_attention_training", fuse_attention_training, {ir::Op::Attention, ir::Op::AttentionGrad}},
       {"fuse_matmul_epilogue", fuse_matmul_epilogue, {}, {"matmul.epilogue"}},
       {"eliminate_dead_code", eliminate_dead_code},
   };

@@ -1,10 +1,26 @@
-// The CPU backend's attention kernel: per (batch, head) group, the keys are transposed once into
-// a zero-padded scratch panel, then each query row gets its scores from the matmul microkernels,
-// its fused softmax row (vec_math.cpp), and its weighted sum of the values, again from the matmul
-// microkernels with the chain over the keys continued from k into k2. Every score and output
-// element is therefore the FMA chain the unfused matmul would compute, so the result has the same
-// bits as matmul -> softmax(scale, causal) -> matmul, without the score matrix, the kᵀ pack or the
-// cache concat. Groups are the tasks: the split depends on the shape only.
+// The CPU backend's attention kernels.
+//
+// attention: per (batch, head) group. With many query rows and one block of keys, the scores of
+// the whole group come from one GEMM, each row from the fused softmax row kernel (vec_math.cpp),
+// and the output from a second GEMM. Otherwise (a decode step: one query row, its cache and new
+// position as two key blocks) the keys are transposed once into a zero-padded scratch panel and
+// each query row gets its scores and weighted sum from the matmul microkernels, the chain over
+// the keys continued from k into k2.
+//
+// attention_grad: per group, the probabilities are recomputed as above, then dp = dy vᵀ, the
+// softmax gradient rows (in place), and dq = ds k, dk = dsᵀ q, dv = pᵀ dy, each a GEMM.
+//
+// Every element is therefore the FMA chain (or row kernel) the unfused graph would compute, so
+// the results have the same bits as matmul -> softmax(scale, causal) -> matmul and its backward,
+// without the score and probability matrices in memory. Groups are the tasks: the split
+// depends on the shape only.
+//
+// Causal blocks skip what the mask makes exactly zero, in blocks of query rows: the scores a
+// block never reads, and the terms of a chain whose probability (or ds) is an exact zero. A
+// chain starts at +0 and so never holds -0, so adding fma(±0, x, acc) leaves it unchanged when
+// x is finite: the skipped terms change no bit. Each group checks that (its operands finite,
+// its masked ds entries zero) and computes every term when it does not hold.
+#include <algorithm>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
@@ -43,6 +59,73 @@ struct Source {  // one block of keys and values of every group: the first S of 
   int64_t S, cap;
 };
 
+// Per-thread scratch, grown on demand and reused across calls.
+float* scratch(size_t floats) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < floats) buf.resize(floats);
+  return buf.data();
+}
+
+constexpr int64_t kBlockRows = 8;    // query rows from which a group's products are GEMMs
+constexpr int64_t kCausalRows = 16;  // query (or key) rows per block of a causal group's products
+
+// The keys query rows [.., i1) see: for the rows of a causal block, all its nonzero
+// probabilities lie before this. A negative offset (rows that see no key) turns skipping off.
+bool skips(const ref::AttentionArgs& at) { return at.causal && at.offset >= 0; }
+int64_t keys_seen(const ref::AttentionArgs& at, int64_t i1, int64_t S) {
+  return skips(at) ? std::min(S, i1 + at.offset) : S;
+}
+// The first query row that sees key j0.
+int64_t first_query(const ref::AttentionArgs& at, int64_t j0, int64_t T) {
+  return skips(at) ? std::clamp<int64_t>(j0 - at.offset, 0, T) : 0;
+}
+
+// c[T, N] (row stride ldc) = a[T, K] @ b[K, N] over row blocks [i0, i1) each reading only the
+// first keys_seen(i1) of K (`cut`: true) or all of K: the products whose A is probabilities or ds.
+void rows_by_keys(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, MatView a, MatView b, float* c, int64_t ldc,
+                  int64_t T, int64_t N, int64_t K) {
+  const MatmulBlocking bl = matmul_blocking_for(isa, T, N, K);
+  if (!cut) return gemm(isa, bl, a, b, c, ldc, T, N, K);
+  for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
+    const int64_t i1 = std::min(T, i0 + kCausalRows);
+    gemm(isa, bl, {a.data + i0 * a.rs, a.rs, a.cs}, b, c + i0 * ldc, ldc, i1 - i0, N, keys_seen(at, i1, K));
+  }
+}
+
+// c[S, N] = a[S, T] @ b[T, N] where a is the transpose of probabilities or ds [T, S]: key row
+// block [j0, j1) starts its chains at query first_query(j0) (`cut`) instead of 0.
+void keys_by_rows(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, const float* m, const float* b, float* c,
+                  int64_t S, int64_t N, int64_t T) {
+  const MatmulBlocking bl = matmul_blocking_for(isa, S, N, T);
+  if (!cut) return gemm(isa, bl, {m, 1, S}, {b, N, 1}, c, N, S, N, T);
+  for (int64_t j0 = 0; j0 < S; j0 += kCausalRows) {
+    const int64_t j1 = std::min(S, j0 + kCausalRows), i0 = first_query(at, j0, T);
+    gemm(isa, bl, {m + i0 * S + j0, 1, S}, {b + i0 * N, N, 1}, c + j0 * N, N, j1 - j0, N, T - i0);
+  }
+}
+
+// One group's probabilities: p[T, S] = softmax(scale * q[T, D] kᵀ) with k [S, D], causal rows
+// leaving out keys past i + offset (whose scores are never computed).
+void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, const float* q, const float* k, int64_t S, float* p) {
+  const int64_t T = at.T, D = at.D;
+  const MatmulBlocking bl = matmul_blocking_for(isa, T, S, D);
+  for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
+    const int64_t i1 = std::min(T, i0 + kCausalRows);
+    gemm(isa, bl, {q + i0 * D, D, 1}, {k, 1, D}, p + i0 * S, S, i1 - i0, keys_seen(at, i1, S), D);
+  }
+  for (int64_t i = 0; i < T; ++i)
+    softmax_row(p + i * S, p + i * S, S, at.causal ? i + at.offset + 1 : S, static_cast<float>(at.scale), false);
+}
+
+// Whether every masked entry of the causal rows of m [T, S] is a zero.
+bool masked_zero(const ref::AttentionArgs& at, const float* m, int64_t T, int64_t S) {
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t seen = std::min(S, i + at.offset + 1);
+    if (!all_zero(m + i * S + seen, S - seen)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Status attention(const KernelArgs& a) {
@@ -52,17 +135,24 @@ Status attention(const KernelArgs& a) {
   for (size_t b = 0; 2 * b + 2 < a.in.size(); ++b)  // (k, v), then (k2, v2)
     src.push_back({a.in[2 * b + 1].as<const float>(), a.in[2 * b + 2].as<const float>(), at.used[b], at.cap[b]});
   const MatmulIsa isa = matmul_active_isa();
-  const int64_t w = matmul_narrow_cols(isa), Sp = round_up(S, w), Ep = round_up(E, w);
-  const bool copy_v = Ep != E;  // the value rows are read a whole vector at a time
   const float* q = a.in[0].as<const float>();
   float* out = a.out.as<float>();
+  if (T >= kBlockRows && src.size() == 1) {  // one block of keys (a prefill or training step)
+    const Source& s = src[0];
+    parallel_for(G, [&](int64_t g) {
+      float* p = scratch(static_cast<size_t>(T * S));
+      const float* v = s.v + g * s.cap * E;
+      group_probs(isa, at, q + g * T * D, s.k + g * s.cap * D, S, p);
+      rows_by_keys(isa, at, skips(at) && all_finite(v, S * E), {p, S, 1}, {v, E, 1}, out + g * T * E, E, T, E, S);
+    });
+    return Status::ok();
+  }
+  const int64_t w = matmul_narrow_cols(isa), Sp = round_up(S, w), Ep = round_up(E, w);
+  const bool copy_v = Ep != E;  // the value rows are read a whole vector at a time
   parallel_for(G, [&](int64_t g) {
-    // Scratch of this thread, reused across calls: kᵀ [D, Sp], scores and probabilities [Sp],
-    // padded values [S, Ep] and an output row [Ep] when E is not a multiple of the width.
-    thread_local std::vector<float> scratch;
-    const size_t need = static_cast<size_t>(D * Sp + 2 * Sp + (copy_v ? S * Ep + Ep : 0));
-    if (scratch.size() < need) scratch.resize(need);
-    float* kt = scratch.data();
+    // Scratch: kᵀ [D, Sp], scores and probabilities [Sp], padded values [S, Ep] and an output
+    // row [Ep] when E is not a multiple of the width.
+    float* kt = scratch(static_cast<size_t>(D * Sp + 2 * Sp + (copy_v ? S * Ep + Ep : 0)));
     float* scores = kt + D * Sp;
     float* probs = scores + Sp;
     float* vp = probs + Sp;
@@ -92,6 +182,35 @@ Status attention(const KernelArgs& a) {
       }
       if (copy_v) std::copy_n(orow, E, out + (g * T + i) * E);
     }
+  });
+  return Status::ok();
+}
+
+Status attention_grad(const KernelArgs& a) {
+  ref::AttentionArgs at;
+  VOLTA_ASSIGN_OR_RETURN(at.scale, a.node.attrs.get_float("scale", 1.0));
+  at.causal = a.node.attrs.has("causal_offset");
+  VOLTA_ASSIGN_OR_RETURN(at.offset, a.node.attrs.get_int("causal_offset", 0));
+  const Shape& qs = a.in[0].shape();
+  const size_t r = qs.size();
+  at.G = volta::numel(Shape(qs.begin(), qs.end() - 2)), at.T = qs[r - 2], at.D = qs[r - 1];
+  const int64_t G = at.G, T = at.T, D = at.D, n = a.in[0].numel();
+  const float *q = a.in[0].as<const float>(), *k = a.in[1].as<const float>(), *v = a.in[2].as<const float>(),
+              *dy = a.in[3].as<const float>();
+  float* out = a.out.as<float>();
+  const MatmulIsa isa = matmul_active_isa();
+  parallel_for(G, [&](int64_t g) {
+    const int64_t o = g * T * D;
+    float* p = scratch(static_cast<size_t>(2 * T * T));
+    float* ds = p + T * T;
+    group_probs(isa, at, q + o, k + o, T, p);
+    // dp = dy vᵀ in full: a masked dp that overflowed would reach ds through the row sums.
+    gemm(isa, matmul_blocking_for(isa, T, T, D), {dy + o, D, 1}, {v + o, 1, D}, ds, T, T, T, D);
+    for (int64_t i = 0; i < T; ++i) softmax_grad_row(p + i * T, ds + i * T, ds + i * T, T, static_cast<float>(at.scale));
+    const bool ds_cut = skips(at) && masked_zero(at, ds, T, T);
+    rows_by_keys(isa, at, ds_cut && all_finite(k + o, T * D), {ds, T, 1}, {k + o, D, 1}, out + o, D, T, D, T);  // dq = ds k
+    keys_by_rows(isa, at, ds_cut && all_finite(q + o, T * D), ds, q + o, out + n + o, T, D, T);      // dk = dsᵀ q
+    keys_by_rows(isa, at, skips(at) && all_finite(dy + o, T * D), p, dy + o, out + 2 * n + o, T, D, T);  // dv = pᵀ dy
   });
   return Status::ok();
 }

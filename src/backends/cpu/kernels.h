@@ -51,10 +51,15 @@ void norm_row(const float* x, const float* gamma, const float* beta, float* y, i
 void norm_grad_row(const float* x, const float* gamma, const float* dy, float* dx, int64_t D, float eps, bool center);
 void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n);
 float row_sum(const float* x, int64_t n);
+// Whether x[0, n) holds no inf or nan; whether it holds only zeros of either sign.
+bool all_finite(const float* x, int64_t n);
+bool all_zero(const float* x, int64_t n);
 
-// The CPU backend's attention (src/backends/cpu/attention.cpp): the same bits as the unfused
-// matmul -> softmax -> matmul; checked against ref::Attention and that composition.
+// The CPU backend's attention and its gradient (src/backends/cpu/attention.cpp): the same bits as
+// the unfused matmul -> softmax -> matmul and its backward; checked against ref::Attention,
+// ref::AttentionGrad and those compositions.
 Status attention(const KernelArgs& a);
+Status attention_grad(const KernelArgs& a);
 
 // The CPU backend's own matmul (src/backends/cpu/matmul.cpp), checked against ref::Matmul.
 Status matmul(const KernelArgs& a);

@@ -60,11 +60,13 @@ class Pool {
     // Every worker acknowledges every round, taking tasks only when it is among the active ones,
     // so none can miss a round or read the next round's state.
     pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    {
-      std::lock_guard lock(mu_);  // a worker about to sleep sees the new generation or the notify
-      generation_.fetch_add(1, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+    // A worker going to sleep counts itself in sleepers_ before its last look at generation_
+    // (both seq_cst), so either it sees the new round or this sees it and wakes it.
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard lock(mu_);
+      cv_.notify_all();
     }
-    cv_.notify_all();
     take_tasks(0);
     while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
   }
@@ -89,7 +91,9 @@ class Pool {
           continue;
         }
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_seq_cst) != seen; });
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
         if (stop_) return;
       }
       seen = generation_.load(std::memory_order_acquire);
@@ -103,13 +107,15 @@ class Pool {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::atomic<uint64_t> generation_{0};
-  // The current round, written before generation_ is bumped (release) and read after it is
-  // seen (acquire).
+  std::atomic<int> sleepers_{0};
+  // The current round, written before generation_ is bumped and read after it is seen: one
+  // cache line the workers poll, apart from the counter the caller polls (sharing a line, the
+  // two sides' writes bounced it between the cores several times a round).
+  alignas(64) std::atomic<uint64_t> generation_{0};
   const std::function<void(int64_t)>* task_ = nullptr;
   int64_t n_ = 0;
   int active_ = 0;
-  std::atomic<int> pending_{0};
+  alignas(64) std::atomic<int> pending_{0};
 };
 
 Pool& pool() {

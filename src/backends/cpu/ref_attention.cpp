@@ -58,3 +58,60 @@ Status Attention(const KernelArgs& a) {
 }
 
 }  // namespace volta::cpu::ref
+
+namespace volta::cpu::ref {
+
+// The gradients of attention(q, k, v) as the unfused backward computes them, in double with the
+// same f32 roundings of the stored intermediates: probabilities p (the forward softmax),
+// dp = dy vᵀ, ds = scale * p * (dp - sum(dp p)); then dq = ds k, dk = dsᵀ q, dv = pᵀ dy.
+Status AttentionGrad(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
+  const bool causal = a.node.attrs.has("causal_offset");
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
+  const Shape& qs = a.in[0].shape();
+  const size_t r = qs.size();
+  const int64_t G = dims_product(qs, 0, r - 2), T = qs[r - 2], D = qs[r - 1], n = G * T * D;
+  const float *q = in_f32(a, 0), *k = in_f32(a, 1), *v = in_f32(a, 2), *dy = in_f32(a, 3);
+  float* out = out_f32(a);
+  const double ninf = -std::numeric_limits<double>::infinity();
+  std::vector<float> p(static_cast<size_t>(T * T)), ds(static_cast<size_t>(T * T));
+  auto at = [T](std::vector<float>& m, int64_t i, int64_t j) -> float& { return m[static_cast<size_t>(i * T + j)]; };
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t base = g * T * D;
+    auto dot = [&](const float* x, int64_t i, const float* y, int64_t j) {
+      double s = 0;
+      for (int64_t d = 0; d < D; ++d) s += static_cast<double>(x[base + i * D + d]) * y[base + j * D + d];
+      return static_cast<float>(s);
+    };
+    for (int64_t i = 0; i < T; ++i) {
+      std::vector<double> z(static_cast<size_t>(T));
+      double mx = ninf, sum = 0, pdp = 0;
+      for (int64_t j = 0; j < T; ++j) {
+        z[static_cast<size_t>(j)] = causal && j > i + offset ? ninf : scale * static_cast<double>(dot(q, i, k, j));
+        mx = std::fmax(mx, z[static_cast<size_t>(j)]);
+      }
+      for (int64_t j = 0; j < T; ++j) sum += std::exp(z[static_cast<size_t>(j)] - mx);
+      for (int64_t j = 0; j < T; ++j) {
+        at(p, i, j) = static_cast<float>(std::exp(z[static_cast<size_t>(j)] - mx) / sum);
+        at(ds, i, j) = dot(dy, i, v, j);  // dp for now
+        pdp += static_cast<double>(at(ds, i, j)) * at(p, i, j);
+      }
+      for (int64_t j = 0; j < T; ++j) at(ds, i, j) = static_cast<float>(scale * at(p, i, j) * (at(ds, i, j) - pdp));
+    }
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t d = 0; d < D; ++d) {
+        double dq = 0, dk = 0, dv = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          dq += static_cast<double>(at(ds, i, j)) * k[base + j * D + d];
+          dk += static_cast<double>(at(ds, j, i)) * q[base + j * D + d];
+          dv += static_cast<double>(at(p, j, i)) * dy[base + j * D + d];
+        }
+        out[base + i * D + d] = static_cast<float>(dq);
+        out[n + base + i * D + d] = static_cast<float>(dk);
+        out[2 * n + base + i * D + d] = static_cast<float>(dv);
+      }
+  }
+  return Status::ok();
+}
+
+}  // namespace volta::cpu::ref

@@ -2,6 +2,8 @@
 // log-softmax rows with their gradients, layer/rms norm rows with their gradients, column sums.
 // Raw loops only; fast_ops.cpp reads the attributes and splits the work into fixed tasks.
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backends/cpu/kernels.h"
@@ -148,6 +150,29 @@ void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n
 VOLTA_ISA_CLONES
 float row_sum(const float* x, int64_t n) {
   return sum_lanes(n, [&](int64_t i, int64_t k) { return load_n(x + i, k, 0.0f); });
+}
+
+// Integer tests of the bits, so they vectorise (no float compares, no early exit).
+VOLTA_ISA_CLONES
+bool all_finite(const float* x, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, sizeof u);
+    bad |= (u & 0x7f800000u) == 0x7f800000u ? 1u : 0u;  // exponent all ones: inf or nan
+  }
+  return bad == 0;
+}
+
+VOLTA_ISA_CLONES
+bool all_zero(const float* x, int64_t n) {
+  uint32_t bits = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, sizeof u);
+    bits |= u & 0x7fffffffu;  // +0 and -0 alike
+  }
+  return bits == 0;
 }
 
 }  // namespace volta::cpu

@@ -1,0 +1,115 @@
+// Microbenchmarks of the CPU GEMM (Google Benchmark). Not a test: `volta bench matmul` and
+// bench/compare.sh give the numbers quoted against the peers; these isolate one kernel path at a
+// time while it is being changed.
+//
+//   build/release/bench/volta_micro --benchmark_filter=Decode
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "backends/cpu/matmul.h"
+#include "backends/cpu/parallel.h"
+#include "volta/rng.h"
+#include "volta/tensor.h"
+
+namespace {
+
+using volta::cpu::MatView;
+
+std::vector<float> seeded(int64_t n, uint64_t seed) {
+  volta::Tensor t = volta::Tensor::zeros(volta::DType::f32, {n});
+  volta::fill_normal(t, seed, 1, 0.0f, 1.0f);
+  return {t.data<float>(), t.data<float>() + n};
+}
+
+void set_threads(const benchmark::State& state, int arg) {
+  volta::cpu::set_num_threads(static_cast<int>(state.range(arg)));
+}
+
+// C[M, N] = A[M, K] @ B[K, N], B row-major, operands hot in cache; A row-major, or stored [K, M]
+// (`transposed_a`: the weight gradients of training, x^T @ dy).
+void time_gemm(benchmark::State& state, bool transposed_a) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  set_threads(state, 3);
+  const std::vector<float> a = seeded(M * K, 1), b = seeded(K * N, 2);
+  std::vector<float> c(static_cast<size_t>(M * N));
+  const auto isa = volta::cpu::matmul_best_isa();
+  const auto bl = volta::cpu::matmul_blocking_for(isa, M, N, K);
+  const MatView av = transposed_a ? MatView{a.data(), 1, M} : MatView{a.data(), K, 1};
+  for (auto _ : state) {
+    volta::cpu::gemm(isa, bl, av, {b.data(), N, 1}, c.data(), N, M, N, K);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(M * N * K),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+void BM_Gemm(benchmark::State& state) { time_gemm(state, false); }
+void BM_GemmTransposedA(benchmark::State& state) { time_gemm(state, true); }
+
+BENCHMARK(BM_Gemm)
+    ->ArgNames({"m", "n", "k", "threads"})
+    ->Args({64, 64, 64, 1})
+    ->Args({512, 512, 512, 1})
+    ->Args({2048, 2048, 2048, 1})
+    ->Args({768, 384, 128, 1})
+    ->Args({768, 65, 128, 1})
+    ->Args({16384, 1152, 384, 1})
+    ->Args({16384, 384, 1536, 1})
+    ->Args({1, 65, 128, 1})
+    ->Args({512, 512, 512, 2})
+    ->Args({2048, 2048, 2048, 2})
+    ->Unit(benchmark::kMicrosecond);
+
+BENCHMARK(BM_GemmTransposedA)
+    ->ArgNames({"m", "n", "k", "threads"})
+    ->Args({512, 128, 768, 1})
+    ->Args({128, 512, 768, 1})
+    ->Args({128, 384, 768, 1})
+    ->Args({128, 128, 768, 1})
+    ->Args({512, 128, 768, 2})
+    ->Unit(benchmark::kMicrosecond);
+
+// One decode token's weight GEMVs for TinyLM (4 layers of x @ W for W in [128, 384], [128, 128],
+// [128, 512], [512, 128]): 3.1 MB of distinct weights per token, more than L2 holds, so this
+// times the GEMV at the memory bandwidth decode actually sees, unlike a hot single GEMV.
+void BM_DecodeGemvs(benchmark::State& state) {
+  set_threads(state, 0);
+  struct Shape {
+    int64_t k, n;
+  };
+  const Shape layer[] = {{128, 384}, {128, 128}, {128, 512}, {512, 128}};
+  std::vector<std::vector<float>> weights;
+  std::vector<Shape> shapes;
+  int64_t bytes = 0;
+  for (int l = 0; l < 4; ++l)
+    for (const Shape& s : layer) {
+      weights.push_back(seeded(s.k * s.n, static_cast<uint64_t>(weights.size() + 3)));
+      shapes.push_back(s);
+      bytes += s.k * s.n * 4;
+    }
+  const std::vector<float> x = seeded(512, 1);
+  std::vector<float> y(512);
+  const auto isa = volta::cpu::matmul_best_isa();
+  for (auto _ : state) {
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const Shape s = shapes[i];
+      volta::cpu::gemm(isa, volta::cpu::matmul_blocking_for(isa, 1, s.n, s.k), {x.data(), s.k, 1},
+                       {weights[i].data(), s.n, 1}, y.data(), s.n, 1, s.n, s.k);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+BENCHMARK(BM_DecodeGemvs)->ArgNames({"threads"})->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+
+// The cost of one parallel_for of two empty tasks: the floor under every threaded op.
+void BM_ParallelFor(benchmark::State& state) {
+  set_threads(state, 0);
+  for (auto _ : state) volta::cpu::parallel_for(2, [](int64_t i) { benchmark::DoNotOptimize(i); });
+}
+BENCHMARK(BM_ParallelFor)->ArgNames({"threads"})->Arg(1)->Arg(2);
+
+}  // namespace
+
+BENCHMARK_MAIN();
