@@ -337,7 +337,8 @@ TEST(Passes, FusedAttentionHasTheBitsOfTheUnfusedGraph) {
 }
 
 // The TinyLM inference graphs fuse every layer's attention (the decode step reading its cache in
-// place); the training graph fuses its forward and backward into attention + attention_grad.
+// place); the training graph fuses its forward and backward into attention + attention_grad
+// from 128 keys on.
 TEST(Passes, TinyLMGraphsFuseAttentionWhereNothingElseReadsIt) {
   model::TinyLMConfig c;
   auto count = [](const ir::Graph& g, ir::Op op) {
@@ -372,13 +373,21 @@ TEST(Passes, TinyLMGraphsFuseAttentionWhereNothingElseReadsIt) {
   ASSERT_OK(train);
   auto t = passes::run_pipeline(train->graph, {});
   ASSERT_OK(t);
-  EXPECT_EQ(count(*t, ir::Op::Attention), static_cast<size_t>(c.layers));  // the training form
-  EXPECT_EQ(count(*t, ir::Op::AttentionGrad), static_cast<size_t>(c.layers));
-  EXPECT_EQ(count(*t, ir::Op::Softmax), 0u);
-  EXPECT_EQ(count(*t, ir::Op::SoftmaxGrad), 0u);
+  EXPECT_EQ(count(*t, ir::Op::Attention), 0u);  // 7 keys: keeping the probabilities is cheaper
+  c.context = 128;
+  auto long_loss = model::build_tinylm_loss(c, 1, 128);
+  ASSERT_OK(long_loss);
+  auto long_train = autograd::build_backward(*long_loss);
+  ASSERT_OK(long_train);
+  auto lt = passes::run_pipeline(long_train->graph, {});
+  ASSERT_OK(lt);
+  EXPECT_EQ(count(*lt, ir::Op::Attention), static_cast<size_t>(c.layers));  // the training form
+  EXPECT_EQ(count(*lt, ir::Op::AttentionGrad), static_cast<size_t>(c.layers));
+  EXPECT_EQ(count(*lt, ir::Op::Softmax), 0u);
+  EXPECT_EQ(count(*lt, ir::Op::SoftmaxGrad), 0u);
   passes::PipelineOptions unfused;
   unfused.disabled = {"fuse_attention_training"};
-  auto u = passes::run_pipeline(train->graph, unfused);
+  auto u = passes::run_pipeline(long_train->graph, unfused);
   ASSERT_OK(u);
   EXPECT_EQ(count(*u, ir::Op::Attention), 0u);  // fuse_attention leaves it: p has three readers
 }
@@ -390,8 +399,8 @@ TEST(Passes, TinyLMGraphsFuseAttentionWhereNothingElseReadsIt) {
 TEST(Passes, FusedTrainingAttentionHasTheBitsOfTheUnfusedGraph) {
   struct Case { Shape shape; std::optional<int64_t> offset; float scale; bool inf; };
   const std::vector<Case> cases = {
-      {{2, 3, 40, 16}, 0, 0.25f, false}, {{3, 33, 8}, 5, 0.5f, false}, {{2, 20, 5}, std::nullopt, 1.0f, false},
-      {{1, 7, 8}, 0, 0.35f, false},      {{2, 20, 8}, 0, 0.35f, true},
+      {{1, 2, 128, 16}, 0, 0.25f, false}, {{2, 133, 8}, 5, 0.5f, false}, {{1, 130, 5}, std::nullopt, 1.0f, false},
+      {{1, 128, 8}, 0, 0.35f, true},
   };
   for (const Case& c : cases) {
     ModelBuilder b("attn_train");
