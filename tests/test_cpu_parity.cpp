@@ -119,6 +119,12 @@ TEST(CpuParity, FastKernelsMatchTheReference) {
       {ir::Op::AttentionGrad, {{3, 33, 8}, {3, 33, 8}, {3, 33, 8}, {3, 33, 8}}, {{"causal_offset", int64_t{5}}}, 1e-5},
       {ir::Op::AttentionGrad, {{2, 20, 5}, {2, 20, 5}, {2, 20, 5}, {2, 20, 5}}, {{"scale", 0.7}}, 1e-5},
       {ir::Op::AttentionGrad, {{1, 1, 4}, {1, 1, 4}, {1, 1, 4}, {1, 1, 4}}, {{"causal_offset", int64_t{0}}}, 1e-5},
+      // Fused elementwise chains: the same double evaluation per step, so exactly the reference.
+      {ir::Op::FusedElementwise, {{3, 5, 700}, {700}, {}}, {{"program", std::string("add x0 x1; mul t0 x2; erf t1; sub t2 x0")}}, 0.0},
+      {ir::Op::FusedElementwise, {{3, 1, 7}, {5, 1}, {3, 5, 7}},
+       {{"program", std::string("sub x0 x1; mul t0 t0; add t1 x2; tanh t2; sigmoid t3; silu x2; div t4 t5")}}, 0.0},
+      {ir::Op::FusedElementwise, {{40000}, {40000}},
+       {{"program", std::string("abs x0; sqrt t0; log t1; exp t2; neg t3; relu x1; sign t5; pow t0 x1; add t6 t7; add t8 t4")}}, 0.0},
   };
   for (const Case& c : cases) {
     const Tensor one = check(c, 1);

@@ -162,13 +162,13 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   for (const auto& p : passes::pipeline()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
                                              "fuse_attention", "fuse_attention_training", "fuse_matmul_epilogue",
-                                             "eliminate_dead_code"}));
+                                             "fuse_elementwise", "eliminate_dead_code"}));
   passes::PipelineOptions opts;
   EXPECT_EQ(passes::pipeline_signature(opts),
             "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,fuse_attention_training,"
-            "fuse_matmul_epilogue,eliminate_dead_code");
+            "fuse_matmul_epilogue,fuse_elementwise,eliminate_dead_code");
   opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_attention_training",
-                   "fuse_matmul_epilogue"};
+                   "fuse_matmul_epilogue", "fuse_elementwise"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
   opts.disabled = {"no_such_pass"};
   EXPECT_ERROR_CONTAINS(passes::run_pipeline(parse("graph g {\n %x: f32[1] = input()\n return %x\n}\n"), opts),
@@ -493,7 +493,7 @@ TEST(Passes, FusedMatmulEpilogueHasTheBitsOfTheUnfusedGraph) {
           set_cpu_threads(threads);
           Runtime rt(make_cpu_backend());
           CompileOptions opts;
-          if (!fuse) opts.pipeline.disabled = {"fuse_matmul_epilogue"};
+          if (!fuse) opts.pipeline.disabled = {"fuse_matmul_epilogue", "fuse_elementwise"};
           auto plan = rt.compile(*g, opts);
           ASSERT_OK(plan);
           size_t nodes = 0;
@@ -525,6 +525,70 @@ TEST(Passes, FusedMatmulEpilogueHasTheBitsOfTheUnfusedGraph) {
     if (n.op == ir::Op::Matmul) with_bias += n.inputs.size() == 3, with_act += n.attrs.has("activation");
   EXPECT_EQ(with_bias, 1u);
   EXPECT_EQ(with_act, 0u);
+}
+
+// fuse_elementwise: a tree of elementwise ops becomes one node with the bits of the unfused
+// chain (every thread count); a value read twice, a graph output and a broadcast intermediate
+// stay outside the tree; a bad program names the op.
+TEST(Passes, FuseElementwiseFoldsTreesWithTheBitsOfTheUnfusedOps) {
+  const ir::Graph g = parse(R"(graph g {
+  %x: f32[6,40] = input()
+  %b: f32[40] = input()
+  %s: f32[] = constant(0.7071)
+  %h: f32[] = constant(0.5)
+  %xb = add(%x, %b)
+  %u = mul(%xb, %s)
+  %e = erf(%u)
+  %one: f32[] = constant(1.0)
+  %e1 = add(%e, %one)
+  %g1 = mul(%xb, %h)
+  %gelu = mul(%g1, %e1)
+  %t = tanh(%gelu)
+  %twice = add(%t, %t)
+  %row: f32[1,40] = input()
+  %r2 = exp(%row)
+  %wide = mul(%r2, %twice)
+  return %wide, %gelu
+})");
+  auto fused = passes::run_pipeline(g, {});
+  ASSERT_OK(fused);
+  std::vector<const ir::Node*> nodes;
+  for (const ir::Node& n : fused->nodes)
+    if (n.op == ir::Op::FusedElementwise) nodes.push_back(&n);
+  // %xb and %t are read twice and %gelu is an output: trees end there. %r2 ([1,40]) is a leaf of
+  // %wide's tree.
+  ASSERT_EQ(nodes.size(), 2u) << ir::print_graph(*fused);
+  EXPECT_EQ(nodes[0]->name, "gelu");
+  EXPECT_EQ(*nodes[0]->attrs.get_string("program", ""), "mul x0 x1; mul x0 x2; erf t1; add t2 x3; mul t0 t3");
+  EXPECT_EQ(fused->node(nodes[0]->inputs[0]).name, "xb");
+  EXPECT_EQ(nodes[1]->name, "wide");
+  EXPECT_EQ(fused->node(nodes[1]->inputs[0]).name, "r2");
+  auto in = random_inputs(g, 9);
+  ASSERT_OK(in);
+  std::vector<Tensor> first;
+  for (bool fuse : {true, false})
+    for (int threads : {1, 2}) {
+      set_cpu_threads(threads);
+      Runtime rt(make_cpu_backend());
+      CompileOptions opts;
+      if (!fuse) opts.pipeline.disabled = {"fuse_elementwise"};
+      auto plan = rt.compile(g, opts);
+      ASSERT_OK(plan);
+      auto out = rt.run(**plan, *in);
+      ASSERT_OK(out);
+      if (first.empty()) first = *out;
+      for (size_t i = 0; i < out->size(); ++i)
+        EXPECT_TRUE(first[i].bitwise_equal((*out)[i])) << "output " << i << " fuse " << fuse << " threads " << threads;
+    }
+  set_cpu_threads(0);
+  // The program round-trips through the text form, and a bad one is refused naming the op.
+  auto text = ir::parse_graph(ir::print_graph(*fused));
+  ASSERT_OK(text);
+  EXPECT_EQ(ir::print_graph(*text), ir::print_graph(*fused));
+  for (const char* bad : {"add x0 x9", "frob x0", "add x0", "exp t0", ""})
+    EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::FusedElementwise, std::vector<TensorType>{{DType::f32, {2}}, {DType::f32, {2}}},
+                                         ir::Attrs{{"program", std::string(bad)}}),
+                          "fused_elementwise");
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ Result<ir::Graph> fuse_attention(const ir::Graph& g);
 // The training form: the attention block's forward and backward (after autograd) ->
 // attention(q, k, v) and attention_grad(q, k, v, dy) (src/passes/fuse_attention_training.cpp).
 Result<ir::Graph> fuse_attention_training(const ir::Graph& g);
+// Trees of elementwise ops -> one fused_elementwise node (src/passes/fuse_elementwise.cpp).
+Result<ir::Graph> fuse_elementwise(const ir::Graph& g);
 // add(matmul(a, b), bias[N]) -> matmul(a, b, bias), then relu / gelu of a matmul -> its
 // `activation` (src/passes/fuse_matmul_epilogue.cpp).
 Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g);

@@ -307,6 +307,8 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::RmsNormGrad:
     case Op::EmbeddingGrad:
     case Op::CrossEntropyGrad: return no_rule(n, "second-order gradients are not supported");
+    case Op::FusedElementwise:
+      return no_rule(n, "the fuse_elementwise pass writes it after autograd; differentiate the unfused ops");
   }
   return internal_error("grad_rule: unknown op");
 }

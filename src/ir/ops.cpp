@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "ir/elementwise_program.h"
 #include "volta/ir.h"
 
 namespace volta::ir {
@@ -287,6 +288,22 @@ Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& 
   if (keys == 0) return fail(op, "there are no keys");
   Shape out = q;
   out.back() = in[2].shape.back();
+  return TensorType{DType::f32, out};
+}
+
+// Inputs of any shapes that broadcast together -> their broadcast shape, f32.
+Result<TensorType> infer_fused_elementwise(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::FusedElementwise;
+  VOLTA_ASSIGN_OR_RETURN(const std::string text, tagged(op, attrs.get_string("program", "")));
+  auto prog = parse_elementwise_program(text, static_cast<int32_t>(in.size()));
+  if (!prog.is_ok()) return fail(op, "program '" + text + "': " + prog.status().message());
+  Shape out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], ("x" + std::to_string(i)).c_str()));
+    auto s = broadcast_shapes(out, in[i].shape);
+    if (!s.is_ok()) return fail(op, "input x" + std::to_string(i) + " " + in[i].to_string() + " does not broadcast with the others");
+    out = *s;
+  }
   return TensorType{DType::f32, out};
 }
 
@@ -637,6 +654,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::LayerNorm: case Op::RmsNorm: return infer_norm(op, in, attrs);
     case Op::Attention: return infer_attention(in, attrs);
     case Op::AttentionGrad: return infer_attention_grad(in, attrs);
+    case Op::FusedElementwise: return infer_fused_elementwise(in, attrs);
     case Op::Embedding: return infer_embedding(in);
     case Op::Reshape: return infer_reshape(in, attrs);
     case Op::Transpose: return infer_transpose(in, attrs);

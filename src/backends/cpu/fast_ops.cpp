@@ -292,6 +292,7 @@ Kernel fast_kernel(ir::Op op) {
     case ir::Op::Matmul: return matmul;
     case ir::Op::Attention: return attention;
     case ir::Op::AttentionGrad: return attention_grad;
+    case ir::Op::FusedElementwise: return fused_elementwise;
     case ir::Op::ReduceSum: return reduce_sum;
     case ir::Op::Softmax: return [](const KernelArgs& a) { return softmax(a, false); };
     case ir::Op::LogSoftmax: return [](const KernelArgs& a) { return softmax(a, true); };

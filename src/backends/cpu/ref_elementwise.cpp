@@ -5,6 +5,9 @@
 #include <limits>
 #include <numbers>
 
+#include <algorithm>
+
+#include "backends/cpu/ref_scalar.h"
 #include "backends/cpu/ref_util.h"
 
 namespace volta::cpu::ref {
@@ -35,31 +38,21 @@ Status unary(const KernelArgs& a, F f) {
   return Status::ok();
 }
 
-// Stable in both tails: never evaluates exp of a large positive number.
-double sigmoid(double x) {
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  const double e = std::exp(x);
-  return e / (1.0 + e);
-}
-
 }  // namespace
 
-Status Add(const KernelArgs& a) { return binary(a, [](double x, double y) { return x + y; }); }
-Status Sub(const KernelArgs& a) { return binary(a, [](double x, double y) { return x - y; }); }
-Status Mul(const KernelArgs& a) { return binary(a, [](double x, double y) { return x * y; }); }
-Status Div(const KernelArgs& a) { return binary(a, [](double x, double y) { return x / y; }); }
+Status Add(const KernelArgs& a) { return binary(a, scalar_binary<ir::Op::Add>); }
+Status Sub(const KernelArgs& a) { return binary(a, scalar_binary<ir::Op::Sub>); }
+Status Mul(const KernelArgs& a) { return binary(a, scalar_binary<ir::Op::Mul>); }
+Status Div(const KernelArgs& a) { return binary(a, scalar_binary<ir::Op::Div>); }
 
-Status Neg(const KernelArgs& a) { return unary(a, [](double x) { return -x; }); }
-Status Exp(const KernelArgs& a) { return unary(a, [](double x) { return std::exp(x); }); }
-Status Log(const KernelArgs& a) { return unary(a, [](double x) { return std::log(x); }); }
-Status Sqrt(const KernelArgs& a) { return unary(a, [](double x) { return std::sqrt(x); }); }
-Status Tanh(const KernelArgs& a) { return unary(a, [](double x) { return std::tanh(x); }); }
-// NaN propagates (x > 0 is false for NaN, so test it explicitly); relu(-0) = +0.
-Status Relu(const KernelArgs& a) {
-  return unary(a, [](double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); });
-}
-Status Sigmoid(const KernelArgs& a) { return unary(a, [](double x) { return sigmoid(x); }); }
-Status Silu(const KernelArgs& a) { return unary(a, [](double x) { return x * sigmoid(x); }); }
+Status Neg(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Neg>); }
+Status Exp(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Exp>); }
+Status Log(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Log>); }
+Status Sqrt(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Sqrt>); }
+Status Tanh(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Tanh>); }
+Status Relu(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Relu>); }
+Status Sigmoid(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Sigmoid>); }
+Status Silu(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Silu>); }
 
 Status Gelu(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const std::string mode, a.node.attrs.get_string("approximate", "none"));
@@ -74,12 +67,9 @@ Status Gelu(const KernelArgs& a) {
                           "' " + ir::node_ref(a.node));
 }
 
-Status Erf(const KernelArgs& a) { return unary(a, [](double x) { return std::erf(x); }); }
-Status Abs(const KernelArgs& a) { return unary(a, [](double x) { return std::fabs(x); }); }
-// sign(nan) = nan, sign(+-0) = 0.
-Status Sign(const KernelArgs& a) {
-  return unary(a, [](double x) { return std::isnan(x) ? x : (x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0); });
-}
+Status Erf(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Erf>); }
+Status Abs(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Abs>); }
+Status Sign(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Sign>); }
 Status LeakyRelu(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const double alpha, a.node.attrs.get_float("alpha", 0.01));
   return unary(a, [alpha](double x) { return x < 0 ? alpha * x : x; });
@@ -95,6 +85,42 @@ Status Clip(const KernelArgs& a) {
     return y > hi ? hi : y;
   });
 }
-Status Pow(const KernelArgs& a) { return binary(a, [](double x, double y) { return std::pow(x, y); }); }
+Status Pow(const KernelArgs& a) { return binary(a, scalar_binary<ir::Op::Pow>); }
+
+// Each step over the whole tensor (inputs broadcast first), rounded to f32 as its own node would
+// store it.
+Status FusedElementwise(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const ir::ElementwiseProgram p, elementwise_program(a));
+  const Shape& shape = a.out.shape();
+  const int64_t n = count(shape);
+  std::vector<std::vector<float>> v(a.in.size() + p.steps.size(), std::vector<float>(static_cast<size_t>(n)));
+  for (size_t i = 0; i < a.in.size(); ++i) {
+    const float* x = in_f32(a, i);
+    for_each_index(shape, std::array<Strides, 1>{broadcast_strides(a.in[i].shape(), shape)},
+                   [&](int64_t k, const std::array<int64_t, 1>& off) { v[i][static_cast<size_t>(k)] = x[off[0]]; });
+  }
+  for (size_t j = 0; j < p.steps.size(); ++j) {
+    const ir::ElementwiseStep& s = p.steps[j];
+    std::vector<float>& out = v[a.in.size() + j];
+    const std::vector<float>& x = v[static_cast<size_t>(s.a)];
+    const std::vector<float>* y = s.b >= 0 ? &v[static_cast<size_t>(s.b)] : nullptr;
+    with_elementwise_op(s.op, [&]<ir::Op op>() {
+      for (size_t k = 0; k < out.size(); ++k) {
+        if constexpr (scalar_binary_op(op)) out[k] = static_cast<float>(scalar_binary<op>(x[k], (*y)[k]));
+        else out[k] = static_cast<float>(scalar_unary<op>(x[k]));
+      }
+    });
+  }
+  std::copy(v.back().begin(), v.back().end(), out_f32(a));
+  return Status::ok();
+}
+
+Result<ir::ElementwiseProgram> elementwise_program(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const std::string text, a.node.attrs.get_string("program", ""));
+  auto p = ir::parse_elementwise_program(text, static_cast<int32_t>(a.in.size()));
+  if (!p.is_ok()) return invalid_argument(op_prefix(a.node) + "program: " + p.status().message() + " " + ir::node_ref(a.node));
+  return p;
+}
 
 }  // namespace volta::cpu::ref

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "ir/elementwise_program.h"
 #include "volta/ir.h"
 #include "volta/tensor.h"
 
@@ -127,6 +128,8 @@ struct AttentionArgs {
   int64_t keys() const { return used[0] + used[1]; }
 };
 Result<AttentionArgs> attention_args(const KernelArgs& a);
+// The node's parsed `program` (fused_elementwise); an error names the node.
+Result<ir::ElementwiseProgram> elementwise_program(const KernelArgs& a);
 Status layer_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1);
 Status rms_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1);
 Status norm_grad_rows(const KernelArgs& a, bool center, int64_t r0, int64_t r1);  // layer_norm_grad, rms_norm_grad
