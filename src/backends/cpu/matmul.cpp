@@ -182,8 +182,11 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
   // saves, and the kernel reads A in place (a transposed A already has unit row stride; packing
   // it measured no faster). Rows 4 KiB apart compete for the same L1 sets, so such an A is
   // packed anyway.
-  const bool pack_a_rows = A.rs != 1 && (cols > 4 * tile.cols || A.rs % 1024 == 0);
-  const int64_t narrow = matmul_narrow_cols(isa);
+  // A right edge of a few columns runs lanes along the rows, which needs each k's row values
+  // adjacent: packed.
+  const int64_t narrow = matmul_narrow_cols(isa), edge_max = matmul_column_edge_max(isa);
+  const bool column_edge = cols % tile.cols != 0 && cols % tile.cols <= edge_max;
+  const bool pack_a_rows = A.rs != 1 && (cols > 4 * tile.cols || A.rs % 1024 == 0 || column_edge);
   for (int64_t p0 = 0; p0 < K; p0 += kc) {
     const int64_t kb = std::min(kc, K - p0);
     // Panel j of this K block starts at bp + j * b_step, its rows b_rs apart.
@@ -202,10 +205,19 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
       }
       for (int64_t j = 0; j < cols; j += tile.cols) {
         const int64_t w = std::min(tile.cols, cols - j);
+        if (w <= edge_max && a.rs == 1) {  // a few last columns: lanes along the rows
+          run_column_edge(isa, {.rows = mrows, .k = kb, .cols = w, .a = a.data, .panel_stride = panel_stride, .a_cs = a.cs,
+                                .b = bp + j * b_step, .b_rs = b_rs, .c = C + i0 * ldc + j, .ldc = ldc, .accumulate = p0 > 0});
+          continue;
+        }
         for (int64_t i = 0; i < mrows; i += tile.rows) {
+          // The next tile down this column of tiles, else the top of the next column.
+          const float* next = i + tile.rows < mrows ? C + (i0 + i + tile.rows) * ldc + j
+                              : j + tile.cols < cols ? C + i0 * ldc + j + tile.cols
+                                                     : nullptr;
           const TileArgs t{.rows = std::min(tile.rows, mrows - i), .k = kb, .a = a.data + i / tile.rows * panel_stride,
                            .a_rs = a.rs, .a_cs = a.cs, .b = bp + j * b_step, .b_rs = b_rs, .c = C + (i0 + i) * ldc + j,
-                           .ldc = ldc, .accumulate = p0 > 0};
+                           .ldc = ldc, .accumulate = p0 > 0, .c_next = next};
           if (w == tile.cols) run_tile(isa, t);
           else if (w == narrow) run_narrow_tile(isa, t);
           else if (w < narrow) edge_tile(t, w, narrow, [isa](const TileArgs& e) { run_narrow_tile(isa, e); });
@@ -280,7 +292,7 @@ constexpr int64_t kSmallM = 4;                // decode-like shapes: a row-major
 constexpr int64_t kSmallTaskCols = 128;       // columns of C per small-M task...
 constexpr double kSmallSplitFlops = 1 << 17;  // ...unless the product is smaller: then one task
 constexpr int64_t kMinTasks = 4;        // enough tasks to share out over a few threads...
-constexpr double kSplitFlops = 1 << 19;  // ...for problems big enough to be worth it
+constexpr double kSplitFlops = 1 << 20;  // ...for problems big enough to be worth it
 constexpr int64_t kMaxSharedB = int64_t{1} << 23;  // floats of B packed for all tasks at most (32 MiB)
 constexpr int64_t kSharedPackPanels = 4;           // panels of B per task of that packing pass
 

@@ -68,6 +68,9 @@ struct TileArgs {
   float* c;
   int64_t ldc;
   bool accumulate;
+  // The C tile the caller runs next (rows x kernel width, row stride ldc), prefetched during
+  // this one's k loop: a K block after the first starts by loading it. nullptr: none.
+  const float* c_next = nullptr;
 };
 // Tile width matmul_tile(isa).cols; A packed or with unit row stride (a_rs == 1) or any strides.
 void run_tile(MatmulIsa isa, const TileArgs& t);
@@ -83,6 +86,25 @@ int64_t matmul_small_rows(MatmulIsa isa, bool wide);
 void run_row_tile(MatmulIsa isa, int64_t vecs, const TileArgs& t);
 int64_t matmul_row_tile_vectors(MatmulIsa isa);
 int64_t matmul_small_cols(MatmulIsa isa, bool wide);
+
+// The last few columns of C (a right edge narrower than a vector), lanes along the rows: one
+// vector holds one column of one panel of matmul_tile(isa).rows rows, whose values at each k
+// are adjacent in A (a packed panel, or a transposed A read in place). Per column the kernel does
+// one FMA per k for a whole panel where a one-vector tile would do one per row, each vector
+// mostly padding. Every element is still its own FMA chain in k order.
+struct ColumnEdgeArgs {
+  int64_t rows, k, cols;      // rows of C (all panels), depth, columns (<= matmul_column_edge_max)
+  const float* a;             // panel i at a + i * panel_stride; (r, p) at [p * a_cs + r]
+  int64_t panel_stride, a_cs;
+  const float* b;             // (p, c) at b[p * b_rs + c]
+  int64_t b_rs;
+  float* c;
+  int64_t ldc;
+  bool accumulate;
+};
+// The widest edge run_column_edge takes (0: the ISA has no such kernel).
+int64_t matmul_column_edge_max(MatmulIsa isa);
+void run_column_edge(MatmulIsa isa, const ColumnEdgeArgs& e);
 
 // dst[p * dst_rs + r] = src[r * src_rs + p] for r < rows, p < k, and 0 for rows <= r < rows_out
 // (zero padding of a panel): packs an operand whose k runs along its rows (a row-major A, a

@@ -61,7 +61,12 @@ template <int W, int R, int NV, bool PackedA>
   const int64_t a_rs = PackedA ? 1 : t.a_rs;  // packed panels: the R values of one k are adjacent
   const float* a = t.a;
   const float* b = t.b;
+  // One cache line of the next C tile per k step, while there are lines left (R rows of NV
+  // vectors: NV * W * 4 / 64 lines per row).
+  constexpr int64_t kLinesPerRow = (NV * W * 4 + 63) / 64, kLines = R * kLinesPerRow;
+  const float* next = t.c_next;
   for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
+    if (next && p < kLines) __builtin_prefetch(next + p / kLinesPerRow * t.ldc + p % kLinesPerRow * 16, 1, 3);
     V bv[NV];
 #pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) bv[j] = load(b + j * W);
@@ -123,6 +128,73 @@ constexpr auto kAvx2Row = avx2_row_table(std::make_integer_sequence<int, kWideVe
 
 constexpr auto kAvx2Wide = avx2_table<kWideVecs, false>(std::make_integer_sequence<int, kAvx2WideRows>());
 constexpr auto kAvx2Half = avx2_table<kHalfVecs, false>(std::make_integer_sequence<int, kAvx2HalfRows>());
+
+// ---- Narrow right edges, lanes along the rows (run_column_edge) ---------------------------
+// Panels in groups of kEdgeGroup, so as many independent chains hide the FMA latency; the rows of
+// a panel past `rows` are masked off in the loads and never stored.
+
+constexpr int kEdgeGroup = 4;
+
+template <typename V, typename Ops>
+[[gnu::always_inline]] inline void column_edge_body(const ColumnEdgeArgs& e, int R, Ops ops) {
+  const int64_t panels = (e.rows + R - 1) / R;
+  for (int64_t p0 = 0; p0 < panels; p0 += kEdgeGroup) {
+    const int g = static_cast<int>(std::min<int64_t>(kEdgeGroup, panels - p0));
+    int valid[kEdgeGroup];
+    for (int i = 0; i < g; ++i) valid[i] = static_cast<int>(std::min<int64_t>(R, e.rows - (p0 + i) * R));
+    for (int64_t c = 0; c < e.cols; ++c) {
+      V acc[kEdgeGroup];
+      for (int i = 0; i < kEdgeGroup; ++i) {
+        alignas(64) float col[16] = {};
+        if (i < g && e.accumulate)
+          for (int r = 0; r < valid[i]; ++r) col[r] = e.c[((p0 + i) * R + r) * e.ldc + c];
+        acc[i] = ops.load(col, 16);
+      }
+      const float* b = e.b + c;
+      if (g == kEdgeGroup) {
+        const float* a = e.a + p0 * e.panel_stride;
+        for (int64_t p = 0; p < e.k; ++p, b += e.b_rs) {
+          const V bv = ops.splat(*b);
+#pragma GCC unroll 4
+          for (int i = 0; i < kEdgeGroup; ++i) acc[i] = ops.fma(ops.load(a + i * e.panel_stride + p * e.a_cs, valid[i]), bv, acc[i]);
+        }
+      } else {
+        for (int i = 0; i < g; ++i) {
+          const float* a = e.a + (p0 + i) * e.panel_stride;
+          b = e.b + c;
+          for (int64_t p = 0; p < e.k; ++p, b += e.b_rs) acc[i] = ops.fma(ops.load(a + p * e.a_cs, valid[i]), ops.splat(*b), acc[i]);
+        }
+      }
+      for (int i = 0; i < g; ++i) {
+        alignas(64) float col[16] = {};
+        ops.store(col, acc[i]);
+        for (int r = 0; r < valid[i]; ++r) e.c[((p0 + i) * R + r) * e.ldc + c] = col[r];
+      }
+    }
+  }
+}
+
+struct Avx512EdgeOps {
+  VOLTA_TARGET_AVX512 __m512 load(const float* p, int n) const {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), p);  // masked lanes are not read
+  }
+  VOLTA_TARGET_AVX512 __m512 splat(float x) const { return _mm512_set1_ps(x); }
+  VOLTA_TARGET_AVX512 __m512 fma(__m512 a, __m512 b, __m512 c) const { return _mm512_fmadd_ps(a, b, c); }
+  VOLTA_TARGET_AVX512 void store(float* p, __m512 v) const { _mm512_store_ps(p, v); }
+};
+
+struct Avx2EdgeOps {
+  VOLTA_TARGET_AVX2 __m256 load(const float* p, int n) const {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(std::min(n, 8)), lanes));  // masked lanes are not read
+  }
+  VOLTA_TARGET_AVX2 __m256 splat(float x) const { return _mm256_set1_ps(x); }
+  VOLTA_TARGET_AVX2 __m256 fma(__m256 a, __m256 b, __m256 c) const { return _mm256_fmadd_ps(a, b, c); }
+  VOLTA_TARGET_AVX2 void store(float* p, __m256 v) const { _mm256_store_ps(p, v); }
+};
+
+VOLTA_TARGET_AVX512 void column_edge_avx512(const ColumnEdgeArgs& e) { column_edge_body<__m512>(e, kAvx512Rows, Avx512EdgeOps{}); }
+VOLTA_TARGET_AVX2 void column_edge_avx2(const ColumnEdgeArgs& e) { column_edge_body<__m256>(e, kAvx2Rows, Avx2EdgeOps{}); }
 
 // ---- Transposing copies (packing k-contiguous operands) -------------------------------------
 // dst[p * dst_rs + r] = src[r * src_rs + p], and 0 for rows <= r < rows_out: 8 x 8 blocks
@@ -315,6 +387,29 @@ void run_row_tile(MatmulIsa isa, int64_t vecs, const TileArgs& t) {
   }
   (void)v;
   tile_scalar(t);  // not reached: matmul_row_tile_vectors(kScalar) == 0
+}
+
+int64_t matmul_column_edge_max(MatmulIsa isa) {
+  switch (isa) {
+#ifdef VOLTA_MATMUL_X86
+    // A column costs one FMA per k per panel against `rows` for a one-vector tile of any width.
+    case MatmulIsa::kAvx512: return kAvx512Rows / 2;
+    case MatmulIsa::kAvx2: return kAvx2Rows / 2;
+#else
+    case MatmulIsa::kAvx512:
+    case MatmulIsa::kAvx2:
+#endif
+    case MatmulIsa::kScalar: break;
+  }
+  return 0;
+}
+
+void run_column_edge(MatmulIsa isa, const ColumnEdgeArgs& e) {
+#ifdef VOLTA_MATMUL_X86
+  if (isa == MatmulIsa::kAvx512) return column_edge_avx512(e);
+  if (isa == MatmulIsa::kAvx2) return column_edge_avx2(e);
+#endif
+  (void)isa, (void)e;  // not reached: matmul_column_edge_max(kScalar) == 0
 }
 
 void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst, int64_t dst_rs,
