@@ -268,6 +268,14 @@ void small_block(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int
   if (j == cols) return;
   const int64_t w = cols - j, vecs = ceil_div(w, nw);
   if (vecs <= matmul_row_tile_vectors(isa)) {
+    if (w % nw != 0 && !padded) {  // B's last vector through a lane mask, all of K in place
+      bool done = true;
+      for (int64_t i = 0; i < M && done; ++i)
+        done = run_masked_row_tile(isa, vecs, w % nw,
+                                   {.rows = 1, .k = K, .a = A.data + i * A.rs, .a_rs = A.rs, .a_cs = A.cs, .b = B.data + j,
+                                    .b_rs = B.rs, .c = C + i * ldc + j, .ldc = ldc, .accumulate = false});
+      if (done) return;
+    }
     for (int64_t i = 0; i < M; ++i)
       small_edge(isa, {A.data + i * A.rs, A.rs, A.cs}, {B.data + j, B.rs, 1}, C + i * ldc + j, ldc, 1, w, vecs * nw, K,
                  padded, [isa, vecs](const TileArgs& e) { run_row_tile(isa, vecs, e); });

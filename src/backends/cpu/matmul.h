@@ -84,6 +84,9 @@ int64_t matmul_small_rows(MatmulIsa isa, bool wide);
 // One row of C, `vecs` vectors of matmul_narrow_cols(isa) wide, A any strides, B in place;
 // vecs <= matmul_row_tile_vectors(isa) (0: the ISA has none).
 void run_row_tile(MatmulIsa isa, int64_t vecs, const TileArgs& t);
+// The same with only `tail` (1 .. width - 1) lanes of the last vector in C and B, read and
+// written through a lane mask (A(0, p) = a[p * a_cs]). False when the ISA has no such kernel.
+bool run_masked_row_tile(MatmulIsa isa, int64_t vecs, int64_t tail, const TileArgs& t);
 int64_t matmul_row_tile_vectors(MatmulIsa isa);
 int64_t matmul_small_cols(MatmulIsa isa, bool wide);
 

@@ -175,8 +175,14 @@ template <typename V, typename Ops>
 }
 
 struct Avx512EdgeOps {
+  static constexpr int kLanes = 16;
   VOLTA_TARGET_AVX512 __m512 load(const float* p, int n) const {
     return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), p);  // masked lanes are not read
+  }
+  VOLTA_TARGET_AVX512 __m512 loadu(const float* p) const { return _mm512_loadu_ps(p); }
+  VOLTA_TARGET_AVX512 void storeu(float* p, __m512 v) const { _mm512_storeu_ps(p, v); }
+  VOLTA_TARGET_AVX512 void store_n(float* p, __m512 v, int n) const {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), v);  // masked lanes are not written
   }
   VOLTA_TARGET_AVX512 __m512 splat(float x) const { return _mm512_set1_ps(x); }
   VOLTA_TARGET_AVX512 __m512 fma(__m512 a, __m512 b, __m512 c) const { return _mm512_fmadd_ps(a, b, c); }
@@ -184,14 +190,56 @@ struct Avx512EdgeOps {
 };
 
 struct Avx2EdgeOps {
-  VOLTA_TARGET_AVX2 __m256 load(const float* p, int n) const {
-    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(std::min(n, 8)), lanes));  // masked lanes are not read
+  static constexpr int kLanes = 8;
+  VOLTA_TARGET_AVX2 static __m256i mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(std::min(n, 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
+  VOLTA_TARGET_AVX2 __m256 load(const float* p, int n) const { return _mm256_maskload_ps(p, mask(n)); }  // masked lanes are not read
+  VOLTA_TARGET_AVX2 __m256 loadu(const float* p) const { return _mm256_loadu_ps(p); }
+  VOLTA_TARGET_AVX2 void storeu(float* p, __m256 v) const { _mm256_storeu_ps(p, v); }
+  VOLTA_TARGET_AVX2 void store_n(float* p, __m256 v, int n) const { _mm256_maskstore_ps(p, mask(n), v); }
   VOLTA_TARGET_AVX2 __m256 splat(float x) const { return _mm256_set1_ps(x); }
   VOLTA_TARGET_AVX2 __m256 fma(__m256 a, __m256 b, __m256 c) const { return _mm256_fmadd_ps(a, b, c); }
   VOLTA_TARGET_AVX2 void store(float* p, __m256 v) const { _mm256_store_ps(p, v); }
 };
+
+// One row of C, NV vectors, the last with only `tail` (1 .. lanes - 1) valid lanes: its part of
+// B's rows and of C is read and written through a lane mask, so nothing past the edge is touched
+// and B is read in place to the last k. The small-M path's right edge (N = 65: 4 + 1 vectors).
+template <typename V, int NV, typename Ops>
+[[gnu::always_inline]] inline void masked_row_body(const TileArgs& t, int tail, Ops ops) {
+  constexpr int W = Ops::kLanes;
+  V acc[NV];
+#pragma GCC unroll 8
+  for (int j = 0; j < NV; ++j)
+    acc[j] = !t.accumulate ? V{} : j + 1 < NV ? ops.loadu(t.c + j * W) : ops.load(t.c + j * W, tail);
+  const float* a = t.a;
+  const float* b = t.b;
+  for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
+    const V x = ops.splat(*a);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) acc[j] = ops.fma(x, j + 1 < NV ? ops.loadu(b + j * W) : ops.load(b + j * W, tail), acc[j]);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j + 1 < NV; ++j) ops.storeu(t.c + j * W, acc[j]);
+  ops.store_n(t.c + (NV - 1) * W, acc[NV - 1], tail);
+}
+
+template <int NV>
+VOLTA_TARGET_AVX512 void masked_row_avx512(const TileArgs& t, int tail) { masked_row_body<__m512, NV>(t, tail, Avx512EdgeOps{}); }
+template <int NV>
+VOLTA_TARGET_AVX2 void masked_row_avx2(const TileArgs& t, int tail) { masked_row_body<__m256, NV>(t, tail, Avx2EdgeOps{}); }
+using MaskedRowFn = void (*)(const TileArgs&, int);
+template <int... V>
+constexpr std::array<MaskedRowFn, sizeof...(V)> masked_avx512_table(std::integer_sequence<int, V...>) {
+  return {&masked_row_avx512<V + 1>...};
+}
+template <int... V>
+constexpr std::array<MaskedRowFn, sizeof...(V)> masked_avx2_table(std::integer_sequence<int, V...>) {
+  return {&masked_row_avx2<V + 1>...};
+}
+constexpr auto kAvx512MaskedRow = masked_avx512_table(std::make_integer_sequence<int, kWideVecs>());
+constexpr auto kAvx2MaskedRow = masked_avx2_table(std::make_integer_sequence<int, kWideVecs>());
 
 VOLTA_TARGET_AVX512 void column_edge_avx512(const ColumnEdgeArgs& e) { column_edge_body<__m512>(e, kAvx512Rows, Avx512EdgeOps{}); }
 VOLTA_TARGET_AVX2 void column_edge_avx2(const ColumnEdgeArgs& e) { column_edge_body<__m256>(e, kAvx2Rows, Avx2EdgeOps{}); }
@@ -410,6 +458,22 @@ void run_column_edge(MatmulIsa isa, const ColumnEdgeArgs& e) {
   if (isa == MatmulIsa::kAvx2) return column_edge_avx2(e);
 #endif
   (void)isa, (void)e;  // not reached: matmul_column_edge_max(kScalar) == 0
+}
+
+bool run_masked_row_tile(MatmulIsa isa, int64_t vecs, int64_t tail, const TileArgs& t) {
+  const auto v = static_cast<size_t>(vecs - 1);
+  switch (isa) {
+#ifdef VOLTA_MATMUL_X86
+    case MatmulIsa::kAvx512: return kAvx512MaskedRow[v](t, static_cast<int>(tail)), true;
+    case MatmulIsa::kAvx2: return kAvx2MaskedRow[v](t, static_cast<int>(tail)), true;
+#else
+    case MatmulIsa::kAvx512:
+    case MatmulIsa::kAvx2:
+#endif
+    case MatmulIsa::kScalar: break;
+  }
+  (void)v, (void)tail, (void)t;
+  return false;
 }
 
 void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst, int64_t dst_rs,
