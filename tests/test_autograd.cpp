@@ -356,6 +356,17 @@ TEST(Autograd, LossMustBeAScalar) {
   EXPECT_ERROR_CONTAINS(autograd::build_backward(*fwd, "nope"), "loss 'nope' is not a value");
 }
 
+TEST(Autograd, AttentionWithARunTimeLengthIsAClearError) {
+  ModelBuilder b;
+  Value q = b.param("q", f32({1, 1, 4}), unit());
+  Value kc = b.param("kc", f32({1, 5, 4}), unit());
+  Value y = b.op(ir::Op::Attention, {q, kc, kc, q, q, b.input("n", {DType::i32, {1}})}, {}, "att");
+  b.output(b.reduce_sum(y, {0, 1, 2}, false, "loss"));
+  auto g = b.build();
+  ASSERT_OK(g);
+  EXPECT_ERROR_CONTAINS(autograd::build_backward(*g), "[attention] has no gradient: its keys' length is a run-time input");
+}
+
 TEST(Autograd, SecondOrderIsAClearError) {
   ModelBuilder b;
   Value x = b.param("x", f32({3}), unit());

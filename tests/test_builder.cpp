@@ -79,6 +79,23 @@ TEST(Builder, DtypeErrors) {
   EXPECT_ERROR_CONTAINS(b.build(), "[relu] x must be f32 but is i32[4] (node 'r')");
 }
 
+// attention's sixth input: the run-time count of k/v rows to read (i32, one element).
+TEST(Builder, AttentionLengthInputRule) {
+  const TensorType q{DType::f32, {1, 2, 1, 4}}, cache{DType::f32, {1, 2, 6, 4}};
+  auto build = [&](TensorType length, ir::Attrs attrs) {
+    ModelBuilder b;
+    Value x = b.input("q", q);
+    b.output(b.op(ir::Op::Attention, {x, b.input("kc", cache), b.input("vc", cache), x, x, b.input("n", length)}, attrs, "att"));
+    return b.build();
+  };
+  auto ok = build({DType::i32, {1}}, {{"causal_offset", int64_t{0}}});
+  ASSERT_OK(ok);
+  EXPECT_EQ(ok->node(ok->outputs[0]).type.shape, (Shape{1, 2, 1, 4}));
+  EXPECT_ERROR_CONTAINS(build({DType::f32, {1}}, {}), "[attention] length must be i32 with one element, got f32[1] (node 'att')");
+  EXPECT_ERROR_CONTAINS(build({DType::i32, {2}}, {}), "[attention] length must be i32 with one element, got i32[2]");
+  EXPECT_ERROR_CONTAINS(build({DType::i32, {1}}, {{"prefix", int64_t{3}}}), "[attention] prefix and a length input cannot both be given");
+}
+
 TEST(Builder, ShapeRulesOfLayoutOps) {
   ModelBuilder b;
   Value x = b.input("x", {DType::f32, {2, 3, 4}});

@@ -5,9 +5,11 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "cpu_variant.h"
 #include "model/generate.h"
 #include "test_util.h"
 #include "train/lm.h"
+#include "volta/rng.h"
 
 namespace volta {
 namespace {
@@ -42,6 +44,88 @@ TEST(Generate, GreedyIsIdenticalWithAndWithoutTheKVCache) {
     EXPECT_EQ(*cached, *plain);
     EXPECT_EQ((*cached)[0].size(), 20u);
   }
+}
+
+// A backend without the attention op decodes with one graph per position (slices of the cache);
+// the CPU backend with the one step graph whose cache length is an input. Same tokens.
+TEST(Generate, TheOneStepGraphAndThePerPositionGraphsGiveTheSameTokens) {
+  const model::TinyLMConfig c = tiny_config();
+  const Bindings params = tiny_params(c);
+  Runtime full(make_cpu_backend());
+  Runtime lacking(std::make_unique<test::CpuVariant>(test::CpuVariant::kNoAttention));
+  model::SampleOptions o;
+  o.temperature = 0.8;
+  o.tokens = 12;
+  o.batch = 2;
+  o.seed = 3;
+  auto a = model::generate(full, c, params, {4, 1}, o);
+  auto b = model::generate(lacking, c, params, {4, 1}, o);
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  EXPECT_EQ(*a, *b);
+}
+
+// The step graph at run-time position p has the bits of the graph built for p, fused or not,
+// with 1 and 2 threads; a cache length outside the cache is an error naming the node.
+TEST(Generate, DecodeStepGraphHasTheBitsOfThePerPositionGraph) {
+  const model::TinyLMConfig c = tiny_config();
+  const Bindings params = tiny_params(c);
+  const int64_t B = 2;
+  auto step = model::build_tinylm_decode_step(c, B);
+  ASSERT_OK(step);
+  size_t run_time = 0;
+  for (const ir::Node& n : step->nodes) run_time += n.op == ir::Op::Attention && n.inputs.size() == 6;
+  EXPECT_EQ(run_time, static_cast<size_t>(c.layers));
+  Bindings in = params;
+  Tensor tokens = Tensor::zeros(DType::i32, {B, 1});
+  tokens.data<int32_t>()[0] = 3, tokens.data<int32_t>()[1] = 7;
+  in.insert_or_assign("tokens", tokens);
+  for (int64_t l = 0; l < c.layers; ++l)
+    for (const char* kv : {"cache.k.", "cache.v."}) {
+      Tensor t = Tensor::zeros(DType::f32, {B, c.heads, c.context, c.head_dim()});
+      fill_normal(t, 9, static_cast<uint64_t>(2 * l + (kv[6] == 'v')), 0.0f, 1.0f);
+      in.insert_or_assign(kv + std::to_string(l), t);
+    }
+  for (int threads : {1, 2}) {
+    set_cpu_threads(threads);
+    Runtime full(make_cpu_backend());
+    Runtime lacking(std::make_unique<test::CpuVariant>(test::CpuVariant::kNoAttention));
+    auto step_plan = full.compile(*step);
+    ASSERT_OK(step_plan);
+    for (int64_t pos : {int64_t{1}, int64_t{4}, c.context - 1}) {
+      auto fixed = model::build_tinylm_decode(c, B, pos);
+      ASSERT_OK(fixed);
+      auto fused = full.compile(*fixed);
+      auto unfused = lacking.compile(*fixed);
+      ASSERT_OK(fused);
+      ASSERT_OK(unfused);
+      auto want = full.run(**fused, in);
+      auto want_unfused = lacking.run(**unfused, in);
+      ASSERT_OK(want);
+      ASSERT_OK(want_unfused);
+      Bindings with_pos = in;
+      Tensor at = Tensor::zeros(DType::i32, {1});
+      at.data<int32_t>()[0] = static_cast<int32_t>(pos);
+      with_pos.insert_or_assign("positions", at);
+      with_pos.insert_or_assign("cache.length", at);
+      auto got = full.run(**step_plan, with_pos);
+      ASSERT_OK(got);
+      ASSERT_EQ(got->size(), want->size());
+      for (size_t i = 0; i < got->size(); ++i) {
+        EXPECT_TRUE((*got)[i].bitwise_equal((*want)[i])) << "output " << i << " pos " << pos << " threads " << threads;
+        EXPECT_TRUE((*got)[i].bitwise_equal((*want_unfused)[i])) << "output " << i << " pos " << pos;
+      }
+    }
+    Bindings bad = in;
+    Tensor past = Tensor::zeros(DType::i32, {1});
+    past.data<int32_t>()[0] = static_cast<int32_t>(c.context + 1);
+    bad.insert_or_assign("positions", Tensor::zeros(DType::i32, {1}));
+    bad.insert_or_assign("cache.length", past);
+    auto out = full.run(**step_plan, bad);
+    EXPECT_ERROR_CONTAINS(out, "[attention] length 9 is outside [0, 8]");
+    EXPECT_ERROR_CONTAINS(out, "h0.attn.y");
+  }
+  set_cpu_threads(0);
 }
 
 TEST(Generate, SeededSamplingIsReproducibleAndBatchSamplesDiffer) {

@@ -230,6 +230,13 @@ TEST(OnnxExport, RefusesWhatHasNoInferenceMeaning) {
   }
   {
     ModelBuilder b;
+    Value q = b.input("q", f32({1, 1, 4}));
+    Value kc = b.input("kc", f32({1, 5, 4}));
+    b.output(b.op(Op::Attention, {q, kc, kc, q, q, b.input("n", {DType::i32, {1}})}, {}, "att"));
+    EXPECT_ERROR_CONTAINS(onnx::export_model(*b.build(), {}), "attention node 'att': a run-time length of k and v");
+  }
+  {
+    ModelBuilder b;
     b.output(b.add(b.input("x", f32({3})), b.param("w", f32({3})), "y"));
     auto g = b.build();
     EXPECT_ERROR_CONTAINS(onnx::export_model(*g, {}), "param node 'w': the param has no value");

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "cpu_variant.h"
 #include "test_util.h"
 #include "volta/builder.h"
 #include "volta/rng.h"
@@ -113,39 +114,7 @@ TEST(Runtime, KeyedCompileBuildsEachNamedGraphOnce) {
   EXPECT_ERROR_CONTAINS(failing, "no graph");
 }
 
-// The CPU backend in disguise: without an attention kernel (compile must not fuse into an op it
-// lacks), or as a "device" whose memory the runtime must treat as not host memory (it counts
-// what is copied in).
-class CpuVariant final : public Backend {
- public:
-  enum Kind { kNoAttention, kDevice };
-  explicit CpuVariant(Kind kind) : kind_(kind), cpu_(make_cpu_backend()), caps_(cpu_->capabilities()) {
-    if (kind == kNoAttention) std::erase(caps_.ops, ir::Op::Attention), caps_.features.clear();
-  }
-  std::string name() const override { return kind_ == kDevice ? "fake-device" : "cpu-no-attention"; }
-  const Capabilities& capabilities() const override { return caps_; }
-  bool host_memory() const override { return kind_ != kDevice; }
-  size_t copied_in = 0;
-  Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
-  Status copy_in(std::byte* d, const std::byte* s, size_t n) override {
-    copied_in += n;
-    return cpu_->copy_in(d, s, n);
-  }
-  Status copy_out(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_out(d, s, n); }
-  size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cpu_->workspace_bytes(g, n); }
-  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws) override {
-    return cpu_->execute(n, in, out, ws);
-  }
-  Result<double> sum_of_squares(const TensorRef& t) override { return cpu_->sum_of_squares(t); }
-  Status optimizer_update(const optim::UpdateStep& s, const TensorRef& p, const TensorRef& g, std::span<const TensorRef> st) override {
-    return cpu_->optimizer_update(s, p, g, st);
-  }
-
- private:
-  Kind kind_;
-  std::unique_ptr<Backend> cpu_;
-  Capabilities caps_;
-};
+using test::CpuVariant;
 
 TEST(Runtime, FusionsIntoOpsTheBackendLacksAreSkipped) {
   auto g = ir::load_graph(test::source_path("examples/gpt_block.vir"));

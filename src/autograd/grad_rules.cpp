@@ -119,6 +119,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
       return std::vector<Value>{b.op(Op::SoftmaxGrad, {y, dy}, {{"axis", axis}, {"scale", s}})};
     }
     case Op::Attention: {
+      if (x.size() == 6) return no_rule(n, "its keys' length is a run-time input (a decode step)");
       VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
       const int64_t seq = static_cast<int64_t>(in_shape(0).size()) - 2;  // the keys' axis
       const int64_t cap = in_shape(1)[static_cast<size_t>(seq)];

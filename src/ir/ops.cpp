@@ -256,20 +256,27 @@ Result<TensorType> infer_causal_mask(std::span<const TensorType> in, const Attrs
 }
 
 // q [..., T, D], k [..., S, D], v [..., S, E] (and k2 [..., S2, D], v2 [..., S2, E]) with one
-// set of batch dims -> [..., T, E]. `prefix` (0..S) uses only the first keys of k and v.
+// set of batch dims -> [..., T, E]. `prefix` (0..S) uses only the first keys of k and v; a sixth
+// input `length` (i32, one element) does the same at run time (a decode step's cache fill).
 Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Attention;
   const char* names[] = {"q", "k", "v", "k2", "v2"};
-  for (size_t i = 0; i < in.size(); ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
+  const size_t tensors = std::min<size_t>(in.size(), 5);
+  for (size_t i = 0; i < tensors; ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
   VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
   VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("causal_offset", 0)).status());
-  if (in.size() == 4) return fail(op, "k2 needs v2 (3 or 5 inputs)");
+  if (in.size() == 4) return fail(op, "k2 needs v2 (3, 5 or 6 inputs)");
+  const bool run_time_length = in.size() == 6;
+  if (run_time_length) {
+    if (in[5].dtype != DType::i32 || in[5].numel() != 1) return fail(op, "length must be i32 with one element, got " + in[5].to_string());
+    if (attrs.has("prefix")) return fail(op, "prefix and a length input cannot both be given");
+  }
   const Shape& q = in[0].shape;
   if (q.size() < 2) return fail(op, "q must have rank >= 2, got " + in[0].to_string());
   const size_t r = q.size();
   const Shape batch(q.begin(), q.end() - 2);
   int64_t keys = 0;
-  for (size_t i = 1; i < in.size(); i += 2) {
+  for (size_t i = 1; i + 1 < tensors; i += 2) {
     const Shape& k = in[i].shape;
     const Shape& v = in[i + 1].shape;
     if (k.size() != r || v.size() != r || !std::equal(batch.begin(), batch.end(), k.begin()) ||

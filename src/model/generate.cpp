@@ -97,6 +97,10 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConf
     cache_names.push_back("cache.v." + std::to_string(l));
   }
 
+  // With the attention op, one decode graph serves every position (compiled once, its plan
+  // kept hot); otherwise each position has its own graph of slices and concats.
+  const bool one_step_graph = rt.backend().capabilities().supports(ir::Op::Attention);
+  std::shared_ptr<const plan::ExecutionPlan> step_plan;
   for (int64_t step = 0; step < o.tokens; ++step) {
     const int64_t len = static_cast<int64_t>(seqs[0].size());
     const int64_t window = std::min(len, c.context);
@@ -111,7 +115,19 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConf
         in.insert_or_assign(cache_names[static_cast<size_t>(2 * l)], cache.k);
         in.insert_or_assign(cache_names[static_cast<size_t>(2 * l + 1)], cache.v);
       }
-      VOLTA_ASSIGN_OR_RETURN(res, run(rt, c, config, true, B, cached, in));
+      if (one_step_graph) {
+        if (!step_plan) {
+          VOLTA_ASSIGN_OR_RETURN(step_plan, rt.compile_keyed("tinylm.decode_step " + config + " B=" + std::to_string(B),
+                                                             [&]() { return build_tinylm_decode_step(c, B); }));
+        }
+        Tensor at = Tensor::zeros(DType::i32, {1});
+        at.data<int32_t>()[0] = static_cast<int32_t>(cached);  // the new position = the cached count
+        in.insert_or_assign("positions", at);
+        in.insert_or_assign("cache.length", at);
+        VOLTA_ASSIGN_OR_RETURN(res, rt.run(*step_plan, in));
+      } else {
+        VOLTA_ASSIGN_OR_RETURN(res, run(rt, c, config, true, B, cached, in));
+      }
       for (int64_t l = 0; l < c.layers; ++l) {
         Cache& cache = caches[static_cast<size_t>(l)];
         cache.append(cache.k, res[static_cast<size_t>(1 + 2 * l)], cached, 1);
@@ -125,6 +141,8 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConf
         std::copy_n(seqs[static_cast<size_t>(b)].end() - window, window, tok.data<int32_t>() + b * window);
       in.insert_or_assign("tokens", tok);
       for (const std::string& name : cache_names) in.erase(name);  // the prefill graph has no caches
+      in.erase("positions");
+      in.erase("cache.length");
       VOLTA_ASSIGN_OR_RETURN(res, run(rt, c, config, false, B, window, in));
       cached = 0;
       if (o.kv_cache && window == len) {

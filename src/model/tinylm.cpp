@@ -35,18 +35,24 @@ struct Builder {
 
   // The decoder on tokens (B, T) at positions pos..pos+T-1. With caches, attention also sees
   // the cached keys/values of positions 0..pos-1. Returns the final hidden state (B, T, C) and
-  // fills the new keys and values of each layer.
+  // fills the new keys and values of each layer. A valid `length` (i32 [1], with pos < 0) makes
+  // pos a run-time value: the positions are an input and attention reads that many cache rows.
   Value decoder(Value tokens, int64_t B, int64_t T, int64_t pos, bool with_cache, std::vector<Value>& new_k,
-                std::vector<Value>& new_v, Value& wte) {
+                std::vector<Value>& new_v, Value& wte, Value length = {}) {
     const int64_t C = c.channels;
-    const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
     wte = matrix("wte", {c.vocab, C}, 0.02);                                   // (V, C)
     Value wpe = matrix("wpe", {c.context, C}, 0.02);                           // (ctx, C)
-    Tensor positions = Tensor::zeros(DType::i32, {T});
-    for (int64_t t = 0; t < T; ++t) positions.data<int32_t>()[t] = static_cast<int32_t>(pos + t);
-    Value x = b.add(b.embedding(wte, tokens, "tok_emb"),                        // (B, T, C)
-                    b.embedding(wpe, b.constant("positions", positions), "pos_emb"), "x0");
-    const Value scale = b.scalar(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim()))), "attn_scale");
+    Value pos_ids;
+    if (length.valid()) {
+      pos_ids = b.input("positions", {DType::i32, {T}});
+    } else {
+      Tensor positions = Tensor::zeros(DType::i32, {T});
+      for (int64_t t = 0; t < T; ++t) positions.data<int32_t>()[t] = static_cast<int32_t>(pos + t);
+      pos_ids = b.constant("positions", positions);
+    }
+    Value x = b.add(b.embedding(wte, tokens, "tok_emb"), b.embedding(wpe, pos_ids, "pos_emb"), "x0");  // (B, T, C)
+    const float scale_f = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim())));
+    const Value scale = b.scalar(scale_f, "attn_scale");
     for (int64_t l = 0; l < c.layers; ++l) {
       auto n = [&](const char* what) { return layer_name(l, what); };
       // attention
@@ -57,25 +63,47 @@ struct Builder {
       Value v = split_heads(b.slice(qkv, 2, 2 * C, 3 * C), B, T, n("attn.v"));
       new_k.push_back(k);
       new_v.push_back(v);
+      const TensorType cache{DType::f32, {B, c.heads, c.context, c.head_dim()}};
+      if (length.valid()) {  // the fused op itself: no slice has a run-time size
+        Value kc = b.input("cache.k." + std::to_string(l), cache), vc = b.input("cache.v." + std::to_string(l), cache);
+        Value y = b.op(ir::Op::Attention, {q, kc, vc, k, v, length},
+                       {{"scale", static_cast<double>(scale_f)}, {"causal_offset", int64_t{0}}}, n("attn.y"));
+        x = attention_out(x, y, B, T, l);
+        x = mlp(x, l);
+        continue;
+      }
       if (with_cache) {  // the first pos of the cache's context positions, then this step's: (B, H, pos + T, hd)
-        const TensorType cache{DType::f32, {B, c.heads, c.context, c.head_dim()}};
         k = b.concat({b.slice(b.input("cache.k." + std::to_string(l), cache), 2, 0, pos), k}, 2, n("attn.k_all"));
         v = b.concat({b.slice(b.input("cache.v." + std::to_string(l), cache), 2, 0, pos), v}, 2, n("attn.v_all"));
       }
       Value att = b.mul(b.matmul(q, k, n("attn.scores"), false, true), scale, n("attn.scaled"));  // (B, H, T, S)
       att = b.softmax(b.causal_mask(att, pos, n("attn.masked")), -1, n("attn.probs"));
-      Value y = b.matmul(att, v, n("attn.y"));                                               // (B, H, T, hd)
-      y = b.reshape(b.transpose(y, {0, 2, 1, 3}), {B, T, C}, n("attn.merged"));             // (B, T, C)
-      x = b.add(x, linear(y, matrix(n("attn.wo"), {C, C}, proj_std), bias(n("attn.bo"), C), n("attn.out")), n("x_attn"));
-      // MLP
-      Value h2 = layer_norm(x, n("ln2"));
-      Value fc = linear(h2, matrix(n("mlp.w_fc"), {C, 4 * C}, 0.02), bias(n("mlp.b_fc"), 4 * C), n("mlp.fc"));  // (B, T, 4C)
-      Value proj = linear(b.gelu(fc, n("mlp.gelu")), matrix(n("mlp.w_proj"), {4 * C, C}, proj_std), bias(n("mlp.b_proj"), C),
-                          n("mlp.proj"));                                                    // (B, T, C)
-      x = b.add(x, proj, n("x_mlp"));
+      x = attention_out(x, b.matmul(att, v, n("attn.y")), B, T, l);                         // y: (B, H, T, hd)
+      x = mlp(x, l);
     }
     return layer_norm(x, "lnf");                                                             // (B, T, C)
   }
+
+  // The residual stream after layer l's attention output y (B, H, T, hd).
+  Value attention_out(Value x, Value y, int64_t B, int64_t T, int64_t l) {
+    auto n = [&](const char* what) { return layer_name(l, what); };
+    const int64_t C = c.channels;
+    y = b.reshape(b.transpose(y, {0, 2, 1, 3}), {B, T, C}, n("attn.merged"));             // (B, T, C)
+    return b.add(x, linear(y, matrix(n("attn.wo"), {C, C}, proj_std()), bias(n("attn.bo"), C), n("attn.out")), n("x_attn"));
+  }
+
+  // The residual stream after layer l's MLP.
+  Value mlp(Value x, int64_t l) {
+    auto n = [&](const char* what) { return layer_name(l, what); };
+    const int64_t C = c.channels;
+    Value h2 = layer_norm(x, n("ln2"));
+    Value fc = linear(h2, matrix(n("mlp.w_fc"), {C, 4 * C}, 0.02), bias(n("mlp.b_fc"), 4 * C), n("mlp.fc"));  // (B, T, 4C)
+    Value proj = linear(b.gelu(fc, n("mlp.gelu")), matrix(n("mlp.w_proj"), {4 * C, C}, proj_std()), bias(n("mlp.b_proj"), C),
+                        n("mlp.proj"));                                                      // (B, T, C)
+    return b.add(x, proj, n("x_mlp"));
+  }
+
+  double proj_std() const { return 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers)); }
 };
 
 // Inference graphs return each layer's keys and values after the logits: k.0, v.0, k.1, ...
@@ -175,6 +203,21 @@ Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch, int6
   std::vector<Value> ks, vs;
   Value wte;
   Value x = m.decoder(token, batch, 1, pos, true, ks, vs, wte);
+  b.output(b.matmul(b.reshape(x, {batch, c.channels}, "x_last"), wte, "logits", false, true));  // (B, V)
+  output_kv(b, ks, vs);
+  return b.build();
+}
+
+Result<ir::Graph> build_tinylm_decode_step(const TinyLMConfig& c, int64_t batch) {
+  VOLTA_RETURN_IF_ERROR(validate(c));
+  if (c.context < 2) return invalid_argument("a decode step needs a context of at least 2, got " + std::to_string(c.context));
+  ModelBuilder b("tinylm_decode_step");
+  Builder m{c, b};
+  Value token = b.input("tokens", {DType::i32, {batch, 1}});
+  Value length = b.input("cache.length", {DType::i32, {1}});
+  std::vector<Value> ks, vs;
+  Value wte;
+  Value x = m.decoder(token, batch, 1, -1, true, ks, vs, wte, length);
   b.output(b.matmul(b.reshape(x, {batch, c.channels}, "x_last"), wte, "logits", false, true));  // (B, V)
   output_kv(b, ks, vs);
   return b.build();

@@ -40,6 +40,12 @@ Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int
 // each layer. The caller keeps the caches and writes each new position into them in place.
 Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch, int64_t pos);
 
+// The same step for every position, compiled once: "positions" i32 [1] (the new token's
+// position) and "cache.length" i32 [1] (the positions held in the caches, equal to it) are
+// inputs, and each layer's `attention` reads that many cache rows. Needs a backend with the
+// `attention` op; the same bits as build_tinylm_decode at that position.
+Result<ir::Graph> build_tinylm_decode_step(const TinyLMConfig& c, int64_t batch);
+
 // Names of the params in the order the builders create them.
 std::vector<std::string> tinylm_param_names(const TinyLMConfig& c);
 

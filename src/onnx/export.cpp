@@ -229,6 +229,7 @@ class Exporter {
   // attention(q, k, v[, k2, v2]) as the graph it stands for: Concat, Transpose, MatMul, Mul,
   // Where, Softmax, MatMul.
   Status attention() {
+    if (n_->inputs.size() == 6) return fail("a run-time length of k and v (a decode step) has no ONNX form here");
     const auto rank = static_cast<int64_t>(in_type(0).shape.size());
     std::string k = in(1), v = in(2);
     const int64_t cap = in_type(1).shape[static_cast<size_t>(rank - 2)];

@@ -18,7 +18,16 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
   at.G = dims_product(qs, 0, r - 2), at.T = qs[r - 2], at.D = qs[r - 1], at.E = a.in[2].shape()[r - 1];
   at.cap[0] = a.in[1].shape()[r - 2];
   VOLTA_ASSIGN_OR_RETURN(at.used[0], a.node.attrs.get_int("prefix", at.cap[0]));
-  at.cap[1] = at.used[1] = a.in.size() == 5 ? a.in[3].shape()[r - 2] : 0;
+  at.cap[1] = at.used[1] = a.in.size() >= 5 ? a.in[3].shape()[r - 2] : 0;
+  if (a.in.size() == 6) {  // the run-time prefix; the causal mask counts from its end
+    const int64_t length = a.in[5].as<const int32_t>()[0];
+    if (length < 0 || length > at.cap[0])
+      return invalid_argument(op_prefix(a.node) + "length " + std::to_string(length) + " is outside [0, " +
+                              std::to_string(at.cap[0]) + "] (the rows of k) " + ir::node_ref(a.node));
+    if (length + at.used[1] == 0) return invalid_argument(op_prefix(a.node) + "length 0 leaves no keys " + ir::node_ref(a.node));
+    at.used[0] = length;
+    at.offset += length;
+  }
   return at;
 }
 
