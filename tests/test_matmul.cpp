@@ -192,6 +192,24 @@ TEST(CpuMatmulBits, EdgeShapesEqualTheFmaChainForEveryIsaAndBlocking) {
   EXPECT_EQ(cases, 14 * 14 * 5);
 }
 
+// Attention's decode scores: q against key rows read in place (stride > D), every block and tail
+// of keys and of d, with the matmul's chain bits for every ISA.
+TEST(CpuMatmulBits, KeyScoresEqualTheFmaChainForEveryIsa) {
+  for (int64_t D : {1, 5, 8, 16, 21, 32, 37})
+    for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 40}) {
+      const int64_t rs = D + 3;
+      const std::vector<float> q = normal(D, static_cast<uint64_t>(D)), k = normal(n * rs, static_cast<uint64_t>(100 + n));
+      const std::vector<float> want = fma_chain({k.data(), rs, 1}, {q.data(), 1, 1}, n, 1, D);
+      for (cpu::MatmulIsa isa : supported_isas()) {
+        std::vector<float> got(static_cast<size_t>(n) + 1, -7.0f);
+        cpu::key_scores(isa, q.data(), D, k.data(), rs, n, got.data());
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+            << "D=" << D << " n=" << n << " isa=" << cpu::matmul_isa_name(isa);
+        EXPECT_EQ(got[static_cast<size_t>(n)], -7.0f) << "wrote past n";
+      }
+    }
+}
+
 TEST(CpuMatmulBits, LargerShapesEqualTheFmaChainForEveryIsaAndBlocking) {
   struct S {
     int64_t m, n, k;

@@ -3,9 +3,9 @@
 // attention: per (batch, head) group. With many query rows and one block of keys, the scores of
 // the whole group come from one GEMM, each row from the fused softmax row kernel (vec_math.cpp),
 // and the output from a second GEMM. Otherwise (a decode step: one query row, its cache and new
-// position as two key blocks) the keys are transposed once into a zero-padded scratch panel and
-// each query row gets its scores and weighted sum from the matmul microkernels, the chain over
-// the keys continued from k into k2.
+// position as two key blocks) each query row gets its scores from key_scores (blocks of keys
+// transposed in registers, each score the matmul's chain) and its weighted sum from the matmul
+// microkernels, the chain over the keys continued from k into k2.
 //
 // attention_grad: per group, the probabilities are recomputed as above, then dp = dy vᵀ, the
 // softmax gradient rows (in place), and dq = ds k, dk = dsᵀ q, dv = pᵀ dy, each a GEMM.
@@ -150,25 +150,27 @@ Status attention(const KernelArgs& a) {
   const int64_t w = matmul_narrow_cols(isa), Sp = round_up(S, w), Ep = round_up(E, w);
   const bool copy_v = Ep != E;  // the value rows are read a whole vector at a time
   parallel_for(G, [&](int64_t g) {
-    // Scratch: kᵀ [D, Sp], scores and probabilities [Sp], padded values [S, Ep] and an output
-    // row [Ep] when E is not a multiple of the width.
-    float* kt = scratch(static_cast<size_t>(D * Sp + 2 * Sp + (copy_v ? S * Ep + Ep : 0)));
-    float* scores = kt + D * Sp;
+    // Scratch: scores and probabilities [Sp], padded values [S, Ep] and an output row [Ep] when
+    // E is not a multiple of the width.
+    float* scores = scratch(static_cast<size_t>(2 * Sp + (copy_v ? S * Ep + Ep : 0)));
     float* probs = scores + Sp;
     float* vp = probs + Sp;
     float* orow = vp + (copy_v ? S * Ep : 0);
     int64_t j0 = 0;
-    for (const Source& s : src) {  // key j of the group at column j of kᵀ, zeros after S
-      transpose_copy(isa, s.k + g * s.cap * D, D, s.S, D, kt + j0, Sp, j0 + s.S == S ? Sp - j0 : s.S);
-      if (copy_v)
+    if (copy_v)
+      for (const Source& s : src) {
         for (int64_t j = 0; j < s.S; ++j) {
           std::copy_n(s.v + (g * s.cap + j) * E, E, vp + (j0 + j) * Ep);
           std::fill(vp + (j0 + j) * Ep + E, vp + (j0 + j + 1) * Ep, 0.0f);
         }
-      j0 += s.S;
-    }
+        j0 += s.S;
+      }
     for (int64_t i = 0; i < T; ++i) {
-      row_product(isa, q + (g * T + i) * D, D, kt, Sp, scores, Sp, false);
+      j0 = 0;
+      for (const Source& s : src) {  // the chain of each score is the matmul's, k read in place
+        key_scores(isa, q + (g * T + i) * D, D, s.k + g * s.cap * D, D, s.S, scores + j0);
+        j0 += s.S;
+      }
       softmax_row(scores, probs, S, at.causal ? i + at.offset + 1 : S, static_cast<float>(at.scale), false);
       float* o = copy_v ? orow : out + (g * T + i) * E;
       bool started = false;

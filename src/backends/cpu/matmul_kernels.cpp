@@ -301,6 +301,83 @@ VOLTA_TARGET_AVX2 void transpose_copy_x86(const float* src, int64_t src_rs, int6
     for (int64_t r = 0; r < rows_out; ++r) dst[p * dst_rs + r] = r < rows ? src[r * src_rs + p] : 0.0f;
 }
 
+// ---- Scores of one query row against key rows (attention's decode step) -----------------------
+//
+// s[j] = q . k_j as the matmul's FMA chain over d from +0, the keys in the lanes: each block of
+// keys is transposed in registers (no kᵀ panel in memory) and each k value meets q[d] once.
+
+// GCC 12's unpack and shuffle intrinsics pass _mm512_undefined_ps() as the (unused) merge
+// source, which -Wmaybe-uninitialized reports once inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// 16 rows of 16 values become 16 columns: r[j] holds value j of every row.
+VOLTA_TARGET_AVX512 inline void transpose16x16(__m512 (&r)[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4a + c], 128-bit lane L: value 4L + c of rows 4a .. 4a + 3.
+  for (int a = 0; a < 4; ++a) {
+    const __m512* x = t + 4 * a;
+    u[4 * a + 0] = _mm512_shuffle_ps(x[0], x[2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * a + 1] = _mm512_shuffle_ps(x[0], x[2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * a + 2] = _mm512_shuffle_ps(x[1], x[3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * a + 3] = _mm512_shuffle_ps(x[1], x[3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // Value 4L + c of every row: lane L of u[c], u[4 + c], u[8 + c], u[12 + c] (a 4 x 4 transpose
+  // of 128-bit lanes).
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44), v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+}
+
+VOLTA_TARGET_AVX512 void key_scores_avx512(const float* q, int64_t D, const float* k, int64_t k_rs, int64_t n, float* s) {
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t keys = std::min<int64_t>(16, n - j0);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t d0 = 0; d0 < D; d0 += 16) {
+      const int64_t w = std::min<int64_t>(16, D - d0);
+      const auto m = static_cast<__mmask16>((1u << w) - 1);
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) r[i] = i < keys ? _mm512_maskz_loadu_ps(m, k + (j0 + i) * k_rs + d0) : _mm512_setzero_ps();
+      transpose16x16(r);
+      for (int64_t d = 0; d < w; ++d) acc = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + d]), r[d], acc);
+    }
+    _mm512_mask_storeu_ps(s + j0, static_cast<__mmask16>((1u << keys) - 1), acc);
+  }
+}
+
+#pragma GCC diagnostic pop
+
+VOLTA_TARGET_AVX2 void key_scores_avx2(const float* q, int64_t D, const float* k, int64_t k_rs, int64_t n, float* s) {
+  for (int64_t j0 = 0; j0 < n; j0 += 8) {
+    const int64_t keys = std::min<int64_t>(8, n - j0);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t d0 = 0;
+    for (; d0 + 8 <= D; d0 += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = i < keys ? _mm256_loadu_ps(k + (j0 + i) * k_rs + d0) : _mm256_setzero_ps();
+      transpose8x8(r);
+      for (int d = 0; d < 8; ++d) acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + d]), r[d], acc);
+    }
+    alignas(32) float col[8];
+    for (; d0 < D; ++d0) {  // the last 0..7 values of every key
+      for (int i = 0; i < 8; ++i) col[i] = i < keys ? k[(j0 + i) * k_rs + d0] : 0.0f;
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0]), _mm256_load_ps(col), acc);
+    }
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc);
+    std::copy_n(out, keys, s + j0);
+  }
+}
+
 #endif  // VOLTA_MATMUL_X86
 
 // Portable kernel: rows <= kScalarRows, kScalarCols columns.
@@ -484,6 +561,19 @@ void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t row
   (void)isa;
   for (int64_t p = 0; p < k; ++p)
     for (int64_t r = 0; r < rows_out; ++r) dst[p * dst_rs + r] = r < rows ? src[r * src_rs + p] : 0.0f;
+}
+
+void key_scores(MatmulIsa isa, const float* q, int64_t D, const float* k, int64_t k_rs, int64_t n, float* s) {
+#ifdef VOLTA_MATMUL_X86
+  if (isa == MatmulIsa::kAvx512) return key_scores_avx512(q, D, k, k_rs, n, s);
+  if (isa == MatmulIsa::kAvx2) return key_scores_avx2(q, D, k, k_rs, n, s);
+#endif
+  (void)isa;
+  for (int64_t j = 0; j < n; ++j) {
+    float acc = 0.0f;
+    for (int64_t d = 0; d < D; ++d) acc = std::fma(q[d], k[j * k_rs + d], acc);
+    s[j] = acc;
+  }
 }
 
 void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t) {
