@@ -282,6 +282,8 @@ TEST(CpuMatmulBits, BatchesThreadsAndIsasGiveIdenticalBits) {
       {{3, 2, 64, 64}, {3, 2, 64, 32}, true, false},   // its gradient P^T @ dO
       {{12, 64, 128}, {200, 128}, false, true},        // dX = dY @ W^T: row blocks share the packed B
       {{1, 1, 70}, {65, 70}, false, true},             // decode head x @ wte^T
+      {{8, 1, 128}, {128, 300}, false, false},         // batch-8 decode: small-M blocks of 4 rows
+      {{7, 128}, {65, 128}, false, true},              // and its head, B transposed
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::vector<float> want = run_op(cases[i], i + 1, 1, std::nullopt);

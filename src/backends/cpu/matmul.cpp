@@ -1,5 +1,5 @@
 // The CPU backend's f32 matmul: a packed, cache-blocked GEMM on register-tile microkernels
-// (matmul_kernels.cpp), with a direct path for decode shapes (M <= 4).
+// (matmul_kernels.cpp), with a direct path for decode shapes (M <= 8).
 //
 // Determinism: every element of C is one chain of fused multiply-adds in k order starting from
 // +0; K blocks continue the chain from the value stored in C. Packing only moves operands, tiles
@@ -252,18 +252,21 @@ void small_edge(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int6
   tile(t);
 }
 
-// One task of the small-M path (M <= kSmallM, row-major B): C[M, cols] = A @ B[:, cols] with B
+// One task of the small-M path (M <= 4, row-major B): C[M, cols] = A @ B[:, cols] with B
 // read in place, all of K in one pass (each row of C stays in registers). The right edge runs
 // row by row through one kernel as wide as it is (all its chains interleaved: for N = 65 the
 // last column's chain overlaps the others), or one vector at a time where there is no such kernel.
 // `padded`: B's rows are readable to the next whole vector past cols.
 void small_block(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K,
                  bool padded = false) {
-  const int64_t sc = matmul_small_cols(isa, true), sr = matmul_small_rows(isa, true), nw = matmul_narrow_cols(isa);
+  // One or two rows: the wide tile (more chains per row). More rows: the half tile, so each
+  // pass over B serves twice the rows (B is the weight matrix, read from L2 or L3).
+  const bool wide = M <= matmul_small_rows(isa, true);
+  const int64_t sc = matmul_small_cols(isa, wide), sr = matmul_small_rows(isa, wide), nw = matmul_narrow_cols(isa);
   int64_t j = 0;
   for (; j + sc <= cols; j += sc)
     for (int64_t i = 0; i < M; i += sr)
-      run_small_tile(isa, true, {.rows = std::min(sr, M - i), .k = K, .a = A.data + i * A.rs, .a_rs = A.rs, .a_cs = A.cs,
+      run_small_tile(isa, wide, {.rows = std::min(sr, M - i), .k = K, .a = A.data + i * A.rs, .a_rs = A.rs, .a_cs = A.cs,
                                  .b = B.data + j, .b_rs = B.rs, .c = C + i * ldc + j, .ldc = ldc, .accumulate = false});
   if (j == cols) return;
   const int64_t w = cols - j, vecs = ceil_div(w, nw);
@@ -286,6 +289,15 @@ void small_block(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int
                [isa](const TileArgs& e) { run_narrow_tile(isa, e); });
 }
 
+constexpr int64_t kSmallBlockRows = 4;  // rows one small_block takes (its kernels' limit)
+
+// small_block over M rows, kSmallBlockRows at a time (each pass reads B[:, cols] once).
+void small_blocks(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K,
+                  bool padded = false) {
+  for (int64_t i = 0; i < M; i += kSmallBlockRows)
+    small_block(isa, {A.data + i * A.rs, A.rs, A.cs}, B, C + i * ldc, ldc, std::min(kSmallBlockRows, M - i), cols, K, padded);
+}
+
 // Small M with a transposed B (decode: q @ k_cache^T, x @ wte^T): the task's columns of B are
 // transposed into a k-major buffer with rows padded to whole vectors, read by the same kernels.
 void small_block_transposed_b(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols,
@@ -293,10 +305,10 @@ void small_block_transposed_b(MatmulIsa isa, MatView A, MatView B, float* C, int
   const int64_t ld = round_up(cols, matmul_narrow_cols(isa));
   float* bt = t_scratch.get(Scratch::kB, K * ld);
   pack_b(isa, B, K, cols, ld, bt);  // one zero-padded panel ld wide: (p, c) at [p * ld + c]
-  small_block(isa, A, {bt, ld, 1}, C, ldc, M, cols, K, /*padded=*/true);
+  small_blocks(isa, A, {bt, ld, 1}, C, ldc, M, cols, K, /*padded=*/true);
 }
 
-constexpr int64_t kSmallM = 4;                // decode-like shapes: a row-major B read in place
+constexpr int64_t kSmallM = 8;                // decode-like shapes (batch <= 8): a row-major B read in place
 constexpr int64_t kSmallTaskCols = 128;       // columns of C per small-M task...
 constexpr double kSmallSplitFlops = 1 << 17;  // ...unless the product is smaller: then one task
 constexpr int64_t kMinTasks = 4;        // enough tasks to share out over a few threads...
@@ -362,7 +374,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
       const GemmOperands& g = mats[static_cast<size_t>(t / nt)];
       const int64_t n0 = (t % nt) * task_cols;
       const int64_t cols = std::min(task_cols, N - n0);
-      if (g.B.cs == 1) small_block(isa, g.A, {g.B.data + n0, g.B.rs, 1}, g.C + n0, ldc, M, cols, K);
+      if (g.B.cs == 1) small_blocks(isa, g.A, {g.B.data + n0, g.B.rs, 1}, g.C + n0, ldc, M, cols, K);
       else small_block_transposed_b(isa, g.A, {g.B.data + n0 * g.B.cs, 1, g.B.cs}, g.C + n0, ldc, M, cols, K);
     });
     return;
