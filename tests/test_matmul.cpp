@@ -202,7 +202,9 @@ TEST(CpuMatmulBits, KeyScoresEqualTheFmaChainForEveryIsa) {
       const std::vector<float> want = fma_chain({k.data(), rs, 1}, {q.data(), 1, 1}, n, 1, D);
       for (cpu::MatmulIsa isa : supported_isas()) {
         std::vector<float> got(static_cast<size_t>(n) + 1, -7.0f);
-        cpu::key_scores(isa, q.data(), D, k.data(), rs, n, got.data());
+        std::vector<const float*> rows;
+        for (int64_t j = 0; j < n; ++j) rows.push_back(k.data() + j * rs);
+        cpu::key_scores(isa, q.data(), D, rows.data(), n, got.data());
         EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
             << "D=" << D << " n=" << n << " isa=" << cpu::matmul_isa_name(isa);
         EXPECT_EQ(got[static_cast<size_t>(n)], -7.0f) << "wrote past n";

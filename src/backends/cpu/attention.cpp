@@ -147,7 +147,9 @@ Status attention(const KernelArgs& a) {
     });
     return Status::ok();
   }
-  const int64_t w = matmul_narrow_cols(isa), Sp = round_up(S, w), Ep = round_up(E, w);
+  // Score rows padded to whole 16-lane groups: softmax_row then loads no partial vector (its
+  // masked lanes give the bits of a row of S).
+  const int64_t w = matmul_narrow_cols(isa), Sp = round_up(S, 16), Ep = round_up(E, w);
   const bool copy_v = Ep != E;  // the value rows are read a whole vector at a time
   parallel_for(G, [&](int64_t g) {
     // Scratch: scores and probabilities [Sp], padded values [S, Ep] and an output row [Ep] when
@@ -165,13 +167,14 @@ Status attention(const KernelArgs& a) {
         }
         j0 += s.S;
       }
+    thread_local std::vector<const float*> rows;  // key j of the group, from whichever block
+    rows.clear();
+    for (const Source& s : src)
+      for (int64_t j = 0; j < s.S; ++j) rows.push_back(s.k + (g * s.cap + j) * D);
     for (int64_t i = 0; i < T; ++i) {
-      j0 = 0;
-      for (const Source& s : src) {  // the chain of each score is the matmul's, k read in place
-        key_scores(isa, q + (g * T + i) * D, D, s.k + g * s.cap * D, D, s.S, scores + j0);
-        j0 += s.S;
-      }
-      softmax_row(scores, probs, S, at.causal ? i + at.offset + 1 : S, static_cast<float>(at.scale), false);
+      key_scores(isa, q + (g * T + i) * D, D, rows.data(), S, scores);  // each score the matmul's chain
+      std::fill(scores + S, scores + Sp, 0.0f);
+      softmax_row(scores, probs, Sp, std::min(S, at.causal ? i + at.offset + 1 : S), static_cast<float>(at.scale), false);
       float* o = copy_v ? orow : out + (g * T + i) * E;
       bool started = false;
       j0 = 0;

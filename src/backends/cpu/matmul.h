@@ -116,10 +116,11 @@ void run_column_edge(MatmulIsa isa, const ColumnEdgeArgs& e);
 void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst, int64_t dst_rs,
                     int64_t rows_out);
 
-// s[j] = q[0, D) . k[j * k_rs, + D) for j < n, each the FMA chain over d from +0 that a matmul
-// element is: one query row's attention scores, read from the key rows in place (AVX-512 and
-// AVX2 transpose blocks of keys in registers).
-void key_scores(MatmulIsa isa, const float* q, int64_t D, const float* k, int64_t k_rs, int64_t n, float* s);
+// s[j] = q[0, D) . k[j][0, D) for j < n, each the FMA chain over d from +0 that a matmul element
+// is: one query row's attention scores, read from the key rows in place wherever they are (a
+// cache and the new position share a block). AVX-512 and AVX2 transpose blocks of keys in
+// registers.
+void key_scores(MatmulIsa isa, const float* q, int64_t D, const float* const* k, int64_t n, float* s);
 
 // ---- Tuning cache (matmul_tuning.cpp) ---------------------------------------------------------
 

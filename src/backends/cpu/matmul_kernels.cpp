@@ -338,7 +338,7 @@ VOLTA_TARGET_AVX512 inline void transpose16x16(__m512 (&r)[16]) {
   }
 }
 
-VOLTA_TARGET_AVX512 void key_scores_avx512(const float* q, int64_t D, const float* k, int64_t k_rs, int64_t n, float* s) {
+VOLTA_TARGET_AVX512 void key_scores_avx512(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t keys = std::min<int64_t>(16, n - j0);
     __m512 acc = _mm512_setzero_ps();
@@ -346,7 +346,7 @@ VOLTA_TARGET_AVX512 void key_scores_avx512(const float* q, int64_t D, const floa
       const int64_t w = std::min<int64_t>(16, D - d0);
       const auto m = static_cast<__mmask16>((1u << w) - 1);
       __m512 r[16];
-      for (int i = 0; i < 16; ++i) r[i] = i < keys ? _mm512_maskz_loadu_ps(m, k + (j0 + i) * k_rs + d0) : _mm512_setzero_ps();
+      for (int i = 0; i < 16; ++i) r[i] = i < keys ? _mm512_maskz_loadu_ps(m, k[j0 + i] + d0) : _mm512_setzero_ps();
       transpose16x16(r);
       for (int64_t d = 0; d < w; ++d) acc = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + d]), r[d], acc);
     }
@@ -356,20 +356,20 @@ VOLTA_TARGET_AVX512 void key_scores_avx512(const float* q, int64_t D, const floa
 
 #pragma GCC diagnostic pop
 
-VOLTA_TARGET_AVX2 void key_scores_avx2(const float* q, int64_t D, const float* k, int64_t k_rs, int64_t n, float* s) {
+VOLTA_TARGET_AVX2 void key_scores_avx2(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
   for (int64_t j0 = 0; j0 < n; j0 += 8) {
     const int64_t keys = std::min<int64_t>(8, n - j0);
     __m256 acc = _mm256_setzero_ps();
     int64_t d0 = 0;
     for (; d0 + 8 <= D; d0 += 8) {
       __m256 r[8];
-      for (int i = 0; i < 8; ++i) r[i] = i < keys ? _mm256_loadu_ps(k + (j0 + i) * k_rs + d0) : _mm256_setzero_ps();
+      for (int i = 0; i < 8; ++i) r[i] = i < keys ? _mm256_loadu_ps(k[j0 + i] + d0) : _mm256_setzero_ps();
       transpose8x8(r);
       for (int d = 0; d < 8; ++d) acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + d]), r[d], acc);
     }
     alignas(32) float col[8];
     for (; d0 < D; ++d0) {  // the last 0..7 values of every key
-      for (int i = 0; i < 8; ++i) col[i] = i < keys ? k[(j0 + i) * k_rs + d0] : 0.0f;
+      for (int i = 0; i < 8; ++i) col[i] = i < keys ? k[j0 + i][d0] : 0.0f;
       acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0]), _mm256_load_ps(col), acc);
     }
     alignas(32) float out[8];
@@ -563,15 +563,15 @@ void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t row
     for (int64_t r = 0; r < rows_out; ++r) dst[p * dst_rs + r] = r < rows ? src[r * src_rs + p] : 0.0f;
 }
 
-void key_scores(MatmulIsa isa, const float* q, int64_t D, const float* k, int64_t k_rs, int64_t n, float* s) {
+void key_scores(MatmulIsa isa, const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
 #ifdef VOLTA_MATMUL_X86
-  if (isa == MatmulIsa::kAvx512) return key_scores_avx512(q, D, k, k_rs, n, s);
-  if (isa == MatmulIsa::kAvx2) return key_scores_avx2(q, D, k, k_rs, n, s);
+  if (isa == MatmulIsa::kAvx512) return key_scores_avx512(q, D, k, n, s);
+  if (isa == MatmulIsa::kAvx2) return key_scores_avx2(q, D, k, n, s);
 #endif
   (void)isa;
   for (int64_t j = 0; j < n; ++j) {
     float acc = 0.0f;
-    for (int64_t d = 0; d < D; ++d) acc = std::fma(q[d], k[j * k_rs + d], acc);
+    for (int64_t d = 0; d < D; ++d) acc = std::fma(q[d], k[j][d], acc);
     s[j] = acc;
   }
 }
