@@ -101,6 +101,7 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConf
   // kept hot); otherwise each position has its own graph of slices and concats.
   const bool one_step_graph = rt.backend().capabilities().supports(ir::Op::Attention);
   std::shared_ptr<const plan::ExecutionPlan> step_plan;
+  Tensor at = Tensor::zeros(DType::i32, {1});  // the new position = the cached count (bindings share it)
   for (int64_t step = 0; step < o.tokens; ++step) {
     const int64_t len = static_cast<int64_t>(seqs[0].size());
     const int64_t window = std::min(len, c.context);
@@ -120,8 +121,7 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConf
           VOLTA_ASSIGN_OR_RETURN(step_plan, rt.compile_keyed("tinylm.decode_step " + config + " B=" + std::to_string(B),
                                                              [&]() { return build_tinylm_decode_step(c, B); }));
         }
-        Tensor at = Tensor::zeros(DType::i32, {1});
-        at.data<int32_t>()[0] = static_cast<int32_t>(cached);  // the new position = the cached count
+        at.data<int32_t>()[0] = static_cast<int32_t>(cached);
         in.insert_or_assign("positions", at);
         in.insert_or_assign("cache.length", at);
         VOLTA_ASSIGN_OR_RETURN(res, rt.run(*step_plan, in));

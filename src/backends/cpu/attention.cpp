@@ -158,26 +158,23 @@ Status attention(const KernelArgs& a) {
     float* probs = scores + Sp;
     float* vp = probs + Sp;
     float* orow = vp + (copy_v ? S * Ep : 0);
-    int64_t j0 = 0;
-    if (copy_v)
-      for (const Source& s : src) {
-        for (int64_t j = 0; j < s.S; ++j) {
-          std::copy_n(s.v + (g * s.cap + j) * E, E, vp + (j0 + j) * Ep);
-          std::fill(vp + (j0 + j) * Ep + E, vp + (j0 + j + 1) * Ep, 0.0f);
-        }
-        j0 += s.S;
-      }
     thread_local std::vector<const float*> rows;  // key j of the group, from whichever block
     rows.clear();
     for (const Source& s : src)
-      for (int64_t j = 0; j < s.S; ++j) rows.push_back(s.k + (g * s.cap + j) * D);
+      for (int64_t j = 0; j < s.S; ++j) {
+        rows.push_back(s.k + (g * s.cap + j) * D);
+        if (!copy_v) continue;
+        float* row = vp + static_cast<int64_t>(rows.size() - 1) * Ep;
+        std::copy_n(s.v + (g * s.cap + j) * E, E, row);
+        std::fill(row + E, row + Ep, 0.0f);
+      }
+    std::fill(scores + S, scores + Sp, 0.0f);  // key_scores writes [0, S) only
     for (int64_t i = 0; i < T; ++i) {
       key_scores(isa, q + (g * T + i) * D, D, rows.data(), S, scores);  // each score the matmul's chain
-      std::fill(scores + S, scores + Sp, 0.0f);
       softmax_row(scores, probs, Sp, std::min(S, at.causal ? i + at.offset + 1 : S), static_cast<float>(at.scale), false);
       float* o = copy_v ? orow : out + (g * T + i) * E;
       bool started = false;
-      j0 = 0;
+      int64_t j0 = 0;
       for (const Source& s : src) {
         if (s.S == 0) continue;
         const float* v = copy_v ? vp + j0 * Ep : s.v + g * s.cap * E;
