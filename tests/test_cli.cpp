@@ -131,8 +131,6 @@ TEST(Cli, BadInputsGiveOneClearLineAndNonZeroExit) {
       {"inspect tests/data/bad/undefined_value.vir", 1, "undefined_value.vir:3:13: undefined value '%z'"},
       {"inspect examples/gpt_block.vir --budget 1K", 1, "but the memory budget is 1024 bytes"},
       {"inspect examples/gpt_block.vir --budget lots", 1, "--budget: 'lots' is not a byte count"},
-      {"inspect examples/gpt_block.vir --device cuda", 1, "--device cuda"},
-      {"--device cuda run examples/mlp.vir --input x=random --input labels=random", 1, "--device cuda"},
       {"inspect examples/gpt_block.vir --device tpu", 1, "--device: unknown device 'tpu'"},
       {"inspect no/such/file.vir", 1, "cannot open 'no/such/file.vir'"},
       {"inspect tests/data", 1, "tests/data"},
@@ -147,6 +145,14 @@ TEST(Cli, BadInputsGiveOneClearLineAndNonZeroExit) {
       {"explode", 2, "explode"},
   };
   expect_bad_cases(cases);
+}
+
+TEST(Cli, ExplicitCudaWithoutAGpuFailsInOneLine) {
+  if (volta("inspect examples/gpt_block.vir --device cuda").code == 0) GTEST_SKIP() << "a CUDA device is present";
+  expect_bad_cases({
+      {"inspect examples/gpt_block.vir --device cuda", 1, "--device cuda"},
+      {"--device cuda run examples/mlp.vir --input x=random --input labels=random", 1, "--device cuda"},
+  });
 }
 
 TEST(Cli, DeviceFromEnvironment) {

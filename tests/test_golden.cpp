@@ -95,6 +95,11 @@ TEST(Golden, TinyLMMatchesPyTorch) {
     auto state = train::init_state(*tp, params, 0);
     ASSERT_OK(state);
     const Bindings batch{{"tokens", file->tensors.at("tokens")}, {"targets", file->tensors.at("targets")}};
+    if (!rt.backend().host_memory()) {  // train_step keeps params and optimizer state on the host
+      EXPECT_ERROR_CONTAINS(train::train_step(rt, *tp, batch, *state), "needs device memory");
+      std::printf("golden [%s] AdamW steps: not run (training state lives on the host)\n", rt.backend().name().c_str());
+      continue;
+    }
     double worst = 0;
     for (size_t s = 0; s < meta["losses"].size(); ++s) {
       auto st = train::train_step(rt, *tp, batch, *state);

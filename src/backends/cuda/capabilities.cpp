@@ -8,7 +8,11 @@ Capabilities capabilities() {
   caps.ops = {Op::Matmul,  Op::Add,     Op::Sub,        Op::Mul,       Op::Div,        Op::Neg,
               Op::Exp,     Op::Log,     Op::Sqrt,       Op::Tanh,      Op::Relu,       Op::Gelu,
               Op::Silu,    Op::Sigmoid, Op::Softmax,    Op::LogSoftmax, Op::LayerNorm, Op::RmsNorm,
-              Op::Embedding, Op::Reshape, Op::Transpose, Op::Slice,    Op::Concat,     Op::CausalMask};
+              Op::Embedding, Op::Reshape, Op::Transpose, Op::Slice,    Op::Concat,     Op::CausalMask,
+              Op::Pad,     Op::Broadcast, Op::ReduceSum, Op::ReduceMean, Op::ReduceMax,
+              // the backward ops autograd writes for TinyLM
+              Op::ReluGrad, Op::GeluGrad, Op::SoftmaxGrad, Op::LayerNormGrad, Op::RmsNormGrad, Op::EmbeddingGrad,
+              Op::CrossEntropy, Op::CrossEntropyGrad};
   caps.dtypes = {DType::f32, DType::i32, DType::i64};
   caps.determinism = DeterminismLevel::Bitwise;
   return caps;

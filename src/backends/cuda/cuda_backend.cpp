@@ -3,6 +3,7 @@
 // hands plain numbers to the launchers. It never falls back to the CPU: ops without a kernel
 // are refused at plan time (capabilities.cpp), and no driver or device is a clear error.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -63,7 +64,7 @@ Result<size_t> axis_of(const ir::Node& n, int64_t axis, size_t rank) {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(Stream stream, std::shared_ptr<MemoryPool> pool)
-      : caps_(capabilities()), stream_(std::move(stream)), pool_(std::move(pool)) {}
+      : caps_(cuda::capabilities()), stream_(std::move(stream)), pool_(std::move(pool)) {}
   ~CudaBackend() override { (void)stream_.synchronize("cudaStreamSynchronize"); }  // pending work may use pooled blocks
 
   std::string name() const override { return "cuda"; }
@@ -87,10 +88,15 @@ class CudaBackend final : public Backend {
     VOLTA_RETURN_IF_ERROR(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_.get()), "cudaMemcpy device to host"));
     return stream_.synchronize("CUDA execution before a device-to-host copy");
   }
-  size_t workspace_bytes(const ir::Graph&, const ir::Node&) const override { return 0; }
+  // Cross-entropy keeps one double per row for its fixed-order mean.
+  size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override {
+    if (n.op == ir::Op::CrossEntropy && n.inputs.size() == 2)
+      return static_cast<size_t>(g.node(n.inputs[1]).type.numel()) * sizeof(double);
+    return 0;
+  }
 
   Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
-                 std::span<std::byte>) override {
+                 std::span<std::byte> workspace) override {
     // The runtime binds inputs, params and constants as host memory; kernels need device
     // copies. They are staged per use (weights are not yet kept resident: see docs/cuda.md).
     std::vector<TensorRef> in(inputs.begin(), inputs.end());
@@ -106,18 +112,52 @@ class CudaBackend final : public Backend {
       t.data = buf.data();
       staged.push_back(std::move(buf));
     }
-    return dispatch(node, in, inputs, output);
+    return dispatch(node, in, inputs, output, workspace);
   }
 
-  Result<double> sum_of_squares(const TensorRef&) override { return unimplemented("CUDA backend: no training kernels yet"); }
-  Status optimizer_update(const optim::UpdateStep&, const TensorRef&, const TensorRef&, std::span<const TensorRef>) override {
-    return unimplemented("CUDA backend: no optimizer kernels yet");
+  // The global gradient norm's term and the optimizer update work on device memory only: state
+  // the caller keeps on the host would go stale against the runtime's resident copies.
+  Result<double> sum_of_squares(const TensorRef& t) override {
+    VOLTA_RETURN_IF_ERROR(require_device(t, "sum_of_squares"));
+    const int64_t n = t.numel();
+    VOLTA_ASSIGN_OR_RETURN(DeviceBuffer scratch,
+                           DeviceBuffer::make(pool_, static_cast<size_t>(squares_partials(n) + 1) * sizeof(double)));
+    auto* partials = reinterpret_cast<double*>(scratch.data());
+    double* result = partials + squares_partials(n);
+    VOLTA_RETURN_IF_ERROR(check(launch_sum_of_squares(t.as<const float>(), n, partials, result, stream_.get()),
+                                "sum_of_squares kernel launch"));
+    double host = 0.0;
+    VOLTA_RETURN_IF_ERROR(copy_out(reinterpret_cast<std::byte*>(&host), reinterpret_cast<const std::byte*>(result), sizeof host));
+    return host;
+  }
+  Status optimizer_update(const optim::UpdateStep& u, const TensorRef& param, const TensorRef& grad,
+                          std::span<const TensorRef> state) override {
+    VOLTA_RETURN_IF_ERROR(require_device(param, "optimizer update (param)"));
+    VOLTA_RETURN_IF_ERROR(require_device(grad, "optimizer update (gradient)"));
+    for (const TensorRef& t : state) VOLTA_RETURN_IF_ERROR(require_device(t, "optimizer update (state)"));
+    if (grad.numel() != param.numel()) return internal_error("optimizer: gradient and param sizes differ");
+    OptimDesc d;
+    d.kind = u.kind == optim::Kind::Sgd ? 0 : u.kind == optim::Kind::Adam ? 1 : 2;
+    d.lr = u.lr;
+    d.beta1 = u.beta1;
+    d.beta2 = u.beta2;
+    d.eps = u.eps;
+    d.momentum = u.momentum;
+    d.weight_decay = u.weight_decay;
+    d.grad_scale = u.grad_scale;
+    d.c1 = 1.0 - std::pow(u.beta1, static_cast<double>(u.t));
+    d.c2 = 1.0 - std::pow(u.beta2, static_cast<double>(u.t));
+    if (d.kind != 0 && state.size() != 2) return internal_error("optimizer: adam needs two state tensors");
+    float* s0 = state.empty() ? nullptr : state[0].as<float>();
+    float* s1 = state.size() > 1 ? state[1].as<float>() : nullptr;
+    return check(launch_optimizer_update(d, param.as<float>(), grad.as<const float>(), s0, s1, param.numel(), stream_.get()),
+                 "optimizer update kernel launch");
   }
 
  private:
   // `in` holds device pointers; `original` the caller's (host or device), for host-side checks.
   Status dispatch(const ir::Node& n, std::span<const TensorRef> in, std::span<const TensorRef> original,
-                  const TensorRef& out) {
+                  const TensorRef& out, std::span<std::byte> workspace) {
     const cudaStream_t s = stream_.get();
     switch (n.op) {
       case ir::Op::Add: return binary(n, in, out, BinaryOp::Add);
@@ -178,6 +218,45 @@ class CudaBackend final : public Backend {
       case ir::Op::Transpose: return transpose(n, in, out);
       case ir::Op::Slice: return slice(n, in, out);
       case ir::Op::Concat: return concat(n, in, out);
+      case ir::Op::Pad: return pad(n, in, out);
+      case ir::Op::Broadcast: return broadcast(n, in, out);
+      case ir::Op::ReduceSum: return reduce(n, in, out, ReduceOp::Sum);
+      case ir::Op::ReduceMean: return reduce(n, in, out, ReduceOp::Mean);
+      case ir::Op::ReduceMax: return reduce(n, in, out, ReduceOp::Max);
+      case ir::Op::ReluGrad:
+        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+        return launched(launch_relu_grad(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), out.numel(), s), n);
+      case ir::Op::GeluGrad: {
+        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+        VOLTA_ASSIGN_OR_RETURN(const std::string mode, n.attrs.get_string("approximate", "none"));
+        return launched(launch_gelu_grad(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), out.numel(),
+                                         mode == "tanh", s),
+                        n);
+      }
+      case ir::Op::SoftmaxGrad: {
+        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+        VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", -1));
+        VOLTA_ASSIGN_OR_RETURN(const double scale, n.attrs.get_float("scale", 1.0));
+        const Shape& sh = in[0].shape();
+        VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, sh.size()));
+        return launched(launch_softmax_grad(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(),
+                                            product(sh, 0, axis), sh[axis], product(sh, axis + 1, sh.size()), scale, s),
+                        n);
+      }
+      case ir::Op::LayerNormGrad:
+      case ir::Op::RmsNormGrad: {
+        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+        VOLTA_ASSIGN_OR_RETURN(const double eps, n.attrs.get_float("eps", 1e-5));
+        const Shape& sh = in[0].shape();
+        const int64_t D = sh.empty() ? 0 : sh.back();
+        const int64_t rows = D == 0 ? 0 : in[0].numel() / D;
+        return launched(launch_norm_grad(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(),
+                                         out.as<float>(), rows, D, eps, n.op == ir::Op::LayerNormGrad, s),
+                        n);
+      }
+      case ir::Op::EmbeddingGrad: return embedding_grad(n, in, original, out);
+      case ir::Op::CrossEntropy:
+      case ir::Op::CrossEntropyGrad: return cross_entropy(n, in, original, out, workspace);
       default:
         return unimplemented(prefix(n) + "no CUDA kernel " + ir::node_ref(n));
     }
@@ -257,20 +336,12 @@ class CudaBackend final : public Backend {
     if (table.shape().size() != 2 || !is_integer(ids.type.dtype) || table.type.bytes() % 4 != 0)
       return internal_error(prefix(n) + "expects table [V, D] and integer ids " + ir::node_ref(n));
     const int64_t V = table.shape()[0];
+    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> host, host_indices(n, original[1]));
+    for (size_t i = 0; i < host.size(); ++i)
+      if (host[i] < 0 || host[i] >= V) return index_range_error(n, "id", host[i], i, V);
     const int64_t count = ids.numel();
-    std::vector<std::byte> host(ids.type.bytes());
-    if (!host.empty())
-      VOLTA_RETURN_IF_ERROR(copy_out(host.data(), original[1].data, host.size()));
-    const bool i64 = ids.type.dtype == DType::i64;
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t id = i64 ? reinterpret_cast<const int64_t*>(host.data())[i]
-                             : reinterpret_cast<const int32_t*>(host.data())[i];
-      if (id < 0 || id >= V)
-        return invalid_argument(prefix(n) + "id " + std::to_string(id) + " at flat position " + std::to_string(i) +
-                                " is outside [0, " + std::to_string(V) + ") " + ir::node_ref(n));
-    }
     const int64_t words = static_cast<int64_t>(static_cast<size_t>(table.shape()[1]) * dtype_size(table.type.dtype) / 4);
-    return launched(launch_gather_rows(table.data, ids.data, i64, out.data, count, words, stream_.get()), n);
+    return launched(launch_gather_rows(table.data, ids.data, ids.type.dtype == DType::i64, out.data, count, words, stream_.get()), n);
   }
 
   Status transpose(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
@@ -336,6 +407,138 @@ class CudaBackend final : public Backend {
       col += chunk;
     }
     return Status::ok();
+  }
+
+  Status require_device(const TensorRef& t, const char* what) {
+    if (t.type.bytes() == 0) return Status::ok();
+    VOLTA_ASSIGN_OR_RETURN(const bool on_device, is_device_pointer(t.data));
+    if (!on_device)
+      return unimplemented(std::string("CUDA backend: ") + what +
+                           " needs device memory; training state kept on the host is not supported on a device backend");
+    return Status::ok();
+  }
+
+  // Integer indices (ids, targets) copied to the host for range checks: an index out of range
+  // is an error naming the node, as on the CPU, and never a wild read on the device.
+  Result<std::vector<int64_t>> host_indices(const ir::Node& n, const TensorRef& original) {
+    if (!is_integer(original.type.dtype)) return internal_error(prefix(n) + "expects integer indices " + ir::node_ref(n));
+    std::vector<std::byte> host(original.type.bytes());
+    if (!host.empty()) VOLTA_RETURN_IF_ERROR(copy_out(host.data(), original.data, host.size()));
+    std::vector<int64_t> v(static_cast<size_t>(original.numel()));
+    const bool i64 = original.type.dtype == DType::i64;
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = i64 ? reinterpret_cast<const int64_t*>(host.data())[i] : reinterpret_cast<const int32_t*>(host.data())[i];
+    return v;
+  }
+
+  Status index_range_error(const ir::Node& n, const char* what, int64_t v, size_t pos, int64_t bound) {
+    return invalid_argument(prefix(n) + what + " " + std::to_string(v) + " at flat position " + std::to_string(pos) +
+                            " is outside [0, " + std::to_string(bound) + ") " + ir::node_ref(n));
+  }
+
+  Status embedding_grad(const ir::Node& n, std::span<const TensorRef> in, std::span<const TensorRef> original,
+                        const TensorRef& out) {
+    if (out.type.dtype != DType::f32 || in[1].type.dtype != DType::f32 || out.shape().size() != 2)
+      return internal_error(prefix(n) + "expects f32 dy and a [rows, D] output " + ir::node_ref(n));
+    const int64_t rows = out.shape()[0], D = out.shape()[1];
+    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> ids, host_indices(n, original[0]));
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || ids[i] >= rows) return index_range_error(n, "id", ids[i], i, rows);
+    return launched(launch_embedding_grad(in[0].data, in[0].type.dtype == DType::i64, in[0].numel(), in[1].as<const float>(),
+                                          out.as<float>(), rows, D, stream_.get()),
+                    n);
+  }
+
+  // cross_entropy (logits, targets) and cross_entropy_grad (logits, targets, dloss).
+  Status cross_entropy(const ir::Node& n, std::span<const TensorRef> in, std::span<const TensorRef> original,
+                       const TensorRef& out, std::span<std::byte> workspace) {
+    const TensorRef& logits = in[0];
+    if (logits.type.dtype != DType::f32 || out.type.dtype != DType::f32 || logits.shape().empty())
+      return internal_error(prefix(n) + "expects f32 logits [..., C] and integer targets " + ir::node_ref(n));
+    const bool has_ignore = n.attrs.has("ignore_index");
+    VOLTA_ASSIGN_OR_RETURN(const int64_t ignore, n.attrs.get_int("ignore_index", 0));
+    const int64_t C = logits.shape().back();
+    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> targets, host_indices(n, original[1]));
+    const int64_t rows = static_cast<int64_t>(targets.size());
+    int64_t counted = 0;
+    for (size_t r = 0; r < targets.size(); ++r) {
+      if (has_ignore && targets[r] == ignore) continue;
+      if (targets[r] < 0 || targets[r] >= C) return index_range_error(n, "target", targets[r], r, C);
+      ++counted;
+    }
+    const bool i64 = in[1].type.dtype == DType::i64;
+    if (n.op == ir::Op::CrossEntropyGrad) {
+      if (in.size() < 3 || in[2].type.dtype != DType::f32)
+        return internal_error(prefix(n) + "expects an f32 dloss input " + ir::node_ref(n));
+      return launched(launch_cross_entropy_grad(logits.as<const float>(), in[1].data, i64, in[2].as<const float>(), rows, C,
+                                                has_ignore, ignore, counted, out.as<float>(), stream_.get()),
+                      n);
+    }
+    if (workspace.size() < static_cast<size_t>(rows) * sizeof(double))
+      return internal_error(prefix(n) + "workspace too small " + ir::node_ref(n));
+    return launched(launch_cross_entropy(logits.as<const float>(), in[1].data, i64, rows, C, has_ignore, ignore, counted,
+                                         reinterpret_cast<double*>(workspace.data()), out.as<float>(), stream_.get()),
+                    n);
+  }
+
+  Status reduce(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, ReduceOp op) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, n.attrs.get_ints("axes"));
+    const Shape& sh = in[0].shape();
+    VOLTA_RETURN_IF_ERROR(check_rank(n, sh.size()));
+    std::vector<bool> reduced(sh.size(), false);
+    for (int64_t a : axes) {
+      VOLTA_ASSIGN_OR_RETURN(const size_t d, axis_of(n, a, sh.size()));
+      reduced[d] = true;
+    }
+    StridedIndex kept, red;
+    int64_t stride = 1, n_out = 1, n_red = 1;
+    std::vector<int64_t> strides(sh.size());
+    for (size_t d = sh.size(); d-- > 0;) {
+      strides[d] = stride;
+      stride *= sh[d];
+    }
+    for (size_t d = 0; d < sh.size(); ++d) {
+      StridedIndex& idx = reduced[d] ? red : kept;
+      idx.dims[idx.rank] = sh[d];
+      idx.strides[0][idx.rank] = strides[d];
+      ++idx.rank;
+      (reduced[d] ? n_red : n_out) *= sh[d];
+    }
+    return launched(launch_reduce(op, in[0].as<const float>(), out.as<float>(), kept, n_out, red, n_red, stream_.get()), n);
+  }
+
+  Status broadcast(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    const Shape& os = out.shape();
+    VOLTA_RETURN_IF_ERROR(check_rank(n, os.size()));
+    if (in[0].shape().size() > os.size()) return internal_error(prefix(n) + "input rank above the output's " + ir::node_ref(n));
+    StridedIndex idx;
+    idx.rank = static_cast<int>(os.size());
+    for (size_t d = 0; d < os.size(); ++d) idx.dims[d] = os[d];
+    broadcast_strides(in[0].shape(), os, 1, idx.strides[0]);
+    return launched(launch_permute(in[0].data, out.data, out.numel(), static_cast<int>(dtype_size(out.type.dtype)), idx,
+                                   stream_.get()),
+                    n);
+  }
+
+  // Zeros, then one pitched copy of the input rows into their band of the output rows.
+  Status pad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", 0));
+    VOLTA_ASSIGN_OR_RETURN(const int64_t before, n.attrs.get_int("before", 0));
+    const Shape& xs = in[0].shape();
+    VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, xs.size()));
+    const int64_t outer = product(xs, 0, axis), inner = product(xs, axis + 1, xs.size());
+    const int64_t in_len = xs[axis], out_len = out.shape()[axis];
+    if (before < 0 || before + in_len > out_len) return internal_error(prefix(n) + "pad band out of range " + ir::node_ref(n));
+    if (out.type.bytes() == 0) return Status::ok();
+    VOLTA_RETURN_IF_ERROR(check(cudaMemsetAsync(out.data, 0, out.type.bytes(), stream_.get()), prefix(n) + ir::node_ref(n)));
+    const size_t width = static_cast<size_t>(in_len * inner) * sizeof(float);
+    if (width == 0 || outer == 0) return Status::ok();
+    return check(cudaMemcpy2DAsync(out.data + static_cast<size_t>(before * inner) * sizeof(float),
+                                   static_cast<size_t>(out_len * inner) * sizeof(float), in[0].data, width, width,
+                                   static_cast<size_t>(outer), cudaMemcpyDeviceToDevice, stream_.get()),
+                 prefix(n) + "cudaMemcpy2DAsync " + ir::node_ref(n));
   }
 
   Capabilities caps_;

@@ -70,4 +70,58 @@ cudaError_t launch_permute(const void* x, void* out, int64_t n, int elem_bytes, 
 cudaError_t launch_gather_rows(const void* table, const void* ids, bool ids_i64, void* out, int64_t n_ids,
                                int64_t words, cudaStream_t stream);
 
+// ---- grad.cu (backward kernels, mirroring ref_grad.cpp) ------------------------------------
+// out = x > 0 ? dy : 0
+cudaError_t launch_relu_grad(const float* x, const float* dy, float* out, int64_t n, cudaStream_t stream);
+// out = gelu'(x) * dy, erf form or tanh approximation, in double.
+cudaError_t launch_gelu_grad(const float* x, const float* dy, float* out, int64_t n, bool tanh_form, cudaStream_t stream);
+// Over the middle axis of [outer, n, inner]: out = scale * y * (dy - sum(dy * y)).
+cudaError_t launch_softmax_grad(const float* y, const float* dy, float* out, int64_t outer, int64_t n, int64_t inner,
+                                double scale, cudaStream_t stream);
+// dx of layer_norm (center) or rms_norm for `rows` rows of length D (gamma's gradient is a
+// matmul-free reduction autograd writes separately).
+cudaError_t launch_norm_grad(const float* x, const float* gamma, const float* dy, float* out, int64_t rows, int64_t D,
+                             double eps, bool center, cudaStream_t stream);
+// out[rows, D] = sum over positions p with ids[p] == row of dy[p, :], positions in index order,
+// summed in double and rounded once. One block owns each output row: no atomics. Ids were
+// range-checked on the host.
+cudaError_t launch_embedding_grad(const void* ids, bool ids_i64, int64_t n_ids, const float* dy, float* out, int64_t rows,
+                                  int64_t D, cudaStream_t stream);
+
+// ---- loss.cu (mirroring ref_loss.cpp and ref_grad.cpp) -------------------------------------
+// Mean over counted rows of -log_softmax(logits[r])[t_r]; rows whose target is the ignore index
+// (has_ignore) are skipped. `row_loss` is `rows` doubles of workspace. Targets were range-checked
+// on the host, which also counted the rows; counted == 0 gives nan, as on the CPU.
+cudaError_t launch_cross_entropy(const float* logits, const void* targets, bool targets_i64, int64_t rows, int64_t C,
+                                 bool has_ignore, int64_t ignore, int64_t counted, double* row_loss, float* out,
+                                 cudaStream_t stream);
+// d loss / d logits = dloss[0] / counted * (softmax(logits[r]) - onehot(t_r)); ignored rows 0.
+cudaError_t launch_cross_entropy_grad(const float* logits, const void* targets, bool targets_i64, const float* dloss,
+                                      int64_t rows, int64_t C, bool has_ignore, int64_t ignore, int64_t counted,
+                                      float* out, cudaStream_t stream);
+
+// ---- reduce.cu -------------------------------------------------------------------------------
+enum class ReduceOp : int { Sum, Mean, Max };
+// One thread per output element walks its reduced elements in row-major order, accumulating
+// in double (the CPU reference's order). kept: the output dims with the input's strides
+// (strides[0]); reduced: the reduced dims with theirs. NaN propagates through max.
+cudaError_t launch_reduce(ReduceOp op, const float* x, float* out, const StridedIndex& kept, int64_t n_out,
+                          const StridedIndex& reduced, int64_t n_reduced, cudaStream_t stream);
+// Sum of x[i]^2 in double over a fixed partition: chunks of kSquaresChunk elements, each a
+// fixed tree, then one fixed tree over the chunks. `partials` holds squares_partials(n) doubles;
+// the result lands in *out (device).
+constexpr int64_t kSquaresChunk = 8192;
+inline int64_t squares_partials(int64_t n) { return n == 0 ? 1 : (n + kSquaresChunk - 1) / kSquaresChunk; }
+cudaError_t launch_sum_of_squares(const float* x, int64_t n, double* partials, double* out, cudaStream_t stream);
+
+// ---- optim.cu (mirroring ref_optim.cpp: each element in double from its own values) ----------
+struct OptimDesc {
+  int kind = 0;  // 0 sgd, 1 adam, 2 adamw
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, momentum = 0, weight_decay = 0, grad_scale = 1;
+  double c1 = 1, c2 = 1;  // Adam's bias corrections 1 - beta^t
+};
+// state0: sgd momentum buffer (may be null) or adam m; state1: adam v.
+cudaError_t launch_optimizer_update(const OptimDesc& d, float* param, const float* grad, float* state0, float* state1,
+                                    int64_t n, cudaStream_t stream);
+
 }  // namespace volta::cuda

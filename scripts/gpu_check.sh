@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# gpu_check.sh [REPORT]: the GPU check. On a machine with an NVIDIA GPU (no internet needed):
+#   1. builds Volta with the CUDA backend (Release, kernels for this GPU's architecture);
+#   2. runs every CUDA test, then the whole CTest suite on that build;
+#   3. runs the GPU benchmarks;
+# and writes one report (default build/gpu/gpu_report.md): machine, tests passed / failed,
+# parity errors per op family, determinism hashes, benchmark tables.
+# Dependencies come from the machine's packages, else from the prefix scripts/gpu_deps.sh
+# packs (.gpudeps, or $VOLTA_GPU_DEPS), which carries GoogleTest's source, CLI11 and nlohmann-json.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build=${VOLTA_GPU_BUILD:-build/gpu}
+report=${1:-$build/gpu_report.md}
+deps=${VOLTA_GPU_DEPS:-$root/.gpudeps}
+jobs=$(nproc)
+mkdir -p "$build" "$(dirname "$report")"
+log=$build/gpu_check.log
+: >"$log"
+start=$(date +%s)
+status=0
+
+say() { echo "$@" | tee -a "$report"; }
+elapsed() { echo $(($(date +%s) - start)); }
+
+: >"$report"
+say "# Volta GPU check"
+say ""
+say "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
+say "- gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo none)"
+say "- cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+say "- nvcc: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo none); $(${CXX:-c++} --version | head -1); cmake $(cmake --version | head -1 | awk '{print $3}')"
+
+# ---- 1. Build ------------------------------------------------------------------------------
+prefix_path=""
+if [ -d "$deps" ]; then
+  # GoogleTest from the packed source, installed once into the prefix.
+  if [ ! -f "$deps/lib/cmake/GTest/GTestConfig.cmake" ] && [ -d "$deps/src/googletest" ]; then
+    cmake -S "$deps/src/googletest" -B "$build/googletest" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$deps" -DCMAKE_INSTALL_LIBDIR=lib >>"$log" 2>&1 &&
+      ninja -C "$build/googletest" install >>"$log" 2>&1 || { say "- googletest build FAILED (see $log)"; exit 1; }
+  fi
+  prefix_path="-DCMAKE_PREFIX_PATH=$deps"
+fi
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
+arch=${arch:-90}
+if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+  -DCMAKE_CUDA_COMPILER="${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}" $prefix_path >>"$log" 2>&1; then
+  say "- configure FAILED:"; tail -30 "$log" | tee -a "$report"; exit 1
+fi
+grep -q "CUDA backend ON" "$log" || { say "- configure did not enable the CUDA backend"; exit 1; }
+if ! ninja -C "$build" -j"$jobs" >>"$log" 2>&1; then
+  say "- build FAILED:"; grep -E "error|Error" "$log" | head -30 | tee -a "$report"; exit 1
+fi
+say "- build: ok, sm_$arch, $(elapsed) s"
+
+# ---- 2. Tests ------------------------------------------------------------------------------
+say ""
+say "## CUDA tests"
+say ""
+"$build/tests/volta_tests" --gtest_filter='Cuda*:Golden*' --gtest_output="json:$build/cuda_tests.json" >"$build/cuda_tests.log" 2>&1 || status=1
+grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED" "$build/cuda_tests.log" | sed 's/^/    /' | tee -a "$report"
+# Per-test diagnostics the tests print (parity errors per op family, determinism hashes).
+say ""
+say "### Parity and determinism lines"
+say ""
+grep -E "^(parity|golden|hash|determinism) " "$build/cuda_tests.log" | sed 's/^/    /' | tee -a "$report"
+grep -B2 -A12 "Failure" "$build/cuda_tests.log" | head -80 | sed 's/^/    /' | tee -a "$report"
+
+say ""
+say "## All tests (ctest, this build)"
+say ""
+ctest --test-dir "$build" -j"$jobs" --timeout 600 --output-on-failure >"$build/ctest.log" 2>&1 || status=1
+grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|Timeout" "$build/ctest.log" | sed 's/^/    /' | tee -a "$report"
+
+# ---- 3. Benchmarks -------------------------------------------------------------------------
+say ""
+say "## Benchmarks"
+say ""
+volta=$build/volta
+timeout 180 "$volta" bench matmul --device cuda --runs 5 --json >"$build/bench_matmul.jsonl" 2>"$build/bench_matmul.err" || status=1
+timeout 180 python3 bench/gpu_peer.py matmul --runs 5 >"$build/peer_matmul.jsonl" 2>"$build/peer_matmul.err" || echo "(peer failed: $(tail -1 "$build/peer_matmul.err"))" | tee -a "$report"
+python3 - "$build/bench_matmul.jsonl" "$build/peer_matmul.jsonl" <<'PY' | tee -a "$report"
+import json, sys
+def rows(path):
+    out = {}
+    try:
+        for line in open(path):
+            r = json.loads(line)
+            out[(r["m"], r["n"], r["k"])] = r
+    except (OSError, ValueError):
+        pass
+    return out
+volta, peer = rows(sys.argv[1]), rows(sys.argv[2])
+print("### GEMM, fp32: Volta's CUDA kernel vs cuBLAS through PyTorch (TF32 off), GFLOP/s, median of 5")
+print()
+print("| group | m | n | k | Volta | cuBLAS | Volta / cuBLAS |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for key, v in volta.items():
+    p = peer.get(key)
+    pg = p["gflops"] if p else float("nan")
+    print(f"| {v['group']} | {key[0]} | {key[1]} | {key[2]} | {v['gflops']:.0f} | {pg:.0f} | {v['gflops'] / pg:.3f} |")
+PY
+say ""
+say "### TinyLM inference (shakespeare-char, seeded weights)"
+say ""
+{
+  echo '```'
+  timeout 180 "$volta" bench infer --device cuda --batch 1 --batch 32 --kv-cache on 2>&1
+  echo '```'
+} | tee -a "$report"
+say ""
+say "- total: $(elapsed) s, status $status"
+exit $status
