@@ -69,6 +69,18 @@ grep -E "^(parity|golden|hash|determinism) " "$build/cuda_tests.log" | sed 's/^/
 grep -B2 -A12 "Failure" "$build/cuda_tests.log" | head -80 | sed 's/^/    /' | tee -a "$report"
 
 say ""
+say "## Determinism: output hashes (fnv1a64), two CUDA runs and the CPU"
+say ""
+for model in "gpt_block.vir --input tokens=random" "mlp.vir --input x=random --input labels=random"; do
+  # shellcheck disable=SC2086
+  a=$("$build/volta" run examples/$model --seed 1 --device cuda 2>&1 | awk '/fnv1a64/ {print $1, $4}' | tr '\n' ' ')
+  b=$("$build/volta" run examples/$model --seed 1 --device cuda 2>&1 | awk '/fnv1a64/ {print $1, $4}' | tr '\n' ' ')
+  c=$("$build/volta" run examples/$model --seed 1 --device cpu 2>&1 | awk '/fnv1a64/ {print $1, $4}' | tr '\n' ' ')
+  same=identical; [ -n "$a" ] && [ "$a" = "$b" ] || { same=DIFFER; status=1; }
+  say "    ${model%% *}: cuda [$a] cuda again [$b] ($same); cpu [$c]"
+done
+
+say ""
 say "## All tests (ctest, this build)"
 say ""
 ctest --test-dir "$build" -j"$jobs" --timeout 600 --output-on-failure >"$build/ctest.log" 2>&1 || status=1
