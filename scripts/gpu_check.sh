@@ -27,7 +27,8 @@ elapsed() { echo $(($(date +%s) - start)); }
 say "# Volta GPU check"
 say ""
 say "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-say "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
+# VOLTA_COMMIT names the commit where the tree came without its history (a copied checkout).
+say "- commit: ${VOLTA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')}"
 say "- gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo none)"
 say "- cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 say "- nvcc: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo none); $(${CXX:-c++} --version | head -1); cmake $(cmake --version | head -1 | awk '{print $3}')"
