@@ -4,6 +4,7 @@
 // one ymm with AVX2); -ffp-contract=fast (set for matmul*.cpp) turns `acc += x * b` into FMA.
 // The scalar kernel calls std::fma, so it gives the same bits as the vector ones.
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -40,6 +41,19 @@ struct VecOf {
   typedef float type __attribute__((vector_size(4 * W)));
 };
 
+// acc + a * b rounded once, spelled out: whether a compiler contracts `acc += x * b` into an
+// FMA is its choice (g++ 13 left some uncontracted where g++ 12 did not), and the bits of the
+// chain must not depend on it.
+VOLTA_TARGET_AVX512 inline VecOf<16>::type fmadd(VecOf<16>::type a, VecOf<16>::type b,
+                                                                         VecOf<16>::type c) {
+  return std::bit_cast<VecOf<16>::type>(
+      _mm512_fmadd_ps(std::bit_cast<__m512>(a), std::bit_cast<__m512>(b), std::bit_cast<__m512>(c)));
+}
+VOLTA_TARGET_AVX2 inline VecOf<8>::type fmadd(VecOf<8>::type a, VecOf<8>::type b, VecOf<8>::type c) {
+  return std::bit_cast<VecOf<8>::type>(
+      _mm256_fmadd_ps(std::bit_cast<__m256>(a), std::bit_cast<__m256>(b), std::bit_cast<__m256>(c)));
+}
+
 // C[R, NV * W] = or += A[R, k] @ B[k, NV * W]. Inlined into each ISA's entry, whose target
 // attribute decides the registers the vectors live in.
 // The loops over rows and vectors are unrolled by pragma: unrolled only later, GCC keeps acc in a
@@ -72,9 +86,9 @@ template <int W, int R, int NV, bool PackedA>
     for (int j = 0; j < NV; ++j) bv[j] = load(b + j * W);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const float x = a[r * a_rs];
+      const V x = V{} + a[r * a_rs];
 #pragma GCC unroll 16
-      for (int j = 0; j < NV; ++j) acc[r][j] += x * bv[j];  // one FMA per k
+      for (int j = 0; j < NV; ++j) acc[r][j] = fmadd(x, bv[j], acc[r][j]);  // one FMA per k
     }
   }
 #pragma GCC unroll 16
