@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Golden hashes of whole jobs: training checkpoints and the deterministic fields of their logs,
+# eval losses, greedy and sampled generate text (batch 1 and 4), the spirals log, each at 1 and
+# 2 threads. Recorded before the runtime took ownership of the model's state; any change of a
+# bit in these jobs fails here. VOLTA_UPDATE_GOLDEN=1 rewrites the golden file.
+set -euo pipefail
+volta=$1
+data=$2
+golden=$3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+strip() { sed -E 's/,"tokens_per_s":[^,}]*//; s/,"elapsed_s":[^,}]*//' "$1"; }
+h() { sha256sum | cut -c1-16; }
+{
+  for t in 1 2; do
+    run="$dir/t$t"
+    "$volta" --threads "$t" train --recipe shakespeare-char --data "$data" --steps 60 --eval-every 30 --eval-iters 4 \
+      --seed 7 --out "$run" > /dev/null
+    echo "threads $t train last.safetensors $(h < "$run/last.safetensors")"
+    echo "threads $t train best.safetensors $(h < "$run/best.safetensors")"
+    echo "threads $t train log.jsonl $(strip "$run/log.jsonl" | h)"
+    echo "threads $t eval $("$volta" --threads "$t" eval --checkpoint "$run/last.safetensors" --data "$data" --eval-iters 8 --seed 1 | h)"
+    echo "threads $t generate greedy $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --prompt "ROMEO:" --tokens 80 --temperature 0 | h)"
+    echo "threads $t generate sampled $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --tokens 80 --temperature 0.8 --top-k 40 --seed 3 | h)"
+    echo "threads $t generate batch4 $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --tokens 80 --temperature 0.8 --top-k 40 --seed 3 --batch 4 | h)"
+    echo "threads $t generate no-kv $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --tokens 40 --temperature 0.8 --seed 3 --no-kv-cache | h)"
+    "$volta" --threads "$t" train --recipe mlp-spirals --steps 100 --seed 1 --log "$dir/spirals$t.jsonl" > /dev/null
+    echo "threads $t spirals log $(h < "$dir/spirals$t.jsonl")"
+    "$volta" --threads "$t" train --recipe mlp-spirals --steps 60 --seed 2 --optimizer sgd --momentum 0.9 --lr 0.1 \
+      --schedule cosine --warmup 10 --clip 1 --loss mse --log "$dir/sgd$t.jsonl" > /dev/null
+    echo "threads $t spirals sgd log $(h < "$dir/sgd$t.jsonl")"
+  done
+} > "$dir/got.txt"
+if [ "${VOLTA_UPDATE_GOLDEN:-0}" = 1 ]; then
+  cp "$dir/got.txt" "$golden"
+  echo "rewrote $golden"
+  exit 0
+fi
+diff "$golden" "$dir/got.txt"
+echo "PASS: $(wc -l < "$golden") golden job hashes unchanged"
