@@ -74,6 +74,7 @@ double as_double(const Tensor& t, int64_t i) {
     case DType::f32: return t.data<float>()[i];
     case DType::i32: return t.data<int32_t>()[i];
     case DType::i64: return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::f64: return t.data<double>()[i];
   }
   return 0;
 }

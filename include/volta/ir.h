@@ -87,6 +87,9 @@ const OpInfo& op_info(Op op);
 inline const char* op_name(Op op) { return op_info(op).name; }
 Result<Op> parse_op(std::string_view name);
 bool is_leaf(Op op);  // input, param, constant
+// True when `op` writes its input `i` in place (the model's state: optimizer_update's param and
+// slots, increment's counter). Such a node is scheduled after every other reader of that input.
+bool writes_input(Op op, size_t i);
 bool op_allows_attr(Op op, std::string_view attr);
 
 // The shape/dtype rule of `op`. Errors read "[op] <what is wrong>"; callers append the node.

@@ -14,6 +14,8 @@
 
 namespace volta {
 
+class State;
+
 struct CompileOptions {
   passes::PipelineOptions pipeline;
   plan::PlanOptions plan;
@@ -57,9 +59,11 @@ class Runtime {
                                                                    const std::function<Result<ir::Graph>()>& build,
                                                                    const CompileOptions& opts = {});
 
-  // Runs a plan. Every input and param must be bound with exactly its declared type.
+  // Runs a plan. Every input and param must be bound with exactly its declared type: params
+  // held by `state` (on this runtime's backend) are bound to its buffers, which the plan's
+  // state-updating nodes write in place; everything else comes from `bindings`.
   // Returns the outputs in graph order as host tensors.
-  Result<std::vector<Tensor>> run(const plan::ExecutionPlan& p, const Bindings& bindings);
+  Result<std::vector<Tensor>> run(const plan::ExecutionPlan& p, const Bindings& bindings, State* state = nullptr);
 
   // Records every executed node while set (nullptr: off). The profiler must outlive its use.
   void set_profiler(Profiler* p) { profiler_ = p; }

@@ -13,7 +13,9 @@
 
 namespace volta {
 
-enum class DType : uint8_t { f32, i32, i64 };
+// f64 is internal to the training step (the global gradient norm and the learning rate travel
+// as f64[] scalars so their arithmetic stays in double); graphs from users are f32 / i32 / i64.
+enum class DType : uint8_t { f32, i32, i64, f64 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);

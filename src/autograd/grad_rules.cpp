@@ -310,6 +310,9 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::CrossEntropyGrad: return no_rule(n, "second-order gradients are not supported");
     case Op::FusedElementwise:
       return no_rule(n, "the fuse_elementwise pass writes it after autograd; differentiate the unfused ops");
+    case Op::GradNorm:
+    case Op::OptimizerUpdate:
+    case Op::Increment: return no_rule(n, "the training step's state updates are not differentiable");
   }
   return internal_error("grad_rule: unknown op");
 }

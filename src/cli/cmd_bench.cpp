@@ -125,13 +125,14 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   opts.schedule = r.schedule;
   VOLTA_ASSIGN_OR_RETURN(train::TrainingPlan tp, train::compile_training(rt, model, opts));
   VOLTA_ASSIGN_OR_RETURN(Bindings init, init_params(model, 1));
-  VOLTA_ASSIGN_OR_RETURN(train::TrainState state, train::init_state(tp, std::move(init), 1));
+  VOLTA_ASSIGN_OR_RETURN(train::TrainState init_state, train::init_state(tp, std::move(init), 1));
+  VOLTA_ASSIGN_OR_RETURN(train::TrainSession session, train::TrainSession::start(rt, tp, init_state));
   std::vector<double> ms;
   for (int64_t s = 0; s < f.warmup + f.steps; ++s) {
     if (s == f.warmup && f.profile.enabled()) rt.set_profiler(&profiler);
     Bindings batch = train::lm_batch(data.train, r.batch, r.model.context, 1, "train", static_cast<uint64_t>(s));
     const auto t0 = Clock::now();
-    VOLTA_ASSIGN_OR_RETURN(train::StepStats st, train::train_step(rt, tp, batch, state));
+    VOLTA_ASSIGN_OR_RETURN(train::StepStats st, session.step(batch));
     (void)st;
     if (s >= f.warmup) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }

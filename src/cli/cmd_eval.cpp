@@ -35,7 +35,9 @@ Action add_eval(CLI::App& app, GlobalFlags& global) {
     VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &g));
     VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(g));
     const auto& split = f->split == "val" ? data.val : data.train;
-    VOLTA_ASSIGN_OR_RETURN(double loss, train::evaluate_lm(rt, *plan, ck.state.params, split, r.batch, r.model.context, f->seed,
+    State params(rt.backend());  // uploaded once for all the batches
+    VOLTA_RETURN_IF_ERROR(params.put_all(ck.state.params, plan::MemClass::Param));
+    VOLTA_ASSIGN_OR_RETURN(double loss, train::evaluate_lm(rt, *plan, params, split, r.batch, r.model.context, f->seed,
                                                            "eval." + f->split, 0, f->iters));
     std::printf("%s loss %.4f (%lld batches of %lld x %lld, step %lld)\n", f->split.c_str(), loss, static_cast<long long>(f->iters),
                 static_cast<long long>(r.batch), static_cast<long long>(r.model.context), static_cast<long long>(ck.state.step));

@@ -66,7 +66,8 @@ Status train_spirals(const TrainFlags& f, const GlobalFlags& global, const Profi
   if (profile.enabled()) rt.set_profiler(&profiler);
   VOLTA_ASSIGN_OR_RETURN(train::TrainingPlan tp, train::compile_training(rt, model, opts));
   VOLTA_ASSIGN_OR_RETURN(Bindings init, init_params(model, f.seed));
-  VOLTA_ASSIGN_OR_RETURN(train::TrainState state, train::init_state(tp, std::move(init), f.seed));
+  VOLTA_ASSIGN_OR_RETURN(train::TrainState init_state, train::init_state(tp, std::move(init), f.seed));
+  VOLTA_ASSIGN_OR_RETURN(train::TrainSession session, train::TrainSession::start(rt, tp, init_state));
   const train::SpiralData data = train::make_spirals(f.spirals, f.seed);
 
   std::ofstream log;
@@ -82,16 +83,16 @@ Status train_spirals(const TrainFlags& f, const GlobalFlags& global, const Profi
   const int64_t every = std::max<int64_t>(1, f.steps / 10);
   double first_loss = 0.0, last_loss = 0.0;
   for (int64_t s = 0; s < f.steps; ++s) {
-    Bindings batch = train::spirals_batch(f.spirals, data, state.seed, state.step);
-    VOLTA_ASSIGN_OR_RETURN(train::StepStats st, train::train_step(rt, tp, batch, state));
+    Bindings batch = train::spirals_batch(f.spirals, data, session.seed(), session.steps());
+    VOLTA_ASSIGN_OR_RETURN(train::StepStats st, session.step(batch));
     if (s == 0) first_loss = st.loss;
     last_loss = st.loss;
     if (log) {
-      nlohmann::ordered_json line = {{"step", state.step}, {"train_loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm}};
+      nlohmann::ordered_json line = {{"step", session.steps()}, {"train_loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm}};
       log << line.dump() << "\n";
     }
-    if (state.step % every == 0 || s + 1 == f.steps)
-      std::printf("step %5lld/%lld  loss %.4f  lr %.3g  grad norm %.3f\n", static_cast<long long>(state.step),
+    if (session.steps() % every == 0 || s + 1 == f.steps)
+      std::printf("step %5lld/%lld  loss %.4f  lr %.3g  grad norm %.3f\n", static_cast<long long>(session.steps()),
                   static_cast<long long>(f.steps), st.loss, st.lr, st.grad_norm);
   }
 
@@ -99,10 +100,10 @@ Status train_spirals(const TrainFlags& f, const GlobalFlags& global, const Profi
   const int64_t n = data.labels.numel();
   VOLTA_ASSIGN_OR_RETURN(ir::Graph full, train::build_spirals_mlp(f.spirals, n));
   VOLTA_ASSIGN_OR_RETURN(auto eval, rt.compile(full));
-  Bindings all = state.params;
+  Bindings all;  // the params are the session's, read in place
   all.emplace("x", data.x);
   all.emplace(f.spirals.loss == "ce" ? "labels" : "target", f.spirals.loss == "ce" ? data.labels : data.one_hot);
-  VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(*eval, all));
+  VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(*eval, all, &session.state()));
   std::printf("loss %.4f -> %.4f; full-data loss %.4f; accuracy %.1f%% on %lld points\n", first_loss, last_loss,
               static_cast<double>(out[0].data<float>()[0]), 100.0 * accuracy(out[1], data.labels), static_cast<long long>(n));
   if (numerics == NumericsPolicy::Check && rt.numerics_report().nonfinite_values > 0)

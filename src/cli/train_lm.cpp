@@ -130,6 +130,12 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
     VOLTA_ASSIGN_OR_RETURN(Bindings init, init_params(model, f.seed));
     VOLTA_ASSIGN_OR_RETURN(ck.state, train::init_state(tp, std::move(init), f.seed));
   }
+  VOLTA_ASSIGN_OR_RETURN(train::TrainSession session, train::TrainSession::start(rt, tp, ck.state));
+  // Checkpoints read the state back from the backend.
+  auto save = [&](const std::string& path) -> Status {
+    VOLTA_ASSIGN_OR_RETURN(ck.state, session.snapshot());
+    return io::save_checkpoint(train::to_checkpoint(ck), path);
+  };
   std::ofstream log(log_path, resumed ? std::ios::app : std::ios::trunc);
   if (!log) return not_found("cannot write log '" + log_path + "'");
 
@@ -148,24 +154,24 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
   const bool tty = ::isatty(::fileno(stderr)) != 0;
   const auto start = Clock::now();
   double train_seconds = 0.0;
-  const int64_t first_step = ck.state.step;
+  const int64_t first_step = session.steps();
   const int64_t tokens_per_step = r.batch * T;
-  while (ck.state.step < r.steps) {
+  while (session.steps() < r.steps) {
     const auto t0 = Clock::now();
-    Bindings batch = train::lm_batch(data.train, r.batch, T, ck.state.seed, "train", static_cast<uint64_t>(ck.state.step));
-    VOLTA_ASSIGN_OR_RETURN(train::StepStats st, train::train_step(rt, tp, batch, ck.state));
+    Bindings batch = train::lm_batch(data.train, r.batch, T, session.seed(), "train", static_cast<uint64_t>(session.steps()));
+    VOLTA_ASSIGN_OR_RETURN(train::StepStats st, session.step(batch));
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     train_seconds += dt;
-    const int64_t step = ck.state.step;
+    const int64_t step = session.steps();
     nlohmann::ordered_json line = {{"step", step}, {"train_loss", st.loss}, {"lr", st.lr}};
     const bool eval_now = step % r.eval_every == 0 || step == r.steps;
     if (eval_now) {
-      VOLTA_ASSIGN_OR_RETURN(double val, train::evaluate_lm(rt, *eval_plan, ck.state.params, data.val, r.batch, T, ck.state.seed, "val",
+      VOLTA_ASSIGN_OR_RETURN(double val, train::evaluate_lm(rt, *eval_plan, session.state(), data.val, r.batch, T, session.seed(), "val",
                                                             static_cast<uint64_t>(step) * static_cast<uint64_t>(r.eval_iters), r.eval_iters));
       line["val_loss"] = val;
       if (val < ck.best_val_loss) {
         ck.best_val_loss = val;
-        VOLTA_RETURN_IF_ERROR(io::save_checkpoint(train::to_checkpoint(ck), best_path));
+        VOLTA_RETURN_IF_ERROR(save(best_path));
       }
       if (tty) std::fprintf(stderr, "\n");
       std::printf("step %5lld/%lld  train loss %.4f  val loss %.4f  lr %.3g  %.0f tok/s\n", static_cast<long long>(step),
@@ -176,15 +182,14 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
     line["elapsed_s"] = std::chrono::duration<double>(Clock::now() - start).count();
     log << line.dump() << "\n";
     log.flush();
-    if (step % r.save_every == 0 || step == r.steps) VOLTA_RETURN_IF_ERROR(io::save_checkpoint(train::to_checkpoint(ck), last_path));
+    if (step % r.save_every == 0 || step == r.steps) VOLTA_RETURN_IF_ERROR(save(last_path));
     progress(tty, step, r.steps, st.loss, static_cast<double>(tokens_per_step) / dt);
   }
   if (tty) std::fprintf(stderr, "\n");
-  if (ck.state.step == r.steps && !std::filesystem::exists(last_path))
-    VOLTA_RETURN_IF_ERROR(io::save_checkpoint(train::to_checkpoint(ck), last_path));
+  if (session.steps() == r.steps && !std::filesystem::exists(last_path)) VOLTA_RETURN_IF_ERROR(save(last_path));
   std::printf("done: step %lld, best val loss %.4f, %.1f s training (%.1f ms/step); checkpoints in %s\n",
-              static_cast<long long>(ck.state.step), ck.best_val_loss, train_seconds,
-              1000.0 * train_seconds / static_cast<double>(std::max<int64_t>(1, ck.state.step - first_step)), f.out.c_str());
+              static_cast<long long>(session.steps()), ck.best_val_loss, train_seconds,
+              1000.0 * train_seconds / static_cast<double>(std::max<int64_t>(1, session.steps() - first_step)), f.out.c_str());
   return profile.finish(profiler);
 }
 

@@ -25,6 +25,7 @@ const char* safetensors_dtype(DType t) {
     case DType::f32: return "F32";
     case DType::i32: return "I32";
     case DType::i64: return "I64";
+    case DType::f64: return "F64";
   }
   return "?";
 }

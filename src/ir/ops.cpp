@@ -420,6 +420,43 @@ Result<TensorType> infer_cross_entropy_grad(std::span<const TensorType> in, cons
   return in[0];
 }
 
+Result<TensorType> infer_grad_norm(std::span<const TensorType> in) {
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i].dtype != DType::f32)
+      return fail(Op::GradNorm, "gradient " + std::to_string(i) + " must be f32, got " + in[i].to_string());
+  return TensorType{DType::f64, {}};
+}
+
+Result<TensorType> infer_optimizer_update(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::OptimizerUpdate;
+  VOLTA_ASSIGN_OR_RETURN(const std::string kind, tagged(op, attrs.get_string("kind", "")));
+  const size_t slots = in.size() - 5;
+  if (kind == "sgd") {
+    if (slots > 1) return fail(op, "sgd takes at most one state slot (the momentum buffer), got " + std::to_string(slots));
+  } else if (kind == "adam" || kind == "adamw") {
+    if (slots != 2) return fail(op, kind + " takes two state slots (m, v), got " + std::to_string(slots));
+  } else {
+    return fail(op, "attribute 'kind' must be sgd, adam or adamw, got '" + kind + "'");
+  }
+  if (in[0].dtype != DType::f32) return fail(op, "param must be f32, got " + in[0].to_string());
+  if (in[1] != in[0]) return fail(op, "gradient " + in[1].to_string() + " must have the param's type " + in[0].to_string());
+  if (in[2] != TensorType{DType::f64, {}}) return fail(op, "norm must be f64[], got " + in[2].to_string());
+  if (in[3] != TensorType{DType::f64, {}}) return fail(op, "lr must be f64[], got " + in[3].to_string());
+  if (in[4] != TensorType{DType::i64, {}}) return fail(op, "step must be i64[], got " + in[4].to_string());
+  for (size_t i = 5; i < in.size(); ++i)
+    if (in[i] != in[0]) return fail(op, "state slot " + in[i].to_string() + " must have the param's type " + in[0].to_string());
+  for (const char* key : {"beta1", "beta2", "eps", "momentum", "weight_decay", "clip"}) {
+    VOLTA_ASSIGN_OR_RETURN(const double v, tagged(op, attrs.get_float(key, 0.0)));
+    if (!std::isfinite(v)) return fail(op, std::string("attribute '") + key + "' must be finite");
+  }
+  return TensorType{DType::f32, {}};
+}
+
+Result<TensorType> infer_increment(std::span<const TensorType> in) {
+  if (in[0] != TensorType{DType::i64, {}}) return fail(Op::Increment, "counter must be i64[], got " + in[0].to_string());
+  return in[0];
+}
+
 Result<TensorType> infer_equal(std::span<const TensorType> in) {
   const Op op = Op::Equal;
   if (in[0].dtype != in[1].dtype) return fail(op, "a and b differ in dtype: " + in[0].to_string() + " vs " + in[1].to_string());
@@ -615,6 +652,12 @@ Result<Op> parse_op(std::string_view name) {
 
 bool is_leaf(Op op) { return op == Op::Input || op == Op::Param || op == Op::Constant; }
 
+bool writes_input(Op op, size_t i) {
+  if (op == Op::OptimizerUpdate) return i == 0 || i >= 5;  // the param and its slots
+  if (op == Op::Increment) return i == 0;
+  return false;
+}
+
 bool op_allows_attr(Op op, std::string_view attr) {
   std::string_view list = op_info(op).attrs;
   while (!list.empty()) {
@@ -687,6 +730,9 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::Conv2d: case Op::Conv2dGradInput: case Op::Conv2dGradWeight: return infer_conv2d(op, in, attrs);
     case Op::MaxPool: case Op::AvgPool: case Op::MaxPoolGrad: case Op::AvgPoolGrad: return infer_pool(op, in, attrs);
     case Op::GatherGrad: return infer_gather_grad(in, attrs);
+    case Op::GradNorm: return infer_grad_norm(in);
+    case Op::OptimizerUpdate: return infer_optimizer_update(in, attrs);
+    case Op::Increment: return infer_increment(in);
   }
   return internal_error("infer_type: op without a rule");
 }

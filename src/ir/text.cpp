@@ -53,6 +53,7 @@ const char* dtype_text(DType t) {
     case DType::f32: return "f32";
     case DType::i32: return "i32";
     case DType::i64: return "i64";
+    case DType::f64: return "f64";
   }
   return "?";
 }
@@ -127,6 +128,7 @@ std::string payload_text(const Node& n) {
       case DType::f32: items.push_back(float_text(t.data<float>()[i])); break;
       case DType::i32: items.push_back(int_text(t.data<int32_t>()[i])); break;
       case DType::i64: items.push_back(int_text(t.data<int64_t>()[i])); break;
+      case DType::f64: items.push_back(float_text(static_cast<float>(t.data<double>()[i]))); break;
     }
   }
   if (n.type.shape.empty() && items.size() == 1) return items[0];
@@ -729,6 +731,8 @@ Status Parser::build_constant(const Stmt& st, Node& n) const {
       return error(lit.loc, "expected a number but found " + describe(lit.text));
     }
     switch (st.type.dtype) {
+      case DType::f64:  // the parser never declares f64 (parse_dtype knows f32, i32, i64)
+        return error(lit.loc, "f64 constants are not part of the text format");
       case DType::f32: {
         float v = 0;
         if (!parse_float_text(lit.text, v)) {

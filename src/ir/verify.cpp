@@ -26,14 +26,16 @@ Status verify_leaf(const Node& n) {
     if (!init.is_ok()) return bad(n, init.status().message());
     if (*init != "normal" && *init != "uniform" && *init != "zeros" && *init != "ones")
       return bad(n, "attribute 'init' must be normal, uniform, zeros or ones, got \"" + *init + "\"");
-    if (n.type.dtype != DType::f32) return bad(n, "params must be f32, got " + n.type.to_string());
+    auto trainable = n.attrs.get_int("trainable", 1);
+    if (!trainable.is_ok()) return bad(n, trainable.status().message());
+    // Trainable params are f32; state that is never differentiated (a step counter) may be an integer.
+    if (n.type.dtype != DType::f32 && (*trainable != 0 || n.type.dtype == DType::f64))
+      return bad(n, "trainable params must be f32, got " + n.type.to_string());
     for (const char* key : {"std", "scale"}) {
       auto v = n.attrs.get_float(key, 0.0);
       if (!v.is_ok()) return bad(n, v.status().message());
       if (!(*v >= 0) || *v > 1e30) return bad(n, std::string("attribute '") + key + "' must be finite and >= 0");
     }
-    auto trainable = n.attrs.get_int("trainable", 1);
-    if (!trainable.is_ok()) return bad(n, trainable.status().message());
   }
   if (!n.inputs.empty()) return bad(n, "a leaf takes no inputs");
   return Status::ok();

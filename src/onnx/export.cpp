@@ -23,6 +23,7 @@ Result<ElemType> elem_type(DType t) {
     case DType::f32: return ElemType::kFloat;
     case DType::i32: return ElemType::kInt32;
     case DType::i64: return ElemType::kInt64;
+    case DType::f64: break;  // internal to the training step, never exported
   }
   return internal_error("export: unknown dtype");
 }

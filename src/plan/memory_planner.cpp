@@ -151,6 +151,16 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
     ws.in_arena = true;
     ws.first_step = ws.last_step = s;
   }
+  // The training step's state: params that optimizer_update writes as slots and the step counter
+  // increment writes are optimizer state; the gradients it reads are the Grad class.
+  for (const ir::Node& n : g.nodes) {
+    if (n.op != ir::Op::OptimizerUpdate && n.op != ir::Op::Increment) continue;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      Buffer& b = storage(n.inputs[i]);
+      if (n.op == ir::Op::OptimizerUpdate && i == 1 && b.in_arena) b.cls = MemClass::Grad;
+      if (ir::writes_input(n.op, i) && !(n.op == ir::Op::OptimizerUpdate && i == 0) && !b.in_arena) b.cls = MemClass::OptState;
+    }
+  }
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     // An output that is a view keeps its root's bytes: the root lives to the end in its class.
     Buffer& root = storage(g.outputs[i]);

@@ -1,5 +1,6 @@
 // The Runtime: the one gateway from a graph to results.
 #include "volta/runtime.h"
+#include "volta/state.h"
 
 #include "volta/verify.h"
 
@@ -104,10 +105,17 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile_keyed(const 
 namespace {
 
 // The first binding problem of a run, in node order: a leaf not bound or bound with another type,
-// else a binding that names no leaf.
-Status binding_error(const ir::Graph& g, const Bindings& bindings) {
+// else a binding that names no leaf, or a param the state already holds.
+Status binding_error(const ir::Graph& g, const Bindings& bindings, const State* state) {
+  auto held = [&](const ir::Node& n) { return state && n.op == ir::Op::Param && state->find(n.name); };
   for (const ir::Node& n : g.nodes) {
     if (n.op != ir::Op::Input && n.op != ir::Op::Param) continue;
+    if (const TensorRef* s = held(n) ? state->find(n.name) : nullptr) {
+      if (s->type != n.type)
+        return invalid_argument("[param] '" + n.name + "' is declared " + n.type.to_string() + " but the state holds " +
+                                s->type.to_string() + " " + ir::node_ref(n));
+      continue;
+    }
     auto it = bindings.find(n.name);
     if (it == bindings.end())
       return invalid_argument("[" + std::string(ir::op_name(n.op)) + "] '" + n.name + "' is not bound " + ir::node_ref(n));
@@ -119,6 +127,7 @@ Status binding_error(const ir::Graph& g, const Bindings& bindings) {
     const int32_t id = g.find(name);
     if (id < 0 || (g.node(id).op != ir::Op::Input && g.node(id).op != ir::Op::Param))
       return invalid_argument("binding '" + name + "' names no input or param of graph '" + g.name + "'");
+    if (held(g.node(id))) return invalid_argument("binding '" + name + "' names a param the state already holds");
   }
   return internal_error("binding_error: no problem found");
 }
@@ -150,7 +159,7 @@ Result<std::byte*> Runtime::device_input(const plan::ExecutionPlan& p, const ir:
   return buf.get();
 }
 
-Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bindings& bindings) {
+Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bindings& bindings, State* state) {
   if (p.backend != backend_->name())
     return invalid_argument("plan was made for backend '" + p.backend + "' but this runtime runs '" + backend_->name() + "'");
   const ir::Graph& g = p.graph;
@@ -177,21 +186,29 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
     }
     std::sort(cached.leaves.begin(), cached.leaves.end(), [&g](int32_t a, int32_t b) { return g.node(a).name < g.node(b).name; });
   }
-  // Inputs and params against the bindings, both in name order: one pass over each. On a
-  // mismatch, binding_error() names the first problem in node order.
-  auto it = bindings.begin();
+  if (state && &state->backend() != backend_.get())
+    return invalid_argument("the state lives on another backend than this runtime's '" + backend_->name() + "'");
+  // Params the state holds are bound to its buffers; the other leaves to the bindings, each
+  // binding used exactly once. On a mismatch, binding_error() names the first problem.
+  size_t bound = 0;
   for (int32_t id : cached.leaves) {
     const ir::Node& n = g.node(id);
-    if (it == bindings.end() || it->first != n.name || it->second.type() != n.type || !it->second.defined())
-      return binding_error(g, bindings);
     std::byte*& data = refs[static_cast<size_t>(id)].data;
-    data = const_cast<std::byte*>(it->second.raw());  // kernels never write inputs
+    if (const TensorRef* s = state && n.op == ir::Op::Param ? state->find(n.name) : nullptr) {
+      if (s->type != n.type) return binding_error(g, bindings, state);
+      data = s->data;
+      continue;
+    }
+    auto it = bindings.find(n.name);
+    if (it == bindings.end() || it->second.type() != n.type || !it->second.defined())
+      return binding_error(g, bindings, state);
+    ++bound;
+    data = const_cast<std::byte*>(it->second.raw());  // kernels never write bound inputs
     if (device) {
       VOLTA_ASSIGN_OR_RETURN(data, n.op == ir::Op::Input ? device_input(p, n, it->second) : resident(it->second));
     }
-    ++it;
   }
-  if (it != bindings.end()) return binding_error(g, bindings);
+  if (bound != bindings.size()) return binding_error(g, bindings, state);
   if (numerics_ != NumericsPolicy::Off)
     for (const ir::Node& n : g.nodes)
       if (n.op == ir::Op::Input)
@@ -221,9 +238,14 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
     const auto start = profiler_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     VOLTA_RETURN_IF_ERROR(backend_->execute(n, inputs, refs[static_cast<size_t>(n.id)], workspace));
     if (profiler_) profiler_->record(g, n, start, std::chrono::steady_clock::now());
-    if (numerics_ != NumericsPolicy::Off)
+    if (numerics_ != NumericsPolicy::Off) {
       VOLTA_RETURN_IF_ERROR(check_numerics(refs[static_cast<size_t>(n.id)],
                                            "[" + std::string(ir::op_name(n.op)) + "] " + ir::node_ref(n) + " output"));
+      if (n.op == ir::Op::OptimizerUpdate) {  // the param it wrote in place
+        VOLTA_ASSIGN_OR_RETURN(const std::string kind, n.attrs.get_string("kind", ""));
+        VOLTA_RETURN_IF_ERROR(check_numerics(inputs[0], "[" + kind + "] update of param '" + g.node(n.inputs[0]).name + "'"));
+      }
+    }
   }
   cached.graph = &g;
   std::vector<Tensor> outputs;

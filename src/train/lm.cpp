@@ -105,14 +105,13 @@ Result<LMRecipe> recipe_from_json(const std::string& text) {
   return r;
 }
 
-Result<double> evaluate_lm(Runtime& rt, const plan::ExecutionPlan& loss_plan, const Bindings& params,
+Result<double> evaluate_lm(Runtime& rt, const plan::ExecutionPlan& loss_plan, State& params,
                            const std::vector<int32_t>& data, int64_t batch, int64_t T, uint64_t seed,
                            std::string_view stream, uint64_t base, int64_t iters) {
   double total = 0.0;
   for (int64_t i = 0; i < iters; ++i) {
     Bindings b = lm_batch(data, batch, T, seed, stream, base + static_cast<uint64_t>(i));
-    for (const auto& [name, t] : params) b.emplace(name, t);
-    VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(loss_plan, b));
+    VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(loss_plan, b, &params));
     total += out[0].data<float>()[0];
   }
   return total / static_cast<double>(iters);

@@ -30,8 +30,9 @@ Status validate(const LMRecipe& r);
 std::string recipe_to_json(const LMRecipe& r);
 Result<LMRecipe> recipe_from_json(const std::string& text);
 
-// Mean loss over `iters` windows of `data` drawn from (seed, stream, base + i).
-Result<double> evaluate_lm(Runtime& rt, const plan::ExecutionPlan& loss_plan, const Bindings& params,
+// Mean loss over `iters` windows of `data` drawn from (seed, stream, base + i), with the params
+// held by a State on rt's backend.
+Result<double> evaluate_lm(Runtime& rt, const plan::ExecutionPlan& loss_plan, State& params,
                            const std::vector<int32_t>& data, int64_t batch, int64_t T, uint64_t seed,
                            std::string_view stream, uint64_t base, int64_t iters);
 

@@ -1,8 +1,12 @@
-#include <chrono>
-#include <cmath>
+// The training step as one plan (include/volta/train.h): the forward graph, its autograd
+// backward, then grad_norm over every gradient, one optimizer_update per param (on the param
+// and its slots, bound from the session's State) and the step counter's increment.
+#include "volta/train.h"
+
+#include <algorithm>
+#include <ranges>
 
 #include "volta/autograd.h"
-#include "volta/train.h"
 
 namespace volta::train {
 
@@ -31,6 +35,72 @@ bool TrainState::bitwise_equal(const TrainState& o) const {
   return true;
 }
 
+std::string slot_name(int slot, const std::string& param) { return (slot == 0 ? "optim.m." : "optim.v.") + param; }
+
+namespace {
+
+// Appends a node after the graph's last one, its type from the op's rule.
+Result<int32_t> append(ir::Graph& g, ir::Op op, std::string name, std::vector<int32_t> inputs, ir::Attrs attrs = {}) {
+  ir::Node n;
+  n.id = static_cast<int32_t>(g.nodes.size());
+  n.name = std::move(name);
+  n.op = op;
+  n.inputs = std::move(inputs);
+  n.attrs = std::move(attrs);
+  std::vector<TensorType> in;
+  for (int32_t i : n.inputs) in.push_back(g.node(i).type);
+  VOLTA_ASSIGN_OR_RETURN(n.type, ir::infer_type(op, in, n.attrs));
+  g.nodes.push_back(std::move(n));
+  return g.nodes.back().id;
+}
+
+Result<int32_t> append_leaf(ir::Graph& g, ir::Op op, const std::string& name, TensorType type) {
+  if (g.find(name) >= 0) return invalid_argument("the training step needs the name '" + name + "', which the model already uses");
+  ir::Node n;
+  n.id = static_cast<int32_t>(g.nodes.size());
+  n.name = name;
+  n.op = op;
+  n.type = std::move(type);
+  if (op == ir::Op::Param) n.attrs.set("trainable", int64_t{0});
+  g.nodes.push_back(std::move(n));
+  return g.nodes.back().id;
+}
+
+// forward + backward (outputs: loss, gradients in param order) -> the whole step.
+Result<ir::Graph> step_graph(const autograd::GradientGraph& gg, const TrainingOptions& opts, const std::vector<bool>& decay) {
+  ir::Graph g = gg.graph;
+  const optim::OptimizerConfig& c = opts.optimizer;
+  const int32_t loss = g.outputs[0];
+  std::vector<int32_t> grads(g.outputs.begin() + 1, g.outputs.end());
+  // The seam for data parallelism: an all-reduce of `grads` across replicas would go here.
+  VOLTA_ASSIGN_OR_RETURN(const int32_t norm, append(g, ir::Op::GradNorm, "optim.grad_norm", grads));
+  VOLTA_ASSIGN_OR_RETURN(const int32_t lr, append_leaf(g, ir::Op::Input, kLearningRate, {DType::f64, {}}));
+  VOLTA_ASSIGN_OR_RETURN(const int32_t step, append_leaf(g, ir::Op::Param, kStepCounter, {DType::i64, {}}));
+  const int slots = optim::state_slots(c);
+  std::vector<int32_t> tokens;
+  for (size_t i = 0; i < gg.params.size(); ++i) {
+    const std::string& name = gg.params[i];
+    const int32_t param = g.find(name);
+    std::vector<int32_t> in = {param, grads[i], norm, lr, step};
+    for (int k = 0; k < slots; ++k) {
+      VOLTA_ASSIGN_OR_RETURN(const int32_t slot, append_leaf(g, ir::Op::Param, slot_name(k, name), g.node(param).type));
+      in.push_back(slot);
+    }
+    ir::Attrs at{{"kind", std::string(optim::kind_name(c.kind))}, {"beta1", c.beta1},       {"beta2", c.beta2},
+                 {"eps", c.eps},                                  {"momentum", c.momentum}, {"clip", c.clip_norm},
+                 {"weight_decay", decay[i] ? c.weight_decay : 0.0}};
+    VOLTA_ASSIGN_OR_RETURN(const int32_t token, append(g, ir::Op::OptimizerUpdate, "optim.update." + name, std::move(in), at));
+    tokens.push_back(token);
+  }
+  std::vector<int32_t> after = {step};
+  after.insert(after.end(), tokens.begin(), tokens.end());
+  VOLTA_ASSIGN_OR_RETURN(const int32_t count, append(g, ir::Op::Increment, "optim.step_count", after));
+  g.outputs = {loss, norm, count};
+  return g;
+}
+
+}  // namespace
+
 Result<TrainingPlan> compile_training(Runtime& rt, const ir::Graph& forward, const TrainingOptions& opts) {
   VOLTA_RETURN_IF_ERROR(optim::validate(opts.optimizer));
   VOLTA_RETURN_IF_ERROR(optim::validate(opts.schedule, opts.optimizer.lr));
@@ -38,18 +108,16 @@ Result<TrainingPlan> compile_training(Runtime& rt, const ir::Graph& forward, con
   TrainingPlan tp;
   tp.options = opts;
   tp.params = gg.params;
-  CompileOptions compile = opts.compile;
-  compile.plan.output_classes.assign(gg.graph.outputs.size(), plan::MemClass::Grad);
-  compile.plan.output_classes[0] = plan::MemClass::Output;  // the loss
-  size_t state_bytes = 0;
   for (const std::string& name : gg.params) {
     const TensorType& t = gg.graph.node(gg.graph.find(name)).type;
     tp.param_types.push_back(t);
     tp.decay.push_back(!opts.optimizer.decay_matrices_only || t.shape.size() >= 2);
-    state_bytes += static_cast<size_t>(optim::state_slots(opts.optimizer)) * align_up(t.bytes());
   }
-  compile.plan.extra_bound[static_cast<size_t>(plan::MemClass::OptState)] = state_bytes;
-  VOLTA_ASSIGN_OR_RETURN(tp.step, rt.compile(gg.graph, compile));
+  for (const ir::Node& n : forward.nodes)
+    if (n.op == ir::Op::Param && std::find(tp.params.begin(), tp.params.end(), n.name) == tp.params.end())
+      tp.frozen.push_back(n.name);
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph g, step_graph(gg, opts, tp.decay));
+  VOLTA_ASSIGN_OR_RETURN(tp.step, rt.compile(g, opts.compile));
   return tp;
 }
 
@@ -70,44 +138,82 @@ Result<TrainState> init_state(const TrainingPlan& tp, Bindings params, uint64_t 
   return s;
 }
 
-namespace {
-TensorRef ref(Tensor& t) { return TensorRef{t.raw(), t.type()}; }
-}  // namespace
-
-Result<StepStats> train_step(Runtime& rt, const TrainingPlan& tp, const Bindings& batch, TrainState& state) {
-  Bindings all = batch;
-  for (const auto& [name, t] : state.params) all.insert_or_assign(name, t);
-  VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(*tp.step, all));
-
-  StepStats stats;
-  stats.loss = out[0].data<float>()[0];
-  // Global gradient norm, summed in param order.
-  double sq = 0.0;
-  for (size_t i = 0; i < tp.params.size(); ++i) {
-    VOLTA_ASSIGN_OR_RETURN(double s, rt.backend().sum_of_squares(ref(out[i + 1])));
-    sq += s;
+Result<TrainSession> TrainSession::start(Runtime& rt, const TrainingPlan& tp, const TrainState& snapshot) {
+  auto state = std::make_unique<State>(rt.backend());
+  const int slots = optim::state_slots(tp.options.optimizer);
+  const ir::Graph& g = tp.step->graph;
+  for (const std::string& name : snapshot.params | std::views::keys) {
+    const int32_t id = g.find(name);
+    if (id < 0 || g.node(id).op != ir::Op::Param)
+      return invalid_argument("param '" + name + "' is not a param of the model (another config?)");
   }
-  stats.grad_norm = std::sqrt(sq);
-  const optim::OptimizerConfig& c = tp.options.optimizer;
-  double scale = 1.0;
-  if (c.clip_norm > 0 && stats.grad_norm > c.clip_norm) scale = c.clip_norm / (stats.grad_norm + 1e-6);
-  stats.lr = tp.options.schedule.lr_at(c.lr, state.step);
-
-  optim::UpdateStep u{c.kind, stats.lr, c.beta1, c.beta2, c.eps, c.momentum, 0.0, state.step + 1, scale};
-  const auto update_start = std::chrono::steady_clock::now();
+  auto put_param = [&](const std::string& name, const TensorType& type) -> Status {
+    auto it = snapshot.params.find(name);
+    if (it == snapshot.params.end()) return invalid_argument("param '" + name + "' has no value");
+    if (it->second.type() != type)
+      return invalid_argument("param '" + name + "' is " + type.to_string() + " in the model but " +
+                              it->second.type().to_string() + " in the state");
+    return state->put(name, it->second, plan::MemClass::Param);
+  };
   for (size_t i = 0; i < tp.params.size(); ++i) {
     const std::string& name = tp.params[i];
-    u.weight_decay = tp.decay[i] ? c.weight_decay : 0.0;
-    std::vector<TensorRef> slots;
-    for (Tensor& t : state.slots[name]) slots.push_back(ref(t));
-    Tensor& param = state.params.at(name);
-    VOLTA_RETURN_IF_ERROR(rt.backend().optimizer_update(u, ref(param), ref(out[i + 1]), slots));
-    VOLTA_RETURN_IF_ERROR(rt.check_numerics(ref(param), "[" + std::string(optim::kind_name(c.kind)) + "] update of param '" + name + "'"));
+    VOLTA_RETURN_IF_ERROR(put_param(name, tp.param_types[i]));
+    auto it = snapshot.slots.find(name);
+    const size_t have = it == snapshot.slots.end() ? 0 : it->second.size();
+    if (have != static_cast<size_t>(slots))
+      return invalid_argument("param '" + name + "' has " + std::to_string(have) + " optimizer state tensors, " +
+                              optim::kind_name(tp.options.optimizer.kind) + " keeps " + std::to_string(slots));
+    for (int k = 0; k < slots; ++k) {
+      const Tensor& t = it->second[static_cast<size_t>(k)];
+      if (t.type() != tp.param_types[i])
+        return invalid_argument("optimizer state '" + slot_name(k, name) + "' is " + t.type().to_string() + " but param '" +
+                                name + "' is " + tp.param_types[i].to_string());
+      VOLTA_RETURN_IF_ERROR(state->put(slot_name(k, name), t, plan::MemClass::OptState));
+    }
   }
-  if (rt.profiler()) rt.profiler()->record_span(std::string("optimizer_") + optim::kind_name(c.kind), update_start,
-                                                std::chrono::steady_clock::now());
-  ++state.step;
+  for (const std::string& name : tp.frozen) VOLTA_RETURN_IF_ERROR(put_param(name, g.node(g.find(name)).type));
+  if (snapshot.step < 0) return invalid_argument("the state's step count is negative");
+  Tensor step = Tensor::zeros(DType::i64, {});
+  step.data<int64_t>()[0] = snapshot.step;
+  VOLTA_RETURN_IF_ERROR(state->put(kStepCounter, step, plan::MemClass::OptState));
+  return TrainSession(rt, tp, std::move(state), snapshot.step, snapshot.seed);
+}
+
+Result<StepStats> TrainSession::step(const Bindings& batch) {
+  StepStats stats;
+  stats.lr = tp_->options.schedule.lr_at(tp_->options.optimizer.lr, steps_);
+  Bindings all = batch;
+  Tensor lr = Tensor::zeros(DType::f64, {});
+  lr.data<double>()[0] = stats.lr;
+  all.insert_or_assign(kLearningRate, std::move(lr));
+  VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt_->run(*tp_->step, all, state_.get()));
+  stats.loss = out[0].data<float>()[0];
+  stats.grad_norm = out[1].data<double>()[0];
+  if (out[2].data<int64_t>()[0] != steps_ + 1)
+    return internal_error("the step counter reads " + std::to_string(out[2].data<int64_t>()[0]) + " after step " +
+                          std::to_string(steps_ + 1));
+  ++steps_;
   return stats;
+}
+
+Result<TrainState> TrainSession::snapshot() const {
+  TrainState s;
+  s.step = steps_;
+  s.seed = seed_;
+  const int slots = optim::state_slots(tp_->options.optimizer);
+  for (const std::string& name : tp_->params) {
+    VOLTA_ASSIGN_OR_RETURN(Tensor p, state_->get(name));
+    s.params.emplace(name, std::move(p));
+    for (int k = 0; k < slots; ++k) {
+      VOLTA_ASSIGN_OR_RETURN(Tensor t, state_->get(slot_name(k, name)));
+      s.slots[name].push_back(std::move(t));
+    }
+  }
+  for (const std::string& name : tp_->frozen) {
+    VOLTA_ASSIGN_OR_RETURN(Tensor p, state_->get(name));
+    s.params.emplace(name, std::move(p));
+  }
+  return s;
 }
 
 }  // namespace volta::train

@@ -310,6 +310,8 @@ Kernel fast_kernel(ir::Op op) {
     case ir::Op::Sub: return [](const KernelArgs& a) { return binary(a, ref::Sub, [](float x, float y) { return x - y; }); };
     case ir::Op::Mul: return [](const KernelArgs& a) { return binary(a, ref::Mul, [](float x, float y) { return x * y; }); };
     case ir::Op::Div: return [](const KernelArgs& a) { return binary(a, ref::Div, [](float x, float y) { return x / y; }); };
+    case ir::Op::GradNorm: return [](const KernelArgs& a) { return grad_norm_node(a, fast_sum_of_squares); };
+    case ir::Op::OptimizerUpdate: return [](const KernelArgs& a) { return optimizer_update_node(a, fast_optimizer_update); };
     default: return reference_kernel(op);
   }
 }

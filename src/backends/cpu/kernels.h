@@ -77,6 +77,13 @@ double sum_of_squares(const TensorRef& t);
 Status optimizer_update(const optim::UpdateStep& step, const TensorRef& param, const TensorRef& grad,
                         std::span<const TensorRef> state);
 
+// The training step's grad_norm and optimizer_update nodes around a sum-of-squares and an
+// update function (the reference ones or the fast ones): the same scalar arithmetic either way.
+using SumOfSquaresFn = double (*)(const TensorRef&);
+using OptimizerUpdateFn = Status (*)(const optim::UpdateStep&, const TensorRef&, const TensorRef&, std::span<const TensorRef>);
+Status grad_norm_node(const KernelArgs& a, SumOfSquaresFn sum_of_squares);
+Status optimizer_update_node(const KernelArgs& a, OptimizerUpdateFn update);
+
 // Evaluates one node on host tensors with the reference kernel (used by constant folding).
 Result<Tensor> evaluate_reference(const ir::Node& node, std::span<const Tensor> inputs);
 

@@ -53,6 +53,7 @@ Status Equal(const KernelArgs& a) {
       case DType::f32: eq = x.as<const float>()[off[0]] == y.as<const float>()[off[1]]; break;
       case DType::i32: eq = x.as<const int32_t>()[off[0]] == y.as<const int32_t>()[off[1]]; break;
       case DType::i64: eq = x.as<const int64_t>()[off[0]] == y.as<const int64_t>()[off[1]]; break;
+      case DType::f64: eq = x.as<const double>()[off[0]] == y.as<const double>()[off[1]]; break;
     }
     out[n] = eq ? 1.0f : 0.0f;
   });

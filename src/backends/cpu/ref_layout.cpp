@@ -114,6 +114,7 @@ double read_as_double(const TensorRef& t, int64_t i) {
     case DType::f32: return t.as<const float>()[i];
     case DType::i32: return t.as<const int32_t>()[i];
     case DType::i64: return static_cast<double>(t.as<const int64_t>()[i]);
+    case DType::f64: return t.as<const double>()[i];
   }
   return 0.0;
 }
@@ -147,6 +148,7 @@ Status Cast(const KernelArgs& a) {
         case DType::f32: a.out.as<float>()[i] = static_cast<float>(v); break;
         case DType::i32: a.out.as<int32_t>()[i] = saturate<int32_t>(v); break;
         case DType::i64: a.out.as<int64_t>()[i] = saturate<int64_t>(v); break;
+        case DType::f64: a.out.as<double>()[i] = v; break;
       }
     }
   }

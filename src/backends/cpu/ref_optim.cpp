@@ -70,4 +70,46 @@ Status optimizer_update(const optim::UpdateStep& u, const TensorRef& param, cons
   return internal_error("optimizer: unknown kind");
 }
 
+// sqrt of the per-gradient sums of squares added in input order, in double.
+Status grad_norm_node(const KernelArgs& a, SumOfSquaresFn sum_of_squares) {
+  double sq = 0.0;
+  for (const TensorRef& g : a.in) sq += sum_of_squares(g);
+  a.out.as<double>()[0] = std::sqrt(sq);
+  return Status::ok();
+}
+
+// The node's scalars become an UpdateStep: the scheduled lr, Adam's t = step + 1, and the
+// clipping factor clip / (norm + 1e-6) when the norm is above clip.
+Status optimizer_update_node(const KernelArgs& a, OptimizerUpdateFn update) {
+  const ir::Attrs& at = a.node.attrs;
+  VOLTA_ASSIGN_OR_RETURN(const std::string kind_text, at.get_string("kind", ""));
+  VOLTA_ASSIGN_OR_RETURN(const optim::Kind kind, optim::parse_kind(kind_text));
+  optim::UpdateStep u;
+  u.kind = kind;
+  VOLTA_ASSIGN_OR_RETURN(u.beta1, at.get_float("beta1", 0.0));
+  VOLTA_ASSIGN_OR_RETURN(u.beta2, at.get_float("beta2", 0.0));
+  VOLTA_ASSIGN_OR_RETURN(u.eps, at.get_float("eps", 0.0));
+  VOLTA_ASSIGN_OR_RETURN(u.momentum, at.get_float("momentum", 0.0));
+  VOLTA_ASSIGN_OR_RETURN(u.weight_decay, at.get_float("weight_decay", 0.0));
+  VOLTA_ASSIGN_OR_RETURN(const double clip, at.get_float("clip", 0.0));
+  const double norm = a.in[2].as<const double>()[0];
+  u.lr = a.in[3].as<const double>()[0];
+  u.t = a.in[4].as<const int64_t>()[0] + 1;
+  u.grad_scale = clip > 0 && norm > clip ? clip / (norm + 1e-6) : 1.0;
+  VOLTA_RETURN_IF_ERROR(update(u, a.in[0], a.in[1], a.in.subspan(5)));
+  a.out.as<float>()[0] = 0.0f;
+  return Status::ok();
+}
+
+namespace ref {
+Status GradNorm(const KernelArgs& a) { return grad_norm_node(a, sum_of_squares); }
+Status OptimizerUpdate(const KernelArgs& a) { return optimizer_update_node(a, optimizer_update); }
+Status Increment(const KernelArgs& a) {
+  int64_t* counter = a.in[0].as<int64_t>();  // state, written in place (ir::writes_input)
+  *counter += 1;
+  a.out.as<int64_t>()[0] = *counter;
+  return Status::ok();
+}
+}  // namespace ref
+
 }  // namespace volta::cpu

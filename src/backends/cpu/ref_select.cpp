@@ -12,6 +12,7 @@ bool truthy(const TensorRef& t, int64_t i) {
     case DType::f32: return t.as<const float>()[i] != 0.0f;  // NaN counts as true
     case DType::i32: return t.as<const int32_t>()[i] != 0;
     case DType::i64: return t.as<const int64_t>()[i] != 0;
+    case DType::f64: return t.as<const double>()[i] != 0.0;
   }
   return false;
 }

@@ -1,0 +1,56 @@
+// The model's state on a backend: named, persistent buffers (params, optimizer moments, the step
+// counter, KV caches) allocated once in the backend's memory, bound by name to the Param leaves
+// of the plans that run on it, read and written in place by plan nodes (optimizer_update,
+// increment), and copied to the host only on request (checkpoints, inspection, tests).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "volta/backend.h"
+#include "volta/plan.h"
+
+namespace volta {
+
+class State {
+ public:
+  // The backend must outlive the state (a Runtime's backend() lives as long as the Runtime).
+  explicit State(Backend& backend) : backend_(&backend) {}
+  State(State&&) noexcept = default;
+  State& operator=(State&&) noexcept = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+
+  // Creates `name` with the host tensor's type and bytes, or overwrites it; an existing entry of
+  // another type is an error naming the tensor.
+  Status put(const std::string& name, const Tensor& host, plan::MemClass cls);
+  // put() for each named tensor (a Bindings map of params, say).
+  Status put_all(const std::map<std::string, Tensor>& tensors, plan::MemClass cls);
+  // A host copy of `name`; an unknown name is an error naming it.
+  Result<Tensor> get(const std::string& name) const;
+  bool has(const std::string& name) const { return entries_.count(name) != 0; }
+  // The entry's bytes in the backend's memory, or nullptr when there is none.
+  const TensorRef* find(const std::string& name) const;
+  std::vector<std::string> names() const;  // sorted
+  // Bytes held per memory class (Param, OptState, ...).
+  size_t bytes(plan::MemClass cls) const;
+  // Bytes copied host -> device by put and device -> host by get (every backend counts them).
+  size_t uploaded_bytes() const { return uploaded_; }
+  size_t downloaded_bytes() const { return downloaded_; }
+  Backend& backend() const { return *backend_; }
+
+ private:
+  struct Entry {
+    plan::MemClass cls = plan::MemClass::Param;
+    std::shared_ptr<std::byte> memory;
+    TensorRef ref;
+  };
+  Backend* backend_;
+  std::map<std::string, Entry> entries_;
+  size_t uploaded_ = 0;
+  mutable size_t downloaded_ = 0;
+};
+
+}  // namespace volta
