@@ -105,12 +105,17 @@ TEST(Training, ClippingByGlobalNorm) {
   ASSERT_OK(tp);
   auto state = train::init_state(*tp, {{"w", Tensor::zeros(DType::f32, {2})}}, 0);
   ASSERT_OK(state);
-  auto st = train::train_step(rt, *tp, {}, *state);
+  auto session = train::TrainSession::start(rt, *tp, *state);
+  ASSERT_OK(session);
+  auto st = session->step({});
   ASSERT_OK(st);
   EXPECT_DOUBLE_EQ(st->grad_norm, 5.0);
-  EXPECT_NEAR(state->params.at("w").data<float>()[0], -0.6f, 1e-6);
-  EXPECT_NEAR(state->params.at("w").data<float>()[1], -0.8f, 1e-6);
-  EXPECT_EQ(state->step, 1);
+  auto after = session->snapshot();
+  ASSERT_OK(after);
+  EXPECT_NEAR(after->params.at("w").data<float>()[0], -0.6f, 1e-6);
+  EXPECT_NEAR(after->params.at("w").data<float>()[1], -0.8f, 1e-6);
+  EXPECT_EQ(after->step, 1);
+  EXPECT_EQ(session->steps(), 1);
 }
 
 TEST(Training, MemoryReportSplitsGradAndOptimizerState) {
@@ -123,8 +128,11 @@ TEST(Training, MemoryReportSplitsGradAndOptimizerState) {
   const auto& m = tp->step->memory;
   const size_t param_bytes = m.naive[static_cast<size_t>(plan::MemClass::Param)];
   EXPECT_EQ(param_bytes, 512u + 256u + 768u + 64u);  // w1, b1, w2, b2, each 64-byte aligned
+  // Gradients are planned temporaries, all live when grad_norm reads them.
   EXPECT_EQ(m.peak[static_cast<size_t>(plan::MemClass::Grad)], param_bytes);
-  EXPECT_EQ(m.peak[static_cast<size_t>(plan::MemClass::OptState)], 2 * param_bytes);  // adamw: m and v
+  EXPECT_TRUE(tp->step->values[static_cast<size_t>(tp->step->graph.find("optim.grad_norm"))].in_arena);
+  // adamw: m and v per param, plus the step counter (one aligned i64).
+  EXPECT_EQ(m.peak[static_cast<size_t>(plan::MemClass::OptState)], 2 * param_bytes + 64u);
   EXPECT_GT(m.peak[static_cast<size_t>(plan::MemClass::Activation)], 0u);
   EXPECT_LT(m.peak_bytes, m.naive_bytes);
 }
@@ -143,14 +151,16 @@ RunResult run_spirals(const train::SpiralsConfig& c, int64_t steps, uint64_t see
   auto tp = train::compile_training(rt, *model, opts);
   EXPECT_TRUE(tp.is_ok()) << tp.status().message();
   auto state = train::init_state(*tp, *init_params(*model, seed), seed);
+  auto session = train::TrainSession::start(rt, *tp, *state);
+  EXPECT_TRUE(session.is_ok()) << session.status().message();
   auto data = train::make_spirals(c, seed);
   RunResult r;
   for (int64_t s = 0; s < steps; ++s) {
-    auto st = train::train_step(rt, *tp, train::spirals_batch(c, data, seed, state->step), *state);
+    auto st = session->step(train::spirals_batch(c, data, seed, session->steps()));
     EXPECT_TRUE(st.is_ok()) << st.status().message();
     r.losses.push_back(st->loss);
   }
-  r.state = std::move(*state);
+  r.state = std::move(*session->snapshot());
   return r;
 }
 
@@ -186,13 +196,15 @@ TEST(Training, ResumeFromACopiedStateContinuesBitForBit) {
     auto tp = train::compile_training(rt, *model, opts);
     ASSERT_OK(tp);
     auto data = train::make_spirals(c, 3);
-    auto straight = train::init_state(*tp, *init_params(*model, 3), 3);
+    auto init = train::init_state(*tp, *init_params(*model, 3), 3);
+    ASSERT_OK(init);
+    auto straight = train::TrainSession::start(rt, *tp, *init);
     ASSERT_OK(straight);
     std::optional<train::TrainState> saved;
     std::vector<double> tail_straight, tail_resumed;
     for (int s = 0; s < 30; ++s) {
-      if (s == 12) saved = straight->clone();
-      auto st = train::train_step(rt, *tp, train::spirals_batch(c, data, straight->seed, straight->step), *straight);
+      if (s == 12) saved = *straight->snapshot();  // read back from the backend, as a checkpoint is
+      auto st = straight->step(train::spirals_batch(c, data, straight->seed(), straight->steps()));
       ASSERT_OK(st);
       if (s >= 12) tail_straight.push_back(st->loss);
     }
@@ -200,15 +212,16 @@ TEST(Training, ResumeFromACopiedStateContinuesBitForBit) {
     Runtime rt2(make_cpu_backend());
     auto tp2 = train::compile_training(rt2, *model, opts);
     ASSERT_OK(tp2);
-    train::TrainState resumed = saved->clone();
-    EXPECT_EQ(resumed.step, 12);
-    while (resumed.step < 30) {
-      auto st = train::train_step(rt2, *tp2, train::spirals_batch(c, data, resumed.seed, resumed.step), resumed);
+    EXPECT_EQ(saved->step, 12);
+    auto resumed = train::TrainSession::start(rt2, *tp2, *saved);
+    ASSERT_OK(resumed);
+    while (resumed->steps() < 30) {
+      auto st = resumed->step(train::spirals_batch(c, data, resumed->seed(), resumed->steps()));
       ASSERT_OK(st);
       tail_resumed.push_back(st->loss);
     }
     EXPECT_EQ(tail_straight, tail_resumed);
-    EXPECT_TRUE(resumed.bitwise_equal(*straight)) << optim::kind_name(kind);
+    EXPECT_TRUE(resumed->snapshot()->bitwise_equal(*straight->snapshot())) << optim::kind_name(kind);
   }
 }
 
@@ -228,26 +241,28 @@ TEST(Training, BadInputsAreClearErrors) {
 
   auto tp = train::compile_training(rt, *model, {});
   ASSERT_OK(tp);
-  auto state = train::init_state(*tp, *init_params(*model, 1), 1);
+  auto init = train::init_state(*tp, *init_params(*model, 1), 1);
+  ASSERT_OK(init);
+  auto state = train::TrainSession::start(rt, *tp, *init);
   ASSERT_OK(state);
   auto data = train::make_spirals(c, 1);
   // Out-of-range class ids.
   Bindings batch = train::spirals_batch(c, data, 1, 0);
   batch.at("labels").data<int32_t>()[5] = 3;
-  EXPECT_ERROR_CONTAINS(train::train_step(rt, *tp, batch, *state), "target 3 at flat position 5 is outside [0, 3)");
+  EXPECT_ERROR_CONTAINS(state->step(batch), "target 3 at flat position 5 is outside [0, 3)");
   // Targets with the wrong shape.
   batch = train::spirals_batch(c, data, 1, 0);
   batch["labels"] = Tensor::zeros(DType::i32, {63});
-  EXPECT_ERROR_CONTAINS(train::train_step(rt, *tp, batch, *state), "'labels' is declared i32[64] but bound to i32[63]");
+  EXPECT_ERROR_CONTAINS(state->step(batch), "'labels' is declared i32[64] but bound to i32[63]");
   // NaN in the data stops at once under fail-fast, and names where.
   batch = train::spirals_batch(c, data, 1, 0);
   batch.at("x").data<float>()[7] = std::numeric_limits<float>::quiet_NaN();
   rt.set_numerics(NumericsPolicy::FailFast);
-  EXPECT_ERROR_CONTAINS(train::train_step(rt, *tp, batch, *state), "input 'x' has nan at element 7 of f32[64,2]");
-  EXPECT_EQ(state->step, 0);
+  EXPECT_ERROR_CONTAINS(state->step(batch), "input 'x' has nan at element 7 of f32[64,2]");
+  EXPECT_EQ(state->steps(), 0);
   // With check, the step runs and the report names the first non-finite value.
   rt.set_numerics(NumericsPolicy::Check);
-  ASSERT_OK(train::train_step(rt, *tp, batch, *state));
+  ASSERT_OK(state->step(batch));
   EXPECT_GT(rt.numerics_report().nonfinite_values, 0);
   EXPECT_NE(rt.numerics_report().first.find("input 'x' has nan"), std::string::npos);
   // A missing initial value.
@@ -266,8 +281,11 @@ TEST(Training, FailFastNamesTheFirstOpThatProducedANonFiniteValue) {
   rt.set_numerics(NumericsPolicy::FailFast);
   auto tp = train::compile_training(rt, *g, {});
   ASSERT_OK(tp);
-  auto state = train::init_state(*tp, *init_params(*g, 0), 0);
-  EXPECT_ERROR_CONTAINS(train::train_step(rt, *tp, {{"x", Tensor::from_f32({4}, {1, 2, -3, 4})}}, *state),
+  auto init = train::init_state(*tp, *init_params(*g, 0), 0);
+  ASSERT_OK(init);
+  auto session = train::TrainSession::start(rt, *tp, *init);
+  ASSERT_OK(session);
+  EXPECT_ERROR_CONTAINS(session->step({{"x", Tensor::from_f32({4}, {1, 2, -3, 4})}}),
                         "[log] (node 'logx') output has nan at element 2 of f32[4]");
 }
 
