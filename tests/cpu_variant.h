@@ -33,10 +33,6 @@ class CpuVariant final : public Backend {
   Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws) override {
     return cpu_->execute(n, in, out, ws);
   }
-  Result<double> sum_of_squares(const TensorRef& t) override { return cpu_->sum_of_squares(t); }
-  Status optimizer_update(const optim::UpdateStep& s, const TensorRef& p, const TensorRef& g, std::span<const TensorRef> st) override {
-    return cpu_->optimizer_update(s, p, g, st);
-  }
 
  private:
   Kind kind_;

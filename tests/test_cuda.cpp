@@ -14,6 +14,7 @@
 #include "test_util.h"
 #include "volta/autograd.h"
 #include "volta/optim.h"
+#include "volta/train.h"
 #include "volta/rng.h"
 #include "volta/runtime.h"
 
@@ -208,10 +209,6 @@ class CapabilitiesOnly final : public Backend {
   Status copy_out(std::byte*, const std::byte*, size_t) override { return unavailable("no device"); }
   size_t workspace_bytes(const ir::Graph&, const ir::Node&) const override { return 0; }
   Status execute(const ir::Node&, std::span<const TensorRef>, const TensorRef&, std::span<std::byte>) override {
-    return unavailable("no device");
-  }
-  Result<double> sum_of_squares(const TensorRef&) override { return unavailable("no device"); }
-  Status optimizer_update(const optim::UpdateStep&, const TensorRef&, const TensorRef&, std::span<const TensorRef>) override {
     return unavailable("no device");
   }
 
@@ -629,62 +626,177 @@ Tensor download(Backend& be, const DeviceTensor& d) {
   return t;
 }
 
-TEST(CudaTraining, OptimizerUpdatesAndSumOfSquaresMatchTheCpu) {
+// Runs a node that writes inputs in place: inputs copied in, the node run, then every input
+// copied back followed by the output.
+Result<std::vector<Tensor>> run_in_place(Backend& be, const OpCase& c, const std::vector<Tensor>& in) {
+  VOLTA_ASSIGN_OR_RETURN(ir::Node node, make_node(c));
+  ir::Graph g;
+  std::vector<DeviceTensor> dev;
+  std::vector<TensorRef> refs;
+  for (const Tensor& t : in) {
+    VOLTA_ASSIGN_OR_RETURN(DeviceTensor d, upload(be, t));
+    refs.push_back(d.ref());
+    dev.push_back(std::move(d));
+    ir::Node leaf;
+    leaf.id = static_cast<int32_t>(g.nodes.size());
+    leaf.name = "in" + std::to_string(leaf.id);
+    leaf.type = t.type();
+    g.nodes.push_back(std::move(leaf));
+  }
+  node.id = static_cast<int32_t>(g.nodes.size());
+  for (int32_t i = 0; i < node.id; ++i) node.inputs.push_back(i);
+  g.nodes.push_back(node);
+  const size_t ws_bytes = be.workspace_bytes(g, node);
+  VOLTA_ASSIGN_OR_RETURN(auto ws, be.allocate(ws_bytes));
+  VOLTA_ASSIGN_OR_RETURN(auto out, be.allocate(node.type.bytes()));
+  VOLTA_RETURN_IF_ERROR(be.execute(node, refs, TensorRef{out.get(), node.type}, std::span<std::byte>(ws.get(), ws_bytes)));
+  std::vector<Tensor> result;
+  for (const DeviceTensor& d : dev) result.push_back(download(be, d));
+  Tensor o = Tensor::zeros(node.type.dtype, node.type.shape);
+  VOLTA_RETURN_IF_ERROR(be.copy_out(o.raw(), out.get(), o.bytes()));
+  result.push_back(std::move(o));
+  return result;
+}
+
+Tensor scalar_f64(double v) {
+  Tensor t = Tensor::zeros(DType::f64, {});
+  t.data<double>()[0] = v;
+  return t;
+}
+
+TEST(CudaTraining, GradNormAndOptimizerUpdatesMatchTheCpu) {
   REQUIRE_CUDA(gpu);
   auto cpu = make_cpu_backend();
-  const int64_t n = 100003;  // past several chunks of the squares tree, with a ragged end
-  Tensor param = Tensor::zeros(DType::f32, {n}), grad = Tensor::zeros(DType::f32, {n});
-  fill_normal(param, 5, 0, 0.0f, 1.0f);
-  fill_normal(grad, 5, 1, 0.0f, 0.1f);
-
-  auto dg = upload(*gpu, grad);
-  ASSERT_OK(dg);
-  auto want_sq = cpu->sum_of_squares(TensorRef{grad.raw(), grad.type()});
-  auto got_sq = gpu->sum_of_squares(dg->ref());
-  auto again_sq = gpu->sum_of_squares(dg->ref());
-  ASSERT_OK(want_sq);
-  ASSERT_OK(got_sq);
-  ASSERT_OK(again_sq);
-  std::printf("parity sum_of_squares: cpu %.17g cuda %.17g\n", *want_sq, *got_sq);
-  EXPECT_NEAR(*got_sq, *want_sq, 1e-6 * *want_sq);  // the CPU's fast sum accumulates f32 lanes
-  EXPECT_EQ(*got_sq, *again_sq);
-  // Host memory is refused: the state must live on the device.
-  EXPECT_ERROR_CONTAINS(gpu->sum_of_squares(TensorRef{grad.raw(), grad.type()}), "needs device memory");
-
-  for (optim::Kind kind : {optim::Kind::Sgd, optim::Kind::Adam, optim::Kind::AdamW}) {
-    optim::UpdateStep u{kind, 3e-3, 0.9, 0.95, 1e-8, 0.9, 0.1, 3, 0.5};
-    const int slots = kind == optim::Kind::Sgd ? 1 : 2;
-    std::vector<Tensor> state;
-    for (int k = 0; k < slots; ++k) {
-      Tensor t = Tensor::zeros(DType::f32, {n});
-      fill_normal(t, 6, k, 0.0f, 0.01f);
-      if (k == 1)
-        for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = std::fabs(t.data<float>()[i]);  // v >= 0
-      state.push_back(std::move(t));
-    }
-    // On the device.
-    auto dp = upload(*gpu, param);
-    ASSERT_OK(dp);
-    std::vector<DeviceTensor> ds;
-    std::vector<TensorRef> dsr;
-    for (const Tensor& t : state) {
-      auto d = upload(*gpu, t);
-      ASSERT_OK(d);
-      ds.push_back(*d);
-      dsr.push_back(ds.back().ref());
-    }
-    ASSERT_OK(gpu->optimizer_update(u, dp->ref(), dg->ref(), dsr));
-    // On the CPU.
-    Tensor p = param.clone();
-    std::vector<Tensor> st;
-    std::vector<TensorRef> str;
-    for (const Tensor& t : state) st.push_back(t.clone());
-    for (Tensor& t : st) str.push_back(TensorRef{t.raw(), t.type()});
-    ASSERT_OK(cpu->optimizer_update(u, TensorRef{p.raw(), p.type()}, TensorRef{grad.raw(), grad.type()}, str));
-    const std::string what = std::string("optimizer ") + optim::kind_name(kind);
-    compare(p, download(*gpu, *dp), what + " param", 1e-6);
-    for (int k = 0; k < slots; ++k) compare(st[static_cast<size_t>(k)], download(*gpu, ds[static_cast<size_t>(k)]), what + " state", 1e-6);
+  // grad_norm over gradients past several chunks of the squares tree, with ragged ends.
+  std::vector<Tensor> grads;
+  std::vector<TensorType> types;
+  for (int64_t n : {100003, 17, 16384}) {
+    Tensor g = Tensor::zeros(DType::f32, {n});
+    fill_normal(g, 5, static_cast<uint64_t>(n), 0.0f, 0.1f);
+    types.push_back(g.type());
+    grads.push_back(std::move(g));
   }
+  const OpCase norm_case{ir::Op::GradNorm, types, {}, 0.0};
+  auto want = run_in_place(*cpu, norm_case, grads);
+  auto got = run_in_place(*gpu, norm_case, grads);
+  auto again = run_in_place(*gpu, norm_case, grads);
+  ASSERT_OK(want);
+  ASSERT_OK(got);
+  ASSERT_OK(again);
+  const double wn = want->back().data<double>()[0], gn = got->back().data<double>()[0];
+  std::printf("parity grad_norm: cpu %.17g cuda %.17g\n", wn, gn);
+  EXPECT_NEAR(gn, wn, 1e-6 * wn);  // the CPU's fast sum accumulates f32 lanes
+  EXPECT_EQ(gn, again->back().data<double>()[0]);
+
+  const int64_t n = 100003;
+  Tensor param = Tensor::zeros(DType::f32, {n});
+  fill_normal(param, 5, 0, 0.0f, 1.0f);
+  Tensor step = Tensor::zeros(DType::i64, {});
+  step.data<int64_t>()[0] = 2;
+  using A = ir::Attrs;
+  const A base{{"beta1", 0.9}, {"beta2", 0.95}, {"eps", 1e-8}, {"momentum", 0.9}, {"weight_decay", 0.1}, {"clip", 0.5}};
+  for (const char* kind : {"sgd", "adam", "adamw"}) {
+    for (int slots : {0, 1, 2}) {
+      if ((std::string(kind) == "sgd") == (slots == 2)) continue;  // sgd: 0 or 1 slot; adam(w): 2
+      A attrs = base;
+      attrs.set("kind", std::string(kind));
+      std::vector<Tensor> in = {param, grads[0], scalar_f64(wn), scalar_f64(3e-3), step};
+      for (int k = 0; k < slots; ++k) {
+        Tensor t = Tensor::zeros(DType::f32, {n});
+        fill_normal(t, 6, static_cast<uint64_t>(k), 0.0f, 0.01f);
+        if (k == 1)
+          for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = std::fabs(t.data<float>()[i]);  // v >= 0
+        in.push_back(std::move(t));
+      }
+      std::vector<TensorType> in_types;
+      for (const Tensor& t : in) in_types.push_back(t.type());
+      const OpCase c{ir::Op::OptimizerUpdate, in_types, attrs, 1e-6};
+      auto w = run_in_place(*cpu, c, in);
+      auto h = run_in_place(*gpu, c, in);
+      auto h2 = run_in_place(*gpu, c, in);
+      ASSERT_OK(w);
+      ASSERT_OK(h);
+      ASSERT_OK(h2);
+      const std::string what = std::string("optimizer_update ") + kind + " slots " + std::to_string(slots);
+      double worst = compare((*w)[0], (*h)[0], what + " param", 1e-6);
+      for (int k = 0; k < slots; ++k)
+        worst = std::max(worst, compare((*w)[static_cast<size_t>(5 + k)], (*h)[static_cast<size_t>(5 + k)], what + " state", 1e-6));
+      const bool repeat = (*h)[0].bitwise_equal((*h2)[0]);
+      std::printf("parity %-36s max |cuda - cpu| / (1 + |cpu|) %.3g (bound 1e-06), rerun %s\n", what.c_str(), worst,
+                  repeat ? "bitwise" : "DIFFERS");
+      EXPECT_TRUE(repeat) << what;
+    }
+  }
+}
+
+// The whole training step on the GPU: the loss curve and params follow the CPU's, two CUDA runs
+// end in the same bytes, and per step only the batch and the learning rate go up and the loss,
+// norm and step count come back.
+TEST(CudaTraining, TheWholeStepMatchesTheCpuAndRepeatsBitwise) {
+  REQUIRE_CUDA(gpu);
+  const model::TinyLMConfig c = small_lm();
+  auto g = model::build_tinylm_loss(c, 4, c.context);
+  ASSERT_OK(g);
+  train::TrainingOptions opts;
+  opts.optimizer.kind = optim::Kind::AdamW;
+  opts.optimizer.lr = 3e-3;
+  opts.optimizer.weight_decay = 0.1;
+  opts.optimizer.decay_matrices_only = true;
+  opts.optimizer.clip_norm = 1.0;
+  auto params = init_params(*g, 3);
+  ASSERT_OK(params);
+  Tensor tokens = Tensor::zeros(DType::i32, {4, c.context}), targets = Tensor::zeros(DType::i32, {4, c.context});
+  for (int64_t i = 0; i < tokens.numel(); ++i) {
+    tokens.data<int32_t>()[i] = static_cast<int32_t>((i * 13 + 5) % c.vocab);
+    targets.data<int32_t>()[i] = static_cast<int32_t>((i * 13 + 18) % c.vocab);
+  }
+  const Bindings batch{{"tokens", tokens}, {"targets", targets}};
+  struct Run {
+    std::vector<double> losses;
+    train::TrainState end;
+    TransferStats per_step;
+  };
+  auto run = [&](std::unique_ptr<Backend> be) -> Run {
+    Runtime rt(std::move(be));
+    auto tp = train::compile_training(rt, *g, opts);
+    EXPECT_TRUE(tp.is_ok()) << tp.status().message();
+    auto init = train::init_state(*tp, *params, 0);
+    auto session = train::TrainSession::start(rt, *tp, *init);
+    EXPECT_TRUE(session.is_ok()) << session.status().message();
+    Run r;
+    TransferStats before;
+    for (int s = 0; s < 8; ++s) {
+      if (s == 7) before = rt.transfers();
+      auto st = session->step(batch);
+      EXPECT_TRUE(st.is_ok()) << st.status().message();
+      r.losses.push_back(st->loss);
+    }
+    r.per_step.h2d_bytes = rt.transfers().h2d_bytes - before.h2d_bytes;
+    r.per_step.d2h_bytes = rt.transfers().d2h_bytes - before.d2h_bytes;
+    r.per_step.param_uploads = rt.transfers().param_uploads - before.param_uploads;
+    r.end = *session->snapshot();
+    return r;
+  };
+  const Run want = run(make_cpu_backend());
+  const Run got = run(std::move(gpu));
+  auto gpu2 = make_cuda_backend();
+  ASSERT_OK(gpu2);
+  const Run again = run(std::move(*gpu2));
+  double worst_loss = 0;
+  for (size_t s = 0; s < want.losses.size(); ++s) worst_loss = std::max(worst_loss, std::fabs(want.losses[s] - got.losses[s]));
+  std::printf("parity training step x8 (adamw, clip 1): loss %.6f -> %.6f on the cpu, max |loss diff| %.3g\n", want.losses.front(),
+              want.losses.back(), worst_loss);
+  EXPECT_LT(worst_loss, 1e-5);
+  double worst = 0;
+  for (const auto& [name, t] : want.end.params) worst = std::max(worst, compare(t, got.end.params.at(name), "param " + name, 1e-5));
+  std::printf("parity training step x8: params max |cuda - cpu| / (1 + |cpu|) %.3g; two CUDA runs %s\n", worst,
+              got.end.bitwise_equal(again.end) ? "bitwise identical" : "DIFFER");
+  EXPECT_TRUE(got.end.bitwise_equal(again.end));
+  EXPECT_EQ(got.losses, again.losses);
+  // Per step: tokens + targets + the f64 learning rate up; loss (f32) + norm (f64) + step (i64) down.
+  EXPECT_EQ(got.per_step.h2d_bytes, tokens.bytes() + targets.bytes() + 8);
+  EXPECT_EQ(got.per_step.d2h_bytes, 4u + 8u + 8u);
+  EXPECT_EQ(got.per_step.param_uploads, 0);
 }
 
 }  // namespace

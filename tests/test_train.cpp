@@ -1,6 +1,8 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/kernels.h"
+#include "cpu_variant.h"
 #include "test_util.h"
 #include "train/spirals.h"
 #include "volta/builder.h"
@@ -13,7 +15,6 @@ TensorRef ref(Tensor& t) { return TensorRef{t.raw(), t.type()}; }
 
 // Runs `steps` updates of one scalar param with the given gradients.
 std::vector<float> updates(const optim::UpdateStep& base, std::vector<float> grads, int slots) {
-  auto cpu = make_cpu_backend();
   Tensor p = Tensor::from_f32({1}, {1.0f});
   std::vector<Tensor> state;
   for (int i = 0; i < slots; ++i) state.push_back(Tensor::zeros(DType::f32, {1}));
@@ -24,7 +25,7 @@ std::vector<float> updates(const optim::UpdateStep& base, std::vector<float> gra
     Tensor g = Tensor::from_f32({1}, {grads[s]});
     optim::UpdateStep u = base;
     u.t = static_cast<int64_t>(s) + 1;
-    EXPECT_TRUE(cpu->optimizer_update(u, ref(p), ref(g), refs).is_ok());
+    EXPECT_TRUE(cpu::fast_optimizer_update(u, ref(p), ref(g), refs).is_ok());
     out.push_back(p.data<float>()[0]);
   }
   return out;
@@ -223,6 +224,78 @@ TEST(Training, ResumeFromACopiedStateContinuesBitForBit) {
     EXPECT_EQ(tail_straight, tail_resumed);
     EXPECT_TRUE(resumed->snapshot()->bitwise_equal(*straight->snapshot())) << optim::kind_name(kind);
   }
+}
+
+// On a backend whose memory is a device's, the state is uploaded once when the session starts;
+// a step moves only the batch and the learning rate up and the loss, norm and step count down:
+// no gradient, param or optimizer-state bytes cross. Checkpoint reads come back exact.
+TEST(Training, DeviceStepsMoveOnlyTheBatchAndTheScalars) {
+  auto owned = std::make_unique<test::CpuVariant>(test::CpuVariant::kDevice);
+  Runtime rt(std::move(owned));
+  train::SpiralsConfig c;
+  auto model = train::build_spirals_mlp(c, c.batch);
+  ASSERT_OK(model);
+  train::TrainingOptions opts;
+  opts.optimizer.clip_norm = 1.0;
+  auto tp = train::compile_training(rt, *model, opts);
+  ASSERT_OK(tp);
+  auto init = train::init_state(*tp, *init_params(*model, 4), 4);
+  ASSERT_OK(init);
+  auto session = train::TrainSession::start(rt, *tp, *init);
+  ASSERT_OK(session);
+  size_t state_bytes = 8;  // the step counter
+  for (const auto& [name, t] : init->params) state_bytes += 3 * t.bytes();  // param, m, v
+  EXPECT_EQ(session->state().uploaded_bytes(), state_bytes);
+  const auto data = train::make_spirals(c, 4);
+  Bindings batch = train::spirals_batch(c, data, 4, 0);
+  const size_t batch_bytes = batch.at("x").bytes() + batch.at("labels").bytes();
+  ASSERT_OK(session->step(batch));  // the first run uploads nothing else either (no constants here)
+  const TransferStats before = rt.transfers();
+  for (int s = 1; s < 4; ++s) ASSERT_OK(session->step(train::spirals_batch(c, data, 4, session->steps())));
+  EXPECT_EQ(rt.transfers().h2d_bytes - before.h2d_bytes, 3 * (batch_bytes + 8));
+  EXPECT_EQ(rt.transfers().d2h_bytes - before.d2h_bytes, 3u * (4 + 8 + 8));
+  EXPECT_EQ(rt.transfers().param_uploads, before.param_uploads);
+  EXPECT_EQ(session->state().uploaded_bytes(), state_bytes);
+  // The same steps on the CPU give the same bytes.
+  Runtime cpu(make_cpu_backend());
+  auto tp_cpu = train::compile_training(cpu, *model, opts);
+  ASSERT_OK(tp_cpu);
+  auto host = train::TrainSession::start(cpu, *tp_cpu, *init);
+  ASSERT_OK(host);
+  for (int s = 0; s < 4; ++s) ASSERT_OK(host->step(train::spirals_batch(c, data, 4, host->steps())));
+  EXPECT_TRUE(session->snapshot()->bitwise_equal(*host->snapshot()));
+}
+
+// State that does not fit the plan is an error naming the tensor.
+TEST(Training, StateThatDoesNotFitThePlanIsAClearError) {
+  Runtime rt(make_cpu_backend());
+  train::SpiralsConfig c;
+  auto model = train::build_spirals_mlp(c, c.batch);
+  ASSERT_OK(model);
+  auto tp = train::compile_training(rt, *model, {});
+  ASSERT_OK(tp);
+  auto init = train::init_state(*tp, *init_params(*model, 1), 1);
+  ASSERT_OK(init);
+  train::TrainState wrong = init->clone();
+  wrong.params["w1"] = Tensor::zeros(DType::f32, {3, 3});
+  EXPECT_ERROR_CONTAINS(train::TrainSession::start(rt, *tp, wrong), "param 'w1' is f32[2,64] in the model but f32[3,3] in the state");
+  wrong = init->clone();
+  wrong.slots["b1"].pop_back();
+  EXPECT_ERROR_CONTAINS(train::TrainSession::start(rt, *tp, wrong), "param 'b1' has 1 optimizer state tensors, adamw keeps 2");
+  wrong = init->clone();
+  wrong.slots["w2"][1] = Tensor::zeros(DType::i32, {64, 3});
+  EXPECT_ERROR_CONTAINS(train::TrainSession::start(rt, *tp, wrong), "optimizer state 'optim.v.w2' is i32[64,3]");
+  wrong = init->clone();
+  wrong.params["extra"] = Tensor::zeros(DType::f32, {1});
+  EXPECT_ERROR_CONTAINS(train::TrainSession::start(rt, *tp, wrong), "param 'extra' is not a param of the model");
+  // A state on another backend cannot be bound.
+  Runtime other(make_cpu_backend());
+  auto session = train::TrainSession::start(rt, *tp, *init);
+  ASSERT_OK(session);
+  auto eval = other.compile(*model);
+  ASSERT_OK(eval);
+  const auto data = train::make_spirals(c, 1);
+  EXPECT_ERROR_CONTAINS(other.run(**eval, train::spirals_batch(c, data, 1, 0), &session->state()), "another backend");
 }
 
 TEST(Training, BadInputsAreClearErrors) {

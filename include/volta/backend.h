@@ -59,12 +59,6 @@ class Backend {
   // (an embedding id out of range) come back as errors naming the node.
   virtual Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
                          std::span<std::byte> workspace) = 0;
-
-  // Training: the sum of squares of an f32 tensor in a fixed order (for the global grad norm),
-  // and one optimizer update of `param` in place from `grad` and its state tensors.
-  virtual Result<double> sum_of_squares(const TensorRef& t) = 0;
-  virtual Status optimizer_update(const optim::UpdateStep& step, const TensorRef& param, const TensorRef& grad,
-                                  std::span<const TensorRef> state) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

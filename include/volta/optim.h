@@ -1,5 +1,5 @@
 // Optimizers, gradient clipping and learning-rate schedules. The update rules run on the
-// backend (Backend::optimizer_update); this header fixes their meaning.
+// backend as optimizer_update nodes of the training step's plan; this header fixes their meaning.
 //
 //   sgd:   g = grad * clip + wd * p;  buf = momentum * buf + g (if momentum > 0);  p -= lr * buf
 //   adam:  g = grad * clip + wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;

@@ -45,11 +45,6 @@ class CpuBackend final : public Backend {
                  std::span<std::byte> workspace) override {
     return cpu::fast_kernel(node.op)(cpu::KernelArgs{node, inputs, output, workspace});
   }
-  Result<double> sum_of_squares(const TensorRef& t) override { return cpu::fast_sum_of_squares(t); }
-  Status optimizer_update(const optim::UpdateStep& step, const TensorRef& param, const TensorRef& grad,
-                          std::span<const TensorRef> state) override {
-    return cpu::fast_optimizer_update(step, param, grad, state);
-  }
 
  private:
   Capabilities caps_;

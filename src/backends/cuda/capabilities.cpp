@@ -12,8 +12,10 @@ Capabilities capabilities() {
               Op::Pad,     Op::Broadcast, Op::ReduceSum, Op::ReduceMean, Op::ReduceMax,
               // the backward ops autograd writes for TinyLM
               Op::ReluGrad, Op::GeluGrad, Op::SoftmaxGrad, Op::LayerNormGrad, Op::RmsNormGrad, Op::EmbeddingGrad,
-              Op::CrossEntropy, Op::CrossEntropyGrad};
-  caps.dtypes = {DType::f32, DType::i32, DType::i64};
+              Op::CrossEntropy, Op::CrossEntropyGrad,
+              // the training step's tail on the model's state
+              Op::GradNorm, Op::OptimizerUpdate, Op::Increment};
+  caps.dtypes = {DType::f32, DType::i32, DType::i64, DType::f64};
   caps.determinism = DeterminismLevel::Bitwise;
   return caps;
 }

@@ -88,10 +88,16 @@ class CudaBackend final : public Backend {
     VOLTA_RETURN_IF_ERROR(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_.get()), "cudaMemcpy device to host"));
     return stream_.synchronize("CUDA execution before a device-to-host copy");
   }
-  // Cross-entropy keeps one double per row for its fixed-order mean.
+  // Cross-entropy keeps one double per row for its fixed-order mean; grad_norm the chunk sums
+  // of each gradient and one sum per gradient.
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override {
     if (n.op == ir::Op::CrossEntropy && n.inputs.size() == 2)
       return static_cast<size_t>(g.node(n.inputs[1]).type.numel()) * sizeof(double);
+    if (n.op == ir::Op::GradNorm) {
+      size_t words = n.inputs.size();
+      for (int32_t in : n.inputs) words += static_cast<size_t>(squares_partials(g.node(in).type.numel()));
+      return words * sizeof(double);
+    }
     return 0;
   }
 
@@ -113,45 +119,6 @@ class CudaBackend final : public Backend {
       staged.push_back(std::move(buf));
     }
     return dispatch(node, in, inputs, output, workspace);
-  }
-
-  // The global gradient norm's term and the optimizer update work on device memory only: state
-  // the caller keeps on the host would go stale against the runtime's resident copies.
-  Result<double> sum_of_squares(const TensorRef& t) override {
-    VOLTA_RETURN_IF_ERROR(require_device(t, "sum_of_squares"));
-    const int64_t n = t.numel();
-    VOLTA_ASSIGN_OR_RETURN(DeviceBuffer scratch,
-                           DeviceBuffer::make(pool_, static_cast<size_t>(squares_partials(n) + 1) * sizeof(double)));
-    auto* partials = reinterpret_cast<double*>(scratch.data());
-    double* result = partials + squares_partials(n);
-    VOLTA_RETURN_IF_ERROR(check(launch_sum_of_squares(t.as<const float>(), n, partials, result, stream_.get()),
-                                "sum_of_squares kernel launch"));
-    double host = 0.0;
-    VOLTA_RETURN_IF_ERROR(copy_out(reinterpret_cast<std::byte*>(&host), reinterpret_cast<const std::byte*>(result), sizeof host));
-    return host;
-  }
-  Status optimizer_update(const optim::UpdateStep& u, const TensorRef& param, const TensorRef& grad,
-                          std::span<const TensorRef> state) override {
-    VOLTA_RETURN_IF_ERROR(require_device(param, "optimizer update (param)"));
-    VOLTA_RETURN_IF_ERROR(require_device(grad, "optimizer update (gradient)"));
-    for (const TensorRef& t : state) VOLTA_RETURN_IF_ERROR(require_device(t, "optimizer update (state)"));
-    if (grad.numel() != param.numel()) return internal_error("optimizer: gradient and param sizes differ");
-    OptimDesc d;
-    d.kind = u.kind == optim::Kind::Sgd ? 0 : u.kind == optim::Kind::Adam ? 1 : 2;
-    d.lr = u.lr;
-    d.beta1 = u.beta1;
-    d.beta2 = u.beta2;
-    d.eps = u.eps;
-    d.momentum = u.momentum;
-    d.weight_decay = u.weight_decay;
-    d.grad_scale = u.grad_scale;
-    d.c1 = 1.0 - std::pow(u.beta1, static_cast<double>(u.t));
-    d.c2 = 1.0 - std::pow(u.beta2, static_cast<double>(u.t));
-    if (d.kind != 0 && state.size() != 2) return internal_error("optimizer: adam needs two state tensors");
-    float* s0 = state.empty() ? nullptr : state[0].as<float>();
-    float* s1 = state.size() > 1 ? state[1].as<float>() : nullptr;
-    return check(launch_optimizer_update(d, param.as<float>(), grad.as<const float>(), s0, s1, param.numel(), stream_.get()),
-                 "optimizer update kernel launch");
   }
 
  private:
@@ -257,6 +224,10 @@ class CudaBackend final : public Backend {
       case ir::Op::EmbeddingGrad: return embedding_grad(n, in, original, out);
       case ir::Op::CrossEntropy:
       case ir::Op::CrossEntropyGrad: return cross_entropy(n, in, original, out, workspace);
+      case ir::Op::GradNorm: return grad_norm(n, in, out, workspace);
+      case ir::Op::OptimizerUpdate: return optimizer_update(n, in);
+      case ir::Op::Increment:
+        return launched(launch_increment(in[0].as<int64_t>(), out.as<int64_t>(), s), n);
       default:
         return unimplemented(prefix(n) + "no CUDA kernel " + ir::node_ref(n));
     }
@@ -409,15 +380,6 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  Status require_device(const TensorRef& t, const char* what) {
-    if (t.type.bytes() == 0) return Status::ok();
-    VOLTA_ASSIGN_OR_RETURN(const bool on_device, is_device_pointer(t.data));
-    if (!on_device)
-      return unimplemented(std::string("CUDA backend: ") + what +
-                           " needs device memory; training state kept on the host is not supported on a device backend");
-    return Status::ok();
-  }
-
   // Integer indices (ids, targets) copied to the host for range checks: an index out of range
   // is an error naming the node, as on the CPU, and never a wild read on the device.
   Result<std::vector<int64_t>> host_indices(const ir::Node& n, const TensorRef& original) {
@@ -478,6 +440,44 @@ class CudaBackend final : public Backend {
       return internal_error(prefix(n) + "workspace too small " + ir::node_ref(n));
     return launched(launch_cross_entropy(logits.as<const float>(), in[1].data, i64, rows, C, has_ignore, ignore, counted,
                                          reinterpret_cast<double*>(workspace.data()), out.as<float>(), stream_.get()),
+                    n);
+  }
+
+  // Each gradient's sum of squares over its fixed tree, then their sum in input order.
+  Status grad_norm(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace) {
+    size_t words = in.size();
+    for (const TensorRef& g : in) words += static_cast<size_t>(squares_partials(g.numel()));
+    if (workspace.size() < words * sizeof(double) || out.type.dtype != DType::f64)
+      return internal_error(prefix(n) + "workspace too small or output not f64 " + ir::node_ref(n));
+    auto* sums = reinterpret_cast<double*>(workspace.data());
+    double* partials = sums + in.size();
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in[i].type.dtype != DType::f32) return internal_error(prefix(n) + "gradients must be f32 " + ir::node_ref(n));
+      VOLTA_RETURN_IF_ERROR(launched(launch_sum_of_squares(in[i].as<const float>(), in[i].numel(), partials, sums + i, stream_.get()), n));
+      partials += squares_partials(in[i].numel());
+    }
+    return launched(launch_norm_of_sums(sums, static_cast<int64_t>(in.size()), out.as<double>(), stream_.get()), n);
+  }
+
+  // (param, grad, norm, lr, step[, slot0[, slot1]]): param and slots updated in place.
+  Status optimizer_update(const ir::Node& n, std::span<const TensorRef> in) {
+    VOLTA_ASSIGN_OR_RETURN(const std::string kind, n.attrs.get_string("kind", ""));
+    OptimDesc d;
+    d.kind = kind == "sgd" ? 0 : kind == "adam" ? 1 : 2;
+    VOLTA_ASSIGN_OR_RETURN(d.beta1, n.attrs.get_float("beta1", 0.0));
+    VOLTA_ASSIGN_OR_RETURN(d.beta2, n.attrs.get_float("beta2", 0.0));
+    VOLTA_ASSIGN_OR_RETURN(d.eps, n.attrs.get_float("eps", 0.0));
+    VOLTA_ASSIGN_OR_RETURN(d.momentum, n.attrs.get_float("momentum", 0.0));
+    VOLTA_ASSIGN_OR_RETURN(d.weight_decay, n.attrs.get_float("weight_decay", 0.0));
+    VOLTA_ASSIGN_OR_RETURN(d.clip, n.attrs.get_float("clip", 0.0));
+    if (in.size() < 5 || in[0].type.dtype != DType::f32 || in[1].type != in[0].type || (d.kind != 0 && in.size() != 7))
+      return internal_error(prefix(n) + "expects (param, grad, norm, lr, step, slots...) " + ir::node_ref(n));
+    d.norm = in[2].as<const double>();
+    d.lr = in[3].as<const double>();
+    d.step = in[4].as<const int64_t>();
+    float* s0 = in.size() > 5 ? in[5].as<float>() : nullptr;
+    float* s1 = in.size() > 6 ? in[6].as<float>() : nullptr;
+    return launched(launch_optimizer_update(d, in[0].as<float>(), in[1].as<const float>(), s0, s1, in[0].numel(), stream_.get()),
                     n);
   }
 

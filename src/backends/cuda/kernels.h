@@ -113,12 +113,21 @@ cudaError_t launch_reduce(ReduceOp op, const float* x, float* out, const Strided
 constexpr int64_t kSquaresChunk = 8192;
 inline int64_t squares_partials(int64_t n) { return n == 0 ? 1 : (n + kSquaresChunk - 1) / kSquaresChunk; }
 cudaError_t launch_sum_of_squares(const float* x, int64_t n, double* partials, double* out, cudaStream_t stream);
+// out[0] = sqrt(sums[0] + sums[1] + ... + sums[n-1]), added in that order (grad_norm's tail).
+cudaError_t launch_norm_of_sums(const double* sums, int64_t n, double* out, cudaStream_t stream);
+// counter[0] += 1; out[0] = counter[0] (the step counter of the training step).
+cudaError_t launch_increment(int64_t* counter, int64_t* out, cudaStream_t stream);
 
 // ---- optim.cu (mirroring ref_optim.cpp: each element in double from its own values) ----------
+// The step's run-time scalars stay on the device: the gradient norm (f64), the learning rate
+// (f64) and the count of completed steps (i64); each block derives the clipping factor and
+// Adam's bias corrections from them once.
 struct OptimDesc {
   int kind = 0;  // 0 sgd, 1 adam, 2 adamw
-  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, momentum = 0, weight_decay = 0, grad_scale = 1;
-  double c1 = 1, c2 = 1;  // Adam's bias corrections 1 - beta^t
+  double beta1 = 0, beta2 = 0, eps = 0, momentum = 0, weight_decay = 0, clip = 0;
+  const double* norm = nullptr;
+  const double* lr = nullptr;
+  const int64_t* step = nullptr;
 };
 // state0: sgd momentum buffer (may be null) or adam m; state1: adam v.
 cudaError_t launch_optimizer_update(const OptimDesc& d, float* param, const float* grad, float* state0, float* state1,

@@ -1,35 +1,57 @@
 // Optimizer updates, mirroring ref_optim.cpp (semantics in include/volta/optim.h): every
-// element is updated in double from its own values only, so the bits match the CPU reference
-// up to the device's pow / sqrt, and never depend on the launch shape.
+// element is updated in double from its own values only, so the bits never depend on the
+// launch shape. The run-time scalars (norm, lr, step) are read on the device; thread 0 of each
+// block turns them into the clipping factor and bias corrections, as optimizer_update_node does
+// on the CPU.
 #include "backends/cuda/launch.cuh"
 
 namespace volta::cuda {
 namespace {
 
+struct Scalars {
+  double lr, grad_scale, c1, c2;
+};
+
+__device__ inline void load_scalars(const OptimDesc& d, Scalars* s) {
+  if (threadIdx.x == 0) {
+    const double norm = d.norm[0];
+    const double t = static_cast<double>(d.step[0] + 1);
+    s->lr = d.lr[0];
+    s->grad_scale = d.clip > 0 && norm > d.clip ? d.clip / (norm + 1e-6) : 1.0;
+    s->c1 = 1.0 - pow(d.beta1, t);
+    s->c2 = 1.0 - pow(d.beta2, t);
+  }
+  __syncthreads();
+}
+
 __global__ void sgd_kernel(OptimDesc d, float* __restrict__ p, const float* __restrict__ g, float* __restrict__ buf, int64_t n) {
+  __shared__ Scalars s;
+  load_scalars(d, &s);
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    double step = static_cast<double>(g[i]) * d.grad_scale + d.weight_decay * p[i];
+    double step = static_cast<double>(g[i]) * s.grad_scale + d.weight_decay * p[i];
     if (buf) {
       step = d.momentum * buf[i] + step;
       buf[i] = static_cast<float>(step);
     }
-    p[i] = static_cast<float>(p[i] - d.lr * step);
+    p[i] = static_cast<float>(p[i] - s.lr * step);
   }
 }
 
 __global__ void adam_kernel(OptimDesc d, float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                             float* __restrict__ v, int64_t n) {
+  __shared__ Scalars s;
+  load_scalars(d, &s);
   const bool decoupled = d.kind == 2;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     double w = p[i];
-    double grad = static_cast<double>(g[i]) * d.grad_scale;
-    if (decoupled) w *= 1.0 - d.lr * d.weight_decay;
+    double grad = static_cast<double>(g[i]) * s.grad_scale;
+    if (decoupled) w *= 1.0 - s.lr * d.weight_decay;
     else grad += d.weight_decay * w;
     const double mi = d.beta1 * m[i] + (1.0 - d.beta1) * grad;
     const double vi = d.beta2 * v[i] + (1.0 - d.beta2) * grad * grad;
     m[i] = static_cast<float>(mi);
     v[i] = static_cast<float>(vi);
-    p[i] = static_cast<float>(w - d.lr * (mi / d.c1) / (sqrt(vi / d.c2) + d.eps));
+    p[i] = static_cast<float>(w - s.lr * (mi / s.c1) / (sqrt(vi / s.c2) + d.eps));
   }
 }
 

@@ -46,7 +46,28 @@ __global__ void __launch_bounds__(kThreads) sum_kernel(const double* __restrict_
   if (threadIdx.x == 0) out[0] = s;
 }
 
+__global__ void norm_of_sums_kernel(const double* sums, int64_t n, double* out) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += sums[i];
+  out[0] = sqrt(s);
+}
+
+__global__ void increment_kernel(int64_t* counter, int64_t* out) {
+  counter[0] += 1;
+  out[0] = counter[0];
+}
+
 }  // namespace
+
+cudaError_t launch_norm_of_sums(const double* sums, int64_t n, double* out, cudaStream_t stream) {
+  norm_of_sums_kernel<<<1, 1, 0, stream>>>(sums, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_increment(int64_t* counter, int64_t* out, cudaStream_t stream) {
+  increment_kernel<<<1, 1, 0, stream>>>(counter, out);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_reduce(ReduceOp op, const float* x, float* out, const StridedIndex& kept, int64_t n_out,
                           const StridedIndex& reduced, int64_t n_reduced, cudaStream_t stream) {
