@@ -4,7 +4,6 @@
 #include "volta/train.h"
 
 #include <algorithm>
-#include <ranges>
 
 #include "volta/autograd.h"
 
@@ -142,7 +141,7 @@ Result<TrainSession> TrainSession::start(Runtime& rt, const TrainingPlan& tp, co
   auto state = std::make_unique<State>(rt.backend());
   const int slots = optim::state_slots(tp.options.optimizer);
   const ir::Graph& g = tp.step->graph;
-  for (const std::string& name : snapshot.params | std::views::keys) {
+  for (const auto& [name, t] : snapshot.params) {
     const int32_t id = g.find(name);
     if (id < 0 || g.node(id).op != ir::Op::Param)
       return invalid_argument("param '" + name + "' is not a param of the model (another config?)");
