@@ -302,8 +302,20 @@ TEST_F(CliLM, EvalAndInspectReadTheCheckpoint) {
   EXPECT_NE(e.out.find("val loss"), std::string::npos);
   Cli i = volta("inspect " + dir_ + "/last.safetensors");
   ASSERT_EQ(i.code, 0) << i.err;
-  for (const char* needle : {"step 60", "\"layers\":2", "wte", "training step", "optimizer_state", "inference"})
+  for (const char* needle : {"step 60", "\"layers\":2", "wte", "training step", "adamw updates of the state in place",
+                             "optimizer_state", "grad", "inference"})
     EXPECT_NE(i.out.find(needle), std::string::npos) << needle;
+  // --json: one object with the checkpoint, the params and both plans.
+  Cli j = volta("inspect " + dir_ + "/last.safetensors --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const auto doc = nlohmann::json::parse(j.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << j.out.substr(0, 200);
+  EXPECT_EQ(doc["checkpoint"]["step"], 60);
+  EXPECT_EQ(doc["model"]["layers"], 2);
+  EXPECT_GT(doc["params"].size(), 0u);
+  EXPECT_EQ(doc["training_step"]["optimizer_updates"], doc["params"].size());
+  EXPECT_GT(doc["training_step"]["peak_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(doc["inference"]["peak_bytes"].get<int64_t>(), 0);
 }
 
 TEST_F(CliLM, BadInputsAreOneLineErrors) {

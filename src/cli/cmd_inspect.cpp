@@ -1,5 +1,6 @@
 // `volta inspect FILE.vir`: the verified graph after the pipeline, its schedule and memory plan.
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/pipeline_flags.h"
@@ -32,6 +33,24 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
   VOLTA_ASSIGN_OR_RETURN(auto infer_plan, rt.compile(infer, opts));
   int64_t total = 0;
   for (const auto& [name, t] : ck.state.params) total += t.numel();
+  const size_t updates = tp.step->graph.nodes_of(ir::Op::OptimizerUpdate).size();
+  if (f.json) {
+    nlohmann::ordered_json j;
+    j["checkpoint"] = {{"file", f.file},          {"format", 1},
+                       {"step", ck.state.step},   {"seed", ck.state.seed},
+                       {"best_val_loss", ck.best_val_loss}, {"optimizer_state", !ck.state.slots.empty()}};
+    j["model"] = nlohmann::ordered_json::parse(model::config_to_json(r.model));
+    j["recipe"] = nlohmann::ordered_json::parse(train::recipe_to_json(r));
+    j["tokenizer_characters"] = ck.tokenizer.vocab_size();
+    j["params"] = nlohmann::ordered_json::array();
+    for (const auto& [name, t] : ck.state.params)
+      j["params"].push_back({{"name", name}, {"type", t.type().to_string()}, {"elements", t.numel()}});
+    j["training_step"] = nlohmann::ordered_json::parse(plan::plan_to_json(*tp.step, -1));
+    j["training_step"]["optimizer_updates"] = updates;
+    j["inference"] = nlohmann::ordered_json::parse(plan::plan_to_json(*infer_plan, -1));
+    std::printf("%s\n", j.dump().c_str());
+    return Status::ok();
+  }
   std::printf("checkpoint %s: format v1, step %lld, seed %llu, best val loss %.4f\n", f.file.c_str(),
               static_cast<long long>(ck.state.step), static_cast<unsigned long long>(ck.state.seed), ck.best_val_loss);
   std::printf("model: %s\nrecipe: %s\ntokenizer: %lld characters\nparams: %lld in %zu tensors%s\n\n",
@@ -41,8 +60,9 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
   std::printf("%-28s %-16s %12s\n", "tensor", "type", "elements");
   for (const auto& [name, t] : ck.state.params)
     std::printf("%-28s %-16s %12lld\n", name.c_str(), t.type().to_string().c_str(), static_cast<long long>(t.numel()));
-  std::printf("\ntraining step (batch %lld, context %lld): %zu steps\n%s", static_cast<long long>(r.batch),
-              static_cast<long long>(r.model.context), tp.step->schedule.size(), plan::format_memory_report(tp.step->memory).c_str());
+  std::printf("\ntraining step (batch %lld, context %lld): %zu steps, %zu of them %s updates of the state in place\n%s",
+              static_cast<long long>(r.batch), static_cast<long long>(r.model.context), tp.step->schedule.size(), updates,
+              optim::kind_name(r.optimizer.kind), plan::format_memory_report(tp.step->memory).c_str());
   std::printf("\ninference (prefill of %lld tokens, batch 1): %zu steps\n%s", static_cast<long long>(r.model.context),
               infer_plan->schedule.size(), plan::format_memory_report(infer_plan->memory).c_str());
   return Status::ok();
