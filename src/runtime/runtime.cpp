@@ -188,9 +188,10 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
   }
   if (state && &state->backend() != backend_.get())
     return invalid_argument("the state lives on another backend than this runtime's '" + backend_->name() + "'");
-  // Params the state holds are bound to its buffers; the other leaves to the bindings, each
-  // binding used exactly once. On a mismatch, binding_error() names the first problem.
-  size_t bound = 0;
+  // Params the state holds are bound to its buffers; the other leaves to the bindings, both in
+  // name order (one pass over each, every binding used once). On a mismatch, binding_error()
+  // names the first problem in node order.
+  auto it = bindings.begin();
   for (int32_t id : cached.leaves) {
     const ir::Node& n = g.node(id);
     std::byte*& data = refs[static_cast<size_t>(id)].data;
@@ -199,16 +200,15 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
       data = s->data;
       continue;
     }
-    auto it = bindings.find(n.name);
-    if (it == bindings.end() || it->second.type() != n.type || !it->second.defined())
+    if (it == bindings.end() || it->first != n.name || it->second.type() != n.type || !it->second.defined())
       return binding_error(g, bindings, state);
-    ++bound;
     data = const_cast<std::byte*>(it->second.raw());  // kernels never write bound inputs
     if (device) {
       VOLTA_ASSIGN_OR_RETURN(data, n.op == ir::Op::Input ? device_input(p, n, it->second) : resident(it->second));
     }
+    ++it;
   }
-  if (bound != bindings.size()) return binding_error(g, bindings, state);
+  if (it != bindings.end()) return binding_error(g, bindings, state);
   if (numerics_ != NumericsPolicy::Off)
     for (const ir::Node& n : g.nodes)
       if (n.op == ir::Op::Input)
