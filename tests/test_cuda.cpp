@@ -617,6 +617,23 @@ TEST(CudaTraining, TinyLMGradientsMatchTheCpuAndRepeatBitwise) {
   }
 }
 
+// One state-updating node run on the CPU and twice on the GPU, each run giving every input read
+// back and then the output.
+struct ThreeRuns {
+  std::vector<Tensor> cpu, gpu, again;
+};
+
+Result<ThreeRuns> run_cpu_gpu_gpu(Backend& cpu, Backend& gpu, ir::Op op, const ir::Attrs& attrs, const std::vector<Tensor>& in) {
+  std::vector<TensorType> types;
+  for (const Tensor& t : in) types.push_back(t.type());
+  VOLTA_ASSIGN_OR_RETURN(ir::Node node, make_node(OpCase{op, types, attrs, 0.0}));
+  ThreeRuns r;
+  VOLTA_ASSIGN_OR_RETURN(r.cpu, run_in_place(cpu, node, in));
+  VOLTA_ASSIGN_OR_RETURN(r.gpu, run_in_place(gpu, node, in));
+  VOLTA_ASSIGN_OR_RETURN(r.again, run_in_place(gpu, node, in));
+  return r;
+}
+
 Tensor scalar_f64(double v) {
   Tensor t = Tensor::zeros(DType::f64, {});
   t.data<double>()[0] = v;
@@ -628,25 +645,17 @@ TEST(CudaTraining, GradNormAndOptimizerUpdatesMatchTheCpu) {
   auto cpu = make_cpu_backend();
   // grad_norm over gradients past several chunks of the squares tree, with ragged ends.
   std::vector<Tensor> grads;
-  std::vector<TensorType> types;
   for (int64_t n : {100003, 17, 16384}) {
     Tensor g = Tensor::zeros(DType::f32, {n});
     fill_normal(g, 5, static_cast<uint64_t>(n), 0.0f, 0.1f);
-    types.push_back(g.type());
     grads.push_back(std::move(g));
   }
-  auto norm_node = make_node(OpCase{ir::Op::GradNorm, types, {}, 0.0});
-  ASSERT_OK(norm_node);
-  auto want = run_in_place(*cpu, *norm_node, grads);
-  auto got = run_in_place(*gpu, *norm_node, grads);
-  auto again = run_in_place(*gpu, *norm_node, grads);
-  ASSERT_OK(want);
-  ASSERT_OK(got);
-  ASSERT_OK(again);
-  const double wn = want->back().data<double>()[0], gn = got->back().data<double>()[0];
+  auto norm = run_cpu_gpu_gpu(*cpu, *gpu, ir::Op::GradNorm, {}, grads);
+  ASSERT_OK(norm);
+  const double wn = norm->cpu.back().data<double>()[0], gn = norm->gpu.back().data<double>()[0];
   std::printf("parity grad_norm: cpu %.17g cuda %.17g\n", wn, gn);
   EXPECT_NEAR(gn, wn, 1e-6 * wn);  // the CPU's fast sum accumulates f32 lanes
-  EXPECT_EQ(gn, again->back().data<double>()[0]);
+  EXPECT_EQ(gn, norm->again.back().data<double>()[0]);
 
   const int64_t n = 100003;
   Tensor param = Tensor::zeros(DType::f32, {n});
@@ -668,21 +677,13 @@ TEST(CudaTraining, GradNormAndOptimizerUpdatesMatchTheCpu) {
           for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = std::fabs(t.data<float>()[i]);  // v >= 0
         in.push_back(std::move(t));
       }
-      std::vector<TensorType> in_types;
-      for (const Tensor& t : in) in_types.push_back(t.type());
-      auto node = make_node(OpCase{ir::Op::OptimizerUpdate, in_types, attrs, 1e-6});
-      ASSERT_OK(node);
-      auto w = run_in_place(*cpu, *node, in);
-      auto h = run_in_place(*gpu, *node, in);
-      auto h2 = run_in_place(*gpu, *node, in);
-      ASSERT_OK(w);
-      ASSERT_OK(h);
-      ASSERT_OK(h2);
+      auto r = run_cpu_gpu_gpu(*cpu, *gpu, ir::Op::OptimizerUpdate, attrs, in);
+      ASSERT_OK(r);
       const std::string what = std::string("optimizer_update ") + kind + " slots " + std::to_string(slots);
-      double worst = compare((*w)[0], (*h)[0], what + " param", 1e-6);
+      double worst = compare(r->cpu[0], r->gpu[0], what + " param", 1e-6);
       for (int k = 0; k < slots; ++k)
-        worst = std::max(worst, compare((*w)[static_cast<size_t>(5 + k)], (*h)[static_cast<size_t>(5 + k)], what + " state", 1e-6));
-      const bool repeat = (*h)[0].bitwise_equal((*h2)[0]);
+        worst = std::max(worst, compare(r->cpu[static_cast<size_t>(5 + k)], r->gpu[static_cast<size_t>(5 + k)], what + " state", 1e-6));
+      const bool repeat = r->gpu[0].bitwise_equal(r->again[0]);
       std::printf("parity %-36s max |cuda - cpu| / (1 + |cpu|) %.3g (bound 1e-06), rerun %s\n", what.c_str(), worst,
                   repeat ? "bitwise" : "DIFFERS");
       EXPECT_TRUE(repeat) << what;

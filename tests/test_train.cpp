@@ -243,9 +243,12 @@ TEST(Training, DeviceStepsMoveOnlyTheBatchAndTheScalars) {
   ASSERT_OK(init);
   auto session = train::TrainSession::start(rt, *tp, *init);
   ASSERT_OK(session);
-  size_t state_bytes = 8;  // the step counter
-  for (const auto& [name, t] : init->params) state_bytes += 3 * t.bytes();  // param, m, v
+  size_t param_bytes = 0;
+  for (const auto& [name, t] : init->params) param_bytes += t.bytes();
+  const size_t state_bytes = 3 * param_bytes + 8;  // params, m and v, the step counter
   EXPECT_EQ(session->state().uploaded_bytes(), state_bytes);
+  EXPECT_EQ(session->state().bytes(plan::MemClass::Param), param_bytes);
+  EXPECT_EQ(session->state().bytes(plan::MemClass::OptState), 2 * param_bytes + 8);
   const auto data = train::make_spirals(c, 4);
   Bindings batch = train::spirals_batch(c, data, 4, 0);
   const size_t batch_bytes = batch.at("x").bytes() + batch.at("labels").bytes();

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "volta/ir.h"
-#include "volta/optim.h"
 
 namespace volta {
 

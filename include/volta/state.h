@@ -7,7 +7,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "volta/backend.h"
 #include "volta/plan.h"
@@ -33,12 +32,10 @@ class State {
   bool has(const std::string& name) const { return entries_.count(name) != 0; }
   // The entry's bytes in the backend's memory, or nullptr when there is none.
   const TensorRef* find(const std::string& name) const;
-  std::vector<std::string> names() const;  // sorted
   // Bytes held per memory class (Param, OptState, ...).
   size_t bytes(plan::MemClass cls) const;
-  // Bytes copied host -> device by put and device -> host by get (every backend counts them).
+  // Bytes copied in by put (every backend counts them).
   size_t uploaded_bytes() const { return uploaded_; }
-  size_t downloaded_bytes() const { return downloaded_; }
   Backend& backend() const { return *backend_; }
 
  private:
@@ -50,7 +47,6 @@ class State {
   Backend* backend_;
   std::map<std::string, Entry> entries_;
   size_t uploaded_ = 0;
-  mutable size_t downloaded_ = 0;
 };
 
 }  // namespace volta

@@ -131,9 +131,11 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
     VOLTA_ASSIGN_OR_RETURN(ck.state, train::init_state(tp, std::move(init), f.seed));
   }
   VOLTA_ASSIGN_OR_RETURN(train::TrainSession session, train::TrainSession::start(rt, tp, ck.state));
-  // Checkpoints read the state back from the backend.
+  // Checkpoints read the state back from the backend, once per step however many are saved.
   auto save = [&](const std::string& path) -> Status {
-    VOLTA_ASSIGN_OR_RETURN(ck.state, session.snapshot());
+    if (ck.state.step != session.steps()) {
+      VOLTA_ASSIGN_OR_RETURN(ck.state, session.snapshot());
+    }
     return io::save_checkpoint(train::to_checkpoint(ck), path);
   };
   std::ofstream log(log_path, resumed ? std::ios::app : std::ios::trunc);

@@ -110,7 +110,7 @@ Status binding_error(const ir::Graph& g, const Bindings& bindings, const State* 
   auto held = [&](const ir::Node& n) { return state && n.op == ir::Op::Param && state->find(n.name); };
   for (const ir::Node& n : g.nodes) {
     if (n.op != ir::Op::Input && n.op != ir::Op::Param) continue;
-    if (const TensorRef* s = held(n) ? state->find(n.name) : nullptr) {
+    if (const TensorRef* s = state && n.op == ir::Op::Param ? state->find(n.name) : nullptr) {
       if (s->type != n.type)
         return invalid_argument("[param] '" + n.name + "' is declared " + n.type.to_string() + " but the state holds " +
                                 s->type.to_string() + " " + ir::node_ref(n));

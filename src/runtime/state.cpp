@@ -33,19 +33,12 @@ Result<Tensor> State::get(const std::string& name) const {
   const TensorRef& r = it->second.ref;
   Tensor t = Tensor::empty(r.type.dtype, r.type.shape);
   VOLTA_RETURN_IF_ERROR(backend_->copy_out(t.raw(), r.data, t.bytes()));
-  downloaded_ += t.bytes();
   return t;
 }
 
 const TensorRef* State::find(const std::string& name) const {
   auto it = entries_.find(name);
   return it == entries_.end() ? nullptr : &it->second.ref;
-}
-
-std::vector<std::string> State::names() const {
-  std::vector<std::string> out;
-  for (const auto& [name, e] : entries_) out.push_back(name);
-  return out;
 }
 
 size_t State::bytes(plan::MemClass cls) const {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "volta/autograd.h"
+#include "volta/builder.h"
 
 namespace volta::train {
 
@@ -38,64 +39,38 @@ std::string slot_name(int slot, const std::string& param) { return (slot == 0 ? 
 
 namespace {
 
-// Appends a node after the graph's last one, its type from the op's rule.
-Result<int32_t> append(ir::Graph& g, ir::Op op, std::string name, std::vector<int32_t> inputs, ir::Attrs attrs = {}) {
-  ir::Node n;
-  n.id = static_cast<int32_t>(g.nodes.size());
-  n.name = std::move(name);
-  n.op = op;
-  n.inputs = std::move(inputs);
-  n.attrs = std::move(attrs);
-  std::vector<TensorType> in;
-  for (int32_t i : n.inputs) in.push_back(g.node(i).type);
-  VOLTA_ASSIGN_OR_RETURN(n.type, ir::infer_type(op, in, n.attrs));
-  g.nodes.push_back(std::move(n));
-  return g.nodes.back().id;
-}
-
-Result<int32_t> append_leaf(ir::Graph& g, ir::Op op, const std::string& name, TensorType type) {
-  if (g.find(name) >= 0) return invalid_argument("the training step needs the name '" + name + "', which the model already uses");
-  ir::Node n;
-  n.id = static_cast<int32_t>(g.nodes.size());
-  n.name = name;
-  n.op = op;
-  n.type = std::move(type);
-  if (op == ir::Op::Param) n.attrs.set("trainable", int64_t{0});
-  g.nodes.push_back(std::move(n));
-  return g.nodes.back().id;
-}
-
 // forward + backward (outputs: loss, gradients in param order) -> the whole step.
 Result<ir::Graph> step_graph(const autograd::GradientGraph& gg, const TrainingOptions& opts, const std::vector<bool>& decay) {
-  ir::Graph g = gg.graph;
   const optim::OptimizerConfig& c = opts.optimizer;
-  const int32_t loss = g.outputs[0];
-  std::vector<int32_t> grads(g.outputs.begin() + 1, g.outputs.end());
+  ir::Graph start = gg.graph;
+  start.outputs.clear();
+  ModelBuilder b(std::move(start));  // a name the model already uses is an error of build()
+  const Value loss{gg.graph.outputs[0]};
+  std::vector<Value> grads;
+  for (size_t i = 1; i < gg.graph.outputs.size(); ++i) grads.push_back({gg.graph.outputs[i]});
   // The seam for data parallelism: an all-reduce of `grads` across replicas would go here.
-  VOLTA_ASSIGN_OR_RETURN(const int32_t norm, append(g, ir::Op::GradNorm, "optim.grad_norm", grads));
-  VOLTA_ASSIGN_OR_RETURN(const int32_t lr, append_leaf(g, ir::Op::Input, kLearningRate, {DType::f64, {}}));
-  VOLTA_ASSIGN_OR_RETURN(const int32_t step, append_leaf(g, ir::Op::Param, kStepCounter, {DType::i64, {}}));
+  const Value norm = b.op(ir::Op::GradNorm, grads, {}, "optim.grad_norm");
+  const Value lr = b.input(kLearningRate, {DType::f64, {}});
+  ParamInit state_init = ParamInit::zeros();  // set by the session, never trained
+  state_init.trainable = false;
+  const Value step = b.param(kStepCounter, {DType::i64, {}}, state_init);
   const int slots = optim::state_slots(c);
-  std::vector<int32_t> tokens;
+  std::vector<Value> after = {step};
   for (size_t i = 0; i < gg.params.size(); ++i) {
     const std::string& name = gg.params[i];
-    const int32_t param = g.find(name);
-    std::vector<int32_t> in = {param, grads[i], norm, lr, step};
-    for (int k = 0; k < slots; ++k) {
-      VOLTA_ASSIGN_OR_RETURN(const int32_t slot, append_leaf(g, ir::Op::Param, slot_name(k, name), g.node(param).type));
-      in.push_back(slot);
-    }
+    const Value param{gg.graph.find(name)};
+    std::vector<Value> in = {param, grads[i], norm, lr, step};
+    for (int k = 0; k < slots; ++k) in.push_back(b.param(slot_name(k, name), b.type(param), state_init));
     ir::Attrs at{{"kind", std::string(optim::kind_name(c.kind))}, {"beta1", c.beta1},       {"beta2", c.beta2},
                  {"eps", c.eps},                                  {"momentum", c.momentum}, {"clip", c.clip_norm},
                  {"weight_decay", decay[i] ? c.weight_decay : 0.0}};
-    VOLTA_ASSIGN_OR_RETURN(const int32_t token, append(g, ir::Op::OptimizerUpdate, "optim.update." + name, std::move(in), at));
-    tokens.push_back(token);
+    after.push_back(b.op(ir::Op::OptimizerUpdate, std::move(in), std::move(at), "optim.update." + name));
   }
-  std::vector<int32_t> after = {step};
-  after.insert(after.end(), tokens.begin(), tokens.end());
-  VOLTA_ASSIGN_OR_RETURN(const int32_t count, append(g, ir::Op::Increment, "optim.step_count", after));
-  g.outputs = {loss, norm, count};
-  return g;
+  const Value count = b.op(ir::Op::Increment, std::move(after), {}, "optim.step_count");
+  b.output(loss);
+  b.output(norm);
+  b.output(count);
+  return b.build();
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "volta/backend.h"
 #include "volta/ir.h"
+#include "volta/optim.h"
 
 namespace volta::cpu {
 

@@ -3,7 +3,6 @@
 // hands plain numbers to the launchers. It never falls back to the CPU: ops without a kernel
 // are refused at plan time (capabilities.cpp), and no driver or device is a clear error.
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/kernels.h"
 #include "volta/backend.h"
+#include "volta/optim.h"
 
 namespace volta {
 namespace cuda {
@@ -307,9 +307,7 @@ class CudaBackend final : public Backend {
     if (table.shape().size() != 2 || !is_integer(ids.type.dtype) || table.type.bytes() % 4 != 0)
       return internal_error(prefix(n) + "expects table [V, D] and integer ids " + ir::node_ref(n));
     const int64_t V = table.shape()[0];
-    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> host, host_indices(n, original[1]));
-    for (size_t i = 0; i < host.size(); ++i)
-      if (host[i] < 0 || host[i] >= V) return index_range_error(n, "id", host[i], i, V);
+    VOLTA_RETURN_IF_ERROR(host_indices(n, original[1], "id", V).status());
     const int64_t count = ids.numel();
     const int64_t words = static_cast<int64_t>(static_cast<size_t>(table.shape()[1]) * dtype_size(table.type.dtype) / 4);
     return launched(launch_gather_rows(table.data, ids.data, ids.type.dtype == DType::i64, out.data, count, words, stream_.get()), n);
@@ -380,22 +378,23 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  // Integer indices (ids, targets) copied to the host for range checks: an index out of range
-  // is an error naming the node, as on the CPU, and never a wild read on the device.
-  Result<std::vector<int64_t>> host_indices(const ir::Node& n, const TensorRef& original) {
+  // Integer indices (ids, targets) copied to the host and checked against [0, bound), except
+  // those equal to `*skip`: an index out of range is an error naming the node, as on the CPU,
+  // and never a wild read on the device.
+  Result<std::vector<int64_t>> host_indices(const ir::Node& n, const TensorRef& original, const char* what, int64_t bound,
+                                            const int64_t* skip = nullptr) {
     if (!is_integer(original.type.dtype)) return internal_error(prefix(n) + "expects integer indices " + ir::node_ref(n));
     std::vector<std::byte> host(original.type.bytes());
     if (!host.empty()) VOLTA_RETURN_IF_ERROR(copy_out(host.data(), original.data, host.size()));
     std::vector<int64_t> v(static_cast<size_t>(original.numel()));
     const bool i64 = original.type.dtype == DType::i64;
-    for (size_t i = 0; i < v.size(); ++i)
+    for (size_t i = 0; i < v.size(); ++i) {
       v[i] = i64 ? reinterpret_cast<const int64_t*>(host.data())[i] : reinterpret_cast<const int32_t*>(host.data())[i];
+      if ((skip == nullptr || v[i] != *skip) && (v[i] < 0 || v[i] >= bound))
+        return invalid_argument(prefix(n) + what + " " + std::to_string(v[i]) + " at flat position " + std::to_string(i) +
+                                " is outside [0, " + std::to_string(bound) + ") " + ir::node_ref(n));
+    }
     return v;
-  }
-
-  Status index_range_error(const ir::Node& n, const char* what, int64_t v, size_t pos, int64_t bound) {
-    return invalid_argument(prefix(n) + what + " " + std::to_string(v) + " at flat position " + std::to_string(pos) +
-                            " is outside [0, " + std::to_string(bound) + ") " + ir::node_ref(n));
   }
 
   Status embedding_grad(const ir::Node& n, std::span<const TensorRef> in, std::span<const TensorRef> original,
@@ -403,9 +402,7 @@ class CudaBackend final : public Backend {
     if (out.type.dtype != DType::f32 || in[1].type.dtype != DType::f32 || out.shape().size() != 2)
       return internal_error(prefix(n) + "expects f32 dy and a [rows, D] output " + ir::node_ref(n));
     const int64_t rows = out.shape()[0], D = out.shape()[1];
-    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> ids, host_indices(n, original[0]));
-    for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] < 0 || ids[i] >= rows) return index_range_error(n, "id", ids[i], i, rows);
+    VOLTA_RETURN_IF_ERROR(host_indices(n, original[0], "id", rows).status());
     return launched(launch_embedding_grad(in[0].data, in[0].type.dtype == DType::i64, in[0].numel(), in[1].as<const float>(),
                                           out.as<float>(), rows, D, stream_.get()),
                     n);
@@ -420,14 +417,10 @@ class CudaBackend final : public Backend {
     const bool has_ignore = n.attrs.has("ignore_index");
     VOLTA_ASSIGN_OR_RETURN(const int64_t ignore, n.attrs.get_int("ignore_index", 0));
     const int64_t C = logits.shape().back();
-    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> targets, host_indices(n, original[1]));
+    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> targets,
+                           host_indices(n, original[1], "target", C, has_ignore ? &ignore : nullptr));
     const int64_t rows = static_cast<int64_t>(targets.size());
-    int64_t counted = 0;
-    for (size_t r = 0; r < targets.size(); ++r) {
-      if (has_ignore && targets[r] == ignore) continue;
-      if (targets[r] < 0 || targets[r] >= C) return index_range_error(n, "target", targets[r], r, C);
-      ++counted;
-    }
+    const int64_t counted = has_ignore ? rows - std::count(targets.begin(), targets.end(), ignore) : rows;
     const bool i64 = in[1].type.dtype == DType::i64;
     if (n.op == ir::Op::CrossEntropyGrad) {
       if (in.size() < 3 || in[2].type.dtype != DType::f32)
@@ -461,9 +454,10 @@ class CudaBackend final : public Backend {
 
   // (param, grad, norm, lr, step[, slot0[, slot1]]): param and slots updated in place.
   Status optimizer_update(const ir::Node& n, std::span<const TensorRef> in) {
-    VOLTA_ASSIGN_OR_RETURN(const std::string kind, n.attrs.get_string("kind", ""));
+    VOLTA_ASSIGN_OR_RETURN(const std::string kind_text, n.attrs.get_string("kind", ""));
+    VOLTA_ASSIGN_OR_RETURN(const optim::Kind kind, optim::parse_kind(kind_text));
     OptimDesc d;
-    d.kind = kind == "sgd" ? 0 : kind == "adam" ? 1 : 2;
+    d.kind = static_cast<int>(kind);  // optim::Kind's order: sgd, adam, adamw
     VOLTA_ASSIGN_OR_RETURN(d.beta1, n.attrs.get_float("beta1", 0.0));
     VOLTA_ASSIGN_OR_RETURN(d.beta2, n.attrs.get_float("beta2", 0.0));
     VOLTA_ASSIGN_OR_RETURN(d.eps, n.attrs.get_float("eps", 0.0));
