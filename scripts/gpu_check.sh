@@ -96,7 +96,7 @@ volta=$build/volta
 say "### Training on the GPU: shakespeare-char"
 say ""
 steps=${VOLTA_GPU_TRAIN_STEPS:-2000}
-{
+[[ $skip == *" train "* ]] || {
   echo '```'
   timeout 300 "$volta" train --device cuda --recipe shakespeare-char --steps "$steps" --out "$build/train" 2>&1 | grep -vE "^\s" | tail -8
   # Two short runs from the same seed: their checkpoints must be the same bytes.
@@ -111,6 +111,51 @@ steps=${VOLTA_GPU_TRAIN_STEPS:-2000}
   fi
   echo '```'
 } | tee -a "$report"
+say ""
+[[ $skip == *" trainbench "* ]] || {
+say "### Training step against PyTorch on this GPU (fp32, TF32 off on both sides)"
+say ""
+# Two configs: the shakespeare-char recipe's model, and a GPU-sized GPT. The peer is the same
+# architecture and optimizer (bench/gpu_peer.py); ms per step, median, each step waiting for its loss.
+: >"$build/bench_train.jsonl"
+: >"$build/peer_train.jsonl"
+for cfg in "--layers 4 --heads 4 --channels 128 --context 64 --batch 12" \
+           "--layers 6 --heads 6 --channels 384 --context 256 --batch 64"; do
+  # shellcheck disable=SC2086
+  timeout 300 "$volta" bench train --device cuda $cfg --steps 30 --warmup 5 --json >>"$build/bench_train.jsonl" 2>>"$build/bench_train.err" || status=1
+  for peer in "eager --attention sdpa" "eager --attention unfused" "compile --attention sdpa"; do
+    # shellcheck disable=SC2086
+    timeout 300 python3 bench/gpu_peer.py train --mode $peer $cfg --steps 30 --warmup 10 >>"$build/peer_train.jsonl" \
+      2>>"$build/peer_train.err" || echo "(peer $peer failed: $(tail -1 "$build/peer_train.err"))" | tee -a "$report"
+  done
+done
+python3 - "$build/bench_train.jsonl" "$build/peer_train.jsonl" <<'PY' | tee -a "$report"
+import json, sys
+def rows(path):
+    try:
+        return [json.loads(l) for l in open(path) if l.startswith("{")]
+    except OSError:
+        return []
+key = lambda r: (r["layers"], r["heads"], r["channels"], r["context"], r["batch"])
+volta, peers = rows(sys.argv[1]), rows(sys.argv[2])
+print("| config (L/H/C/ctx/batch) | Volta ms | peer | peer ms (each step waits) | peer ms (queued) | peer / Volta |")
+print("|---|---:|---|---:|---:|---:|")
+for v in volta:
+    for p in (p for p in peers if key(p) == key(v)):
+        best = min(p["ms_per_step"], p["ms_per_step_pipelined"])
+        print(f"| {'/'.join(map(str, key(v)))} | {v['ms_per_step']:.2f} | {p['peer']} | {p['ms_per_step']:.2f} | "
+              f"{p['ms_per_step_pipelined']:.2f} | {best / v['ms_per_step']:.2f} |")
+if peers:
+    print(f"\nPyTorch {peers[0]['torch']}, TF32 {'on' if peers[0]['tf32'] else 'off'}; Volta's CUDA GEMM is fp32 FMA (no TF32).")
+PY
+# Where Volta's step goes on the GPU-sized config (each op synchronised while profiling).
+timeout 300 "$volta" bench train --device cuda --layers 6 --heads 6 --channels 384 --context 256 --batch 64 \
+  --steps 3 --warmup 2 --profile-summary >"$build/train_profile.txt" 2>&1 || status=1
+say ""
+say '```'
+head -40 "$build/train_profile.txt" | tee -a "$report"
+say '```'
+}
 say ""
 [[ $skip == *" gemm "* ]] || {
 timeout 180 "$volta" bench matmul --device cuda --runs 5 --json >"$build/bench_matmul.jsonl" 2>"$build/bench_matmul.err" || status=1

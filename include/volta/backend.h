@@ -58,6 +58,9 @@ class Backend {
   // (an embedding id out of range) come back as errors naming the node.
   virtual Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
                          std::span<std::byte> workspace) = 0;
+  // Waits for the work execute() queued (device backends run asynchronously). The profiler calls
+  // it after every node so each op's time is the device's, not its launch's.
+  virtual Status synchronize() { return Status::ok(); }
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -28,6 +28,8 @@ struct BenchFlags {
   std::string checkpoint;
   std::vector<int64_t> batches = {1, 8};
   std::string kv = "both";  // KV-cache settings to time: on | off | both
+  model::TinyLMConfig model;  // bench train: the recipe's model unless flags change it
+  int64_t batch = 0;          // bench train: 0 = the recipe's
   ProfileFlags profile;
 };
 
@@ -115,8 +117,11 @@ Status bench_matmul(const BenchFlags& f, const GlobalFlags& global) {
 Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
   train::LMRecipe r = train::shakespeare_char();
+  r.model = f.model;
+  if (f.batch > 0) r.batch = f.batch;
   VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::load_text_data(f.data, r.model.context));
   r.model.vocab = data.tokenizer.vocab_size();
+  VOLTA_RETURN_IF_ERROR(train::validate(r));
   VOLTA_ASSIGN_OR_RETURN(ir::Graph model, model::build_tinylm_loss(r.model, r.batch, r.model.context));
   VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &model));
   Profiler profiler;
@@ -138,11 +143,15 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   }
   const double med = median(ms);
   const double tok_s = static_cast<double>(r.batch * r.model.context) / (med / 1000.0);
-  char text[160];
-  std::snprintf(text, sizeof text, "train %s: %.2f ms/step (median of %lld), %.0f tokens/s, %d threads, %s", r.name.c_str(), med,
+  const model::TinyLMConfig& c = r.model;
+  char text[240];
+  std::snprintf(text, sizeof text, "train %s (%lldL %lldH %lldC ctx %lld, batch %lld): %.2f ms/step (median of %lld), %.0f tokens/s, %d threads, %s",
+                r.name.c_str(), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
+                static_cast<long long>(c.channels), static_cast<long long>(c.context), static_cast<long long>(r.batch), med,
                 static_cast<long long>(f.steps), tok_s, cpu_threads(), rt.backend().name().c_str());
   emit(f.json,
-       {{"bench", "train"}, {"recipe", r.name}, {"threads", cpu_threads()}, {"ms_per_step", med}, {"tokens_per_s", tok_s},
+       {{"bench", "train"}, {"recipe", r.name}, {"layers", c.layers}, {"heads", c.heads}, {"channels", c.channels},
+        {"context", c.context}, {"batch", r.batch}, {"threads", cpu_threads()}, {"ms_per_step", med}, {"tokens_per_s", tok_s},
         {"steps", f.steps}, {"backend", rt.backend().name()}},
        text);
   return f.profile.finish(profiler);
@@ -225,6 +234,11 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   tr->add_option("--recipe", f->group, "shakespeare-char")->capture_default_str();
   tr->add_option("--steps", f->steps, "Timed steps")->capture_default_str();
   tr->add_option("--data", f->data, "Training text")->capture_default_str();
+  tr->add_option("--context", f->model.context, "Context length")->capture_default_str();
+  tr->add_option("--layers", f->model.layers, "Transformer blocks")->capture_default_str();
+  tr->add_option("--heads", f->model.heads, "Attention heads")->capture_default_str();
+  tr->add_option("--channels", f->model.channels, "Model width")->capture_default_str();
+  tr->add_option("--batch", f->batch, "Batch size (default: the recipe's)");
   CLI::App* inf = cmd->add_subcommand("infer", "Prefill and decode tokens/s, with and without the KV cache");
   common(inf);
   inf->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (default: shakespeare-char with seeded weights)");

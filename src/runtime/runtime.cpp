@@ -237,7 +237,10 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
     std::span<std::byte> workspace(arena_.get() + ws.offset, ws.bytes);
     const auto start = profiler_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     VOLTA_RETURN_IF_ERROR(backend_->execute(n, inputs, refs[static_cast<size_t>(n.id)], workspace));
-    if (profiler_) profiler_->record(g, n, start, std::chrono::steady_clock::now());
+    if (profiler_) {
+      VOLTA_RETURN_IF_ERROR(backend_->synchronize());
+      profiler_->record(g, n, start, std::chrono::steady_clock::now());
+    }
     if (numerics_ != NumericsPolicy::Off) {
       VOLTA_RETURN_IF_ERROR(check_numerics(refs[static_cast<size_t>(n.id)],
                                            "[" + std::string(ir::op_name(n.op)) + "] " + ir::node_ref(n) + " output"));

@@ -88,6 +88,7 @@ class CudaBackend final : public Backend {
     VOLTA_RETURN_IF_ERROR(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_.get()), "cudaMemcpy device to host"));
     return stream_.synchronize("CUDA execution before a device-to-host copy");
   }
+  Status synchronize() override { return stream_.synchronize("CUDA execution"); }
   // Cross-entropy keeps one double per row for its fixed-order mean; grad_norm the chunk sums
   // of each gradient and one sum per gradient.
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override {
