@@ -356,15 +356,23 @@ TEST(Autograd, LossMustBeAScalar) {
   EXPECT_ERROR_CONTAINS(autograd::build_backward(*fwd, "nope"), "loss 'nope' is not a value");
 }
 
-TEST(Autograd, AttentionWithARunTimeLengthIsAClearError) {
+TEST(Autograd, AttentionAndSoftmaxWithARunTimePositionAreAClearError) {
   ModelBuilder b;
   Value q = b.param("q", f32({1, 1, 4}), unit());
   Value kc = b.param("kc", f32({1, 5, 4}), unit());
-  Value y = b.op(ir::Op::Attention, {q, kc, kc, q, q, b.input("n", {DType::i32, {1}})}, {}, "att");
+  Value at = b.input("n", {DType::i32, {1}});
+  Value y = b.op(ir::Op::Attention, {q, kc, kc, at}, {}, "att");
   b.output(b.reduce_sum(y, {0, 1, 2}, false, "loss"));
   auto g = b.build();
   ASSERT_OK(g);
   EXPECT_ERROR_CONTAINS(autograd::build_backward(*g), "[attention] has no gradient: its keys' length is a run-time input");
+  ModelBuilder s;
+  Value x = s.param("x", f32({1, 2, 5}), unit());
+  Value p = s.op(ir::Op::Softmax, {x, s.input("n", {DType::i32, {1}})}, {{"causal_offset", int64_t{0}}}, "probs");
+  s.output(s.reduce_sum(p, {0, 1, 2}, false, "loss"));
+  auto sg = s.build();
+  ASSERT_OK(sg);
+  EXPECT_ERROR_CONTAINS(autograd::build_backward(*sg), "[softmax] has no gradient: its causal offset is a run-time input");
 }
 
 TEST(Autograd, SecondOrderIsAClearError) {

@@ -79,21 +79,46 @@ TEST(Builder, DtypeErrors) {
   EXPECT_ERROR_CONTAINS(b.build(), "[relu] x must be f32 but is i32[4] (node 'r')");
 }
 
-// attention's sixth input: the run-time count of k/v rows to read (i32, one element).
-TEST(Builder, AttentionLengthInputRule) {
+// The decode step's run-time position (i32, one element): attention's fourth input, softmax's
+// second; and cache_write's rule.
+TEST(Builder, RunTimePositionAndCacheWriteRules) {
   const TensorType q{DType::f32, {1, 2, 1, 4}}, cache{DType::f32, {1, 2, 6, 4}};
-  auto build = [&](TensorType length, ir::Attrs attrs) {
+  auto build = [&](TensorType position, ir::Attrs attrs) {
     ModelBuilder b;
     Value x = b.input("q", q);
-    b.output(b.op(ir::Op::Attention, {x, b.input("kc", cache), b.input("vc", cache), x, x, b.input("n", length)}, attrs, "att"));
+    b.output(b.op(ir::Op::Attention, {x, b.input("kc", cache), b.input("vc", cache), b.input("n", position)}, attrs, "att"));
     return b.build();
   };
   auto ok = build({DType::i32, {1}}, {{"causal_offset", int64_t{0}}});
   ASSERT_OK(ok);
   EXPECT_EQ(ok->node(ok->outputs[0]).type.shape, (Shape{1, 2, 1, 4}));
-  EXPECT_ERROR_CONTAINS(build({DType::f32, {1}}, {}), "[attention] length must be i32 with one element, got f32[1] (node 'att')");
-  EXPECT_ERROR_CONTAINS(build({DType::i32, {2}}, {}), "[attention] length must be i32 with one element, got i32[2]");
-  EXPECT_ERROR_CONTAINS(build({DType::i32, {1}}, {{"prefix", int64_t{3}}}), "[attention] prefix and a length input cannot both be given");
+  EXPECT_ERROR_CONTAINS(build({DType::f32, {1}}, {}), "[attention] position must be i32 with one element, got f32[1] (node 'att')");
+  EXPECT_ERROR_CONTAINS(build({DType::i32, {2}}, {}), "[attention] position must be i32 with one element, got i32[2]");
+  EXPECT_ERROR_CONTAINS(build({DType::i32, {1}}, {{"prefix", int64_t{3}}}), "[attention] prefix and a position input cannot both be given");
+  auto softmax = [&](TensorType position, ir::Attrs attrs) {
+    ModelBuilder b;
+    b.output(b.op(ir::Op::Softmax, {b.input("s", cache), b.input("n", position)}, attrs, "p"));
+    return b.build();
+  };
+  ASSERT_OK(softmax({DType::i32, {1}}, {{"causal_offset", int64_t{0}}}));
+  EXPECT_ERROR_CONTAINS(softmax({DType::i32, {1}}, {}), "[softmax] a position input needs the causal_offset attribute (node 'p')");
+  EXPECT_ERROR_CONTAINS(softmax({DType::i64, {1}}, {{"causal_offset", int64_t{0}}}), "[softmax] position must be i32 with one element");
+  auto write = [&](TensorType rows, TensorType position) {
+    ModelBuilder b;
+    const ParamInit state{"zeros", 0.0, 0.0, false};
+    b.output(b.op(ir::Op::CacheWrite, {b.param("c", cache, state), b.input("r", rows), b.input("n", position)}, {}, "w"));
+    return b.build();
+  };
+  auto w = write({DType::f32, {1, 2, 3, 4}}, {DType::i32, {1}});
+  ASSERT_OK(w);
+  EXPECT_EQ(w->node(w->outputs[0]).type, cache);
+  EXPECT_ERROR_CONTAINS(write({DType::f32, {1, 2, 7, 4}}, {DType::i32, {1}}), "[cache_write] rows f32[1,2,7,4] do not fit cache f32[1,2,6,4]");
+  EXPECT_ERROR_CONTAINS(write({DType::f32, {1, 3, 1, 4}}, {DType::i32, {1}}), "do not fit cache");
+  EXPECT_ERROR_CONTAINS(write({DType::f32, {1, 2, 1, 4}}, {DType::f32, {1}}), "[cache_write] position must be i32 with one element");
+  ModelBuilder b;  // a cache that is not state
+  Value c = b.input("c", cache);
+  b.output(b.op(ir::Op::CacheWrite, {c, c, b.input("n", {DType::i32, {1}})}, {}, "w"));
+  EXPECT_ERROR_CONTAINS(b.build(), "[cache_write] writes 'c' in place, which must be a param (the model's state) (node 'w')");
 }
 
 TEST(Builder, ShapeRulesOfLayoutOps) {

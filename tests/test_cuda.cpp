@@ -162,7 +162,7 @@ TEST(CudaCapabilities, CoverTinyLMPrefillAndDecode) {
   EXPECT_EQ(caps.determinism, DeterminismLevel::Bitwise);
   const model::TinyLMConfig c;  // shakespeare-char
   auto prefill = model::build_tinylm_prefill(c, 2, 10);
-  auto decode = model::build_tinylm_decode(c, 2, 10);
+  auto decode = model::build_tinylm_decode(c, 2);
   ASSERT_OK(prefill);
   ASSERT_OK(decode);
   for (const ir::Graph* g : {&*prefill, &*decode}) {
@@ -241,7 +241,7 @@ TEST(CudaDevice, ExplicitCudaFailsClearlyWithoutAGpuAndNeverFallsBack) {
 
 TEST(CudaDevice, AutoPicksTheCpuWithoutAGpu) {
   if (make_cuda_backend().is_ok()) GTEST_SKIP() << "a CUDA device is present";
-  auto g = model::build_tinylm_decode(model::TinyLMConfig{}, 1, 3);
+  auto g = model::build_tinylm_decode(model::TinyLMConfig{}, 1);
   ASSERT_OK(g);
   auto b = select_backend(DeviceKind::Auto, &*g);
   ASSERT_OK(b);
@@ -551,11 +551,23 @@ TEST(CudaTinyLM, GreedyTextIsIdenticalOnCpuAndCuda) {
   o.tokens = 40;  // past the context of 32: the window slides
   Runtime cpu(make_cpu_backend());
   Runtime cuda(std::move(gpu));
-  auto want = model::generate(cpu, c, params, {1, 2, 3, 4}, o);
-  auto got = model::generate(cuda, c, params, {1, 2, 3, 4}, o);
+  auto on_cpu = model::Generator::create(cpu, c, params);
+  auto on_cuda = model::Generator::create(cuda, c, params);
+  ASSERT_OK(on_cpu);
+  ASSERT_OK(on_cuda);
+  auto want = on_cpu->generate({1, 2, 3, 4}, o);
+  auto got = on_cuda->generate({1, 2, 3, 4}, o);
   ASSERT_OK(want);
   ASSERT_OK(got);
   EXPECT_EQ(*want, *got);
+  // The caches stay on the device: a decode step uploads its token ids and position only.
+  o.tokens = 6;
+  o.batch = 2;
+  ASSERT_OK(on_cuda->generate({1, 2}, o));  // compiles the plans of batch 2
+  const TransferStats before = cuda.transfers();
+  ASSERT_OK(on_cuda->generate({1, 2}, o));
+  EXPECT_EQ(cuda.transfers().h2d_bytes - before.h2d_bytes, 2u * 2 * 4 + 5 * (2 * 4 + 4));
+  EXPECT_EQ(cuda.transfers().d2h_bytes - before.d2h_bytes, 6u * 2 * static_cast<size_t>(c.vocab) * 4);
 }
 
 // ---- Training on a GPU ----------------------------------------------------------------------

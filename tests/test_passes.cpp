@@ -346,20 +346,19 @@ TEST(Passes, TinyLMGraphsFuseAttentionWhereNothingElseReadsIt) {
     for (const ir::Node& x : g.nodes) n += x.op == op;
     return n;
   };
-  auto decode = model::build_tinylm_decode(c, 1, 5);
+  auto decode = model::build_tinylm_decode(c, 1);
   ASSERT_OK(decode);
   auto d = passes::run_pipeline(*decode, {});
   ASSERT_OK(d);
   EXPECT_EQ(count(*d, ir::Op::Attention), static_cast<size_t>(c.layers));
-  EXPECT_EQ(count(*d, ir::Op::Concat), 0u);
-  for (const ir::Node& n : d->nodes)  // no copy of the caches
-    if (n.op == ir::Op::Slice) {
-      EXPECT_NE(d->node(n.inputs[0]).op, ir::Op::Input) << n.name;
-    }
+  EXPECT_EQ(count(*d, ir::Op::Softmax), 0u);
+  EXPECT_EQ(count(*d, ir::Op::CacheWrite), static_cast<size_t>(2 * c.layers));
   for (const ir::Node& n : d->nodes)
-    if (n.op == ir::Op::Attention) {
-      EXPECT_EQ(n.inputs.size(), 5u);
-      EXPECT_EQ(n.attrs.get_int("prefix", -1).value(), 5);  // the cache is read in place
+    if (n.op == ir::Op::Attention) {  // the written caches, read in place up to the run-time position
+      ASSERT_EQ(n.inputs.size(), 4u);
+      EXPECT_EQ(d->node(n.inputs[1]).op, ir::Op::CacheWrite);
+      EXPECT_EQ(d->node(n.inputs[2]).op, ir::Op::CacheWrite);
+      EXPECT_EQ(d->node(n.inputs[3]).name, "position");
     }
   auto prefill = model::build_tinylm_prefill(c, 2, 7);
   ASSERT_OK(prefill);

@@ -16,7 +16,7 @@
 
 namespace volta::plan {
 
-enum class MemClass : uint8_t { Input, Param, Constant, Activation, Temp, Output, Grad, OptState, kCount };
+enum class MemClass : uint8_t { Input, Param, Constant, Activation, Temp, Output, Grad, OptState, KvCache, kCount };
 const char* mem_class_name(MemClass c);
 constexpr size_t kNumMemClasses = static_cast<size_t>(MemClass::kCount);
 

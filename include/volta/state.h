@@ -30,6 +30,8 @@ class State {
   // A host copy of `name`; an unknown name is an error naming it.
   Result<Tensor> get(const std::string& name) const;
   bool has(const std::string& name) const { return entries_.count(name) != 0; }
+  // Frees `name` (nothing when there is none): a KV cache before one of another batch size.
+  void erase(const std::string& name) { entries_.erase(name); }
   // The entry's bytes in the backend's memory, or nullptr when there is none.
   const TensorRef* find(const std::string& name) const;
   // Bytes held per memory class (Param, OptState, ...).

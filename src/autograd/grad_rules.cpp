@@ -114,12 +114,13 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::Sigmoid: return std::vector<Value>{b.mul(dy, b.mul(y, b.sub(scalar(1.0), y)))};
 
     case Op::Softmax: {  // scale * y * (dy - sum(dy * y)); masked entries have y = 0
+      if (x.size() == 2) return no_rule(n, "its causal offset is a run-time input (a decode step)");
       VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", -1));
       VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
       return std::vector<Value>{b.op(Op::SoftmaxGrad, {y, dy}, {{"axis", axis}, {"scale", s}})};
     }
     case Op::Attention: {
-      if (x.size() == 6) return no_rule(n, "its keys' length is a run-time input (a decode step)");
+      if (x.size() == 4) return no_rule(n, "its keys' length is a run-time input (a decode step)");
       VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
       const int64_t seq = static_cast<int64_t>(in_shape(0).size()) - 2;  // the keys' axis
       const int64_t cap = in_shape(1)[static_cast<size_t>(seq)];
@@ -313,6 +314,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::GradNorm:
     case Op::OptimizerUpdate:
     case Op::Increment: return no_rule(n, "the training step's state updates are not differentiable");
+    case Op::CacheWrite: return no_rule(n, "a KV-cache write is not differentiable");
   }
   return internal_error("grad_rule: unknown op");
 }

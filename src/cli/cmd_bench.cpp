@@ -169,20 +169,20 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
     VOLTA_ASSIGN_OR_RETURN(ir::Graph g, model::build_tinylm_loss(c, 1, c.context));
     VOLTA_ASSIGN_OR_RETURN(params, init_params(g, 1));
   }
-  VOLTA_ASSIGN_OR_RETURN(ir::Graph probe, model::build_tinylm_prefill(c, 1, c.context));
-  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &probe));
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph step, model::build_tinylm_decode(c, 1));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &step));
   Profiler profiler;
   if (f.profile.enabled()) rt.set_profiler(&profiler);
+  VOLTA_ASSIGN_OR_RETURN(model::Generator gen, model::Generator::create(rt, c, params));
   for (int64_t B : f.batches) {
     // Prefill: a full context of B sequences.
-    VOLTA_ASSIGN_OR_RETURN(ir::Graph pg, model::build_tinylm_prefill(c, B, c.context));
-    VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(pg));
-    Bindings in = params;
-    in.emplace("tokens", Tensor::zeros(DType::i32, {B, c.context}));
+    VOLTA_RETURN_IF_ERROR(gen.reserve(B));
+    VOLTA_ASSIGN_OR_RETURN(auto plan, gen.prefill_plan(B, c.context));
+    const Bindings in = {{"tokens", Tensor::zeros(DType::i32, {B, c.context})}};
     std::vector<double> prefill;
     for (int64_t r = 0; r < f.warmup + f.runs; ++r) {
       const auto t0 = Clock::now();
-      VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(*plan, in));
+      VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(*plan, in, &gen.state()));
       if (r >= f.warmup) prefill.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     const double prefill_tok_s = static_cast<double>(B * c.context) / median(prefill);
@@ -197,7 +197,7 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
       std::vector<double> secs;
       for (int64_t r = 0; r < f.warmup + f.runs; ++r) {
         const auto t0 = Clock::now();
-        VOLTA_ASSIGN_OR_RETURN(auto out, model::generate(rt, c, params, {0}, o));
+        VOLTA_ASSIGN_OR_RETURN(auto out, gen.generate({0}, o));
         if (r >= f.warmup) secs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
       const double decode_tok_s = static_cast<double>(B * o.tokens) / median(secs);

@@ -47,11 +47,12 @@ Action add_generate(CLI::App& app, GlobalFlags& global) {
                    static_cast<long long>(c.context));
       prompt.erase(prompt.begin(), prompt.end() - c.context);
     }
-    VOLTA_ASSIGN_OR_RETURN(ir::Graph probe, model::build_tinylm_prefill(c, o.batch, 1));
-    VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &probe));
+    VOLTA_ASSIGN_OR_RETURN(ir::Graph step, model::build_tinylm_decode(c, o.batch));  // what --device auto must run
+    VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &step));
     Profiler profiler;
     if (f->profile.enabled()) rt.set_profiler(&profiler);
-    VOLTA_ASSIGN_OR_RETURN(auto samples, model::generate(rt, c, ck.state.params, prompt, o));
+    VOLTA_ASSIGN_OR_RETURN(model::Generator gen, model::Generator::create(rt, c, ck.state.params));
+    VOLTA_ASSIGN_OR_RETURN(auto samples, gen.generate(prompt, o));
     const std::string shown = ck.tokenizer.decode(prompt);
     for (size_t b = 0; b < samples.size(); ++b) {
       if (b) std::fputs("\n\n", stdout);

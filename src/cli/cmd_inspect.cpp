@@ -31,6 +31,9 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
   VOLTA_ASSIGN_OR_RETURN(train::TrainingPlan tp, train::compile_training(rt, g, topts));
   VOLTA_ASSIGN_OR_RETURN(ir::Graph infer, model::build_tinylm_prefill(r.model, 1, r.model.context));
   VOLTA_ASSIGN_OR_RETURN(auto infer_plan, rt.compile(infer, opts));
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph decode, model::build_tinylm_decode(r.model, 1));
+  VOLTA_ASSIGN_OR_RETURN(auto decode_plan, rt.compile(decode, opts));
+  const size_t cache_writes = decode_plan->graph.nodes_of(ir::Op::CacheWrite).size();
   int64_t total = 0;
   for (const auto& [name, t] : ck.state.params) total += t.numel();
   const size_t updates = tp.step->graph.nodes_of(ir::Op::OptimizerUpdate).size();
@@ -48,6 +51,8 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
     j["training_step"] = nlohmann::ordered_json::parse(plan::plan_to_json(*tp.step, -1));
     j["training_step"]["optimizer_updates"] = updates;
     j["inference"] = nlohmann::ordered_json::parse(plan::plan_to_json(*infer_plan, -1));
+    j["decode_step"] = nlohmann::ordered_json::parse(plan::plan_to_json(*decode_plan, -1));
+    j["decode_step"]["cache_writes"] = cache_writes;
     std::printf("%s\n", j.dump().c_str());
     return Status::ok();
   }
@@ -65,6 +70,8 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
               optim::kind_name(r.optimizer.kind), plan::format_memory_report(tp.step->memory).c_str());
   std::printf("\ninference (prefill of %lld tokens, batch 1): %zu steps\n%s", static_cast<long long>(r.model.context),
               infer_plan->schedule.size(), plan::format_memory_report(infer_plan->memory).c_str());
+  std::printf("\ndecode step (one token, batch 1, any position): %zu steps, %zu of them KV-cache writes in place\n%s",
+              decode_plan->schedule.size(), cache_writes, plan::format_memory_report(decode_plan->memory).c_str());
   return Status::ok();
 }
 

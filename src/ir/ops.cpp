@@ -105,6 +105,11 @@ Result<TensorType> infer_unary(Op op, std::span<const TensorType> in, const Attr
         return fail(op, "a causal mask needs rank >= 2 and the last axis, got " + in[0].to_string() + " axis " +
                             std::to_string(axis));
     }
+    if (in.size() == 2) {
+      if (in[1].dtype != DType::i32 || in[1].numel() != 1)
+        return fail(op, "position must be i32 with one element, got " + in[1].to_string());
+      if (!attrs.has("causal_offset")) return fail(op, "a position input needs the causal_offset attribute");
+    }
   }
   return in[0];
 }
@@ -256,20 +261,20 @@ Result<TensorType> infer_causal_mask(std::span<const TensorType> in, const Attrs
 }
 
 // q [..., T, D], k [..., S, D], v [..., S, E] (and k2 [..., S2, D], v2 [..., S2, E]) with one
-// set of batch dims -> [..., T, E]. `prefix` (0..S) uses only the first keys of k and v; a sixth
-// input `length` (i32, one element) does the same at run time (a decode step's cache fill).
+// set of batch dims -> [..., T, E]. `prefix` (0..S) uses only the first keys of k and v; a fourth
+// input `position` (i32, one element) does the same at run time (a decode step's cache fill).
 Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Attention;
   const char* names[] = {"q", "k", "v", "k2", "v2"};
-  const size_t tensors = std::min<size_t>(in.size(), 5);
+  const bool run_time_position = in.size() == 4;
+  const size_t tensors = run_time_position ? 3 : in.size();
   for (size_t i = 0; i < tensors; ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
   VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
   VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("causal_offset", 0)).status());
-  if (in.size() == 4) return fail(op, "k2 needs v2 (3, 5 or 6 inputs)");
-  const bool run_time_length = in.size() == 6;
-  if (run_time_length) {
-    if (in[5].dtype != DType::i32 || in[5].numel() != 1) return fail(op, "length must be i32 with one element, got " + in[5].to_string());
-    if (attrs.has("prefix")) return fail(op, "prefix and a length input cannot both be given");
+  if (run_time_position) {
+    if (in[3].dtype != DType::i32 || in[3].numel() != 1)
+      return fail(op, "position must be i32 with one element, got " + in[3].to_string());
+    if (attrs.has("prefix")) return fail(op, "prefix and a position input cannot both be given");
   }
   const Shape& q = in[0].shape;
   if (q.size() < 2) return fail(op, "q must have rank >= 2, got " + in[0].to_string());
@@ -454,6 +459,21 @@ Result<TensorType> infer_optimizer_update(std::span<const TensorType> in, const 
 
 Result<TensorType> infer_increment(std::span<const TensorType> in) {
   if (in[0] != TensorType{DType::i64, {}}) return fail(Op::Increment, "counter must be i64[], got " + in[0].to_string());
+  return in[0];
+}
+
+// cache [..., S, D], rows [..., T, D] (the same leading dims, T <= S), position i32 [1] -> cache.
+Result<TensorType> infer_cache_write(std::span<const TensorType> in) {
+  const Op op = Op::CacheWrite;
+  const Shape& c = in[0].shape;
+  const Shape& r = in[1].shape;
+  if (c.size() < 2) return fail(op, "cache must have rank >= 2, got " + in[0].to_string());
+  if (in[1].dtype != in[0].dtype || r.size() != c.size() || !std::equal(c.begin(), c.end() - 2, r.begin()) ||
+      r.back() != c.back() || r[r.size() - 2] > c[c.size() - 2])
+    return fail(op, "rows " + in[1].to_string() + " do not fit cache " + in[0].to_string() +
+                        " (want the cache's dtype and dims, at most its rows along axis -2)");
+  if (in[2].dtype != DType::i32 || in[2].numel() != 1)
+    return fail(op, "position must be i32 with one element, got " + in[2].to_string());
   return in[0];
 }
 
@@ -654,9 +674,11 @@ bool is_leaf(Op op) { return op == Op::Input || op == Op::Param || op == Op::Con
 
 bool writes_input(Op op, size_t i) {
   if (op == Op::OptimizerUpdate) return i == 0 || i >= 5;  // the param and its slots
-  if (op == Op::Increment) return i == 0;
+  if (op == Op::Increment || op == Op::CacheWrite) return i == 0;
   return false;
 }
+
+bool output_is_input(Op op) { return op == Op::CacheWrite; }
 
 bool op_allows_attr(Op op, std::string_view attr) {
   std::string_view list = op_info(op).attrs;
@@ -733,6 +755,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::GradNorm: return infer_grad_norm(in);
     case Op::OptimizerUpdate: return infer_optimizer_update(in, attrs);
     case Op::Increment: return infer_increment(in);
+    case Op::CacheWrite: return infer_cache_write(in);
   }
   return internal_error("infer_type: op without a rule");
 }

@@ -72,6 +72,10 @@ Status verify_graph(const Graph& g) {
     if (!t.is_ok()) return Status(t.status().code(), t.status().message() + " " + node_ref(node));
     if (*t != node.type)
       return bad(node, "recorded type " + node.type.to_string() + " but the op's rule gives " + t->to_string());
+    // In-place writes go to the model's state only, never to a caller's bound input or a constant.
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (writes_input(node.op, i) && g.node(node.inputs[i]).op != Op::Param)
+        return bad(node, "writes '" + g.node(node.inputs[i]).name + "' in place, which must be a param (the model's state)");
   }
   return Status::ok();
 }

@@ -1,6 +1,8 @@
-// Text generation with TinyLM: a prefill plan for the prompt, then one decode plan per
-// position that reads the KV cache (per layer, per head: [B, H, pos, hd]) instead of
-// recomputing past keys and values. Both run through the Runtime; plans are cached by shape.
+// Text generation with TinyLM: the Generator holds the model's inference state on the runtime's
+// backend (params uploaded once, one KV cache per layer) and runs two kinds of plan on it: a
+// prefill of the prompt, which fills the caches, and one decode step for every position, which
+// writes its new keys and values into them and attends over them in place. Per token only the
+// token ids and the position go in, and the logits come out.
 #pragma once
 
 #include <string>
@@ -8,6 +10,7 @@
 
 #include "model/tinylm.h"
 #include "volta/runtime.h"
+#include "volta/state.h"
 
 namespace volta::model {
 
@@ -24,11 +27,34 @@ struct SampleOptions {
 // Fails naming the option that is out of range (`vocab` bounds top_k).
 Status validate(const SampleOptions& o, int64_t vocab);
 
-// Returns `batch` continuations (new token ids only). The model sees the last `context`
-// tokens; with the cache, a window that slides past the context is recomputed from scratch,
-// exactly as without the cache, so greedy output is identical either way.
-Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const TinyLMConfig& c, const Bindings& params,
-                                                   const std::vector<int32_t>& prompt, const SampleOptions& o);
+class Generator {
+ public:
+  // Uploads `params` (every TinyLM param of `c`, checked by name and type) into a State on rt's
+  // backend. The runtime must outlive the generator.
+  static Result<Generator> create(Runtime& rt, const TinyLMConfig& c, const Bindings& params);
+
+  // Returns `batch` continuations (new token ids only). The model sees the last `context`
+  // tokens; with the cache, a window that slides past the context is recomputed from scratch,
+  // exactly as without the cache, so greedy output is identical either way.
+  Result<std::vector<std::vector<int32_t>>> generate(const std::vector<int32_t>& prompt, const SampleOptions& o);
+
+  // Allocates the KV caches for `batch` sequences (zeros), replacing those of another batch size.
+  Status reserve(int64_t batch);
+  // The prefill plan for (batch, T) and the decode-step plan for batch, compiled once each.
+  Result<std::shared_ptr<const plan::ExecutionPlan>> prefill_plan(int64_t batch, int64_t T);
+  Result<std::shared_ptr<const plan::ExecutionPlan>> decode_plan(int64_t batch);
+
+  State& state() { return state_; }
+  const TinyLMConfig& config() const { return c_; }
+
+ private:
+  Generator(Runtime& rt, const TinyLMConfig& c) : rt_(&rt), c_(c), config_(config_to_json(c)), state_(rt.backend()) {}
+  Runtime* rt_;
+  TinyLMConfig c_;
+  std::string config_;  // the model's JSON, part of the plan keys
+  State state_;
+  int64_t cache_batch_ = 0;  // the batch size the caches hold (0: none yet)
+};
 
 // Picks a token from one row of logits: argmax at temperature 0, else a draw with uniform `u`
 // from the temperature / top-k / top-p distribution (computed in double).

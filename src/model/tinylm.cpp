@@ -33,26 +33,27 @@ struct Builder {
     return b.transpose(b.reshape(x, {B, T, c.heads, c.head_dim()}), {0, 2, 1, 3}, name);
   }
 
-  // The decoder on tokens (B, T) at positions pos..pos+T-1. With caches, attention also sees
-  // the cached keys/values of positions 0..pos-1. Returns the final hidden state (B, T, C) and
-  // fills the new keys and values of each layer. A valid `length` (i32 [1], with pos < 0) makes
-  // pos a run-time value: the positions are an input and attention reads that many cache rows.
-  Value decoder(Value tokens, int64_t B, int64_t T, int64_t pos, bool with_cache, std::vector<Value>& new_k,
-                std::vector<Value>& new_v, Value& wte, Value length = {}) {
+  // The decoder on tokens (B, T) at positions 0..T-1, or, with a valid `position` (i32 [1], T = 1),
+  // one decode step at that position. With `caches`, each layer writes its keys and values into
+  // its KV cache (params "cache.k.l", "cache.v.l" [B, H, context, hd], the session's state) at
+  // rows position.. (0 for a sequence); a decode step then attends over its cache in place.
+  // Returns the final hidden state (B, T, C).
+  Value decoder(Value tokens, int64_t B, int64_t T, Value position, bool caches, Value& wte) {
     const int64_t C = c.channels;
     wte = matrix("wte", {c.vocab, C}, 0.02);                                   // (V, C)
     Value wpe = matrix("wpe", {c.context, C}, 0.02);                           // (ctx, C)
-    Value pos_ids;
-    if (length.valid()) {
-      pos_ids = b.input("positions", {DType::i32, {T}});
-    } else {
+    const bool step = position.valid();
+    Value pos_ids = position, at = position;
+    if (!step) {
       Tensor positions = Tensor::zeros(DType::i32, {T});
-      for (int64_t t = 0; t < T; ++t) positions.data<int32_t>()[t] = static_cast<int32_t>(pos + t);
+      for (int64_t t = 0; t < T; ++t) positions.data<int32_t>()[t] = static_cast<int32_t>(t);
       pos_ids = b.constant("positions", positions);
+      if (caches) at = b.constant("cache.position", Tensor::zeros(DType::i32, {1}));
     }
     Value x = b.add(b.embedding(wte, tokens, "tok_emb"), b.embedding(wpe, pos_ids, "pos_emb"), "x0");  // (B, T, C)
     const float scale_f = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim())));
     const Value scale = b.scalar(scale_f, "attn_scale");
+    const TensorType cache_type{DType::f32, {B, c.heads, c.context, c.head_dim()}};
     for (int64_t l = 0; l < c.layers; ++l) {
       auto n = [&](const char* what) { return layer_name(l, what); };
       // attention
@@ -61,25 +62,22 @@ struct Builder {
       Value q = split_heads(b.slice(qkv, 2, 0, C), B, T, n("attn.q"));                      // (B, H, T, hd)
       Value k = split_heads(b.slice(qkv, 2, C, 2 * C), B, T, n("attn.k"));
       Value v = split_heads(b.slice(qkv, 2, 2 * C, 3 * C), B, T, n("attn.v"));
-      new_k.push_back(k);
-      new_v.push_back(v);
-      const TensorType cache{DType::f32, {B, c.heads, c.context, c.head_dim()}};
-      if (length.valid()) {  // the fused op itself: no slice has a run-time size
-        Value kc = b.input("cache.k." + std::to_string(l), cache), vc = b.input("cache.v." + std::to_string(l), cache);
-        Value y = b.op(ir::Op::Attention, {q, kc, vc, k, v, length},
-                       {{"scale", static_cast<double>(scale_f)}, {"causal_offset", int64_t{0}}}, n("attn.y"));
-        x = attention_out(x, y, B, T, l);
-        x = mlp(x, l);
-        continue;
+      if (caches) {
+        const ParamInit state{"zeros", 0.0, 0.0, false};
+        const std::string id = std::to_string(l);
+        Value kc = b.op(ir::Op::CacheWrite, {b.param("cache.k." + id, cache_type, state), k, at}, {}, n("attn.k_cache"));
+        Value vc = b.op(ir::Op::CacheWrite, {b.param("cache.v." + id, cache_type, state), v, at}, {}, n("attn.v_cache"));
+        if (step) {  // every cache row, those past the position masked exactly to 0 at run time
+          Value att = b.op(ir::Op::Softmax, {b.matmul(q, kc, n("attn.scores"), false, true), position},
+                           {{"axis", int64_t{-1}}, {"scale", static_cast<double>(scale_f)}, {"causal_offset", int64_t{0}}},
+                           n("attn.probs"));                                                 // (B, H, 1, context)
+          x = mlp(attention_out(x, b.matmul(att, vc, n("attn.y")), B, T, l), l);
+          continue;
+        }
       }
-      if (with_cache) {  // the first pos of the cache's context positions, then this step's: (B, H, pos + T, hd)
-        k = b.concat({b.slice(b.input("cache.k." + std::to_string(l), cache), 2, 0, pos), k}, 2, n("attn.k_all"));
-        v = b.concat({b.slice(b.input("cache.v." + std::to_string(l), cache), 2, 0, pos), v}, 2, n("attn.v_all"));
-      }
-      Value att = b.mul(b.matmul(q, k, n("attn.scores"), false, true), scale, n("attn.scaled"));  // (B, H, T, S)
-      att = b.softmax(b.causal_mask(att, pos, n("attn.masked")), -1, n("attn.probs"));
-      x = attention_out(x, b.matmul(att, v, n("attn.y")), B, T, l);                         // y: (B, H, T, hd)
-      x = mlp(x, l);
+      Value att = b.mul(b.matmul(q, k, n("attn.scores"), false, true), scale, n("attn.scaled"));  // (B, H, T, T)
+      att = b.softmax(b.causal_mask(att, 0, n("attn.masked")), -1, n("attn.probs"));
+      x = mlp(attention_out(x, b.matmul(att, v, n("attn.y")), B, T, l), l);                 // y: (B, H, T, hd)
     }
     return layer_norm(x, "lnf");                                                             // (B, T, C)
   }
@@ -105,14 +103,6 @@ struct Builder {
 
   double proj_std() const { return 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers)); }
 };
-
-// Inference graphs return each layer's keys and values after the logits: k.0, v.0, k.1, ...
-void output_kv(ModelBuilder& b, const std::vector<Value>& ks, const std::vector<Value>& vs) {
-  for (size_t l = 0; l < ks.size(); ++l) {
-    b.output(ks[l]);
-    b.output(vs[l]);
-  }
-}
 
 }  // namespace
 
@@ -153,27 +143,25 @@ Result<TinyLMConfig> config_from_json(const std::string& text) {
 namespace {
 
 // What a graph over a whole sequence (positions 0..T-1) returns.
-enum class Head { Loss, AllLogits, LastLogitsAndKV };
+enum class Head { Loss, AllLogits, Prefill };
 
 Result<ir::Graph> build_sequence(const TinyLMConfig& c, int64_t batch, int64_t T, const char* name, Head head) {
   VOLTA_RETURN_IF_ERROR(validate(c));
   if (T < 1 || T > c.context)
-    return invalid_argument(std::string(head == Head::LastLogitsAndKV ? "prompt" : "sequence") + " length " + std::to_string(T) +
+    return invalid_argument(std::string(head == Head::Prefill ? "prompt" : "sequence") + " length " + std::to_string(T) +
                             " is outside [1, context]");
   ModelBuilder b(name);
   Builder m{c, b};
   Value tokens = b.input("tokens", {DType::i32, {batch, T}});
   Value targets = head == Head::Loss ? b.input("targets", {DType::i32, {batch, T}}) : Value{};
-  std::vector<Value> ks, vs;
   Value wte;
-  Value x = m.decoder(tokens, batch, T, 0, false, ks, vs, wte);
+  Value x = m.decoder(tokens, batch, T, Value{}, head == Head::Prefill, wte);
   switch (head) {
     case Head::Loss: b.output(b.cross_entropy(b.matmul(x, wte, "logits", false, true), targets, "loss")); break;  // tied head
     case Head::AllLogits: b.output(b.matmul(x, wte, "logits", false, true)); break;                               // (B, T, V)
-    case Head::LastLogitsAndKV: {
+    case Head::Prefill: {
       Value last = b.reshape(b.slice(x, 1, T - 1, T), {batch, c.channels}, "x_last");  // (B, C)
       b.output(b.matmul(last, wte, "logits", false, true));                             // (B, V)
-      output_kv(b, ks, vs);
       break;
     }
   }
@@ -191,36 +179,28 @@ Result<ir::Graph> build_tinylm_logits(const TinyLMConfig& c, int64_t batch, int6
 }
 
 Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int64_t T) {
-  return build_sequence(c, batch, T, "tinylm_prefill", Head::LastLogitsAndKV);
+  return build_sequence(c, batch, T, "tinylm_prefill", Head::Prefill);
 }
 
-Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch, int64_t pos) {
+Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch) {
   VOLTA_RETURN_IF_ERROR(validate(c));
-  if (pos < 1 || pos >= c.context) return invalid_argument("decode position " + std::to_string(pos) + " is outside [1, context)");
   ModelBuilder b("tinylm_decode");
   Builder m{c, b};
   Value token = b.input("tokens", {DType::i32, {batch, 1}});
-  std::vector<Value> ks, vs;
+  Value position = b.input("position", {DType::i32, {1}});
   Value wte;
-  Value x = m.decoder(token, batch, 1, pos, true, ks, vs, wte);
+  Value x = m.decoder(token, batch, 1, position, true, wte);
   b.output(b.matmul(b.reshape(x, {batch, c.channels}, "x_last"), wte, "logits", false, true));  // (B, V)
-  output_kv(b, ks, vs);
   return b.build();
 }
 
-Result<ir::Graph> build_tinylm_decode_step(const TinyLMConfig& c, int64_t batch) {
-  VOLTA_RETURN_IF_ERROR(validate(c));
-  if (c.context < 2) return invalid_argument("a decode step needs a context of at least 2, got " + std::to_string(c.context));
-  ModelBuilder b("tinylm_decode_step");
-  Builder m{c, b};
-  Value token = b.input("tokens", {DType::i32, {batch, 1}});
-  Value length = b.input("cache.length", {DType::i32, {1}});
-  std::vector<Value> ks, vs;
-  Value wte;
-  Value x = m.decoder(token, batch, 1, -1, true, ks, vs, wte, length);
-  b.output(b.matmul(b.reshape(x, {batch, c.channels}, "x_last"), wte, "logits", false, true));  // (B, V)
-  output_kv(b, ks, vs);
-  return b.build();
+std::vector<std::string> kv_cache_names(const TinyLMConfig& c) {
+  std::vector<std::string> names;
+  for (int64_t l = 0; l < c.layers; ++l) {
+    names.push_back("cache.k." + std::to_string(l));
+    names.push_back("cache.v." + std::to_string(l));
+  }
+  return names;
 }
 
 std::vector<std::string> tinylm_param_names(const TinyLMConfig& c) {

@@ -30,21 +30,22 @@ Result<ir::Graph> build_tinylm_loss(const TinyLMConfig& c, int64_t batch, int64_
 // Scoring / export: tokens i32 [B, T] -> outputs: logits [B, T, V] of every position.
 Result<ir::Graph> build_tinylm_logits(const TinyLMConfig& c, int64_t batch, int64_t T);
 
-// Prefill: tokens i32 [B, T] -> outputs: logits of the last position [B, V], then for each
-// layer l the keys and values of every position, "k.l" and "v.l" [B, H, T, hd].
+// Inference keeps each layer's keys and values in a KV cache, params "cache.k.l" and "cache.v.l"
+// of [B, H, context, hd] (not trainable, zeros at first): the session's state, which the graphs
+// write in place (cache_write) and read where they are (kv_cache_names lists them).
+//
+// Prefill: tokens i32 [B, T] -> outputs: logits of the last position [B, V]; writes positions
+// 0..T-1 of every cache.
 Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int64_t T);
 
-// One decode step at position `pos`: token i32 [B, 1] and per-layer caches "cache.k.l",
-// "cache.v.l" [B, H, context, hd] whose first pos positions hold positions 0..pos-1 (the rest is
-// not read) -> outputs: logits [B, V], then the new position's "k.l", "v.l" [B, H, 1, hd] for
-// each layer. The caller keeps the caches and writes each new position into them in place.
-Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch, int64_t pos);
+// One decode step, the same graph for every position and backend: tokens i32 [B, 1] and
+// position i32 [1] (the new token's position, the rows already cached) -> outputs: logits
+// [B, V]; writes the new position's keys and values into the caches, then attends over rows
+// 0..position of each, in place (one attention op where the backend has it, the matmul /
+// masked softmax / matmul it fuses from otherwise).
+Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch);
 
-// The same step for every position, compiled once: "positions" i32 [1] (the new token's
-// position) and "cache.length" i32 [1] (the positions held in the caches, equal to it) are
-// inputs, and each layer's `attention` reads that many cache rows. Needs a backend with the
-// `attention` op; the same bits as build_tinylm_decode at that position.
-Result<ir::Graph> build_tinylm_decode_step(const TinyLMConfig& c, int64_t batch);
+std::vector<std::string> kv_cache_names(const TinyLMConfig& c);
 
 // Names of the params in the order the builders create them.
 std::vector<std::string> tinylm_param_names(const TinyLMConfig& c);

@@ -206,6 +206,7 @@ class Exporter {
 
   // softmax(scale * x) with columns j > i + causal_offset set to -inf first (exactly 0 after).
   Status softmax() {
+    if (n_->inputs.size() == 2) return fail("a run-time causal offset (a decode step) has no ONNX form here");
     VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", -1));
     std::string x = in(0);
     if (n_->attrs.has("scale")) {
@@ -230,7 +231,7 @@ class Exporter {
   // attention(q, k, v[, k2, v2]) as the graph it stands for: Concat, Transpose, MatMul, Mul,
   // Where, Softmax, MatMul.
   Status attention() {
-    if (n_->inputs.size() == 6) return fail("a run-time length of k and v (a decode step) has no ONNX form here");
+    if (n_->inputs.size() == 4) return fail("a run-time position (a decode step) has no ONNX form here");
     const auto rank = static_cast<int64_t>(in_type(0).shape.size());
     std::string k = in(1), v = in(2);
     const int64_t cap = in_type(1).shape[static_cast<size_t>(rank - 2)];

@@ -50,6 +50,9 @@ Result<ir::Graph> eliminate_common_subexpressions(const ir::Graph& g) {
   for (int32_t id : order) {
     const ir::Node& n = g.node(id);
     if (n.op == ir::Op::Input || n.op == ir::Op::Param) continue;
+    bool writes = false;  // two writes of state are two effects, never one
+    for (size_t i = 0; i < n.inputs.size(); ++i) writes = writes || ir::writes_input(n.op, i);
+    if (writes) continue;
     std::vector<int32_t> inputs;
     for (int32_t in : n.inputs) inputs.push_back(replace[static_cast<size_t>(in)]);
     auto [it, inserted] = seen.emplace(expression_key(n, inputs), id);

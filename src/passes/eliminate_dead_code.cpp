@@ -1,5 +1,6 @@
 // Precondition: a verified graph. Keeps every node an output depends on, plus all inputs and
-// params: they are the graph's interface, which callers bind by name whatever the passes did.
+// params: they are the graph's interface, which callers bind by name whatever the passes did;
+// and every node that writes state in place (ir::writes_input), whose effect is the write.
 #include "rewrite.h"
 #include "volta/passes.h"
 
@@ -8,8 +9,11 @@ namespace volta::passes {
 Result<ir::Graph> eliminate_dead_code(const ir::Graph& g) {
   std::vector<bool> live(g.size(), false);
   std::vector<int32_t> stack(g.outputs.begin(), g.outputs.end());
-  for (const ir::Node& n : g.nodes)
-    if (n.op == ir::Op::Input || n.op == ir::Op::Param) stack.push_back(n.id);
+  for (const ir::Node& n : g.nodes) {
+    bool writes = false;
+    for (size_t i = 0; i < n.inputs.size(); ++i) writes = writes || ir::writes_input(n.op, i);
+    if (n.op == ir::Op::Input || n.op == ir::Op::Param || writes) stack.push_back(n.id);
+  }
   while (!stack.empty()) {
     int32_t id = stack.back();
     stack.pop_back();

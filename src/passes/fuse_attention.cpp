@@ -3,7 +3,9 @@
 // carrying the softmax's scale and causal offset, and, when k and v are concats of two blocks
 // along the keys' axis (a decode step's cache and its new position), attention(q, k0, v0, k1, v1)
 // reads both blocks in place; and when k0 and v0 are leading slices of longer buffers (the cache
-// at its full capacity), it reads those through its `prefix` attribute. Only when each folded node has the next one as its one reader:
+// at its full capacity), it reads those through its `prefix` attribute. A softmax whose causal
+// offset has a run-time position input (a decode step over its whole cache) gives
+// attention(q, k, v, position). Only when each folded node has the next one as its one reader:
 // a training graph reads the probabilities again in its backward pass and keeps the unfused form.
 // The kernel computes the same bits as the nodes it replaces (src/backends/cpu/attention.cpp).
 #include "rewrite.h"
@@ -53,8 +55,10 @@ Result<ir::Graph> fuse_attention(const ir::Graph& g) {
     const ir::Node& sc = out.node(p.inputs[0]);
     if (sc.op != ir::Op::Matmul || flag(sc, "transpose_a") || !flag(sc, "transpose_b") || !readers.one(sc.id)) continue;
     std::vector<int32_t> ins = {sc.inputs[0], sc.inputs[1], y.inputs[1]};
+    const bool position = p.inputs.size() == 2;
+    if (position) ins.push_back(p.inputs[1]);
     int32_t k0, k1, v0, v1;
-    if (readers.one(ins[1]) && readers.one(ins[2]) && two_block_concat(out.node(ins[1]), rank - 2, &k0, &k1) &&
+    if (!position && readers.one(ins[1]) && readers.one(ins[2]) && two_block_concat(out.node(ins[1]), rank - 2, &k0, &k1) &&
         two_block_concat(out.node(ins[2]), rank - 2, &v0, &v1) &&
         out.node(k0).type.shape.size() == static_cast<size_t>(rank) &&
         out.node(k0).type.shape[static_cast<size_t>(rank - 2)] == out.node(v0).type.shape[static_cast<size_t>(rank - 2)])
@@ -65,7 +69,7 @@ Result<ir::Graph> fuse_attention(const ir::Graph& g) {
     // Keys and values that are the leading part of a longer buffer (a decode step's cache) are
     // read in place through `prefix`.
     int32_t kx, vx;
-    if (readers.one(ins[1]) && readers.one(ins[2]) && leading_slice(out.node(ins[1]), rank - 2, &kx) &&
+    if (!position && readers.one(ins[1]) && readers.one(ins[2]) && leading_slice(out.node(ins[1]), rank - 2, &kx) &&
         leading_slice(out.node(ins[2]), rank - 2, &vx) &&
         out.node(kx).type.shape[static_cast<size_t>(rank - 2)] == out.node(vx).type.shape[static_cast<size_t>(rank - 2)] &&
         out.node(ins[1]).type.shape[static_cast<size_t>(rank - 2)] == out.node(ins[2]).type.shape[static_cast<size_t>(rank - 2)]) {

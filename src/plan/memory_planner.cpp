@@ -92,6 +92,7 @@ const char* mem_class_name(MemClass c) {
     case MemClass::Output: return "output";
     case MemClass::Grad: return "grad";
     case MemClass::OptState: return "optimizer_state";
+    case MemClass::KvCache: return "kv_cache";
     case MemClass::kCount: break;
   }
   return "?";
@@ -133,7 +134,10 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
     Buffer& out = p.values[static_cast<size_t>(n.id)];
     out.first_step = s;
     out.last_step = std::max(out.last_step, s);
-    if (const auto offset = view_offset(g, n)) {  // inputs come first in the schedule: the root is known
+    // A view, or an in-place write whose value is its input's bytes (cache_write): no bytes of
+    // its own. Inputs come first in the schedule: the root is known.
+    const auto offset = ir::output_is_input(n.op) ? std::optional<size_t>(0) : view_offset(g, n);
+    if (offset) {
       const Buffer& in = p.values[static_cast<size_t>(n.inputs[0])];
       out.view_of = storage(n.inputs[0]).node;
       out.view_offset = in.view_offset + *offset;
@@ -151,9 +155,11 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
     ws.in_arena = true;
     ws.first_step = ws.last_step = s;
   }
-  // The training step's state: params that optimizer_update writes as slots and the step counter
-  // increment writes are optimizer state; the gradients it reads are the Grad class.
+  // The model's state: params that optimizer_update writes as slots and the step counter
+  // increment writes are optimizer state, the gradients it reads the Grad class; the caches
+  // cache_write fills are the KV cache.
   for (const ir::Node& n : g.nodes) {
+    if (n.op == ir::Op::CacheWrite && !storage(n.inputs[0]).in_arena) storage(n.inputs[0]).cls = MemClass::KvCache;
     if (n.op != ir::Op::OptimizerUpdate && n.op != ir::Op::Increment) continue;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       Buffer& b = storage(n.inputs[i]);

@@ -225,7 +225,8 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
   cached.inputs.resize(p.schedule.size());
   for (size_t s = 0; s < p.schedule.size(); ++s) {
     const ir::Node& n = g.node(p.schedule[s]);
-    if (p.values[static_cast<size_t>(n.id)].view_of >= 0) continue;  // nothing to compute
+    // A view has nothing to compute; an in-place write (its value its input's bytes) does.
+    if (p.values[static_cast<size_t>(n.id)].view_of >= 0 && !ir::output_is_input(n.op)) continue;
     std::vector<TensorRef>& inputs = cached.inputs[s];
     inputs.resize(n.inputs.size());
     for (size_t i = 0; i < n.inputs.size(); ++i) {

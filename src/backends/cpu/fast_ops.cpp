@@ -67,9 +67,9 @@ Status softmax(const KernelArgs& a, bool as_log) {
   VOLTA_ASSIGN_OR_RETURN(const int64_t axis, a.node.attrs.get_int("axis", -1));
   VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
   const bool causal = a.node.attrs.has("causal_offset");
-  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
   const Shape& s = a.in[0].shape();
   if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return as_log ? ref::LogSoftmax(a) : ref::Softmax(a);
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, ref::softmax_offset(a, s.back()));
   const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C, R = causal ? s[s.size() - 2] : 1;
   const float* x = a.in[0].as<const float>();
   float* out = a.out.as<float>();

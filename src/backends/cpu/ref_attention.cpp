@@ -19,14 +19,10 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
   at.cap[0] = a.in[1].shape()[r - 2];
   VOLTA_ASSIGN_OR_RETURN(at.used[0], a.node.attrs.get_int("prefix", at.cap[0]));
   at.cap[1] = at.used[1] = a.in.size() >= 5 ? a.in[3].shape()[r - 2] : 0;
-  if (a.in.size() == 6) {  // the run-time prefix; the causal mask counts from its end
-    const int64_t length = a.in[5].as<const int32_t>()[0];
-    if (length < 0 || length > at.cap[0])
-      return invalid_argument(op_prefix(a.node) + "length " + std::to_string(length) + " is outside [0, " +
-                              std::to_string(at.cap[0]) + "] (the rows of k) " + ir::node_ref(a.node));
-    if (length + at.used[1] == 0) return invalid_argument(op_prefix(a.node) + "length 0 leaves no keys " + ir::node_ref(a.node));
-    at.used[0] = length;
-    at.offset += length;
+  if (a.in.size() == 4) {  // the run-time position: rows 0..position+T-1 of k and v are the keys so far
+    VOLTA_ASSIGN_OR_RETURN(const int64_t position, position_input(a, 3, at.cap[0] - at.T));
+    at.used[0] = position + at.T;
+    at.offset = std::clamp<int64_t>(at.offset, -at.cap[0] - 1, at.cap[0]) + position;
   }
   return at;
 }

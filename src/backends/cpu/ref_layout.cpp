@@ -233,3 +233,26 @@ Status Trilu(const KernelArgs& a) {
 }
 
 }  // namespace volta::cpu::ref
+
+namespace volta::cpu::ref {
+
+// cache_write: rows [..., T, D] into cache [..., S, D] at rows position.., in place (the cache is
+// the model's state, ir::writes_input); the value is the cache, copied out only when the output
+// is a buffer of its own (a kernel test's).
+Status CacheWrite(const KernelArgs& a) {
+  const Shape& c = a.in[0].shape();
+  const size_t r = c.size();
+  const int64_t S = c[r - 2], T = a.in[1].shape()[r - 2];
+  VOLTA_ASSIGN_OR_RETURN(const int64_t position, position_input(a, 2, S - T));
+  const size_t row = static_cast<size_t>(c[r - 1]) * dtype_size(a.in[0].type.dtype);
+  const int64_t outer = dims_product(c, 0, r - 2);
+  std::byte* cache = a.in[0].data;
+  const std::byte* rows = a.in[1].data;
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(cache + static_cast<size_t>(o * S + position) * row, rows + static_cast<size_t>(o * T) * row,
+                static_cast<size_t>(T) * row);
+  if (a.out.data != cache) std::memcpy(a.out.data, cache, static_cast<size_t>(outer * S) * row);
+  return Status::ok();
+}
+
+}  // namespace volta::cpu::ref

@@ -9,7 +9,8 @@ namespace volta::cpu::ref {
 namespace {
 
 Status softmax_impl(const KernelArgs& a, bool as_log) {
-  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  if (a.in[0].type.dtype != DType::f32 || a.out.type.dtype != DType::f32)
+    return internal_error(op_prefix(a.node) + "reference kernel computes f32 only " + ir::node_ref(a.node));
   VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", -1));
   const Shape& s = a.in[0].shape();
   VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, s.size()));
@@ -19,7 +20,7 @@ Status softmax_impl(const KernelArgs& a, bool as_log) {
   VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
   // With a causal mask (last axis only) row r of each [R, n] matrix keeps k <= r % R + offset.
   const bool causal = a.node.attrs.has("causal_offset");
-  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, softmax_offset(a, n));
   const int64_t R = causal ? s[s.size() - 2] : 1;
   const float* x = in_f32(a, 0);
   float* out = out_f32(a);

@@ -2,6 +2,7 @@
 // axis normalisation and small guards. Internal to the CPU backend.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -100,6 +101,25 @@ inline Status require_f32(const KernelArgs& a) {
     }
   }
   return Status::ok();
+}
+
+// A run-time position input (i32, one element) checked to lie in [0, max]: a value the caller
+// uploaded, so out of range is an error naming the node, never an out-of-bounds access.
+inline Result<int64_t> position_input(const KernelArgs& a, size_t i, int64_t max) {
+  const int64_t p = a.in[i].as<const int32_t>()[0];
+  if (p < 0 || p > max)
+    return invalid_argument(op_prefix(a.node) + "position " + std::to_string(p) + " is outside [0, " + std::to_string(max) +
+                            "] " + ir::node_ref(a.node));
+  return p;
+}
+
+// The causal offset of a softmax: its attribute plus, with a second input, the run-time position
+// (at most the row length n, past which nothing more is masked).
+inline Result<int64_t> softmax_offset(const KernelArgs& a, int64_t n) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
+  if (a.in.size() < 2) return offset;
+  VOLTA_ASSIGN_OR_RETURN(const int64_t p, position_input(a, 1, n));
+  return std::clamp<int64_t>(offset, -n - 1, n) + p;  // saturated: beyond ±n every row is all or nothing
 }
 
 inline const float* in_f32(const KernelArgs& a, size_t i) { return a.in[i].as<const float>(); }

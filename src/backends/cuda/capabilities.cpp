@@ -14,7 +14,9 @@ Capabilities capabilities() {
               Op::ReluGrad, Op::GeluGrad, Op::SoftmaxGrad, Op::LayerNormGrad, Op::RmsNormGrad, Op::EmbeddingGrad,
               Op::CrossEntropy, Op::CrossEntropyGrad,
               // the training step's tail on the model's state
-              Op::GradNorm, Op::OptimizerUpdate, Op::Increment};
+              Op::GradNorm, Op::OptimizerUpdate, Op::Increment,
+              // inference on the session's KV cache
+              Op::CacheWrite};
   caps.dtypes = {DType::f32, DType::i32, DType::i64, DType::f64};
   caps.determinism = DeterminismLevel::Bitwise;
   return caps;

@@ -102,30 +102,10 @@ class CudaBackend final : public Backend {
     return 0;
   }
 
-  Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
+  // Every input is in device memory: the runtime binds the state's buffers, resident params and
+  // constants, and per-plan copies of the inputs.
+  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out,
                  std::span<std::byte> workspace) override {
-    // The runtime binds inputs, params and constants as host memory; kernels need device
-    // copies. They are staged per use (weights are not yet kept resident: see docs/cuda.md).
-    std::vector<TensorRef> in(inputs.begin(), inputs.end());
-    std::vector<DeviceBuffer> staged;
-    for (TensorRef& t : in) {
-      const size_t bytes = t.type.bytes();
-      if (bytes == 0) continue;
-      VOLTA_ASSIGN_OR_RETURN(const bool on_device, is_device_pointer(t.data));
-      if (on_device) continue;
-      VOLTA_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::make(pool_, bytes));
-      VOLTA_RETURN_IF_ERROR(check(cudaMemcpyAsync(buf.data(), t.data, bytes, cudaMemcpyHostToDevice, stream_.get()),
-                                  prefix(node) + "staging an input " + ir::node_ref(node)));
-      t.data = buf.data();
-      staged.push_back(std::move(buf));
-    }
-    return dispatch(node, in, inputs, output, workspace);
-  }
-
- private:
-  // `in` holds device pointers; `original` the caller's (host or device), for host-side checks.
-  Status dispatch(const ir::Node& n, std::span<const TensorRef> in, std::span<const TensorRef> original,
-                  const TensorRef& out, std::span<std::byte> workspace) {
     const cudaStream_t s = stream_.get();
     switch (n.op) {
       case ir::Op::Add: return binary(n, in, out, BinaryOp::Add);
@@ -177,7 +157,7 @@ class CudaBackend final : public Backend {
                                            offset, static_cast<float>(fill), s),
                         n);
       }
-      case ir::Op::Embedding: return embedding(n, in, original, out);
+      case ir::Op::Embedding: return embedding(n, in, out);
       case ir::Op::Reshape: {
         const size_t bytes = std::min(out.type.bytes(), in[0].type.bytes());
         if (bytes == 0) return Status::ok();
@@ -222,16 +202,34 @@ class CudaBackend final : public Backend {
                                          out.as<float>(), rows, D, eps, n.op == ir::Op::LayerNormGrad, s),
                         n);
       }
-      case ir::Op::EmbeddingGrad: return embedding_grad(n, in, original, out);
+      case ir::Op::EmbeddingGrad: return embedding_grad(n, in, out);
       case ir::Op::CrossEntropy:
-      case ir::Op::CrossEntropyGrad: return cross_entropy(n, in, original, out, workspace);
+      case ir::Op::CrossEntropyGrad: return cross_entropy(n, in, out, workspace);
       case ir::Op::GradNorm: return grad_norm(n, in, out, workspace);
       case ir::Op::OptimizerUpdate: return optimizer_update(n, in);
       case ir::Op::Increment:
         return launched(launch_increment(in[0].as<int64_t>(), out.as<int64_t>(), s), n);
+      case ir::Op::CacheWrite: return cache_write(n, in, out);
       default:
         return unimplemented(prefix(n) + "no CUDA kernel " + ir::node_ref(n));
     }
+  }
+
+ private:
+  // rows [..., T, D] into cache [..., S, D] at the run-time position, in place. The position
+  // stays on the device: the kernel writes nothing when it is outside [0, S - T] (a decode
+  // step's position embedding reports that case by name, see docs/cuda.md).
+  Status cache_write(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    const Shape& c = in[0].shape();
+    const size_t r = c.size();
+    if (r < 2 || in[2].type.dtype != DType::i32 || out.data != in[0].data)
+      return internal_error(prefix(n) + "expects a cache of rank >= 2 written in place and an i32 position " + ir::node_ref(n));
+    const int64_t S = c[r - 2], T = in[1].shape()[r - 2];
+    const int64_t row_bytes = c[r - 1] * static_cast<int64_t>(dtype_size(in[0].type.dtype));
+    if (row_bytes % 4 != 0) return internal_error(prefix(n) + "rows must be whole 4-byte words " + ir::node_ref(n));
+    return launched(launch_cache_write(in[0].data, in[1].data, in[2].as<const int32_t>(), product(c, 0, r - 2), S, T,
+                                       row_bytes / 4, stream_.get()),
+                    n);
   }
 
   Status binary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, BinaryOp op) {
@@ -282,7 +280,7 @@ class CudaBackend final : public Backend {
   }
 
   Status softmax(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, bool as_log) {
-    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in.subspan(0, 1), out));
     VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", -1));
     const Shape& sh = in[0].shape();
     VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, sh.size()));
@@ -296,19 +294,24 @@ class CudaBackend final : public Backend {
     if (d.causal && sh.size() < 2) return internal_error(prefix(n) + "a causal softmax needs rank >= 2 " + ir::node_ref(n));
     d.rows = d.causal ? sh[sh.size() - 2] : 1;
     d.as_log = as_log;
+    if (in.size() == 2) {  // the run-time part of the causal offset, read on the device
+      if (!d.causal || in[1].type.dtype != DType::i32)
+        return internal_error(prefix(n) + "a position input needs causal_offset and i32 " + ir::node_ref(n));
+      d.position = in[1].as<const int32_t>();
+      d.offset = std::clamp<int64_t>(d.offset, -d.n - 1, d.n);  // as the CPU saturates it
+    }
     return launched(launch_softmax(in[0].as<const float>(), out.as<float>(), d, stream_.get()), n);
   }
 
-  // Ids are range-checked on the host first (copied back when they live on the device), so an
+  // Ids are range-checked on the host first (copied back from the device), so an
   // id out of range is an error naming the node, as on the CPU, and never a wild read.
-  Status embedding(const ir::Node& n, std::span<const TensorRef> in, std::span<const TensorRef> original,
-                   const TensorRef& out) {
+  Status embedding(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     const TensorRef& table = in[0];
     const TensorRef& ids = in[1];
     if (table.shape().size() != 2 || !is_integer(ids.type.dtype) || table.type.bytes() % 4 != 0)
       return internal_error(prefix(n) + "expects table [V, D] and integer ids " + ir::node_ref(n));
     const int64_t V = table.shape()[0];
-    VOLTA_RETURN_IF_ERROR(host_indices(n, original[1], "id", V).status());
+    VOLTA_RETURN_IF_ERROR(host_indices(n, in[1], "id", V).status());
     const int64_t count = ids.numel();
     const int64_t words = static_cast<int64_t>(static_cast<size_t>(table.shape()[1]) * dtype_size(table.type.dtype) / 4);
     return launched(launch_gather_rows(table.data, ids.data, ids.type.dtype == DType::i64, out.data, count, words, stream_.get()), n);
@@ -382,13 +385,13 @@ class CudaBackend final : public Backend {
   // Integer indices (ids, targets) copied to the host and checked against [0, bound), except
   // those equal to `*skip`: an index out of range is an error naming the node, as on the CPU,
   // and never a wild read on the device.
-  Result<std::vector<int64_t>> host_indices(const ir::Node& n, const TensorRef& original, const char* what, int64_t bound,
+  Result<std::vector<int64_t>> host_indices(const ir::Node& n, const TensorRef& idx, const char* what, int64_t bound,
                                             const int64_t* skip = nullptr) {
-    if (!is_integer(original.type.dtype)) return internal_error(prefix(n) + "expects integer indices " + ir::node_ref(n));
-    std::vector<std::byte> host(original.type.bytes());
-    if (!host.empty()) VOLTA_RETURN_IF_ERROR(copy_out(host.data(), original.data, host.size()));
-    std::vector<int64_t> v(static_cast<size_t>(original.numel()));
-    const bool i64 = original.type.dtype == DType::i64;
+    if (!is_integer(idx.type.dtype)) return internal_error(prefix(n) + "expects integer indices " + ir::node_ref(n));
+    std::vector<std::byte> host(idx.type.bytes());
+    if (!host.empty()) VOLTA_RETURN_IF_ERROR(copy_out(host.data(), idx.data, host.size()));
+    std::vector<int64_t> v(static_cast<size_t>(idx.numel()));
+    const bool i64 = idx.type.dtype == DType::i64;
     for (size_t i = 0; i < v.size(); ++i) {
       v[i] = i64 ? reinterpret_cast<const int64_t*>(host.data())[i] : reinterpret_cast<const int32_t*>(host.data())[i];
       if ((skip == nullptr || v[i] != *skip) && (v[i] < 0 || v[i] >= bound))
@@ -398,20 +401,19 @@ class CudaBackend final : public Backend {
     return v;
   }
 
-  Status embedding_grad(const ir::Node& n, std::span<const TensorRef> in, std::span<const TensorRef> original,
-                        const TensorRef& out) {
+  Status embedding_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     if (out.type.dtype != DType::f32 || in[1].type.dtype != DType::f32 || out.shape().size() != 2)
       return internal_error(prefix(n) + "expects f32 dy and a [rows, D] output " + ir::node_ref(n));
     const int64_t rows = out.shape()[0], D = out.shape()[1];
-    VOLTA_RETURN_IF_ERROR(host_indices(n, original[0], "id", rows).status());
+    VOLTA_RETURN_IF_ERROR(host_indices(n, in[0], "id", rows).status());
     return launched(launch_embedding_grad(in[0].data, in[0].type.dtype == DType::i64, in[0].numel(), in[1].as<const float>(),
                                           out.as<float>(), rows, D, stream_.get()),
                     n);
   }
 
   // cross_entropy (logits, targets) and cross_entropy_grad (logits, targets, dloss).
-  Status cross_entropy(const ir::Node& n, std::span<const TensorRef> in, std::span<const TensorRef> original,
-                       const TensorRef& out, std::span<std::byte> workspace) {
+  Status cross_entropy(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out,
+                       std::span<std::byte> workspace) {
     const TensorRef& logits = in[0];
     if (logits.type.dtype != DType::f32 || out.type.dtype != DType::f32 || logits.shape().empty())
       return internal_error(prefix(n) + "expects f32 logits [..., C] and integer targets " + ir::node_ref(n));
@@ -419,7 +421,7 @@ class CudaBackend final : public Backend {
     VOLTA_ASSIGN_OR_RETURN(const int64_t ignore, n.attrs.get_int("ignore_index", 0));
     const int64_t C = logits.shape().back();
     VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> targets,
-                           host_indices(n, original[1], "target", C, has_ignore ? &ignore : nullptr));
+                           host_indices(n, in[1], "target", C, has_ignore ? &ignore : nullptr));
     const int64_t rows = static_cast<int64_t>(targets.size());
     const int64_t counted = has_ignore ? rows - std::count(targets.begin(), targets.end(), ignore) : rows;
     const bool i64 = in[1].type.dtype == DType::i64;

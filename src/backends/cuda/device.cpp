@@ -53,15 +53,4 @@ Result<float> Event::elapsed_ms_since(const Event& start) const {
   return ms;
 }
 
-Result<bool> is_device_pointer(const void* p) {
-  cudaPointerAttributes attr{};
-  const cudaError_t err = cudaPointerGetAttributes(&attr, p);
-  if (err == cudaErrorInvalidValue) {  // older drivers: plain host memory is "invalid"
-    (void)cudaGetLastError();
-    return false;
-  }
-  VOLTA_RETURN_IF_ERROR(check(err, "cudaPointerGetAttributes"));
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
-}
-
 }  // namespace volta::cuda

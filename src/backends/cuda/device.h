@@ -55,8 +55,4 @@ class Event {
   cudaEvent_t e_ = nullptr;
 };
 
-// True when `p` is device (or managed) memory; false for ordinary host memory, which the
-// backend must copy to the device before a kernel may read it.
-Result<bool> is_device_pointer(const void* p);
-
 }  // namespace volta::cuda

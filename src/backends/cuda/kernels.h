@@ -50,6 +50,7 @@ struct SoftmaxDesc {
   bool causal = false;
   int64_t rows = 1, offset = 0;
   bool as_log = false;
+  const int32_t* position = nullptr;  // device i32 added to offset (clamped to [0, n]), or none
 };
 cudaError_t launch_softmax(const float* x, float* out, const SoftmaxDesc& d, cudaStream_t stream);
 
@@ -66,6 +67,10 @@ cudaError_t launch_causal_mask(const float* x, float* out, int64_t mats, int64_t
 // out[n] = x[off0] for the out-shaped walk idx (strides[0] into x); elements of 4 or 8 bytes.
 cudaError_t launch_permute(const void* x, void* out, int64_t n, int elem_bytes, const StridedIndex& idx,
                            cudaStream_t stream);
+// cache [outer, S, words] rows *position.. = rows [outer, T, words], in place; nothing is written
+// when *position is outside [0, S - T].
+cudaError_t launch_cache_write(void* cache, const void* rows, const int32_t* position, int64_t outer, int64_t S, int64_t T,
+                               int64_t words, cudaStream_t stream);
 // out row i = table row ids[i]; ids were range-checked on the host. Rows are `words` 4-byte words.
 cudaError_t launch_gather_rows(const void* table, const void* ids, bool ids_i64, void* out, int64_t n_ids,
                                int64_t words, cudaStream_t stream);

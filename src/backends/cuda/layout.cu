@@ -19,7 +19,27 @@ __global__ void gather_rows_kernel(const uint32_t* table, const Id* ids, uint32_
   }
 }
 
+__global__ void cache_write_kernel(uint32_t* cache, const uint32_t* rows, const int32_t* position, int64_t outer, int64_t S,
+                                   int64_t T, int64_t words) {
+  const int64_t p = *position;
+  if (p < 0 || p > S - T) return;
+  const int64_t n = outer * T * words;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t o = i / (T * words), rest = i % (T * words);
+    cache[(o * S + p) * words + rest] = rows[i];
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_cache_write(void* cache, const void* rows, const int32_t* position, int64_t outer, int64_t S, int64_t T,
+                               int64_t words, cudaStream_t stream) {
+  const int64_t n = outer * T * words;
+  if (n == 0) return cudaSuccess;
+  cache_write_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint32_t*>(cache), static_cast<const uint32_t*>(rows),
+                                                           position, outer, S, T, words);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_permute(const void* x, void* out, int64_t n, int elem_bytes, const StridedIndex& idx,
                            cudaStream_t stream) {

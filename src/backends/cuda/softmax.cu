@@ -14,7 +14,9 @@ __global__ void __launch_bounds__(kThreads) softmax_kernel(const float* __restri
   for (int64_t r = blockIdx.x; r < d.outer * d.inner; r += gridDim.x) {
     const int64_t o = r / d.inner, i = r % d.inner;
     const int64_t base = o * d.n * d.inner + i;
-    const int64_t keep_last = d.causal ? o % d.rows + d.offset : d.n;  // entries k > keep_last are left out
+    int64_t offset = d.offset;
+    if (d.position != nullptr) offset += min(max(int64_t{*d.position}, int64_t{0}), d.n);
+    const int64_t keep_last = d.causal ? o % d.rows + offset : d.n;  // entries k > keep_last are left out
     auto z = [&](int64_t k) { return k > keep_last ? ninf : d.scale * static_cast<double>(x[base + k * d.inner]); };
     double mx = ninf;
     for (int64_t k = threadIdx.x; k < d.n; k += kThreads) mx = fmax(mx, z(k));
