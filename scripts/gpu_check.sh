@@ -64,9 +64,9 @@ say ""
 grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED" "$build/cuda_tests.log" | sed 's/^/    /' | tee -a "$report"
 # Per-test diagnostics the tests print (parity errors per op family, determinism hashes).
 say ""
-say "### Parity and determinism lines"
+say "### Parity, determinism and planned-memory lines"
 say ""
-grep -E "^(parity|golden|hash|determinism) " "$build/cuda_tests.log" | sed 's/^/    /' | tee -a "$report"
+grep -E "^(parity|golden|hash|determinism|memory) " "$build/cuda_tests.log" | sed 's/^/    /' | tee -a "$report"
 grep -B2 -A12 "Failure" "$build/cuda_tests.log" | head -80 | sed 's/^/    /' | tee -a "$report"
 
 say ""

@@ -204,10 +204,11 @@ class CapabilitiesOnly final : public Backend {
  public:
   std::string name() const override { return "cuda"; }
   const Capabilities& capabilities() const override { return caps_; }
+  bool host_memory() const override { return false; }
   Result<std::shared_ptr<std::byte>> allocate(size_t) override { return unavailable("no device"); }
   Status copy_in(std::byte*, const std::byte*, size_t) override { return unavailable("no device"); }
   Status copy_out(std::byte*, const std::byte*, size_t) override { return unavailable("no device"); }
-  size_t workspace_bytes(const ir::Graph&, const ir::Node&) const override { return 0; }
+  size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cuda::workspace_bytes(g, n); }
   Status execute(const ir::Node&, std::span<const TensorRef>, const TensorRef&, std::span<std::byte>) override {
     return unavailable("no device");
   }
@@ -215,6 +216,78 @@ class CapabilitiesOnly final : public Backend {
  private:
   Capabilities caps_ = cuda::capabilities();
 };
+
+// The memory guard: the planned device memory of the reference configs' plans, exact bytes per
+// class, as the CUDA backend plans them (its capabilities and workspaces; no device needed).
+// A change that makes any of them grow fails here; one that shrinks them updates the numbers.
+struct PlannedMemory {
+  const char* what;
+  size_t arena, param, opt_state, kv_cache, grad_peak, activation_peak, h2d_per_run, d2h_per_run;
+};
+
+PlannedMemory planned(const char* what, const plan::ExecutionPlan& p) {
+  const plan::MemoryReport& m = p.memory;
+  auto peak = [&](plan::MemClass c) { return m.peak[static_cast<size_t>(c)]; };
+  return {what, m.arena_bytes, peak(plan::MemClass::Param), peak(plan::MemClass::OptState), peak(plan::MemClass::KvCache),
+          peak(plan::MemClass::Grad), peak(plan::MemClass::Activation), m.placement.host_input_bytes,
+          m.placement.device_output_bytes};
+}
+
+TEST(CudaMemoryGuard, PlannedDevicePeakOfTheReferenceConfigs) {
+  struct Config {
+    const char* name;
+    model::TinyLMConfig model;
+    int64_t batch;
+  };
+  model::TinyLMConfig gpu_gpt;  // the GPU-sized GPT of the benchmarks
+  gpu_gpt.layers = 6, gpu_gpt.heads = 6, gpu_gpt.channels = 384, gpu_gpt.context = 256;
+  const Config configs[] = {{"shakespeare-char", model::TinyLMConfig{}, 12}, {"gpu-gpt", gpu_gpt, 64}};
+  Runtime rt(std::make_unique<CapabilitiesOnly>());
+  std::vector<PlannedMemory> got;
+  for (const Config& c : configs) {
+    auto g = model::build_tinylm_loss(c.model, c.batch, c.model.context);
+    ASSERT_OK(g);
+    train::TrainingOptions opts;
+    opts.optimizer.kind = optim::Kind::AdamW;
+    opts.optimizer.clip_norm = 1.0;
+    auto tp = train::compile_training(rt, *g, opts);
+    ASSERT_OK(tp);
+    got.push_back(planned(c.name, *tp->step));
+    for (int64_t B : {int64_t{1}, int64_t{32}}) {
+      auto d = model::build_tinylm_decode(c.model, B);
+      ASSERT_OK(d);
+      auto p = rt.compile(*d);
+      ASSERT_OK(p);
+      got.push_back(planned(c.name, **p));
+    }
+  }
+  // training step, decode batch 1, decode batch 32 of each config.
+  const PlannedMemory want[] = {
+      {"shakespeare-char", 30835776, 3216384, 6432832, 0, 3216384, 30310912, 6208, 20},
+      {"shakespeare-char", 4608, 3216384, 0, 262144, 0, 4608, 128, 260},
+      {"shakespeare-char", 147456, 3216384, 0, 8388608, 0, 147456, 192, 8320},
+      {"gpu-gpt", 3150548032, 42980352, 85960768, 0, 42980352, 3145827840, 131136, 20},
+      {"gpu-gpt", 15360, 42980352, 0, 4718592, 0, 13824, 128, 260},
+      {"gpu-gpt", 491520, 42980352, 0, 150994944, 0, 442368, 192, 8320},
+  };
+  ASSERT_EQ(got.size(), std::size(want));
+  for (size_t i = 0; i < got.size(); ++i) {
+    const PlannedMemory& a = got[i];
+    const PlannedMemory& b = want[i];
+    std::printf("memory %-16s plan %zu: arena %zu, param %zu, optimizer_state %zu, kv_cache %zu, grad peak %zu, "
+                "activation peak %zu, h2d/run %zu, d2h/run %zu\n",
+                a.what, i % 3, a.arena, a.param, a.opt_state, a.kv_cache, a.grad_peak, a.activation_peak, a.h2d_per_run,
+                a.d2h_per_run);
+    EXPECT_EQ(a.arena, b.arena) << a.what << " plan " << i % 3;
+    EXPECT_EQ(a.param, b.param) << a.what << " plan " << i % 3;
+    EXPECT_EQ(a.opt_state, b.opt_state) << a.what << " plan " << i % 3;
+    EXPECT_EQ(a.kv_cache, b.kv_cache) << a.what << " plan " << i % 3;
+    EXPECT_EQ(a.grad_peak, b.grad_peak) << a.what << " plan " << i % 3;
+    EXPECT_EQ(a.activation_peak, b.activation_peak) << a.what << " plan " << i % 3;
+    EXPECT_EQ(a.h2d_per_run, b.h2d_per_run) << a.what << " plan " << i % 3;
+    EXPECT_EQ(a.d2h_per_run, b.d2h_per_run) << a.what << " plan " << i % 3;
+  }
+}
 
 TEST(CudaCapabilities, PlanningRefusesOpsWithoutAKernelNamingThem) {
   ModelBuilder b("losses");

@@ -1,5 +1,7 @@
 #include "backends/cuda/capabilities.h"
 
+#include "backends/cuda/workspace.h"
+
 namespace volta::cuda {
 
 Capabilities capabilities() {
@@ -20,6 +22,19 @@ Capabilities capabilities() {
   caps.dtypes = {DType::f32, DType::i32, DType::i64, DType::f64};
   caps.determinism = DeterminismLevel::Bitwise;
   return caps;
+}
+
+// Cross-entropy keeps one double per row for its fixed-order mean; grad_norm the chunk sums of
+// each gradient and one sum per gradient.
+size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) {
+  if (n.op == ir::Op::CrossEntropy && n.inputs.size() == 2)
+    return static_cast<size_t>(g.node(n.inputs[1]).type.numel()) * sizeof(double);
+  if (n.op == ir::Op::GradNorm) {
+    size_t words = n.inputs.size();
+    for (int32_t in : n.inputs) words += static_cast<size_t>(squares_partials(g.node(in).type.numel()));
+    return words * sizeof(double);
+  }
+  return 0;
 }
 
 }  // namespace volta::cuda

@@ -11,4 +11,8 @@ namespace volta::cuda {
 // sizes independent of the device), so two runs on the same GPU give identical bytes.
 Capabilities capabilities();
 
+// Workspace bytes the CUDA kernel of `n` needs (Backend::workspace_bytes): planning, and so the
+// planned device peak, is computable without a device.
+size_t workspace_bytes(const ir::Graph& g, const ir::Node& n);
+
 }  // namespace volta::cuda

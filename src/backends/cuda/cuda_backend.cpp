@@ -89,18 +89,7 @@ class CudaBackend final : public Backend {
     return stream_.synchronize("CUDA execution before a device-to-host copy");
   }
   Status synchronize() override { return stream_.synchronize("CUDA execution"); }
-  // Cross-entropy keeps one double per row for its fixed-order mean; grad_norm the chunk sums
-  // of each gradient and one sum per gradient.
-  size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override {
-    if (n.op == ir::Op::CrossEntropy && n.inputs.size() == 2)
-      return static_cast<size_t>(g.node(n.inputs[1]).type.numel()) * sizeof(double);
-    if (n.op == ir::Op::GradNorm) {
-      size_t words = n.inputs.size();
-      for (int32_t in : n.inputs) words += static_cast<size_t>(squares_partials(g.node(in).type.numel()));
-      return words * sizeof(double);
-    }
-    return 0;
-  }
+  size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cuda::workspace_bytes(g, n); }
 
   // Every input is in device memory: the runtime binds the state's buffers, resident params and
   // constants, and per-plan copies of the inputs.

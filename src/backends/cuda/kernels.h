@@ -12,6 +12,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backends/cuda/workspace.h"
+
 namespace volta::cuda {
 
 constexpr int kMaxRank = 8;
@@ -115,8 +117,6 @@ cudaError_t launch_reduce(ReduceOp op, const float* x, float* out, const Strided
 // Sum of x[i]^2 in double over a fixed partition: chunks of kSquaresChunk elements, each a
 // fixed tree, then one fixed tree over the chunks. `partials` holds squares_partials(n) doubles;
 // the result lands in *out (device).
-constexpr int64_t kSquaresChunk = 8192;
-inline int64_t squares_partials(int64_t n) { return n == 0 ? 1 : (n + kSquaresChunk - 1) / kSquaresChunk; }
 cudaError_t launch_sum_of_squares(const float* x, int64_t n, double* partials, double* out, cudaStream_t stream);
 // out[0] = sqrt(sums[0] + sums[1] + ... + sums[n-1]), added in that order (grad_norm's tail).
 cudaError_t launch_norm_of_sums(const double* sums, int64_t n, double* out, cudaStream_t stream);
