@@ -1,7 +1,7 @@
 // The model's state on a backend: named, persistent buffers (params, optimizer moments, the step
 // counter, KV caches) allocated once in the backend's memory, bound by name to the Param leaves
 // of the plans that run on it, read and written in place by plan nodes (optimizer_update,
-// increment), and copied to the host only on request (checkpoints, inspection, tests).
+// increment, cache_write), and copied to the host only on request (checkpoints, inspection, tests).
 #pragma once
 
 #include <map>

@@ -98,6 +98,7 @@ Result<std::vector<std::vector<int32_t>>> Generator::generate(const std::vector<
   const uint64_t stream = stream_for("generate");
   Bindings in;  // this step's inputs; the params and caches are the state's
   Tensor position = Tensor::zeros(DType::i32, {1});
+  std::shared_ptr<const plan::ExecutionPlan> step_plan;  // looked up once, not per token
   for (int64_t step = 0; step < o.tokens; ++step) {
     const int64_t len = static_cast<int64_t>(seqs[0].size());
     const int64_t window = std::min(len, c_.context);
@@ -108,8 +109,10 @@ Result<std::vector<std::vector<int32_t>>> Generator::generate(const std::vector<
       for (int64_t b = 0; b < B; ++b) tok.data<int32_t>()[b] = seqs[static_cast<size_t>(b)].back();
       position.data<int32_t>()[0] = static_cast<int32_t>(cached);
       in = {{"tokens", std::move(tok)}, {"position", position}};
-      VOLTA_ASSIGN_OR_RETURN(auto plan, decode_plan(B));
-      VOLTA_ASSIGN_OR_RETURN(res, rt_->run(*plan, in, &state_));
+      if (!step_plan) {
+        VOLTA_ASSIGN_OR_RETURN(step_plan, decode_plan(B));
+      }
+      VOLTA_ASSIGN_OR_RETURN(res, rt_->run(*step_plan, in, &state_));
       cached += 1;
     } else {
       // Prefill the window (the prompt, or a window that slid past the context).

@@ -104,13 +104,17 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile_keyed(const 
 
 namespace {
 
+// The state's buffer bound to leaf `n`: a param the state holds, else none.
+const TensorRef* held(const State* state, const ir::Node& n) {
+  return state && n.op == ir::Op::Param ? state->find(n.name) : nullptr;
+}
+
 // The first binding problem of a run, in node order: a leaf not bound or bound with another type,
 // else a binding that names no leaf, or a param the state already holds.
 Status binding_error(const ir::Graph& g, const Bindings& bindings, const State* state) {
-  auto held = [&](const ir::Node& n) { return state && n.op == ir::Op::Param && state->find(n.name); };
   for (const ir::Node& n : g.nodes) {
     if (n.op != ir::Op::Input && n.op != ir::Op::Param) continue;
-    if (const TensorRef* s = state && n.op == ir::Op::Param ? state->find(n.name) : nullptr) {
+    if (const TensorRef* s = held(state, n)) {
       if (s->type != n.type)
         return invalid_argument("[param] '" + n.name + "' is declared " + n.type.to_string() + " but the state holds " +
                                 s->type.to_string() + " " + ir::node_ref(n));
@@ -127,7 +131,7 @@ Status binding_error(const ir::Graph& g, const Bindings& bindings, const State* 
     const int32_t id = g.find(name);
     if (id < 0 || (g.node(id).op != ir::Op::Input && g.node(id).op != ir::Op::Param))
       return invalid_argument("binding '" + name + "' names no input or param of graph '" + g.name + "'");
-    if (held(g.node(id))) return invalid_argument("binding '" + name + "' names a param the state already holds");
+    if (held(state, g.node(id))) return invalid_argument("binding '" + name + "' names a param the state already holds");
   }
   return internal_error("binding_error: no problem found");
 }
@@ -195,7 +199,7 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
   for (int32_t id : cached.leaves) {
     const ir::Node& n = g.node(id);
     std::byte*& data = refs[static_cast<size_t>(id)].data;
-    if (const TensorRef* s = state && n.op == ir::Op::Param ? state->find(n.name) : nullptr) {
+    if (const TensorRef* s = held(state, n)) {
       if (s->type != n.type) return binding_error(g, bindings, state);
       data = s->data;
       continue;

@@ -22,7 +22,7 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
   if (a.in.size() == 4) {  // the run-time position: rows 0..position+T-1 of k and v are the keys so far
     VOLTA_ASSIGN_OR_RETURN(const int64_t position, position_input(a, 3, at.cap[0] - at.T));
     at.used[0] = position + at.T;
-    at.offset = std::clamp<int64_t>(at.offset, -at.cap[0] - 1, at.cap[0]) + position;
+    at.offset = offset_at(at.offset, at.cap[0], position);
   }
   return at;
 }

@@ -232,9 +232,6 @@ Status Trilu(const KernelArgs& a) {
   return Status::ok();
 }
 
-}  // namespace volta::cpu::ref
-
-namespace volta::cpu::ref {
 
 // cache_write: rows [..., T, D] into cache [..., S, D] at rows position.., in place (the cache is
 // the model's state, ir::writes_input); the value is the cache, copied out only when the output

@@ -113,13 +113,17 @@ inline Result<int64_t> position_input(const KernelArgs& a, size_t i, int64_t max
   return p;
 }
 
+// A causal offset moved by a run-time position p in [0, n] over rows of n keys: the attribute is
+// saturated first (beyond ±n every row keeps all or nothing), so the sum cannot overflow.
+inline int64_t offset_at(int64_t offset, int64_t n, int64_t p) { return std::clamp<int64_t>(offset, -n - 1, n) + p; }
+
 // The causal offset of a softmax: its attribute plus, with a second input, the run-time position
 // (at most the row length n, past which nothing more is masked).
 inline Result<int64_t> softmax_offset(const KernelArgs& a, int64_t n) {
   VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
   if (a.in.size() < 2) return offset;
   VOLTA_ASSIGN_OR_RETURN(const int64_t p, position_input(a, 1, n));
-  return std::clamp<int64_t>(offset, -n - 1, n) + p;  // saturated: beyond ±n every row is all or nothing
+  return offset_at(offset, n, p);
 }
 
 inline const float* in_f32(const KernelArgs& a, size_t i) { return a.in[i].as<const float>(); }
