@@ -22,6 +22,15 @@
     ASSERT_TRUE(volta_r_.is_ok()) << ::volta::test::message_of(volta_r_);                   \
   } while (0)
 
+// `lhs = *expr` when `expr` (a Result) holds a value, else a fatal failure with its message.
+#define ASSERT_OK_AND_ASSIGN(lhs, expr) VOLTA_TEST_ASSIGN_(VOLTA_TEST_CAT_(volta_result_, __LINE__), lhs, expr)
+#define VOLTA_TEST_CAT_(a, b) VOLTA_TEST_CAT2_(a, b)
+#define VOLTA_TEST_CAT2_(a, b) a##b
+#define VOLTA_TEST_ASSIGN_(tmp, lhs, expr)                          \
+  auto tmp = (expr);                                                \
+  ASSERT_TRUE(tmp.is_ok()) << ::volta::test::message_of(tmp);       \
+  lhs = std::move(*tmp)
+
 namespace volta::test {
 inline std::string message_of(const Status& s) { return s.message(); }
 template <typename T>

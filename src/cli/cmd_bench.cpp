@@ -120,29 +120,22 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   r.model = f.model;
   if (f.batch > 0) r.batch = f.batch;
   VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::load_text_data(f.data, r.model.context));
-  r.model.vocab = data.tokenizer.vocab_size();
-  VOLTA_RETURN_IF_ERROR(train::validate(r));
-  VOLTA_ASSIGN_OR_RETURN(ir::Graph model, model::build_tinylm_loss(r.model, r.batch, r.model.context));
-  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &model));
+  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::LMTask> task, train::LMTask::create(r, std::move(data)));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &task->forward()));
   Profiler profiler;
-  train::TrainingOptions opts;
-  opts.optimizer = r.optimizer;
-  opts.schedule = r.schedule;
-  VOLTA_ASSIGN_OR_RETURN(train::TrainingPlan tp, train::compile_training(rt, model, opts));
-  VOLTA_ASSIGN_OR_RETURN(Bindings init, init_params(model, 1));
-  VOLTA_ASSIGN_OR_RETURN(train::TrainState init_state, train::init_state(tp, std::move(init), 1));
-  VOLTA_ASSIGN_OR_RETURN(train::TrainSession session, train::TrainSession::start(rt, tp, init_state));
+  // The recipe's step without evaluation, checkpoints or log: steps 0, 1, ... of seed 1.
+  train::TrainerOptions opts = task->trainer_options("");
+  opts.eval_every = 0;
+  opts.steps = f.warmup + f.steps;
+  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer, train::Trainer::start(rt, *task, opts, 1));
   std::vector<double> ms;
   for (int64_t s = 0; s < f.warmup + f.steps; ++s) {
     if (s == f.warmup && f.profile.enabled()) rt.set_profiler(&profiler);
-    Bindings batch = train::lm_batch(data.train, r.batch, r.model.context, 1, "train", static_cast<uint64_t>(s));
-    const auto t0 = Clock::now();
-    VOLTA_ASSIGN_OR_RETURN(train::StepStats st, session.step(batch));
-    (void)st;
-    if (s >= f.warmup) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    VOLTA_ASSIGN_OR_RETURN(train::StepReport st, trainer->step());
+    if (s >= f.warmup) ms.push_back(1000.0 * st.seconds);
   }
   const double med = median(ms);
-  const double tok_s = static_cast<double>(r.batch * r.model.context) / (med / 1000.0);
+  const double tok_s = static_cast<double>(task->batch_tokens()) / (med / 1000.0);
   const model::TinyLMConfig& c = r.model;
   char text[240];
   std::snprintf(text, sizeof text, "train %s (%lldL %lldH %lldC ctx %lld, batch %lld): %.2f ms/step (median of %lld), %.0f tokens/s, %d threads, %s",

@@ -31,14 +31,12 @@ Action add_eval(CLI::App& app, GlobalFlags& global) {
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
     const train::LMRecipe& r = ck.recipe;
     VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::load_text_data(f->data, r.model.context, &ck.tokenizer));
-    VOLTA_ASSIGN_OR_RETURN(ir::Graph g, model::build_tinylm_loss(r.model, r.batch, r.model.context));
-    VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &g));
-    VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(g));
-    const auto& split = f->split == "val" ? data.val : data.train;
+    VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::LMTask> task, train::LMTask::create(r, std::move(data)));
+    VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &task->forward()));
     State params(rt.backend());  // uploaded once for all the batches
     VOLTA_RETURN_IF_ERROR(params.put_all(ck.state.params, plan::MemClass::Param));
-    VOLTA_ASSIGN_OR_RETURN(double loss, train::evaluate_lm(rt, *plan, params, split, r.batch, r.model.context, f->seed,
-                                                           "eval." + f->split, 0, f->iters));
+    const auto& split = f->split == "val" ? task->data().val : task->data().train;
+    VOLTA_ASSIGN_OR_RETURN(double loss, task->loss(rt, params, split, f->seed, "eval." + f->split, 0, f->iters));
     std::printf("%s loss %.4f (%lld batches of %lld x %lld, step %lld)\n", f->split.c_str(), loss, static_cast<long long>(f->iters),
                 static_cast<long long>(r.batch), static_cast<long long>(r.model.context), static_cast<long long>(ck.state.step));
     return Status::ok();

@@ -1,8 +1,6 @@
-// `volta train --recipe mlp-spirals`: trains through the Runtime (forward + backward planned
-// together, optimizer on the backend), logs JSON lines, prints the final accuracy.
+// `volta train --recipe mlp-spirals | shakespeare-char`: flags to a recipe, a Trainer runs it
+// (train/trainer.h), and the command prints its progress and result.
 #include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/train_lm.h"
@@ -26,86 +24,49 @@ struct TrainFlags {
   train::SpiralsConfig spirals;
 };
 
-// Share of points whose largest logit is their label.
-double accuracy(const Tensor& logits, const Tensor& labels) {
-  const int64_t n = labels.numel(), c = logits.shape()[1];
-  int64_t right = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = logits.data<float>() + i * c;
-    int64_t best = 0;
-    for (int64_t k = 1; k < c; ++k)
-      if (row[k] > row[best]) best = k;
-    right += best == labels.data<int32_t>()[i];
-  }
-  return static_cast<double>(right) / static_cast<double>(n);
-}
-
 Status train_spirals(const TrainFlags& f, const GlobalFlags& global, const ProfileFlags& profile) {
-  VOLTA_RETURN_IF_ERROR(train::validate(f.spirals));
-  if (f.steps < 0) return invalid_argument("--steps must be >= 0, got " + std::to_string(f.steps));
-  train::TrainingOptions opts;
-  VOLTA_ASSIGN_OR_RETURN(opts.optimizer.kind, optim::parse_kind(f.optimizer));
-  opts.optimizer.lr = f.lr;
-  opts.optimizer.beta1 = f.beta1;
-  opts.optimizer.beta2 = f.beta2;
-  opts.optimizer.momentum = f.momentum;
-  opts.optimizer.weight_decay = f.weight_decay;
-  opts.optimizer.clip_norm = f.clip;
+  train::TrainerOptions opts;
+  opts.steps = f.steps;
+  opts.log = f.log;
+  optim::OptimizerConfig& o = opts.training.optimizer;
+  VOLTA_ASSIGN_OR_RETURN(o.kind, optim::parse_kind(f.optimizer));
+  o.lr = f.lr;
+  o.beta1 = f.beta1;
+  o.beta2 = f.beta2;
+  o.momentum = f.momentum;
+  o.weight_decay = f.weight_decay;
+  o.clip_norm = f.clip;
   if (f.schedule == "cosine") {
-    opts.schedule = {optim::Schedule::Kind::WarmupCosine, f.warmup, f.steps, f.min_lr};
+    opts.training.schedule = {optim::Schedule::Kind::WarmupCosine, f.warmup, f.steps, f.min_lr};
   } else if (f.schedule != "constant") {
     return invalid_argument("--schedule must be constant or cosine, got '" + f.schedule + "'");
   }
   VOLTA_ASSIGN_OR_RETURN(NumericsPolicy numerics, parse_numerics(f.numerics));
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
-
-  VOLTA_ASSIGN_OR_RETURN(ir::Graph model, train::build_spirals_mlp(f.spirals, f.spirals.batch));
-  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &model));
+  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::SpiralsTask> task, train::SpiralsTask::create(f.spirals, f.seed));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &task->forward()));
   rt.set_numerics(numerics);
   Profiler profiler;
   if (profile.enabled()) rt.set_profiler(&profiler);
-  VOLTA_ASSIGN_OR_RETURN(train::TrainingPlan tp, train::compile_training(rt, model, opts));
-  VOLTA_ASSIGN_OR_RETURN(Bindings init, init_params(model, f.seed));
-  VOLTA_ASSIGN_OR_RETURN(train::TrainState init_state, train::init_state(tp, std::move(init), f.seed));
-  VOLTA_ASSIGN_OR_RETURN(train::TrainSession session, train::TrainSession::start(rt, tp, init_state));
-  const train::SpiralData data = train::make_spirals(f.spirals, f.seed);
+  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer, train::Trainer::start(rt, *task, opts, f.seed));
 
-  std::ofstream log;
-  if (!f.log.empty()) {
-    log.open(f.log, std::ios::trunc);
-    if (!log) return not_found("--log: cannot write '" + f.log + "'");
-  }
   std::printf("recipe mlp-spirals: %lld points, %lld classes, hidden %lld, batch %lld, %s, loss %s, %lld steps on %s\n",
-              static_cast<long long>(data.labels.numel()), static_cast<long long>(f.spirals.classes),
+              static_cast<long long>(task->data().labels.numel()), static_cast<long long>(f.spirals.classes),
               static_cast<long long>(f.spirals.hidden), static_cast<long long>(f.spirals.batch), f.optimizer.c_str(),
-              f.spirals.loss.c_str(), static_cast<long long>(f.steps), tp.step->backend.c_str());
-  std::printf("%s", plan::format_memory_report(tp.step->memory).c_str());
+              f.spirals.loss.c_str(), static_cast<long long>(f.steps), trainer->plan().step->backend.c_str());
+  std::printf("%s", plan::format_memory_report(trainer->plan().step->memory).c_str());
   const int64_t every = std::max<int64_t>(1, f.steps / 10);
   double first_loss = 0.0, last_loss = 0.0;
-  for (int64_t s = 0; s < f.steps; ++s) {
-    Bindings batch = train::spirals_batch(f.spirals, data, session.seed(), session.steps());
-    VOLTA_ASSIGN_OR_RETURN(train::StepStats st, session.step(batch));
-    if (s == 0) first_loss = st.loss;
-    last_loss = st.loss;
-    if (log) {
-      nlohmann::ordered_json line = {{"step", session.steps()}, {"train_loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm}};
-      log << line.dump() << "\n";
-    }
-    if (session.steps() % every == 0 || s + 1 == f.steps)
-      std::printf("step %5lld/%lld  loss %.4f  lr %.3g  grad norm %.3f\n", static_cast<long long>(session.steps()),
-                  static_cast<long long>(f.steps), st.loss, st.lr, st.grad_norm);
-  }
-
-  // Accuracy on the whole data set: the same model with batch = N, through the same runtime.
-  const int64_t n = data.labels.numel();
-  VOLTA_ASSIGN_OR_RETURN(ir::Graph full, train::build_spirals_mlp(f.spirals, n));
-  VOLTA_ASSIGN_OR_RETURN(auto eval, rt.compile(full));
-  Bindings all;  // the params are the session's, read in place
-  all.emplace("x", data.x);
-  all.emplace(f.spirals.loss == "ce" ? "labels" : "target", f.spirals.loss == "ce" ? data.labels : data.one_hot);
-  VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(*eval, all, &session.state()));
-  std::printf("loss %.4f -> %.4f; full-data loss %.4f; accuracy %.1f%% on %lld points\n", first_loss, last_loss,
-              static_cast<double>(out[0].data<float>()[0]), 100.0 * accuracy(out[1], data.labels), static_cast<long long>(n));
+  VOLTA_RETURN_IF_ERROR(trainer->run([&](const train::StepReport& s) {
+    if (s.step == 1) first_loss = s.stats.loss;
+    last_loss = s.stats.loss;
+    if (s.step % every == 0 || s.step == f.steps)
+      std::printf("step %5lld/%lld  loss %.4f  lr %.3g  grad norm %.3f\n", static_cast<long long>(s.step),
+                  static_cast<long long>(f.steps), s.stats.loss, s.stats.lr, s.stats.grad_norm);
+  }));
+  VOLTA_ASSIGN_OR_RETURN(train::SpiralsTask::Score score, task->score(rt, trainer->session().state()));
+  std::printf("loss %.4f -> %.4f; full-data loss %.4f; accuracy %.1f%% on %lld points\n", first_loss, last_loss, score.loss,
+              100.0 * score.accuracy, static_cast<long long>(task->data().labels.numel()));
   if (numerics == NumericsPolicy::Check && rt.numerics_report().nonfinite_values > 0)
     std::printf("numerics: %lld non-finite values, first: %s\n", static_cast<long long>(rt.numerics_report().nonfinite_values),
                 rt.numerics_report().first.c_str());
@@ -128,7 +89,7 @@ Action add_train(CLI::App& app, GlobalFlags& global) {
   cmd->add_option("--recipe", f.recipe, "mlp-spirals | shakespeare-char")->required();
   cmd->add_option("--steps", f.steps, "Total optimizer steps (mlp-spirals 300, shakespeare-char 2000)");
   cmd->add_option("--seed", f.seed, "Seed for params, data and batches")->capture_default_str();
-  cmd->add_option("--log", f.log, "mlp-spirals: write one JSON line per step (step, train_loss, lr, grad_norm)");
+  cmd->add_option("--log", f.log, "mlp-spirals: write one JSON line per step (step, train_loss, lr, grad_norm, tokens_per_s, elapsed_s)");
   cmd->add_option("--optimizer", f.optimizer, "sgd | adam | adamw")->capture_default_str();
   cmd->add_option("--lr", f.lr, "Learning rate (mlp-spirals 0.01, shakespeare-char 1e-3)");
   cmd->add_option("--beta1", f.beta1, "Adam beta1 (0.9)");

@@ -1,6 +1,7 @@
 #include "train/lm.h"
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 namespace volta::train {
@@ -105,33 +106,61 @@ Result<LMRecipe> recipe_from_json(const std::string& text) {
   return r;
 }
 
-Result<double> evaluate_lm(Runtime& rt, const plan::ExecutionPlan& loss_plan, State& params,
-                           const std::vector<int32_t>& data, int64_t batch, int64_t T, uint64_t seed,
-                           std::string_view stream, uint64_t base, int64_t iters) {
+Result<std::unique_ptr<LMTask>> LMTask::create(LMRecipe r, TextData data) {
+  r.model.vocab = data.tokenizer.vocab_size();
+  if (r.save_every == 0) r.save_every = r.eval_every;
+  VOLTA_RETURN_IF_ERROR(validate(r));
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph g, model::build_tinylm_loss(r.model, r.batch, r.model.context));
+  return std::unique_ptr<LMTask>(new LMTask(std::move(r), std::move(data), std::move(g)));
+}
+
+Bindings LMTask::batch(uint64_t seed, int64_t completed) const {
+  return lm_batch(data_.train, r_.batch, r_.model.context, seed, "train", static_cast<uint64_t>(completed));
+}
+
+Result<double> LMTask::validation_loss(Runtime& rt, State& params, uint64_t seed, int64_t completed) {
+  return loss(rt, params, data_.val, seed, "val", static_cast<uint64_t>(completed) * static_cast<uint64_t>(r_.eval_iters),
+              r_.eval_iters);
+}
+
+Result<double> LMTask::loss(Runtime& rt, State& params, const std::vector<int32_t>& split, uint64_t seed, std::string_view stream,
+                            uint64_t base, int64_t iters) {
+  if (!loss_plan_ || loss_rt_ != &rt) {
+    VOLTA_ASSIGN_OR_RETURN(loss_plan_, rt.compile(forward_));
+    loss_rt_ = &rt;
+  }
   double total = 0.0;
   for (int64_t i = 0; i < iters; ++i) {
-    Bindings b = lm_batch(data, batch, T, seed, stream, base + static_cast<uint64_t>(i));
-    VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(loss_plan, b, &params));
+    Bindings b = lm_batch(split, r_.batch, r_.model.context, seed, stream, base + static_cast<uint64_t>(i));
+    VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(*loss_plan_, b, &params));
     total += out[0].data<float>()[0];
   }
   return total / static_cast<double>(iters);
 }
 
 namespace {
-constexpr const char* kMomentPrefix[] = {"optim.m.", "optim.v."};
+// What a TinyLM checkpoint carries besides the training state.
+std::map<std::string, std::string> lm_metadata(const LMRecipe& r, const CharTokenizer& tok) {
+  return {{"model_config", model::config_to_json(r.model)}, {"tokenizer", tok.to_json()}, {"recipe", recipe_to_json(r)}};
+}
+}  // namespace
+
+std::map<std::string, std::string> LMTask::checkpoint_metadata() const { return lm_metadata(r_, data_.tokenizer); }
+
+TrainerOptions LMTask::trainer_options(const std::string& out) const {
+  TrainerOptions o;
+  o.training.optimizer = r_.optimizer;
+  o.training.schedule = r_.schedule;
+  o.steps = r_.steps;
+  o.eval_every = r_.eval_every;
+  o.save_every = r_.save_every;
+  o.out = out;
+  if (!out.empty()) o.log = (std::filesystem::path(out) / "log.jsonl").string();
+  return o;
 }
 
 io::Checkpoint to_checkpoint(const LMCheckpoint& c) {
-  io::Checkpoint out;
-  out.metadata["model_config"] = model::config_to_json(c.recipe.model);
-  out.metadata["tokenizer"] = c.tokenizer.to_json();
-  out.metadata["recipe"] = recipe_to_json(c.recipe);
-  json state = {{"step", c.state.step}, {"seed", c.state.seed}, {"best_val_loss", c.best_val_loss}};
-  out.metadata["train_state"] = state.dump();
-  for (const auto& [name, t] : c.state.params) out.tensors.emplace(name, t);
-  for (const auto& [name, slots] : c.state.slots)
-    for (size_t k = 0; k < slots.size() && k < 2; ++k) out.tensors.emplace(kMomentPrefix[k] + name, slots[k]);
-  return out;
+  return state_checkpoint(c.state, c.best_val_loss, lm_metadata(c.recipe, c.tokenizer));
 }
 
 Result<LMCheckpoint> from_checkpoint(const io::Checkpoint& c, const std::string& source) {
@@ -171,7 +200,7 @@ Result<LMCheckpoint> from_checkpoint(const io::Checkpoint& c, const std::string&
   auto g = model::build_tinylm_loss(*config, 1, 1);
   if (!g.is_ok()) return tag(g.status());
   size_t expected = 0;
-  bool has_moments = c.tensors.count(std::string(kMomentPrefix[0]) + "wte") != 0;
+  bool has_moments = c.tensors.count(slot_name(0, "wte")) != 0;
   for (const ir::Node& n : g->nodes) {
     if (n.op != ir::Op::Param) continue;
     auto it = c.tensors.find(n.name);
@@ -182,10 +211,10 @@ Result<LMCheckpoint> from_checkpoint(const io::Checkpoint& c, const std::string&
     out.state.params.emplace(n.name, it->second);
     ++expected;
     if (!has_moments) continue;
-    for (const char* prefix : kMomentPrefix) {
-      auto m = c.tensors.find(prefix + n.name);
+    for (int k = 0; k < 2; ++k) {
+      auto m = c.tensors.find(slot_name(k, n.name));
       if (m == c.tensors.end() || m->second.type() != n.type)
-        return parse_error(source + ": optimizer state '" + prefix + n.name + "' is missing or not " + n.type.to_string());
+        return parse_error(source + ": optimizer state '" + slot_name(k, n.name) + "' is missing or not " + n.type.to_string());
       out.state.slots[n.name].push_back(m->second);
       ++expected;
     }

@@ -6,8 +6,7 @@
 
 #include "model/tinylm.h"
 #include "train/text_data.h"
-#include "volta/checkpoint.h"
-#include "volta/train.h"
+#include "train/trainer.h"
 
 namespace volta::train {
 
@@ -18,7 +17,7 @@ struct LMRecipe {
   int64_t steps = 2000;
   int64_t eval_every = 250;
   int64_t eval_iters = 20;
-  int64_t save_every = 0;  // 0: at every evaluation
+  int64_t save_every = 0;  // 0: at every evaluation (LMTask::create sets it so)
   optim::OptimizerConfig optimizer;
   optim::Schedule schedule;
 };
@@ -30,11 +29,39 @@ Status validate(const LMRecipe& r);
 std::string recipe_to_json(const LMRecipe& r);
 Result<LMRecipe> recipe_from_json(const std::string& text);
 
-// Mean loss over `iters` windows of `data` drawn from (seed, stream, base + i), with the params
-// held by a State on rt's backend.
-Result<double> evaluate_lm(Runtime& rt, const plan::ExecutionPlan& loss_plan, State& params,
-                           const std::vector<int32_t>& data, int64_t batch, int64_t T, uint64_t seed,
-                           std::string_view stream, uint64_t base, int64_t iters);
+// TinyLM on a text file, trained by a recipe: the batches of step s are windows of the train
+// split drawn by (seed, "train", s); an evaluation after step s averages `eval_iters` windows of
+// the val split drawn by (seed, "val", s * eval_iters + i).
+class LMTask : public Task {
+ public:
+  // Validates the recipe; its vocabulary is the data's tokenizer's, and save_every 0 becomes
+  // eval_every.
+  static Result<std::unique_ptr<LMTask>> create(LMRecipe r, TextData data);
+
+  const ir::Graph& forward() const override { return forward_; }
+  int64_t batch_tokens() const override { return r_.batch * r_.model.context; }
+  Bindings batch(uint64_t seed, int64_t completed) const override;
+  Result<double> validation_loss(Runtime& rt, State& params, uint64_t seed, int64_t completed) override;
+  std::map<std::string, std::string> checkpoint_metadata() const override;
+
+  // Mean loss over `iters` windows of `split` drawn from (seed, stream, base + i), with the
+  // params held by `params` on rt's backend (`volta eval` and the validation loss).
+  Result<double> loss(Runtime& rt, State& params, const std::vector<int32_t>& split, uint64_t seed, std::string_view stream,
+                      uint64_t base, int64_t iters);
+  // The recipe's steps, cadences, optimizer and schedule, with checkpoints and log.jsonl in `out`.
+  TrainerOptions trainer_options(const std::string& out) const;
+
+  const LMRecipe& recipe() const { return r_; }
+  const TextData& data() const { return data_; }
+
+ private:
+  LMTask(LMRecipe r, TextData data, ir::Graph forward) : r_(std::move(r)), data_(std::move(data)), forward_(std::move(forward)) {}
+  LMRecipe r_;
+  TextData data_;
+  ir::Graph forward_;
+  std::shared_ptr<const plan::ExecutionPlan> loss_plan_;  // compiled on first use, for loss_rt_
+  const Runtime* loss_rt_ = nullptr;
+};
 
 struct LMCheckpoint {
   LMRecipe recipe;

@@ -76,4 +76,30 @@ Bindings spirals_batch(const SpiralsConfig& c, const SpiralData& d, uint64_t see
   return {{"x", x}, {"target", target}};
 }
 
+Result<std::unique_ptr<SpiralsTask>> SpiralsTask::create(const SpiralsConfig& c, uint64_t seed) {
+  VOLTA_RETURN_IF_ERROR(validate(c));
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph g, build_spirals_mlp(c, c.batch));
+  return std::unique_ptr<SpiralsTask>(new SpiralsTask(c, make_spirals(c, seed), std::move(g)));
+}
+
+Result<SpiralsTask::Score> SpiralsTask::score(Runtime& rt, State& params) const {
+  const int64_t n = data_.labels.numel();
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph full, build_spirals_mlp(c_, n));
+  VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(full));
+  const bool ce = c_.loss == "ce";
+  const Bindings all = {{"x", data_.x}, {ce ? "labels" : "target", ce ? data_.labels : data_.one_hot}};
+  VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> out, rt.run(*plan, all, &params));
+  const Tensor& logits = out[1];
+  const int64_t classes = logits.shape()[1];
+  int64_t right = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = logits.data<float>() + i * classes;
+    int64_t best = 0;
+    for (int64_t k = 1; k < classes; ++k)
+      if (row[k] > row[best]) best = k;
+    right += best == data_.labels.data<int32_t>()[i];
+  }
+  return Score{static_cast<double>(out[0].data<float>()[0]), static_cast<double>(right) / static_cast<double>(n)};
+}
+
 }  // namespace volta::train

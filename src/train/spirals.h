@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "volta/runtime.h"
+#include "train/trainer.h"
 
 namespace volta::train {
 
@@ -29,5 +29,29 @@ SpiralData make_spirals(const SpiralsConfig& c, uint64_t seed);
 Result<ir::Graph> build_spirals_mlp(const SpiralsConfig& c, int64_t batch);
 // The batch for optimizer step `step`: `c.batch` points drawn with replacement by (seed, step).
 Bindings spirals_batch(const SpiralsConfig& c, const SpiralData& d, uint64_t seed, int64_t step);
+
+// The recipe as a Trainer's task: the data set drawn from `seed`, batches by (seed, step).
+class SpiralsTask : public Task {
+ public:
+  static Result<std::unique_ptr<SpiralsTask>> create(const SpiralsConfig& c, uint64_t seed);
+
+  const ir::Graph& forward() const override { return forward_; }
+  int64_t batch_tokens() const override { return c_.batch; }
+  Bindings batch(uint64_t seed, int64_t completed) const override { return spirals_batch(c_, data_, seed, completed); }
+
+  struct Score {
+    double loss = 0.0;
+    double accuracy = 0.0;  // share of points whose largest logit is their label
+  };
+  // The whole data set through the same model at batch N, with the params held by `params`.
+  Result<Score> score(Runtime& rt, State& params) const;
+  const SpiralData& data() const { return data_; }
+
+ private:
+  SpiralsTask(const SpiralsConfig& c, SpiralData d, ir::Graph g) : c_(c), data_(std::move(d)), forward_(std::move(g)) {}
+  SpiralsConfig c_;
+  SpiralData data_;
+  ir::Graph forward_;
+};
 
 }  // namespace volta::train

@@ -1,0 +1,145 @@
+#include "train/trainer.h"
+
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace volta::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Keeps the lines of an existing log up to `step` (a resumed run writes what follows again).
+Status truncate_log(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return Status::ok();
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+    if (j["step"].get<int64_t>() <= step) kept += line + "\n";
+  }
+  in.close();
+  std::ofstream out(path, std::ios::trunc);
+  if (!out || !(out << kept) || !out.flush()) return not_found("cannot rewrite log '" + path + "'");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<double> Task::validation_loss(Runtime&, State&, uint64_t, int64_t) {
+  return unimplemented("this task has no validation set");
+}
+
+io::Checkpoint state_checkpoint(const TrainState& s, double best_val_loss, std::map<std::string, std::string> metadata) {
+  io::Checkpoint out;
+  out.metadata = std::move(metadata);
+  nlohmann::json state = {{"step", s.step}, {"seed", s.seed}, {"best_val_loss", best_val_loss}};
+  out.metadata["train_state"] = state.dump();
+  for (const auto& [name, t] : s.params) out.tensors.emplace(name, t);
+  for (const auto& [name, slots] : s.slots)
+    for (size_t k = 0; k < slots.size() && k < 2; ++k) out.tensors.emplace(slot_name(static_cast<int>(k), name), slots[k]);
+  return out;
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::make(Runtime& rt, Task& task, const TrainerOptions& o) {
+  if (o.steps < 0) return invalid_argument("--steps must be >= 0, got " + std::to_string(o.steps));
+  if (o.eval_every < 0) return invalid_argument("--eval-every must be >= 0, got " + std::to_string(o.eval_every));
+  if (o.save_every < 0) return invalid_argument("--save-every must be >= 0, got " + std::to_string(o.save_every));
+  std::unique_ptr<Trainer> t(new Trainer(rt, task, o));
+  VOLTA_ASSIGN_OR_RETURN(t->tp_, compile_training(rt, task.forward(), o.training));
+  if (!o.out.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.out, ec);
+    if (ec) return not_found("--out: cannot create '" + o.out + "': " + ec.message());
+  }
+  return t;
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::start(Runtime& rt, Task& task, const TrainerOptions& o, uint64_t seed) {
+  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, make(rt, task, o));
+  VOLTA_ASSIGN_OR_RETURN(Bindings init, init_params(task.forward(), seed));
+  VOLTA_ASSIGN_OR_RETURN(TrainState s, init_state(t->tp_, std::move(init), seed));
+  VOLTA_RETURN_IF_ERROR(t->begin(std::move(s), std::numeric_limits<double>::infinity(), false));
+  return t;
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::resume(Runtime& rt, Task& task, const TrainerOptions& o, TrainState snapshot,
+                                                 double best_val_loss) {
+  if (snapshot.step > o.steps)
+    return invalid_argument("--steps " + std::to_string(o.steps) + " is below the checkpoint's step " + std::to_string(snapshot.step));
+  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, make(rt, task, o));
+  VOLTA_RETURN_IF_ERROR(t->begin(std::move(snapshot), best_val_loss, true));
+  return t;
+}
+
+Status Trainer::begin(TrainState snapshot, double best_val_loss, bool resumed) {
+  VOLTA_ASSIGN_OR_RETURN(TrainSession s, TrainSession::start(*rt_, tp_, snapshot));
+  session_.emplace(std::move(s));
+  saved_ = std::move(snapshot);
+  best_ = best_val_loss;
+  first_step_ = session_->steps();
+  if (!o_.log.empty()) {
+    if (resumed) VOLTA_RETURN_IF_ERROR(truncate_log(o_.log, first_step_));
+    log_.open(o_.log, resumed ? std::ios::app : std::ios::trunc);
+    if (!log_) return not_found("cannot write log '" + o_.log + "'");
+  }
+  started_ = Clock::now();
+  return Status::ok();
+}
+
+std::string Trainer::out_path(const char* file) const { return (std::filesystem::path(o_.out) / file).string(); }
+
+Status Trainer::save(const std::string& path) {
+  if (!saved_ || saved_->step != session_->steps()) {
+    VOLTA_ASSIGN_OR_RETURN(TrainState s, session_->snapshot());
+    saved_ = std::move(s);
+  }
+  return io::save_checkpoint(state_checkpoint(*saved_, best_, task_->checkpoint_metadata()), path);
+}
+
+Result<StepReport> Trainer::step() {
+  StepReport r;
+  const auto t0 = Clock::now();
+  const Bindings batch = task_->batch(session_->seed(), session_->steps());
+  VOLTA_ASSIGN_OR_RETURN(r.stats, session_->step(batch));
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.tokens_per_s = static_cast<double>(task_->batch_tokens()) / r.seconds;
+  train_seconds_ += r.seconds;
+  r.step = session_->steps();
+  const bool last = r.step == o_.steps;
+  if (o_.eval_every > 0 && (r.step % o_.eval_every == 0 || last)) {
+    VOLTA_ASSIGN_OR_RETURN(double val, task_->validation_loss(*rt_, session_->state(), session_->seed(), r.step));
+    r.val_loss = val;
+    if (val < best_) {
+      best_ = val;
+      r.new_best = true;
+      if (!o_.out.empty()) VOLTA_RETURN_IF_ERROR(save(out_path(kBestCheckpoint)));
+    }
+  }
+  if (log_.is_open()) {
+    nlohmann::ordered_json line = {{"step", r.step}, {"train_loss", r.stats.loss}, {"lr", r.stats.lr}, {"grad_norm", r.stats.grad_norm}};
+    if (r.val_loss) line["val_loss"] = *r.val_loss;
+    line["tokens_per_s"] = r.tokens_per_s;
+    line["elapsed_s"] = std::chrono::duration<double>(Clock::now() - started_).count();
+    log_ << line.dump() << "\n";
+    if (!log_.flush()) return not_found("cannot write log '" + o_.log + "' (disk full?)");
+  }
+  if (!o_.out.empty() && ((o_.save_every > 0 && r.step % o_.save_every == 0) || last))
+    VOLTA_RETURN_IF_ERROR(save(out_path(kLastCheckpoint)));
+  return r;
+}
+
+Status Trainer::run(const std::function<void(const StepReport&)>& on_step) {
+  while (session_->steps() < o_.steps) {
+    VOLTA_ASSIGN_OR_RETURN(StepReport r, step());
+    if (on_step) on_step(r);
+  }
+  // A run resumed at its last step writes no step, but still leaves its last checkpoint.
+  if (!o_.out.empty() && session_->steps() == o_.steps && !std::filesystem::exists(out_path(kLastCheckpoint)))
+    return save(out_path(kLastCheckpoint));
+  return Status::ok();
+}
+
+}  // namespace volta::train
