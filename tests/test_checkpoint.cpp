@@ -64,6 +64,24 @@ TEST(Checkpoint, SaveIsAtomicAndLoadNamesMissingFiles) {
   std::filesystem::remove_all(dir);
 }
 
+// A save killed between writing its temporary file and the rename leaves `x.tmp.<pid>`; the next
+// save removes it once that process is gone, and leaves a live process's save alone.
+TEST(Checkpoint, TheNextSaveRemovesTheTemporaryFilesOfKilledSaves) {
+  std::string dir = ::testing::TempDir() + "ckpt_tmp_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/x.safetensors";
+  const std::string dead = path + ".tmp.999999999", live = path + ".tmp." + std::to_string(::getppid()),
+                    other = dir + "/y.safetensors.tmp.999999999", odd = path + ".tmp.12ab";
+  for (const std::string& f : {dead, live, other, odd}) std::ofstream(f) << "partial";
+  ASSERT_OK(io::save_checkpoint(small(), path));
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_TRUE(std::filesystem::exists(other));  // another file's
+  EXPECT_TRUE(std::filesystem::exists(odd));    // not a pid
+  ASSERT_OK(io::load_checkpoint(path));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Checkpoint, TruncationAtAnyOffsetIsAnError) {
   const std::string bytes = io::serialize_checkpoint(small());
   for (size_t cut : {size_t{0}, size_t{3}, size_t{8}, size_t{20}, bytes.size() / 2, bytes.size() - 1}) {
@@ -149,6 +167,23 @@ TEST(LMCheckpoint, ShapesMustMatchTheConfig) {
   c = train::to_checkpoint(ck);
   c.metadata["model_config"] = "{\"model\":\"tinylm\"}";
   EXPECT_ERROR_CONTAINS(train::from_checkpoint(c, "x"), "model config has no integer 'vocab'");
+}
+
+// A resumed run, eval and generate trust the recipe they load, so it is checked like flags
+// (a zero batch gave NaN losses, a zero evaluation cadence a division by zero).
+TEST(LMCheckpoint, TheRecipeIsValidatedOnLoad) {
+  train::LMCheckpoint ck = tiny_lm();
+  ck.recipe.batch = 0;
+  EXPECT_ERROR_CONTAINS(train::from_checkpoint(train::to_checkpoint(ck), "x"), "x: recipe: --batch must be in [1, 65536], got 0");
+  ck = tiny_lm();
+  ck.recipe.eval_every = 0;
+  EXPECT_ERROR_CONTAINS(train::from_checkpoint(train::to_checkpoint(ck), "x"), "x: recipe: --eval-every must be >= 1, got 0");
+  ck = tiny_lm();
+  ck.recipe.optimizer.lr = -1;
+  EXPECT_ERROR_CONTAINS(train::from_checkpoint(train::to_checkpoint(ck), "x"), "x: recipe:");
+  ck = tiny_lm();
+  ck.recipe.save_every = 0;  // means "at every evaluation"
+  EXPECT_TRUE(train::from_checkpoint(train::to_checkpoint(ck), "x").is_ok());
 }
 
 }  // namespace

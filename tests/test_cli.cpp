@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
+#include "train/lm.h"
+#include "volta/checkpoint.h"
 
 namespace volta {
 namespace {
@@ -359,8 +361,34 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --steps 10", 1,
        "--steps 10 is below the checkpoint's step 60"},
       {"eval" + ck + " --data " + bad_dir + "/small.txt", 1, "too few"},
+      {"export" + ck + " --onnx " + dir_ + "/./last.safetensors", 1, "is the checkpoint it exports (refusing to overwrite the input)"},
+      {"generate" + ck + " --tokens 5 > /dev/full", 1, "cannot write to stdout"},
+      {"inspect " + dir_ + "/last.safetensors > /dev/full", 1, "cannot write to stdout"},
   };
   expect_bad_cases(cases);
+  EXPECT_EQ(test::read_file(dir_ + "/last.safetensors"), bytes);  // the refused export left it alone
+}
+
+// Generated text goes to stdout byte for byte, NUL characters included.
+TEST(CliGenerate, TextIsByteExact) {
+  train::LMCheckpoint ck;
+  ck.recipe = train::shakespeare_char();
+  const std::string text("a\0b\0c", 5);
+  ck.tokenizer = train::CharTokenizer::from_text(text);
+  ck.recipe.model = {ck.tokenizer.vocab_size(), 8, 1, 2, 8, false};
+  auto g = model::build_tinylm_loss(ck.recipe.model, 1, 8);
+  ASSERT_OK(g);
+  ck.state.params = *init_params(*g, 1);
+  for (auto& [name, t] : ck.state.params)  // a peaked distribution, far from uniform
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] *= 30.0f;
+  const std::string path = ::testing::TempDir() + "nul_" + std::to_string(::getpid()) + ".safetensors";
+  ASSERT_OK(io::save_checkpoint(train::to_checkpoint(ck), path));
+  Cli r = volta("generate --checkpoint " + path + " --prompt a --tokens 60 --seed 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.out.size(), 1u + 60u + 1u);
+  EXPECT_NE(r.out.find('\0'), std::string::npos);
+  for (char c : r.out.substr(0, 61)) EXPECT_NE(text.find(c), std::string::npos);
+  std::remove(path.c_str());
 }
 
 }  // namespace

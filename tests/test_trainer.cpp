@@ -1,6 +1,8 @@
 // The Trainer: evaluation and checkpoint cadence, exact resume with the log's tail rewritten,
 // and write errors that stop the run.
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unistd.h>
@@ -107,10 +109,12 @@ TEST(Trainer, ResumeAfterAKillContinuesBitForBitAndRewritesTheLogTail) {
   ASSERT_OK_AND_ASSIGN(train::LMCheckpoint ck, train::load_lm_checkpoint(killed + "/last.safetensors"));
   ASSERT_EQ(ck.state.step, 4);
   ASSERT_OK_AND_ASSIGN(Runtime rt2, Runtime::create(DeviceKind::Cpu));
-  ASSERT_OK_AND_ASSIGN(auto t, train::Trainer::resume(rt2, *task, task->trainer_options(killed), std::move(ck.state),
-                                                      ck.best_val_loss));
-  EXPECT_EQ(t->first_step(), 4);
-  ASSERT_OK(t->run());
+  {
+    ASSERT_OK_AND_ASSIGN(auto t, train::Trainer::resume(rt2, *task, task->trainer_options(killed), std::move(ck.state),
+                                                        ck.best_val_loss));
+    EXPECT_EQ(t->first_step(), 4);
+    ASSERT_OK(t->run());
+  }
   for (const char* file : {"last.safetensors", "best.safetensors"})
     EXPECT_EQ(test::read_file(straight + "/" + file), test::read_file(killed + "/" + file)) << file;
   EXPECT_EQ(log_lines(straight + "/log.jsonl"), log_lines(killed + "/log.jsonl"));
@@ -131,6 +135,45 @@ TEST(Trainer, ResumeAfterAKillContinuesBitForBitAndRewritesTheLogTail) {
                         "--steps 3 is below the checkpoint's step 7");
   std::filesystem::remove_all(straight);
   std::filesystem::remove_all(killed);
+}
+
+TEST(Trainer, ASecondRunIntoTheSameFolderIsRefusedWhileTheFirstLives) {
+  auto task = tiny_task();
+  const std::string dir = temp_dir("lock");
+  ASSERT_OK_AND_ASSIGN(Runtime rt, Runtime::create(DeviceKind::Cpu));
+  {
+    ASSERT_OK_AND_ASSIGN(auto first, train::Trainer::start(rt, *task, task->trainer_options(dir), 1));
+    EXPECT_ERROR_CONTAINS(train::Trainer::start(rt, *task, task->trainer_options(dir), 1), "another run is writing here");
+    ASSERT_OK(first->step().status());
+  }
+  // Released with the first trainer (and by the kernel when a process dies).
+  ASSERT_OK_AND_ASSIGN(auto second, train::Trainer::start(rt, *task, task->trainer_options(dir), 1));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Trainer, CheckpointsWithoutAFiniteBestLossLoad) {
+  auto task = tiny_task();
+  const std::string dir = temp_dir("inf");
+  ASSERT_OK_AND_ASSIGN(Runtime rt, Runtime::create(DeviceKind::Cpu));
+  ASSERT_OK_AND_ASSIGN(auto t, train::Trainer::start(rt, *task, task->trainer_options(dir), 1));
+  ASSERT_OK(t->step().status());
+  ASSERT_OK(t->save(dir + "/early.safetensors"));  // before the first evaluation: best is +inf
+  ASSERT_OK_AND_ASSIGN(train::LMCheckpoint ck, train::load_lm_checkpoint(dir + "/early.safetensors"));
+  EXPECT_EQ(ck.best_val_loss, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(ck.state.step, 1);
+  for (const auto& [text, want] : std::vector<std::pair<std::string, double>>{
+           {"\"-inf\"", -std::numeric_limits<double>::infinity()}, {"null", std::numeric_limits<double>::infinity()}, {"1.5", 1.5}}) {
+    train::TrainState s;
+    ASSERT_OK_AND_ASSIGN(double best, train::read_train_state(R"({"step":3,"seed":2,"best_val_loss":)" + text + "}", s));
+    EXPECT_EQ(best, want) << text;
+    EXPECT_EQ(s.step, 3);
+  }
+  train::TrainState s;
+  ASSERT_OK_AND_ASSIGN(double nan, train::read_train_state(R"({"step":3,"seed":2,"best_val_loss":"nan"})", s));
+  EXPECT_TRUE(std::isnan(nan));
+  EXPECT_ERROR_CONTAINS(train::read_train_state(R"({"step":3,"seed":2,"best_val_loss":"big"})", s), "neither a number");
+  EXPECT_ERROR_CONTAINS(train::read_train_state(R"({"step":-1,"seed":2,"best_val_loss":1})", s), "step is negative");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Trainer, WriteErrorsStopTheRun) {

@@ -53,12 +53,12 @@ Action add_generate(CLI::App& app, GlobalFlags& global) {
     if (f->profile.enabled()) rt.set_profiler(&profiler);
     VOLTA_ASSIGN_OR_RETURN(model::Generator gen, model::Generator::create(rt, c, ck.state.params));
     VOLTA_ASSIGN_OR_RETURN(auto samples, gen.generate(prompt, o));
+    // Byte-exact: the vocabulary may hold NUL, so no C-string writes.
     const std::string shown = ck.tokenizer.decode(prompt);
-    for (size_t b = 0; b < samples.size(); ++b) {
-      if (b) std::fputs("\n\n", stdout);
-      std::fputs((shown + ck.tokenizer.decode(samples[b])).c_str(), stdout);
-    }
-    std::fputs("\n", stdout);
+    std::string text;
+    for (size_t b = 0; b < samples.size(); ++b) text += (b ? "\n\n" : "") + shown + ck.tokenizer.decode(samples[b]);
+    text += "\n";
+    std::fwrite(text.data(), 1, text.size(), stdout);
     return f->profile.finish(profiler);
   };
 }

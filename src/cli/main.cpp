@@ -1,6 +1,8 @@
 // `volta`: one command, one subcommand per job. Errors print one line and exit non-zero:
 // 1 for a failed job, 2 for bad usage.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "cli/commands.h"
@@ -59,6 +61,10 @@ int main(int argc, char** argv) {
     for (auto& [sub, action] : commands) {
       if (!sub->parsed()) continue;
       volta::Status s = action();
+      // What the command printed must have reached stdout: a full disk or a closed pipe is a
+      // failed command, not a silently shortened output.
+      if (s.is_ok() && (std::fflush(stdout) != 0 || std::ferror(stdout)))
+        s = volta::not_found(std::string("cannot write to stdout: ") + std::strerror(errno));
       if (!s.is_ok()) {
         std::fprintf(stderr, "volta %s: error: %s\n", sub->get_name().c_str(), s.message().c_str());
         return 1;

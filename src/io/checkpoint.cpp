@@ -3,6 +3,7 @@
 // exceptions.
 #include "volta/checkpoint.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -145,7 +146,32 @@ Result<Checkpoint> parse_checkpoint(std::string_view bytes, const std::string& s
 
 Status save_checkpoint(const Checkpoint& c, const std::string& path) { return write_file_atomic(path, serialize_checkpoint(c)); }
 
+namespace {
+
+// Removes `path`.tmp.<pid> files that a killed save left behind (their process is gone); a
+// temporary file of a live process is its save in progress and stays.
+void remove_stale_temporaries(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp.";
+  std::error_code ec;
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0 || name.size() - prefix.size() > 9) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code rm;
+      std::filesystem::remove(it->path(), rm);
+    }
+  }
+}
+
+}  // namespace
+
 Status write_file_atomic(const std::string& path, std::string_view bytes) {
+  remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return not_found("cannot write '" + tmp + "': " + std::strerror(errno));

@@ -187,14 +187,13 @@ Result<LMCheckpoint> from_checkpoint(const io::Checkpoint& c, const std::string&
     return parse_error(source + ": tokenizer has " + std::to_string(out.tokenizer.vocab_size()) + " characters but the model vocab is " +
                        std::to_string(config->vocab));
   VOLTA_ASSIGN_OR_RETURN(std::string state_text, meta("train_state"));
-  json st = json::parse(state_text, nullptr, false);
-  if (st.is_discarded() || !st.is_object() || !st.contains("step") || !st["step"].is_number_integer() ||
-      !st.contains("seed") || !st["seed"].is_number_unsigned() || !st.contains("best_val_loss") || !st["best_val_loss"].is_number())
-    return parse_error(source + ": train_state is not {step, seed, best_val_loss}");
-  out.state.step = st["step"].get<int64_t>();
-  out.state.seed = st["seed"].get<uint64_t>();
-  out.best_val_loss = st["best_val_loss"].get<double>();
-  if (out.state.step < 0) return parse_error(source + ": train_state step is negative");
+  auto st = read_train_state(state_text, out.state);
+  if (!st.is_ok()) return tag(st.status());
+  out.best_val_loss = *st;
+  // The recipe is checked like flags: a resumed run, eval and generate trust it.
+  LMRecipe checked = out.recipe;
+  if (checked.save_every == 0) checked.save_every = checked.eval_every;
+  if (Status s = validate(checked); !s.is_ok()) return parse_error(source + ": recipe: " + s.message());
 
   // Every param of the config, with its shape; optimizer state for all or none of them.
   auto g = model::build_tinylm_loss(*config, 1, 1);

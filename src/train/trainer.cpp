@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -35,7 +36,9 @@ Result<double> Task::validation_loss(Runtime&, State&, uint64_t, int64_t) {
 io::Checkpoint state_checkpoint(const TrainState& s, double best_val_loss, std::map<std::string, std::string> metadata) {
   io::Checkpoint out;
   out.metadata = std::move(metadata);
-  nlohmann::json state = {{"step", s.step}, {"seed", s.seed}, {"best_val_loss", best_val_loss}};
+  nlohmann::json best = best_val_loss;
+  if (!std::isfinite(best_val_loss)) best = std::isnan(best_val_loss) ? "nan" : best_val_loss > 0 ? "inf" : "-inf";
+  nlohmann::json state = {{"step", s.step}, {"seed", s.seed}, {"best_val_loss", best}};
   out.metadata["train_state"] = state.dump();
   for (const auto& [name, t] : s.params) out.tensors.emplace(name, t);
   for (const auto& [name, slots] : s.slots)
@@ -43,17 +46,36 @@ io::Checkpoint state_checkpoint(const TrainState& s, double best_val_loss, std::
   return out;
 }
 
+Result<double> read_train_state(const std::string& text, TrainState& s) {
+  const nlohmann::json st = nlohmann::json::parse(text, nullptr, false);
+  if (st.is_discarded() || !st.is_object() || !st.contains("step") || !st["step"].is_number_integer() || !st.contains("seed") ||
+      !st["seed"].is_number_unsigned() || !st.contains("best_val_loss"))
+    return parse_error("train_state is not {step, seed, best_val_loss}");
+  s.step = st["step"].get<int64_t>();
+  s.seed = st["seed"].get<uint64_t>();
+  if (s.step < 0) return parse_error("train_state step is negative");
+  const nlohmann::json& b = st["best_val_loss"];
+  if (b.is_number()) return b.get<double>();
+  if (b.is_null() || b == "inf") return std::numeric_limits<double>::infinity();
+  if (b == "-inf") return -std::numeric_limits<double>::infinity();
+  if (b == "nan") return std::numeric_limits<double>::quiet_NaN();
+  return parse_error("train_state best_val_loss is neither a number nor \"inf\", \"-inf\" or \"nan\"");
+}
+
 Result<std::unique_ptr<Trainer>> Trainer::make(Runtime& rt, Task& task, const TrainerOptions& o) {
   if (o.steps < 0) return invalid_argument("--steps must be >= 0, got " + std::to_string(o.steps));
   if (o.eval_every < 0) return invalid_argument("--eval-every must be >= 0, got " + std::to_string(o.eval_every));
   if (o.save_every < 0) return invalid_argument("--save-every must be >= 0, got " + std::to_string(o.save_every));
   std::unique_ptr<Trainer> t(new Trainer(rt, task, o));
-  VOLTA_ASSIGN_OR_RETURN(t->tp_, compile_training(rt, task.forward(), o.training));
   if (!o.out.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.out, ec);
     if (ec) return not_found("--out: cannot create '" + o.out + "': " + ec.message());
+    auto lock = io::FileLock::acquire(t->out_path(".lock"));
+    if (!lock.is_ok()) return Status(lock.status().code(), "--out " + o.out + ": " + lock.status().message());
+    t->lock_.emplace(std::move(*lock));
   }
+  VOLTA_ASSIGN_OR_RETURN(t->tp_, compile_training(rt, task.forward(), o.training));
   return t;
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "io/lock.h"
 #include "volta/checkpoint.h"
 #include "volta/train.h"
 
@@ -42,7 +43,8 @@ struct TrainerOptions {
   int64_t steps = 0;         // train until this many steps are complete
   int64_t eval_every = 0;    // evaluate every N steps and after the last; 0: never
   int64_t save_every = 0;    // write last.safetensors every N steps and after the last; 0: after the last only
-  std::string out;           // folder of last.safetensors and best.safetensors (lowest validation loss); empty: none
+  std::string out;           // folder of last.safetensors and best.safetensors (lowest validation loss); empty: none.
+                             // Locked (out/.lock) while the trainer lives: a second run into it is refused.
   std::string log;           // JSON-lines log, one line per step; empty: none
 };
 
@@ -51,8 +53,12 @@ inline constexpr const char* kLastCheckpoint = "last.safetensors";
 inline constexpr const char* kBestCheckpoint = "best.safetensors";
 
 // A checkpoint of a training state: params, optimizer slots ("optim.m.<param>", ...) and the
-// "train_state" metadata {step, seed, best_val_loss}, beside `metadata`.
+// "train_state" metadata {step, seed, best_val_loss}, beside `metadata`. A best validation loss
+// that is not finite (no evaluation yet, a diverged run) is written as "inf", "-inf" or "nan".
 io::Checkpoint state_checkpoint(const TrainState& s, double best_val_loss, std::map<std::string, std::string> metadata);
+// Reads "train_state" into s.step and s.seed and returns the best validation loss (also JSON
+// null, which older checkpoints wrote for an infinite one).
+Result<double> read_train_state(const std::string& text, TrainState& s);
 
 struct StepReport {
   int64_t step = 0;  // completed steps, this one included
@@ -96,6 +102,7 @@ class Trainer {
   Runtime* rt_;
   Task* task_;
   TrainerOptions o_;
+  std::optional<io::FileLock> lock_;  // of o_.out
   TrainingPlan tp_;
   std::optional<TrainSession> session_;
   std::optional<TrainState> saved_;  // the last snapshot read from the backend, reused within a step
