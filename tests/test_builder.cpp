@@ -1,3 +1,5 @@
+#include <limits>
+
 #include "test_util.h"
 #include "volta/builder.h"
 #include "volta/verify.h"
@@ -81,6 +83,24 @@ TEST(Builder, DtypeErrors) {
 
 // The decode step's run-time position (i32, one element): attention's fourth input, softmax's
 // second; and cache_write's rule.
+// Offsets far past any length would overflow `row + offset` in the kernels; verify bounds them.
+TEST(Builder, CausalOffsetsAreBounded) {
+  const TensorType x{DType::f32, {2, 3, 3}};
+  auto build = [&](ir::Op op, const char* key, int64_t v) {
+    ModelBuilder b;
+    Value in = b.input("x", x);
+    if (op == ir::Op::Attention) b.output(b.op(op, {in, in, in}, {{key, v}}, "y"));
+    else b.output(b.op(op, {in}, {{key, v}}, "y"));
+    return b.build();
+  };
+  const int64_t big = std::numeric_limits<int64_t>::max(), small = std::numeric_limits<int64_t>::min();
+  ASSERT_OK(build(ir::Op::CausalMask, "offset", int64_t{1} << 40));
+  ASSERT_OK(build(ir::Op::Softmax, "causal_offset", -(int64_t{1} << 40)));
+  EXPECT_ERROR_CONTAINS(build(ir::Op::CausalMask, "offset", big), "[causal_mask] attribute 'offset' must be in [-2^40, 2^40], got 9223372036854775807");
+  EXPECT_ERROR_CONTAINS(build(ir::Op::Softmax, "causal_offset", small), "[softmax] attribute 'causal_offset' must be in [-2^40, 2^40]");
+  EXPECT_ERROR_CONTAINS(build(ir::Op::Attention, "causal_offset", big), "[attention] attribute 'causal_offset' must be in");
+}
+
 TEST(Builder, RunTimePositionAndCacheWriteRules) {
   const TensorType q{DType::f32, {1, 2, 1, 4}}, cache{DType::f32, {1, 2, 6, 4}};
   auto build = [&](TensorType position, ir::Attrs attrs) {

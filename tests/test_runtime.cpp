@@ -1,6 +1,8 @@
 #include <cmath>
 #include <cstdlib>
+#include <new>
 
+#include "backends/cpu/parallel.h"
 #include "cpu_variant.h"
 #include "test_util.h"
 #include "volta/builder.h"
@@ -298,6 +300,54 @@ TEST(Device, CpuCapabilitiesCoverEveryOp) {
     if (ir::is_leaf(op)) continue;
     EXPECT_TRUE(cpu->capabilities().supports(op)) << ir::op_name(op);
   }
+}
+
+}  // namespace
+}  // namespace volta
+
+namespace volta {
+namespace {
+
+// The memory preflight: compile refuses a plan above the runtime's limit before anything is
+// allocated, naming the largest classes.
+TEST(RuntimeMemory, APlanAboveTheLimitIsRefusedNamingItsLargestClasses) {
+  ir::Graph g = mlp();
+  set_memory_limit(1024);
+  Runtime small(make_cpu_backend());
+  set_memory_limit(0);
+  EXPECT_EQ(small.memory_limit(), 1024u);
+  EXPECT_ERROR_CONTAINS(small.compile(g), "plan for graph 'mlp' needs 1.4 KiB (largest: param 576 bytes, activation 512 bytes, "
+                                          "input 192 bytes) but the memory limit is 1.0 KiB");
+  Runtime big(make_cpu_backend());  // the default: the memory available now
+  EXPECT_GT(big.memory_limit(), 0u);
+  EXPECT_EQ(big.memory_limit() > 0, available_memory() > 0);
+  ASSERT_OK(big.compile(g));
+  // A graph far beyond any machine fails the same way, with no allocation tried.
+  ModelBuilder b("huge");
+  Value x = b.input("x", {DType::f32, {1 << 20, 1 << 20}});
+  b.output(b.relu(x, "y"));
+  ASSERT_OK_AND_ASSIGN(ir::Graph h, b.build());
+  EXPECT_ERROR_CONTAINS(big.compile(h), "plan for graph 'huge' needs 8.0 TiB");
+}
+
+// An allocation that fails is an error value: the backend's own allocation, and a task of the
+// thread pool that throws (a kernel's scratch), which fails the call on the caller's thread.
+TEST(RuntimeMemory, FailedAllocationsAreErrorsNeverAborts) {
+  auto cpu = make_cpu_backend();
+  EXPECT_ERROR_CONTAINS(cpu->allocate(size_t{1} << 62), "cpu: cannot allocate 4611686018427387904 bytes");
+  set_cpu_threads(2);
+  std::vector<int> seen(64, 0);
+  EXPECT_THROW(cpu::parallel_for(64,
+                                 [&](int64_t i) {
+                                   if (i == 63) throw std::bad_alloc();  // the worker's share
+                                   seen[static_cast<size_t>(i)] = 1;
+                                 }),
+               std::bad_alloc);
+  // The pool is whole afterwards.
+  std::vector<int> again(64, 0);
+  cpu::parallel_for(64, [&](int64_t i) { again[static_cast<size_t>(i)] = 1; });
+  EXPECT_EQ(std::count(again.begin(), again.end(), 1), 64);
+  set_cpu_threads(0);
 }
 
 }  // namespace

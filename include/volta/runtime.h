@@ -40,6 +40,14 @@ struct TransferStats {
   int64_t param_uploads = 0;  // params and constants uploaded (each once per runtime)
 };
 
+// The memory limit of runtimes created from now on, in bytes: compile() refuses a plan whose
+// peak (its arena plus the params, state and inputs it binds) is above it, before anything is
+// allocated, naming the largest classes. 0 (the default): on a host-memory backend, the
+// machine's available memory when the runtime is created (MemAvailable); no limit on a device.
+void set_memory_limit(size_t bytes);
+size_t memory_limit();
+size_t available_memory();  // MemAvailable of /proc/meminfo in bytes; 0 when unknown
+
 class Runtime {
  public:
   explicit Runtime(std::unique_ptr<Backend> backend);
@@ -47,6 +55,7 @@ class Runtime {
 
   Backend& backend() { return *backend_; }
   plan::PlanCache& cache() { return *cache_; }
+  size_t memory_limit() const { return memory_limit_; }  // 0: none
 
   // verify_graph, the pass pipeline and planning, cached by (hash, shapes, backend, flags).
   // Fails if the backend lacks a kernel for any op, naming op, node and backend.
@@ -84,6 +93,9 @@ class Runtime {
   Profiler* profiler_ = nullptr;
   NumericsPolicy numerics_ = NumericsPolicy::Off;
   NumericsReport numerics_report_;
+  size_t memory_limit_ = 0;
+  Status check_memory(const plan::ExecutionPlan& p) const;
+  Result<std::vector<Tensor>> run_plan(const plan::ExecutionPlan& p, const Bindings& bindings, State* state);
   std::shared_ptr<std::byte> arena_;  // reused across runs, grown when a plan needs more
   // Per-graph value references (and each step's input references) kept between runs, so a run
   // only updates data pointers; types are compared, not copied (decode alternates between plans

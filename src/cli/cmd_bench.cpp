@@ -240,6 +240,7 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   for (CLI::App* sub : {mm, tr, inf}) {
     sub->add_option("--device", global.device, "cpu | cuda | auto");
     sub->add_option("--threads", global.threads, "CPU threads");
+    sub->add_option("--memory-limit", global.memory_limit, "Most memory a plan may need, in bytes (suffix K, M or G)");
   }
   return [f, mm, tr, inf, &global]() -> Status {
     if (f->runs < 1 || f->warmup < 0 || f->steps < 1) return invalid_argument("--runs and --steps must be >= 1, --warmup >= 0");

@@ -212,6 +212,7 @@ Action add_tune(CLI::App& app, GlobalFlags& global) {
   mm->add_flag("!--no-save", f->save, "Print the table only; leave the cache file alone");
   mm->add_option("--device", global.device, "cpu (the tuner tunes the CPU kernels)");
   mm->add_option("--threads", global.threads, "CPU threads");
+  mm->add_option("--memory-limit", global.memory_limit, "Most memory a plan may need, in bytes (suffix K, M or G)");
   return [f, mm, &global]() -> Status {
     if (!global.device.empty() && global.device != "cpu") return invalid_argument("tune matmul tunes the CPU kernels; --device must be cpu");
     if (mm->parsed()) return tune_matmul(*f);

@@ -15,6 +15,7 @@ namespace volta::cli {
 struct GlobalFlags {
   std::string device;  // empty: VOLTA_DEVICE or cpu
   int threads = 0;     // CPU threads; 0: one per hardware thread
+  std::string memory_limit;  // bytes with optional K/M/G; empty: the available memory
 };
 
 // --profile FILE.json / --profile-summary on commands that run models: attaches a Profiler to

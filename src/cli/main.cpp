@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 
 #include "cli/commands.h"
+#include "cli/pipeline_flags.h"
 #include "volta/backend.h"
 
 int main(int argc, char** argv) {
@@ -29,16 +31,19 @@ int main(int argc, char** argv) {
       names += std::string(names.empty() ? "" : ", ") + name;
     }
     app.add_option("--threads", global.threads, "CPU threads (default: one per hardware thread); results do not depend on it");
+    const char* limit_help = "Most memory a plan may need, in bytes (suffix K, M or G; default: the available memory)";
+    app.add_option("--memory-limit", global.memory_limit, limit_help);
     // Global flags are accepted before or after the subcommand.
     for (auto& [sub, action] : commands) {
       sub->add_option("--device", global.device, "cpu | cuda | auto");
       sub->add_option("--threads", global.threads, "CPU threads (default: one per hardware thread)");
+      sub->add_option("--memory-limit", global.memory_limit, limit_help);
     }
 
     // The first word that is not a flag must name a subcommand.
     for (int i = 1; i < argc; ++i) {
       std::string word = argv[i];
-      if (word == "--device" || word == "--threads") { ++i; continue; }
+      if (word == "--device" || word == "--threads" || word == "--memory-limit") { ++i; continue; }
       if (word.rfind("-", 0) == 0) continue;
       bool known = false;
       for (auto& [sub, action] : commands) known = known || sub->get_name() == word;
@@ -58,6 +63,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     volta::set_cpu_threads(global.threads);
+    if (!global.memory_limit.empty()) {
+      auto limit = volta::cli::parse_bytes(global.memory_limit, "--memory-limit");
+      if (!limit.is_ok() || *limit == 0) {
+        std::fprintf(stderr, "volta: error: %s\n",
+                     limit.is_ok() ? "--memory-limit must be > 0" : limit.status().message().c_str());
+        return 2;
+      }
+      volta::set_memory_limit(*limit);
+    }
     for (auto& [sub, action] : commands) {
       if (!sub->parsed()) continue;
       volta::Status s = action();
@@ -71,6 +85,9 @@ int main(int argc, char** argv) {
       }
     }
     return 0;
+  } catch (const std::bad_alloc&) {  // an allocation outside the paths that report it as a Status
+    std::fprintf(stderr, "volta: error: out of memory (try a smaller model or batch, or see --memory-limit)\n");
+    return 1;
   } catch (const std::exception& e) {  // last line of defence: never let an exception escape
     std::fprintf(stderr, "volta: internal error: %s\n", e.what());
     return 3;

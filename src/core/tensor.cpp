@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "volta/tensor.h"
 
@@ -54,10 +55,9 @@ namespace {
 std::shared_ptr<std::byte> allocate_aligned(size_t bytes, bool zero = true) {
   size_t n = align_up(bytes == 0 ? 1 : bytes);
   void* p = std::aligned_alloc(kAlignment, n);
-  if (!p) {  // out of host memory is not recoverable for a tensor allocation
-    std::fprintf(stderr, "volta: cannot allocate %zu bytes\n", n);
-    std::abort();
-  }
+  // Callers that can fail turn this into an out_of_memory Status (the CPU backend's allocate
+  // and execute, the runtime's run); the CLI's last line of defence reports it otherwise.
+  if (!p) throw std::bad_alloc();
   if (zero) std::memset(p, 0, n);
   return {static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); }};
 }

@@ -45,6 +45,16 @@ Result<T> tagged(Op op, Result<T> r) {
   return r;
 }
 
+// A causal offset (or a mask offset) far past any sequence length means "mask nothing" or "mask
+// everything"; the bound keeps `row + offset` in the kernels far from overflow.
+constexpr int64_t kMaxCausalOffset = int64_t{1} << 40;
+Status check_offset(Op op, const Attrs& attrs, const char* key) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t v, tagged(op, attrs.get_int(key, 0)));
+  if (v < -kMaxCausalOffset || v > kMaxCausalOffset)
+    return fail(op, std::string("attribute '") + key + "' must be in [-2^40, 2^40], got " + std::to_string(v));
+  return Status::ok();
+}
+
 Result<TensorType> infer_matmul(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Matmul;
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "a"));
@@ -100,7 +110,7 @@ Result<TensorType> infer_unary(Op op, std::span<const TensorType> in, const Attr
     VOLTA_ASSIGN_OR_RETURN(size_t ax, normalize_axis(op, axis, in[0].shape.size()));
     VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
     if (attrs.has("causal_offset")) {
-      VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("causal_offset", 0)).status());
+      VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
       if (in[0].shape.size() < 2 || ax + 1 != in[0].shape.size())
         return fail(op, "a causal mask needs rank >= 2 and the last axis, got " + in[0].to_string() + " axis " +
                             std::to_string(axis));
@@ -254,7 +264,7 @@ Result<TensorType> infer_where(std::span<const TensorType> in) {
 Result<TensorType> infer_causal_mask(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::CausalMask;
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
-  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("offset", 0)).status());
+  VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "offset"));
   VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("value", 0.0)).status());
   if (in[0].shape.size() < 2) return fail(op, "x must have rank >= 2, got " + in[0].to_string());
   return in[0];
@@ -270,7 +280,7 @@ Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& 
   const size_t tensors = run_time_position ? 3 : in.size();
   for (size_t i = 0; i < tensors; ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
   VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
-  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("causal_offset", 0)).status());
+  VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
   if (run_time_position) {
     if (in[3].dtype != DType::i32 || in[3].numel() != 1)
       return fail(op, "position must be i32 with one element, got " + in[3].to_string());
@@ -331,7 +341,7 @@ Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const At
                           " (self-attention: q, k, v and dy of one shape)");
   }
   VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
-  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_int("causal_offset", 0)).status());
+  VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
   const Shape& q = in[0].shape;
   if (q.size() < 2 || q[q.size() - 2] == 0) return fail(op, "q must have rank >= 2 and at least one key, got " + in[0].to_string());
   Shape out = q;

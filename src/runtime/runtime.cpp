@@ -1,12 +1,15 @@
 // The Runtime: the one gateway from a graph to results.
 #include "volta/runtime.h"
-#include "volta/state.h"
-
-#include "volta/verify.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "volta/state.h"
+#include "volta/verify.h"
 
 namespace volta {
 
@@ -33,8 +36,39 @@ Status Runtime::check_numerics(const TensorRef& t, const std::string& what) {
   return Status::ok();
 }
 
+namespace {
+std::atomic<size_t> g_memory_limit{0};
+
+std::string format_bytes(size_t b) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024.0 && u < 6) v /= 1024.0, ++u;
+  char buf[48];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%zu bytes", b);
+  else std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+}  // namespace
+
+void set_memory_limit(size_t bytes) { g_memory_limit = bytes; }
+size_t memory_limit() { return g_memory_limit.load(); }
+
+size_t available_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
 Runtime::Runtime(std::unique_ptr<Backend> backend)
-    : backend_(std::move(backend)), cache_(std::make_unique<plan::PlanCache>()) {}
+    : backend_(std::move(backend)), cache_(std::make_unique<plan::PlanCache>()) {
+  memory_limit_ = volta::memory_limit();
+  if (memory_limit_ == 0 && backend_->host_memory()) memory_limit_ = available_memory();
+}
 
 Result<Runtime> Runtime::create(DeviceKind kind, const ir::Graph* g) {
   VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, select_backend(kind, g));
@@ -63,6 +97,21 @@ Status check_capabilities(const ir::Graph& g, const Backend& backend) {
 
 }  // namespace
 
+Status Runtime::check_memory(const plan::ExecutionPlan& p) const {
+  if (memory_limit_ == 0 || p.memory.peak_bytes <= memory_limit_) return Status::ok();
+  std::vector<std::pair<size_t, size_t>> classes;  // (bytes, class)
+  for (size_t c = 0; c < plan::kNumMemClasses; ++c)
+    if (p.memory.peak[c] > 0) classes.emplace_back(p.memory.peak[c], c);
+  std::sort(classes.begin(), classes.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::string largest;
+  for (size_t i = 0; i < classes.size() && i < 3; ++i)
+    largest += std::string(i ? ", " : "") + plan::mem_class_name(static_cast<plan::MemClass>(classes[i].second)) + " " +
+               format_bytes(classes[i].first);
+  return out_of_memory("plan for graph '" + p.graph.name + "' needs " + format_bytes(p.memory.peak_bytes) + " (largest: " + largest +
+                       ") but the memory limit is " + format_bytes(memory_limit_) +
+                       " (--memory-limit; by default the memory available when the run started)");
+}
+
 Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Graph& g, const CompileOptions& options) {
   VOLTA_RETURN_IF_ERROR(ir::verify_graph(g));
   CompileOptions opts = options;  // without the fusions whose ops this backend cannot run
@@ -73,7 +122,10 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Gr
   const std::string sig = passes::pipeline_signature(opts.pipeline);
   plan::PlanKey key{passes::graph_hash(g, sig), bound_shapes(g), backend_->name(),
                     sig + ";budget=" + std::to_string(opts.plan.memory_budget_bytes)};
-  if (auto cached = cache_->find(key)) return cached;
+  if (auto cached = cache_->find(key)) {
+    VOLTA_RETURN_IF_ERROR(check_memory(*cached));
+    return cached;
+  }
 
   VOLTA_ASSIGN_OR_RETURN(ir::Graph optimized, passes::run_pipeline(g, opts.pipeline));
   Status valid = ir::verify_graph(optimized);
@@ -85,6 +137,7 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Gr
                          plan::make_plan(std::move(optimized), key.graph_hash, backend_->name(), workspace, opts.plan));
   VOLTA_RETURN_IF_ERROR(plan::verify_schedule(p.graph, p.schedule));
   VOLTA_RETURN_IF_ERROR(plan::verify_allocation(p));
+  VOLTA_RETURN_IF_ERROR(check_memory(p));
   auto shared = std::make_shared<const plan::ExecutionPlan>(std::move(p));
   cache_->insert(key, shared);
   return shared;
@@ -164,6 +217,14 @@ Result<std::byte*> Runtime::device_input(const plan::ExecutionPlan& p, const ir:
 }
 
 Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bindings& bindings, State* state) {
+  try {  // host tensors (outputs, staging) that fail to allocate are an error, not an abort
+    return run_plan(p, bindings, state);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory("running the plan for graph '" + p.graph.name + "': out of host memory");
+  }
+}
+
+Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, const Bindings& bindings, State* state) {
   if (p.backend != backend_->name())
     return invalid_argument("plan was made for backend '" + p.backend + "' but this runtime runs '" + backend_->name() + "'");
   const ir::Graph& g = p.graph;

@@ -1,6 +1,7 @@
 // The CPU backend: host memory, its own kernels for the ops that dominate (matmul.cpp,
 // fast_ops.cpp), and the reference kernels for the rest.
 #include <cstring>
+#include <new>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
@@ -24,9 +25,13 @@ class CpuBackend final : public Backend {
   const Capabilities& capabilities() const override { return caps_; }
 
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override {
-    Tensor t = Tensor::zeros(DType::i32, {static_cast<int64_t>(align_up(bytes) / 4)});
-    std::byte* raw = t.raw();
-    return std::shared_ptr<std::byte>(std::make_shared<Tensor>(std::move(t)), raw);  // aliasing: owns the tensor
+    try {
+      Tensor t = Tensor::zeros(DType::i32, {static_cast<int64_t>(align_up(bytes) / 4)});
+      std::byte* raw = t.raw();
+      return std::shared_ptr<std::byte>(std::make_shared<Tensor>(std::move(t)), raw);  // aliasing: owns the tensor
+    } catch (const std::bad_alloc&) {
+      return out_of_memory("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    }
   }
   Status copy_in(std::byte* dst, const std::byte* src, size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
@@ -43,7 +48,11 @@ class CpuBackend final : public Backend {
   }
   Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
                  std::span<std::byte> workspace) override {
-    return cpu::fast_kernel(node.op)(cpu::KernelArgs{node, inputs, output, workspace});
+    try {  // kernels' own scratch (and a worker thread's) may fail to allocate
+      return cpu::fast_kernel(node.op)(cpu::KernelArgs{node, inputs, output, workspace});
+    } catch (const std::bad_alloc&) {
+      return out_of_memory("[" + std::string(ir::op_name(node.op)) + "] out of memory for scratch space " + ir::node_ref(node));
+    }
   }
 
  private:

@@ -10,8 +10,10 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -69,6 +71,9 @@ class Pool {
     }
     take_tasks(0);
     while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+    // A task that threw (std::bad_alloc of a kernel's scratch) fails the whole call on the
+    // caller's thread, where it can become an error value; a worker never terminates the process.
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
@@ -78,7 +83,14 @@ class Pool {
   void take_tasks(int p) {
     const int64_t parts = active_ + 1;
     t_in_task = true;
-    for (int64_t i = p * n_ / parts; i < (p + 1) * n_ / parts; ++i) (*task_)(i);
+    for (int64_t i = p * n_ / parts; i < (p + 1) * n_ / parts; ++i) {
+      try {
+        (*task_)(i);
+      } catch (...) {
+        std::lock_guard lock(error_mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
     t_in_task = false;
   }
 
@@ -115,6 +127,8 @@ class Pool {
   const std::function<void(int64_t)>* task_ = nullptr;
   int64_t n_ = 0;
   int active_ = 0;
+  std::mutex error_mu_;
+  std::exception_ptr error_;  // the first exception a task of this round threw
   alignas(64) std::atomic<int> pending_{0};
 };
 
