@@ -59,7 +59,7 @@ TEST(Checkpoint, SaveIsAtomicAndLoadNamesMissingFiles) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) EXPECT_EQ(e.path().filename(), "x.safetensors");
   ASSERT_OK(io::load_checkpoint(path));
   EXPECT_ERROR_CONTAINS(io::load_checkpoint(dir + "/missing.safetensors"), "cannot open");
-  EXPECT_ERROR_CONTAINS(io::load_checkpoint(dir), "Is a directory");
+  EXPECT_ERROR_CONTAINS(io::load_checkpoint(dir), "is a directory, not a regular file");
   EXPECT_ERROR_CONTAINS(io::save_checkpoint(small(), dir + "/no/such/dir/x.safetensors"), "cannot write");
   std::filesystem::remove_all(dir);
 }

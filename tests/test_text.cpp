@@ -630,8 +630,7 @@ TEST(TextLoad, MissingFileIsAClearError) {
 TEST(TextLoad, DirectoryIsAnError) {
   auto g = load_graph("/tmp");
   ASSERT_FALSE(g.is_ok());
-  EXPECT_NE(g.status().message().find("cannot open '/tmp'"), std::string::npos) << g.status().message();
-  EXPECT_NE(g.status().message().find(std::strerror(EISDIR)), std::string::npos) << g.status().message();
+  EXPECT_NE(g.status().message().find("'/tmp' is a directory, not a regular file"), std::string::npos) << g.status().message();
 }
 
 // ---- Robustness ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/pipeline_flags.h"
+#include "io/file.h"
 #include "volta/text.h"
 
 namespace volta::cli {
@@ -27,19 +28,12 @@ struct RunFlags {
 };
 
 Result<Tensor> read_raw(const std::string& path, const std::string& name, const TensorType& type) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return not_found("--input " + name + ": '" + path + "' is a directory");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return not_found("--input " + name + ": cannot open '" + path + "': " + std::strerror(errno));
-  f.seekg(0, std::ios::end);
-  auto size = static_cast<size_t>(f.tellg());
-  f.seekg(0);
-  if (size != type.bytes())
-    return invalid_argument("--input " + name + ": '" + path + "' has " + std::to_string(size) + " bytes but " +
+  VOLTA_ASSIGN_OR_RETURN(std::string bytes, io::read_file(path, {uint64_t{1} << 40, "--input " + name}));
+  if (bytes.size() != type.bytes())
+    return invalid_argument("--input " + name + ": '" + path + "' has " + std::to_string(bytes.size()) + " bytes but " +
                             type.to_string() + " needs " + std::to_string(type.bytes()) + " (raw little-endian)");
   Tensor t = Tensor::zeros(type.dtype, type.shape);
-  if (!f.read(reinterpret_cast<char*>(t.raw()), static_cast<std::streamsize>(size)))
-    return invalid_argument("--input " + name + ": cannot read '" + path + "'");
+  if (!bytes.empty()) std::memcpy(t.raw(), bytes.data(), bytes.size());
   return t;
 }
 

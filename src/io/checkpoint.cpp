@@ -13,6 +13,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "io/file.h"
+
 namespace volta::io {
 
 namespace {
@@ -188,11 +190,8 @@ Status write_file_atomic(const std::string& path, std::string_view bytes) {
 }
 
 Result<Checkpoint> load_checkpoint(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return not_found("cannot open '" + path + "': Is a directory");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return not_found("cannot open '" + path + "': " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  VOLTA_ASSIGN_OR_RETURN(std::string bytes, read_file(path, {uint64_t{1} << 40, ""}));
+  VOLTA_RETURN_IF_ERROR(expect_kind(bytes, FileKind::Checkpoint, path));
   return parse_checkpoint(bytes, path);
 }
 

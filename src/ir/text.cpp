@@ -7,8 +7,6 @@
 // the declared ones.
 #include "volta/text.h"
 
-#include <sys/stat.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -19,6 +17,8 @@
 #include <system_error>
 #include <unordered_map>
 #include <vector>
+
+#include "io/file.h"
 
 namespace volta::ir {
 namespace {
@@ -916,33 +916,8 @@ Result<Graph> parse_graph(std::string_view text, std::string_view source) {
 }
 
 Result<Graph> load_graph(const std::string& path) {
-  auto fail = [&](const char* verb, int err) {
-    std::string msg = std::string("cannot ") + verb + " '" + path + "': " + std::system_category().message(err);
-    return err == ENOENT || err == ENOTDIR ? not_found(msg) : parse_error(msg);
-  };
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return fail("open", errno);
-  struct stat st {};
-  if (::fstat(::fileno(f), &st) != 0) {
-    int err = errno;
-    std::fclose(f);
-    return fail("open", err);
-  }
-  if (S_ISDIR(st.st_mode)) {
-    std::fclose(f);
-    return fail("open", EISDIR);
-  }
-  std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    size_t n = std::fread(buf, 1, sizeof(buf), f);
-    text.append(buf, n);
-    if (n < sizeof(buf)) break;
-  }
-  bool bad = std::ferror(f) != 0;
-  int err = errno;
-  std::fclose(f);
-  if (bad) return fail("read", err != 0 ? err : EIO);
+  VOLTA_ASSIGN_OR_RETURN(std::string text, io::read_file(path, {uint64_t{1} << 30, ""}));
+  VOLTA_RETURN_IF_ERROR(io::expect_kind(text, io::FileKind::IrText, path));
   return parse_graph(text, path);
 }
 

@@ -406,6 +406,7 @@ Result<Model> import_model(std::string_view bytes, const std::string& origin, co
 
 Result<Model> load_model(const std::string& path, const ImportOptions& options) {
   VOLTA_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path));
+  VOLTA_RETURN_IF_ERROR(io::expect_kind(bytes, io::FileKind::Onnx, path));
   return import_model(bytes, path, options);
 }
 

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "io/file.h"
 #include "volta/onnx.h"
 
 namespace volta::onnx {

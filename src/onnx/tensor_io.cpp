@@ -219,18 +219,14 @@ Result<std::string> serialize_npy(const Tensor& t, ElemType onnx_type) {
 }
 
 Result<std::string> read_file_bytes(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return not_found("'" + path + "' is a directory");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return not_found("cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return io::read_file(path, {uint64_t{2} << 30, ""});  // protobuf's own limit
 }
 
 Result<TypedTensor> read_tensor_file(const std::string& path) {
   VOLTA_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path));
-  if (std::filesystem::path(path).extension() == ".npy") return parse_npy(bytes, path);
+  // The kind is in the bytes (a .NPY or a misnamed file is read as what it is).
+  if (io::detect_file_kind(std::string_view(bytes).substr(0, 16)) == io::FileKind::Npy) return parse_npy(bytes, path);
+  VOLTA_RETURN_IF_ERROR(io::expect_kind(bytes, io::FileKind::Onnx, path));
   return parse_tensor_proto(bytes, path);
 }
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "io/file.h"
 #include "volta/rng.h"
 
 namespace volta::train {
@@ -91,11 +92,7 @@ Result<TextData> split_text(std::string_view text, const CharTokenizer& tok, int
 }
 
 Result<TextData> load_text_data(const std::string& path, int64_t context, const CharTokenizer* vocab) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return not_found("--data: '" + path + "' is a directory");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return not_found("--data: cannot open '" + path + "': " + std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  VOLTA_ASSIGN_OR_RETURN(std::string text, io::read_file(path, {uint64_t{1} << 32, "--data"}));
   if (text.empty()) return invalid_argument("--data: '" + path + "' is empty");
   const std::string source = "--data '" + path + "'";
   if (vocab) return split_text(text, *vocab, context, source);

@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "io/file.h"
 
 namespace volta::train {
 
@@ -13,15 +16,15 @@ using Clock = std::chrono::steady_clock;
 
 // Keeps the lines of an existing log up to `step` (a resumed run writes what follows again).
 Status truncate_log(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  if (!in) return Status::ok();
+  auto text = io::read_file(path, {uint64_t{1} << 32, "log"});
+  if (!text.is_ok()) return text.status().code() == StatusCode::kNotFound ? Status::ok() : text.status();
+  std::istringstream in(*text);
   std::string line, kept;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
     if (j["step"].get<int64_t>() <= step) kept += line + "\n";
   }
-  in.close();
   std::ofstream out(path, std::ios::trunc);
   if (!out || !(out << kept) || !out.flush()) return not_found("cannot rewrite log '" + path + "'");
   return Status::ok();

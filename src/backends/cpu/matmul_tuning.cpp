@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "backends/cpu/matmul.h"
+#include "io/file.h"
 
 namespace volta::cpu {
 
@@ -129,11 +130,9 @@ Result<std::string> matmul_tuning_path(const CpuSignature& sig) {
 }
 
 Result<std::vector<TunedEntry>> read_matmul_tuning(const std::string& path, const CpuSignature& sig) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  Result<std::vector<TunedEntry>> entries = parse_tuning(text.str(), sig);
+  auto text = io::read_file(path, {uint64_t{16} << 20, ""});
+  if (!text.is_ok()) return not_found("cannot read " + path + ": " + text.status().message());
+  Result<std::vector<TunedEntry>> entries = parse_tuning(*text, sig);
   if (!entries) return Status(entries.status().code(), path + ": " + entries.status().message());
   return entries;
 }

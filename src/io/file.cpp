@@ -1,0 +1,124 @@
+#include "io/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "volta/runtime.h"  // available_memory
+
+namespace volta::io {
+
+namespace {
+
+std::string kind_of(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 9;
+    if (n == 9) return false;
+    if (c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\f') return false;
+    if (i + n >= s.size()) return true;  // a character cut by the end of the sample
+    for (size_t k = 1; k <= n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* file_kind_name(FileKind k) {
+  switch (k) {
+    case FileKind::Checkpoint: return "a Volta checkpoint (safetensors)";
+    case FileKind::Onnx: return "an ONNX / protobuf file";
+    case FileKind::Npy: return "a NumPy .npy file";
+    case FileKind::IrText: return "a Volta model (IR text)";
+    case FileKind::Text: return "a text file";
+    case FileKind::Binary: return "a binary file";
+  }
+  return "a file";
+}
+
+FileKind detect_file_kind(std::string_view head) {
+  if (head.substr(0, 6) == "\x93NUMPY") return FileKind::Npy;
+  if (head.size() >= 9) {
+    uint64_t n = 0;
+    std::memcpy(&n, head.data(), 8);
+    if (n >= 2 && n < (uint64_t{100} << 20) && head[8] == '{') return FileKind::Checkpoint;
+  }
+  // The IR text: comments and blank lines, then "graph".
+  size_t i = 0;
+  while (i < head.size()) {
+    while (i < head.size() && (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' || head[i] == '\n')) ++i;
+    if (i < head.size() && head[i] == '#') {
+      while (i < head.size() && head[i] != '\n') ++i;
+      continue;
+    }
+    break;
+  }
+  if (head.substr(i, 6) == "graph ") return FileKind::IrText;
+  if (valid_utf8(head)) return FileKind::Text;
+  // Protobuf: a field-1..15 key with a valid wire type first (ModelProto: ir_version, varint).
+  const auto c = static_cast<unsigned char>(head.empty() ? 0 : head[0]);
+  if ((c >> 3) >= 1 && (c >> 3) <= 15 && ((c & 7) == 0 || (c & 7) == 2 || (c & 7) == 5)) return FileKind::Onnx;
+  return FileKind::Binary;
+}
+
+Status expect_kind(std::string_view bytes, FileKind want, const std::string& path) {
+  if (bytes.size() < 9) return Status::ok();  // too short to tell: the format's parser explains
+  const FileKind got = detect_file_kind(bytes.substr(0, 4096));
+  if (got == want || got == FileKind::Binary) return Status::ok();
+  // Text that is not recognised: the IR parser names the line that is wrong; a protobuf may
+  // happen to start like text.
+  if (got == FileKind::Text && (want == FileKind::IrText || want == FileKind::Onnx)) return Status::ok();
+  return parse_error("'" + path + "' is " + file_kind_name(got) + ", not " + file_kind_name(want));
+}
+
+Result<std::string> read_file(const std::string& path, const ReadLimits& limits) {
+  const std::string prefix = limits.what.empty() ? "" : limits.what + ": ";
+  const std::string name = "'" + path + "'";
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return not_found(prefix + "cannot open " + name + ": " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return not_found(prefix + "cannot open " + name + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return invalid_argument(prefix + name + " is " + kind_of(st.st_mode) + ", not a regular file");
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size > limits.max_bytes)
+    return invalid_argument(prefix + name + " has " + std::to_string(size) + " bytes, more than the " + std::to_string(limits.max_bytes) +
+                            " this kind of file may have");
+  const size_t avail = available_memory();
+  if (avail > 0 && size > avail)
+    return out_of_memory(prefix + name + " has " + std::to_string(size) + " bytes, more than the " + std::to_string(avail) +
+                         " bytes of memory available");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {  // a file that shrinks while read ends early; one that grows is cut at its size
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return not_found(prefix + "cannot read " + name + ": " + std::strerror(errno));
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  bytes.resize(done);
+  return bytes;
+}
+
+}  // namespace volta::io

@@ -1,0 +1,40 @@
+// The one way Volta reads an input file: it must be a regular file (a FIFO, a device such as
+// /dev/zero or a directory is refused before any read, so nothing blocks or runs unbounded), no
+// larger than its format allows nor than the memory available, and its kind is told from its
+// first bytes, not its name, so a file of the wrong kind is named as what it is.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "volta/status.h"
+
+namespace volta::io {
+
+enum class FileKind {
+  Checkpoint,  // safetensors: u64 header length, then a JSON object
+  Onnx,        // protobuf (an ONNX ModelProto or TensorProto)
+  Npy,         // "\x93NUMPY"
+  IrText,      // Volta's model DSL: "graph NAME {" after comments
+  Text,        // anything else that is valid UTF-8
+  Binary,      // anything else
+};
+
+const char* file_kind_name(FileKind k);  // "a Volta checkpoint (safetensors)", "an ONNX / protobuf file", ...
+// The kind the first bytes of a file show.
+FileKind detect_file_kind(std::string_view head);
+
+struct ReadLimits {
+  uint64_t max_bytes = uint64_t{1} << 40;  // the format's own cap
+  std::string what;                        // how errors name the file ("--data", "checkpoint", ...)
+};
+
+// The whole file; errors (prefixed by limits.what) name the path and what is wrong with it.
+Result<std::string> read_file(const std::string& path, const ReadLimits& limits);
+// Fails naming what the bytes are when they are clearly another kind of file than `want`
+// ("'m.onnx' is an ONNX / protobuf file, not a Volta checkpoint (safetensors)"); bytes too
+// short or unrecognised pass, for the format's own parser to explain.
+Status expect_kind(std::string_view bytes, FileKind want, const std::string& path);
+
+}  // namespace volta::io

@@ -1,0 +1,68 @@
+// The one file reader: only regular files, a size cap, and the kind of a file told from its
+// bytes, so a wrong file is named as what it is.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "io/file.h"
+#include "test_util.h"
+#include "volta/checkpoint.h"
+#include "volta/text.h"
+
+namespace volta {
+namespace {
+
+std::string temp(const std::string& name) { return ::testing::TempDir() + "file_" + std::to_string(::getpid()) + "_" + name; }
+
+TEST(FileRead, OnlyRegularFilesAreRead) {
+  // A FIFO with no writer would block a plain open forever; a device streams without end.
+  const std::string fifo = temp("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_ERROR_CONTAINS(io::read_file(fifo, {1 << 20, "--data"}), "--data: '" + fifo + "' is a FIFO, not a regular file");
+  std::remove(fifo.c_str());
+  EXPECT_ERROR_CONTAINS(io::read_file("/dev/zero", {1 << 20, ""}), "'/dev/zero' is a character device, not a regular file");
+  EXPECT_ERROR_CONTAINS(io::read_file("/tmp", {1 << 20, ""}), "'/tmp' is a directory");
+  // A symlink to a device is the device.
+  const std::string link = temp("link");
+  std::filesystem::create_symlink("/dev/zero", link);
+  EXPECT_ERROR_CONTAINS(io::load_checkpoint(link), "is a character device");
+  EXPECT_ERROR_CONTAINS(ir::load_graph(link), "is a character device");
+  std::remove(link.c_str());
+  EXPECT_ERROR_CONTAINS(io::read_file(temp("missing"), {1 << 20, "--data"}), "--data: cannot open '");
+}
+
+TEST(FileRead, SizeIsCappedPerFormat) {
+  const std::string f = temp("big");
+  std::ofstream(f) << std::string(100, 'x');
+  EXPECT_ERROR_CONTAINS(io::read_file(f, {64, ""}), "has 100 bytes, more than the 64 this kind of file may have");
+  ASSERT_OK_AND_ASSIGN(std::string all, io::read_file(f, {100, ""}));
+  EXPECT_EQ(all, std::string(100, 'x'));
+  std::remove(f.c_str());
+}
+
+TEST(FileRead, AFileOfTheWrongKindIsNamedAsWhatItIs) {
+  io::Checkpoint c;
+  c.tensors.emplace("w", Tensor::zeros(DType::f32, {2}));
+  const std::string ck = temp("ck.safetensors"), vir = temp("m.vir"), npy = temp("t.NPY"), onnx = temp("m.onnx");
+  ASSERT_OK(io::save_checkpoint(c, ck));
+  std::ofstream(vir) << "# a model\ngraph g {\n  %x: f32[2] = input()\n  return %x\n}\n";
+  std::ofstream(npy, std::ios::binary) << std::string("\x93NUMPY\x01\x00", 8) << "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+  // The first bytes of a ModelProto: ir_version = 8 (field 1, varint), then the opset import.
+  std::ofstream(onnx, std::ios::binary) << std::string("\x08\x08\x12\x07pytorch\x3a\x02\x10\x11", 15);
+  EXPECT_EQ(io::detect_file_kind(test::read_file(ck)), io::FileKind::Checkpoint);
+  EXPECT_EQ(io::detect_file_kind(test::read_file(vir)), io::FileKind::IrText);
+  EXPECT_EQ(io::detect_file_kind(test::read_file(npy)), io::FileKind::Npy);
+  EXPECT_EQ(io::detect_file_kind(test::read_file(onnx)), io::FileKind::Onnx);
+  EXPECT_EQ(io::detect_file_kind("plain words\n"), io::FileKind::Text);
+  EXPECT_ERROR_CONTAINS(io::load_checkpoint(onnx), "is an ONNX / protobuf file, not a Volta checkpoint (safetensors)");
+  EXPECT_ERROR_CONTAINS(io::load_checkpoint(vir), "is a Volta model (IR text), not a Volta checkpoint");
+  EXPECT_ERROR_CONTAINS(io::load_checkpoint(npy), "is a NumPy .npy file, not a Volta checkpoint");
+  EXPECT_ERROR_CONTAINS(ir::load_graph(ck), "is a Volta checkpoint (safetensors), not a Volta model (IR text)");
+  ASSERT_OK(ir::load_graph(vir));
+  for (const std::string& f : {ck, vir, npy, onnx}) std::remove(f.c_str());
+}
+
+}  // namespace
+}  // namespace volta
