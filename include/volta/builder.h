@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "volta/ir.h"
@@ -38,7 +39,7 @@ class ModelBuilder {
  public:
   explicit ModelBuilder(std::string graph_name = "main");
   // Continues building on top of an existing graph (its values are Value{id}).
-  explicit ModelBuilder(ir::Graph start) : graph_(std::move(start)) {}
+  explicit ModelBuilder(ir::Graph start);
 
   // Leaves
   Value input(const std::string& name, TensorType type);
@@ -96,6 +97,7 @@ class ModelBuilder {
   bool usable(std::initializer_list<Value> vs);
   Status status_;
   ir::Graph graph_;
+  std::unordered_set<std::string> names_;  // of graph_'s nodes: a constant-time duplicate check (membership only)
 };
 
 }  // namespace volta

@@ -10,6 +10,10 @@ using ir::Op;
 
 ModelBuilder::ModelBuilder(std::string graph_name) { graph_.name = std::move(graph_name); }
 
+ModelBuilder::ModelBuilder(ir::Graph start) : graph_(std::move(start)) {
+  for (const Node& n : graph_.nodes) names_.insert(n.name);
+}
+
 bool ModelBuilder::usable(std::initializer_list<Value> vs) {
   if (!status_.is_ok()) return false;
   for (Value v : vs)
@@ -23,7 +27,7 @@ bool ModelBuilder::usable(std::initializer_list<Value> vs) {
 Value ModelBuilder::add_node(Node node) {
   node.id = static_cast<int32_t>(graph_.size());
   if (node.name.empty()) node.name = std::string(ir::op_name(node.op)) + "." + std::to_string(node.id);
-  if (graph_.find(node.name) >= 0) {
+  if (!names_.insert(node.name).second) {
     status_ = invalid_argument("[" + std::string(ir::op_name(node.op)) + "] value '" + node.name +
                                "' is defined twice " + ir::node_ref(node));
     return {};

@@ -38,16 +38,21 @@ Result<ir::Graph> fuse_elementwise(const ir::Graph& g) {
     // Operands while growing: leaf k as -1 - k, step j as j.
     std::vector<ir::ElementwiseStep> steps;
     std::vector<int32_t> leaves, members;
+    // Counted as nodes join (before their inputs are visited), so a tree stops growing at the
+    // program's step limit: the recursion is at most that deep, and each root costs at most that
+    // many visits however long a chain of elementwise ops is.
+    size_t joined = 0;
     std::function<int32_t(int32_t)> emit = [&](int32_t id) -> int32_t {
       const ir::Node& n = g.node(id);
       const bool joins = id == root.id || (fusable(g, n) && n.type == root.type && readers.one(id) &&
-                                           !taken[static_cast<size_t>(id)] && steps.size() < ir::kMaxElementwiseSteps);
+                                           !taken[static_cast<size_t>(id)] && joined < ir::kMaxElementwiseSteps);
       if (!joins) {
         for (size_t k = 0; k < leaves.size(); ++k)
           if (leaves[k] == id) return -1 - static_cast<int32_t>(k);
         leaves.push_back(id);
         return -static_cast<int32_t>(leaves.size());
       }
+      ++joined;
       ir::ElementwiseStep s{n.op};
       s.a = emit(n.inputs[0]);
       if (n.inputs.size() == 2) s.b = emit(n.inputs[1]);

@@ -6,6 +6,8 @@
 // time-overlapping buffer already uses. All orders are total (size, step, node id), so the
 // plan is the same on every run.
 #include <algorithm>
+#include <iterator>
+#include <map>
 
 #include "volta/plan.h"
 
@@ -13,23 +15,58 @@ namespace volta::plan {
 
 namespace {
 
-bool overlaps_in_time(const Buffer& a, const Buffer& b) {
-  return a.first_step <= b.last_step && b.first_step <= a.last_step;
-}
+// Placed buffers by first step, with the latest last step under each node of a segment tree:
+// the placed buffers that overlap a step range are found in O((k + 1) log steps) rather than by
+// scanning every placed buffer (quadratic on long graphs).
+class PlacedIndex {
+ public:
+  explicit PlacedIndex(int32_t steps) : n_(std::max(steps, 1)), max_last_(4 * static_cast<size_t>(n_), -1), at_(static_cast<size_t>(n_)) {}
 
-void place(std::vector<Buffer*>& buffers, size_t& arena_bytes) {
+  void add(const Buffer* b) {
+    at_[static_cast<size_t>(b->first_step)].push_back(b);
+    size_t node = 1;
+    int32_t lo = 0, hi = n_ - 1;
+    for (;;) {
+      max_last_[node] = std::max(max_last_[node], b->last_step);
+      if (lo == hi) return;
+      const int32_t mid = lo + (hi - lo) / 2;
+      if (b->first_step <= mid) node = 2 * node, hi = mid;
+      else node = 2 * node + 1, lo = mid + 1;
+    }
+  }
+  // Appends the buffers live at some step of [first, last].
+  void overlapping(int32_t first, int32_t last, std::vector<const Buffer*>& out) const { query(1, 0, n_ - 1, first, last, out); }
+
+ private:
+  void query(size_t node, int32_t lo, int32_t hi, int32_t first, int32_t last, std::vector<const Buffer*>& out) const {
+    if (lo > last || max_last_[node] < first) return;  // all start after the range or end before it
+    if (lo == hi) {
+      for (const Buffer* b : at_[static_cast<size_t>(lo)])
+        if (b->last_step >= first) out.push_back(b);
+      return;
+    }
+    const int32_t mid = lo + (hi - lo) / 2;
+    query(2 * node, lo, mid, first, last, out);  // depth log2(steps)
+    query(2 * node + 1, mid + 1, hi, first, last, out);
+  }
+  int32_t n_;
+  std::vector<int32_t> max_last_;
+  std::vector<std::vector<const Buffer*>> at_;
+};
+
+void place(std::vector<Buffer*>& buffers, int32_t steps, size_t& arena_bytes) {
   std::sort(buffers.begin(), buffers.end(), [](const Buffer* a, const Buffer* b) {
     if (a->bytes != b->bytes) return a->bytes > b->bytes;
     if (a->first_step != b->first_step) return a->first_step < b->first_step;
     if (a->cls != b->cls) return a->cls < b->cls;
     return a->node < b->node;
   });
-  std::vector<const Buffer*> placed;
+  PlacedIndex placed(steps);
+  std::vector<const Buffer*> conflicts;
   for (Buffer* buf : buffers) {
-    if (buf->bytes == 0) continue;
-    std::vector<const Buffer*> conflicts;
-    for (const Buffer* p : placed)
-      if (overlaps_in_time(*p, *buf)) conflicts.push_back(p);
+    if (buf->bytes == 0 || buf->last_step < buf->first_step) continue;
+    conflicts.clear();
+    placed.overlapping(buf->first_step, buf->last_step, conflicts);
     std::sort(conflicts.begin(), conflicts.end(), [](const Buffer* a, const Buffer* b) {
       return a->offset != b->offset ? a->offset < b->offset : a->bytes < b->bytes;
     });
@@ -40,7 +77,7 @@ void place(std::vector<Buffer*>& buffers, size_t& arena_bytes) {
     }
     buf->offset = offset;
     arena_bytes = std::max(arena_bytes, offset + buf->bytes);
-    placed.push_back(buf);
+    placed.add(buf);
   }
 }
 
@@ -181,7 +218,7 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
     if (b.in_arena) arena.push_back(&b);
   for (Buffer& b : p.workspaces) arena.push_back(&b);
   MemoryReport& m = p.memory;
-  place(arena, m.arena_bytes);
+  place(arena, steps, m.arena_bytes);
 
   // Report: naive = every buffer on its own; peak per class over steps.
   auto account = [&](const Buffer& b) { m.naive[static_cast<size_t>(b.cls)] += b.bytes; };
@@ -190,17 +227,22 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
     if (!b.in_arena) m.external_bytes += b.bytes;
   }
   for (const Buffer& b : p.workspaces) account(b);
+  // Live bytes per class at every step, by a sweep over the steps where buffers start and end.
+  std::vector<std::array<int64_t, kNumMemClasses>> delta(static_cast<size_t>(last) + 2);
+  auto add_interval = [&](const Buffer& b) {
+    if (b.bytes == 0 || b.last_step < b.first_step) return;
+    delta[static_cast<size_t>(b.first_step)][static_cast<size_t>(b.cls)] += static_cast<int64_t>(b.bytes);
+    delta[static_cast<size_t>(b.last_step) + 1][static_cast<size_t>(b.cls)] -= static_cast<int64_t>(b.bytes);
+  };
+  for (const Buffer& b : p.values) add_interval(b);
+  for (const Buffer& b : p.workspaces) add_interval(b);
+  std::array<int64_t, kNumMemClasses> live{};
   for (int32_t s = 0; s <= last; ++s) {
-    std::array<size_t, kNumMemClasses> live{};
-    auto add_if_live = [&](const Buffer& b) {
-      if (b.first_step <= s && s <= b.last_step) live[static_cast<size_t>(b.cls)] += b.bytes;
-    };
-    for (const Buffer& b : p.values) add_if_live(b);
-    for (const Buffer& b : p.workspaces) add_if_live(b);
     size_t total = 0;
     for (size_t c = 0; c < kNumMemClasses; ++c) {
-      m.peak[c] = std::max(m.peak[c], live[c]);
-      total += live[c];
+      live[c] += delta[static_cast<size_t>(s)][c];
+      m.peak[c] = std::max(m.peak[c], static_cast<size_t>(live[c]));
+      total += static_cast<size_t>(live[c]);
     }
     m.peak_live_bytes = std::max(m.peak_live_bytes, total);
   }
@@ -249,13 +291,36 @@ Status verify_allocation(const ExecutionPlan& p) {
     if (b->offset % kAlignment != 0) return internal_error("misaligned " + describe(b));
     if (b->offset + b->bytes > p.memory.arena_bytes) return internal_error("outside the arena: " + describe(b));
   }
-  for (size_t i = 0; i < arena.size(); ++i)
-    for (size_t j = i + 1; j < arena.size(); ++j) {
-      const Buffer* a = arena[i];
-      const Buffer* b = arena[j];
-      bool share_bytes = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
-      if (share_bytes && overlaps_in_time(*a, *b)) return internal_error("live buffers overlap: " + describe(a) + " and " + describe(b));
+  // Sweep the steps keeping the live buffers by offset: each one that becomes live must fit
+  // between its neighbours (live buffers never share bytes, so the neighbours are enough).
+  std::vector<const Buffer*> by_start = arena, by_end = arena;
+  std::sort(by_start.begin(), by_start.end(), [](const Buffer* a, const Buffer* b) {
+    return a->first_step != b->first_step ? a->first_step < b->first_step : a->node < b->node;
+  });
+  std::sort(by_end.begin(), by_end.end(), [](const Buffer* a, const Buffer* b) {
+    return a->last_step != b->last_step ? a->last_step < b->last_step : a->node < b->node;
+  });
+  std::multimap<size_t, const Buffer*> live;  // by offset
+  size_t ended = 0;
+  for (const Buffer* b : by_start) {
+    if (b->last_step < b->first_step) continue;
+    for (; ended < by_end.size() && by_end[ended]->last_step < b->first_step; ++ended) {
+      auto [lo, hi] = live.equal_range(by_end[ended]->offset);
+      for (auto it = lo; it != hi; ++it)
+        if (it->second == by_end[ended]) {
+          live.erase(it);
+          break;
+        }
     }
+    auto next = live.lower_bound(b->offset);
+    if (next != live.end() && next->first < b->offset + b->bytes)
+      return internal_error("live buffers overlap: " + describe(b) + " and " + describe(next->second));
+    if (next != live.begin()) {
+      const Buffer* prev = std::prev(next)->second;
+      if (prev->offset + prev->bytes > b->offset) return internal_error("live buffers overlap: " + describe(prev) + " and " + describe(b));
+    }
+    live.emplace(b->offset, b);
+  }
   return Status::ok();
 }
 
