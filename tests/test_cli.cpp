@@ -109,18 +109,86 @@ struct BadCase {
   std::string needle;
 };
 
-// Each bad input: the expected exit code, its message on stderr, and for failed jobs (code 1)
-// exactly one line of stderr and nothing on stdout.
+// Each bad input: the expected exit code, its message on stderr, exactly one line of stderr and,
+// for failed jobs (code 1), nothing on stdout.
 void expect_bad_cases(const std::vector<BadCase>& cases) {
   for (const BadCase& c : cases) {
     Cli r = volta(c.args);
     EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\nstderr: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << c.args << "\n" << r.err;
     if (c.code == 1) {
-      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << c.args << "\n" << r.err;
       EXPECT_TRUE(r.out.empty()) << c.args << "\n" << r.out;
     }
   }
+}
+
+// The exit codes the README documents, each produced by a command of its kind.
+TEST(Cli, ExitCodesAreTheOnesTheReadmeDocuments) {
+  const std::string readme = test::read_file(test::source_path("README.md"));
+  for (const char* row : {"| 0 | success", "| 1 | the job failed", "| 2 | bad usage", "| 3 | an internal error"})
+    EXPECT_NE(readme.find(row), std::string::npos) << row;
+  const std::vector<std::pair<std::string, int>> runs = {
+      {"inspect examples/mlp.vir", 0},
+      {"--help", 0},
+      {"train --help", 0},
+      {"--version", 0},
+      {"inspect tests/data/bad/unknown_op.vir", 1},
+      {"inspect /no/such/model.vir", 1},
+      {"--memory-limit 1K inspect examples/mlp.vir", 1},
+      {"explode", 2},
+      {"inspect", 2},
+      {"inspect examples/mlp.vir --frobnicate", 2},
+      {"generate --checkpoint x --tokens many", 2},
+      {"--threads -1 inspect examples/mlp.vir", 2},
+      {"--memory-limit lots inspect examples/mlp.vir", 2},
+  };
+  for (const auto& [args, code] : runs) {
+    Cli r = volta(args);
+    EXPECT_EQ(r.code, code) << args << "\n" << r.err;
+    if (code != 0) {
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+    }
+  }
+}
+
+// An error quoting a megabyte-long attribute stays one readable line: the start (file, line,
+// op) and the end are kept, the middle is cut.
+TEST(Cli, ErrorsCutLongValuesShort) {
+  const std::string path = ::testing::TempDir() + "long_attr_" + std::to_string(::getpid()) + ".vir";
+  std::string program;
+  for (int i = 0; i < 200000; ++i) program += "relu x0; ";
+  std::ofstream(path) << "graph g {\n  %x: f32[4] = input()\n  %y: f32[4] = fused_elementwise(%x) {program=\"" << program
+                      << "bogus x0\"}\n  return %y\n}\n";
+  Cli r = volta("inspect " + path);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_LT(r.err.size(), 1200u) << r.err.substr(0, 300);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+  EXPECT_NE(r.err.find(path + ":3:16: [fused_elementwise] program"), std::string::npos) << r.err.substr(0, 300);
+  EXPECT_NE(r.err.find("characters cut]"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+// Outputs keep their declared names through the passes, and no output file overwrites another
+// output or an input of the run.
+TEST(Cli, RunWritesEveryOutputUnderItsOwnNameAndNeverOverAnInput) {
+  const std::string dir = ::testing::TempDir() + "twins_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  Cli r = volta("run tests/data/twin_outputs.vir --input x=random --output " + dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("%a "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("%b "), std::string::npos) << r.out;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/a.bin"));
+  ASSERT_TRUE(std::filesystem::exists(dir + "/b.bin"));
+  EXPECT_EQ(test::read_file(dir + "/a.bin"), test::read_file(dir + "/b.bin"));
+  // An input read from where an output would go.
+  const std::string before = test::read_file(dir + "/a.bin");
+  Cli bad = volta("run tests/data/twin_outputs.vir --input x=" + dir + "/a.bin --output " + dir);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--output: output 'a' would overwrite '" + dir + "/a.bin', which this run reads"), std::string::npos)
+      << bad.err;
+  EXPECT_EQ(test::read_file(dir + "/a.bin"), before);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, BadInputsGiveOneClearLineAndNonZeroExit) {
@@ -361,6 +429,8 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --steps 10", 1,
        "--steps 10 is below the checkpoint's step 60"},
       {"eval" + ck + " --data " + bad_dir + "/small.txt", 1, "too few"},
+      {"eval" + ck + " --eval-iters 1000000000", 1, "--eval-iters must be in [1, 100000], got 1000000000"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --eval-iters 1000000000", 1, "--eval-iters must be in [1, 100000]"},
       {"export" + ck + " --onnx " + dir_ + "/./last.safetensors", 1, "is the checkpoint it exports (refusing to overwrite the input)"},
       {"generate" + ck + " --tokens 5 > /dev/full", 1, "cannot write to stdout"},
       {"inspect " + dir_ + "/last.safetensors > /dev/full", 1, "cannot write to stdout"},

@@ -26,7 +26,8 @@ Action add_eval(CLI::App& app, GlobalFlags& global) {
   cmd->add_option("--split", f->split, "val | train")->capture_default_str();
   return [f, &global]() -> Status {
     if (f->split != "val" && f->split != "train") return invalid_argument("--split must be val or train, got '" + f->split + "'");
-    if (f->iters < 1) return invalid_argument("--eval-iters must be >= 1, got " + std::to_string(f->iters));
+    if (f->iters < 1 || f->iters > 100000)
+      return invalid_argument("--eval-iters must be in [1, 100000], got " + std::to_string(f->iters));
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
     const train::LMRecipe& r = ck.recipe;

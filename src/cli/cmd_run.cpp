@@ -37,8 +37,32 @@ Result<Tensor> read_raw(const std::string& path, const std::string& name, const 
   return t;
 }
 
-Status write_raw(const std::string& dir, const std::string& name, const Tensor& t) {
-  std::string path = (std::filesystem::path(dir) / (name + ".bin")).string();
+// The file of each output under --output DIR, checked before anything is written: two outputs
+// never share a file (a returned value named twice is written once), and no output overwrites
+// the model or an input file.
+Result<std::vector<std::string>> output_paths(const std::string& dir, const std::vector<std::string>& names,
+                                              const std::vector<std::string>& stems, const std::string& ext,
+                                              const std::string& model, const std::vector<std::string>& input_specs) {
+  std::vector<std::string> paths;
+  std::map<std::string, std::string> owner;  // path -> output name
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string path = (std::filesystem::path(dir) / (stems[i] + ext)).string();
+    auto [it, fresh] = owner.emplace(path, names[i]);
+    if (!fresh && it->second != names[i])
+      return invalid_argument("--output: outputs '" + it->second + "' and '" + names[i] + "' would both be written to '" + path + "'");
+    std::vector<std::string> sources = {model};
+    for (const std::string& spec : input_specs)
+      if (auto eq = spec.find('='); eq != std::string::npos) sources.push_back(spec.substr(eq + 1));
+    std::error_code ec;
+    for (const std::string& src : sources)
+      if (std::filesystem::equivalent(src, path, ec))
+        return invalid_argument("--output: output '" + names[i] + "' would overwrite '" + src + "', which this run reads");
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+Status write_raw(const std::string& path, const Tensor& t) {
   std::ofstream f(path, std::ios::binary);
   if (!f || !f.write(reinterpret_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.bytes())))
     return not_found("--output: cannot write '" + path + "': " + std::strerror(errno));
@@ -70,6 +94,11 @@ Status run_onnx(const RunFlags& flags, DeviceKind device, const CompileOptions& 
   VOLTA_ASSIGN_OR_RETURN(OnnxRun r, import_onnx(flags.file, flags.inputs, true));
   VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &r.model.graph));
   VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(r.model.graph, opts));
+  std::vector<std::string> names, stems, paths;
+  for (const onnx::IoValue& io : r.model.outputs) names.push_back(io.name), stems.push_back(file_stem(io.name));
+  if (!flags.output_dir.empty()) {
+    VOLTA_ASSIGN_OR_RETURN(paths, output_paths(flags.output_dir, names, stems, r.npy ? ".npy" : ".pb", flags.file, flags.inputs));
+  }
   VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, rt.run(*plan, r.bindings));
   if (!flags.output_dir.empty()) {
     std::error_code ec;
@@ -85,8 +114,7 @@ Status run_onnx(const RunFlags& flags, DeviceKind device, const CompileOptions& 
                 (std::string(onnx::elem_type_name(static_cast<int32_t>(io.onnx_type))) + shape_to_string(t.shape())).c_str(),
                 hash_to_hex(fnv1a64(t.raw(), t.bytes())).c_str(), preview(t).c_str());
     if (flags.output_dir.empty()) continue;
-    const std::string path = (std::filesystem::path(flags.output_dir) / (file_stem(io.name) + (r.npy ? ".npy" : ".pb"))).string();
-    VOLTA_RETURN_IF_ERROR(onnx::write_tensor_file(path, t, io.onnx_type, io.name));
+    VOLTA_RETURN_IF_ERROR(onnx::write_tensor_file(paths[i], t, io.onnx_type, io.name));
   }
   if (flags.memory) std::printf("\n%s", plan::format_memory_report(plan->memory).c_str());
   return Status::ok();
@@ -173,6 +201,14 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
         return invalid_argument("input '" + n.name + "' (" + n.type.to_string() + ") is not bound: pass --input " + n.name +
                                 "=FILE.bin or --input " + n.name + "=random");
 
+    // Outputs by the names the graph declares: a pass may merge two returned values into one
+    // node of the plan (CSE), so the plan's node names are not the outputs' names.
+    std::vector<std::string> names;
+    for (int32_t o : g.outputs) names.push_back(g.node(o).name);
+    std::vector<std::string> paths;
+    if (!flags->output_dir.empty()) {
+      VOLTA_ASSIGN_OR_RETURN(paths, output_paths(flags->output_dir, names, names, ".bin", flags->file, flags->inputs));
+    }
     VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, rt.run(*plan, bindings));
     if (!flags->output_dir.empty()) {
       std::error_code ec;
@@ -181,11 +217,11 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
     }
     std::printf("graph %s on %s: %zu steps\n", plan->graph.name.c_str(), plan->backend.c_str(), plan->schedule.size());
     for (size_t i = 0; i < outputs.size(); ++i) {
-      const std::string& name = plan->graph.node(plan->graph.outputs[i]).name;
+      const std::string& name = names[i];
       const Tensor& t = outputs[i];
       std::printf("  %-20s %-18s fnv1a64 %s  %s\n", ("%" + name).c_str(), t.type().to_string().c_str(),
                   hash_to_hex(fnv1a64(t.raw(), t.bytes())).c_str(), preview(t).c_str());
-      if (!flags->output_dir.empty()) VOLTA_RETURN_IF_ERROR(write_raw(flags->output_dir, name, t));
+      if (!flags->output_dir.empty()) VOLTA_RETURN_IF_ERROR(write_raw(paths[i], t));
     }
     if (flags->memory) std::printf("\n%s", plan::format_memory_report(plan->memory).c_str());
     return Status::ok();

@@ -3,12 +3,28 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <exception>
 #include <new>
 
 #include "cli/commands.h"
 #include "cli/pipeline_flags.h"
 #include "volta/backend.h"
+
+namespace {
+
+// An error message as the user reads it: one line however long a value it quotes (an attribute,
+// a line of a file, a path), cut in the middle so its start and end (node, file, offset) stay.
+std::string one_line(std::string m) {
+  for (char& c : m)
+    if (c == '\n' || c == '\r') c = ' ';
+  constexpr size_t kMax = 1000, kHead = 700, kTail = 200;
+  if (m.size() > kMax)
+    m = m.substr(0, kHead) + " ... [" + std::to_string(m.size() - kHead - kTail) + " characters cut] ... " + m.substr(m.size() - kTail);
+  return m;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
@@ -41,6 +57,7 @@ int main(int argc, char** argv) {
     }
 
     // The first word that is not a flag must name a subcommand.
+    std::string command;
     for (int i = 1; i < argc; ++i) {
       std::string word = argv[i];
       if (word == "--device" || word == "--threads" || word == "--memory-limit") { ++i; continue; }
@@ -51,12 +68,21 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "volta: error: unknown command '%s' (commands: %s; see volta --help)\n", word.c_str(), names.c_str());
         return 2;
       }
+      command = word;
       break;
     }
     try {
       app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? 0 : 2;
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {  // bad usage: one line, like every other error
+      const std::string who = command.empty() ? "volta" : "volta " + command;
+      std::fprintf(stderr, "%s: error: %s (see %s --help)\n", who.c_str(), one_line(e.what()).c_str(), who.c_str());
+      return 2;
     }
     if (global.threads < 0) {
       std::fprintf(stderr, "volta: error: --threads must be >= 0, got %d\n", global.threads);
@@ -80,7 +106,7 @@ int main(int argc, char** argv) {
       if (s.is_ok() && (std::fflush(stdout) != 0 || std::ferror(stdout)))
         s = volta::not_found(std::string("cannot write to stdout: ") + std::strerror(errno));
       if (!s.is_ok()) {
-        std::fprintf(stderr, "volta %s: error: %s\n", sub->get_name().c_str(), s.message().c_str());
+        std::fprintf(stderr, "volta %s: error: %s\n", sub->get_name().c_str(), one_line(s.message()).c_str());
         return 1;
       }
     }

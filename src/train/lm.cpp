@@ -26,7 +26,8 @@ Status validate(const LMRecipe& r) {
   if (r.batch < 1 || r.batch > 65536) return invalid_argument("--batch must be in [1, 65536], got " + std::to_string(r.batch));
   if (r.steps < 0) return invalid_argument("--steps must be >= 0, got " + std::to_string(r.steps));
   if (r.eval_every < 1) return invalid_argument("--eval-every must be >= 1, got " + std::to_string(r.eval_every));
-  if (r.eval_iters < 1) return invalid_argument("--eval-iters must be >= 1, got " + std::to_string(r.eval_iters));
+  if (r.eval_iters < 1 || r.eval_iters > 100000)
+    return invalid_argument("--eval-iters must be in [1, 100000], got " + std::to_string(r.eval_iters));
   if (r.save_every < 0) return invalid_argument("--save-every must be >= 0, got " + std::to_string(r.save_every));
   VOLTA_RETURN_IF_ERROR(optim::validate(r.optimizer));
   return optim::validate(r.schedule, r.optimizer.lr);
