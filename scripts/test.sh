@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All tests: install, then
-#   1. Release build (warnings are errors) and the whole CTest suite;
+#   1. Release build (warnings are errors), the whole CTest suite and the kill-and-resume soak;
 #   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. libFuzzer targets built with clang under sanitizers, each run briefly on its corpus.
 # VOLTA_TEST_QUICK=1 runs step 1 only (for quick local loops; CI runs everything).
@@ -8,12 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 jobs=$(nproc)
-fuzz_seconds=${VOLTA_FUZZ_SECONDS:-30}
+fuzz_seconds=${VOLTA_FUZZ_SECONDS:-60}
 
 echo "== [1/3] Release build + tests"
 scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release -DVOLTA_WERROR=ON
 ctest --test-dir build/release --output-on-failure -j"$jobs"
 if [ "${VOLTA_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
+bash scripts/soak_resume.sh build/release/volta data/tinyshakespeare.txt 5 1
 
 echo "== [2/3] ASan + UBSan build + tests"
 scripts/build.sh build/sanitize -DCMAKE_BUILD_TYPE=Debug -DVOLTA_SANITIZE=ON -DVOLTA_WERROR=ON

@@ -433,6 +433,8 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --eval-iters 1000000000", 1, "--eval-iters must be in [1, 100000]"},
       {"export" + ck + " --onnx " + dir_ + "/./last.safetensors", 1, "is the checkpoint it exports (refusing to overwrite the input)"},
       {"generate" + ck + " --tokens 5 > /dev/full", 1, "cannot write to stdout"},
+      {"--memory-limit 200K generate" + ck + " --batch 64 --tokens 2", 1, "but the memory limit is 200.0 KiB"},
+      {"--memory-limit 200K train --recipe shakespeare-char --out " + bad_dir + "/o --steps 2", 1, "but the memory limit is 200.0 KiB"},
       {"inspect " + dir_ + "/last.safetensors > /dev/full", 1, "cannot write to stdout"},
   };
   expect_bad_cases(cases);
