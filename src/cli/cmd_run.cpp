@@ -64,7 +64,7 @@ Result<std::vector<std::string>> output_paths(const std::string& dir, const std:
 
 Status write_raw(const std::string& path, const Tensor& t) {
   std::ofstream f(path, std::ios::binary);
-  if (!f || !f.write(reinterpret_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.bytes())))
+  if (!f || !f.write(reinterpret_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.bytes())) || !f.flush())
     return not_found("--output: cannot write '" + path + "': " + std::strerror(errno));
   return Status::ok();
 }

@@ -238,7 +238,7 @@ Status write_tensor_file(const std::string& path, const Tensor& t, ElemType onnx
     VOLTA_ASSIGN_OR_RETURN(bytes, serialize_tensor_proto(t, onnx_type, name));
   }
   std::ofstream f(path, std::ios::binary);
-  if (!f || !f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return not_found("cannot write '" + path + "'");
+  if (!f || !f.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) || !f.flush()) return not_found("cannot write '" + path + "'");
   return Status::ok();
 }
 
