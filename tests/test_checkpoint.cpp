@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test_util.h"
@@ -79,6 +80,25 @@ TEST(Checkpoint, TheNextSaveRemovesTheTemporaryFilesOfKilledSaves) {
   EXPECT_TRUE(std::filesystem::exists(other));  // another file's
   EXPECT_TRUE(std::filesystem::exists(odd));    // not a pid
   ASSERT_OK(io::load_checkpoint(path));
+  std::filesystem::remove_all(dir);
+}
+
+// The atomic rename replaces whatever is at the path, so it must only ever replace a regular
+// file: a FIFO or device there is refused and left as it is; a symlink is written through.
+TEST(Checkpoint, SavingNeverReplacesAFileThatIsNotRegular) {
+  const std::string dir = ::testing::TempDir() + "ckpt_special_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_ERROR_CONTAINS(io::save_checkpoint(small(), fifo), "it is not a regular file (refusing to replace it)");
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_ERROR_CONTAINS(io::save_checkpoint(small(), dir), "not a regular file");
+  const std::string target = dir + "/target.safetensors", link = dir + "/link.safetensors";
+  std::ofstream(target) << "old";
+  std::filesystem::create_symlink(target, link);
+  ASSERT_OK(io::save_checkpoint(small(), link));
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  ASSERT_OK(io::load_checkpoint(target));
   std::filesystem::remove_all(dir);
 }
 

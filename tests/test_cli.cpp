@@ -312,6 +312,12 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
       {"train --recipe mlp-spirals --schedule cosine --warmup 50 --steps 10", 1, "decay steps (10) must be greater"},
       {"train --recipe mlp-spirals --steps 2 --log /no/such/dir/log.jsonl", 1, "cannot write log '/no/such/dir/log.jsonl'"},
       {"train --steps 3", 2, "--recipe is required"},
+      // The flag parser saturates a huge number to INT64_MAX: bounded, never a run of years or
+      // an overflow of warmup + runs.
+      {"train --recipe mlp-spirals --steps 99999999999999999999", 1, "--steps must be in [0, 10^9], got 9223372036854775807"},
+      {"bench matmul --group decode --runs 1 --warmup 99999999999999999999", 1, "--warmup must be in [0, 100000]"},
+      {"bench train --runs 99999999999999999999", 1, "--runs must be in [1, 100000]"},
+      {"bench train --steps 0", 1, "--steps must be in [1, 100000], got 0"},
   };
   expect_bad_cases(cases);
 }

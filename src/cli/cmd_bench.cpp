@@ -243,7 +243,10 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
     sub->add_option("--memory-limit", global.memory_limit, "Most memory a plan may need, in bytes (suffix K, M or G)");
   }
   return [f, mm, tr, inf, &global]() -> Status {
-    if (f->runs < 1 || f->warmup < 0 || f->steps < 1) return invalid_argument("--runs and --steps must be >= 1, --warmup >= 0");
+    // Bounded so that a typo (or a value the flag parser saturated) is an error, not a run of years.
+    if (f->runs < 1 || f->runs > 100000) return invalid_argument("--runs must be in [1, 100000], got " + std::to_string(f->runs));
+    if (f->warmup < 0 || f->warmup > 100000) return invalid_argument("--warmup must be in [0, 100000], got " + std::to_string(f->warmup));
+    if (f->steps < 1 || f->steps > 100000) return invalid_argument("--steps must be in [1, 100000], got " + std::to_string(f->steps));
     if (f->kv != "on" && f->kv != "off" && f->kv != "both")
       return invalid_argument("--kv-cache must be on, off or both, got '" + f->kv + "'");
     for (int64_t b : f->batches)

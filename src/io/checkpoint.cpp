@@ -172,7 +172,20 @@ void remove_stale_temporaries(const std::string& path) {
 
 }  // namespace
 
-Status write_file_atomic(const std::string& path, std::string_view bytes) {
+Status write_file_atomic(const std::string& given, std::string_view bytes) {
+  // The rename replaces whatever is at the path: only ever a regular file. A device (/dev/full),
+  // FIFO or directory there is refused, and a symlink is written through to its target.
+  std::error_code ec;
+  const auto link = std::filesystem::symlink_status(given, ec);
+  std::string path = given;
+  if (!ec && std::filesystem::is_symlink(link)) {
+    const auto target = std::filesystem::weakly_canonical(given, ec);
+    if (ec) return not_found("cannot write '" + given + "': " + ec.message());
+    path = target.string();
+  }
+  const auto st = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+    return invalid_argument("cannot write '" + given + "': it is not a regular file (refusing to replace it)");
   remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");

@@ -24,7 +24,7 @@ LMRecipe shakespeare_char() {
 Status validate(const LMRecipe& r) {
   VOLTA_RETURN_IF_ERROR(model::validate(r.model));
   if (r.batch < 1 || r.batch > 65536) return invalid_argument("--batch must be in [1, 65536], got " + std::to_string(r.batch));
-  if (r.steps < 0) return invalid_argument("--steps must be >= 0, got " + std::to_string(r.steps));
+  if (r.steps < 0 || r.steps > kMaxSteps) return invalid_argument("--steps must be in [0, 10^9], got " + std::to_string(r.steps));
   if (r.eval_every < 1) return invalid_argument("--eval-every must be >= 1, got " + std::to_string(r.eval_every));
   if (r.eval_iters < 1 || r.eval_iters > 100000)
     return invalid_argument("--eval-iters must be in [1, 100000], got " + std::to_string(r.eval_iters));

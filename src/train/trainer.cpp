@@ -66,7 +66,7 @@ Result<double> read_train_state(const std::string& text, TrainState& s) {
 }
 
 Result<std::unique_ptr<Trainer>> Trainer::make(Runtime& rt, Task& task, const TrainerOptions& o) {
-  if (o.steps < 0) return invalid_argument("--steps must be >= 0, got " + std::to_string(o.steps));
+  if (o.steps < 0 || o.steps > kMaxSteps) return invalid_argument("--steps must be in [0, 10^9], got " + std::to_string(o.steps));
   if (o.eval_every < 0) return invalid_argument("--eval-every must be >= 0, got " + std::to_string(o.eval_every));
   if (o.save_every < 0) return invalid_argument("--save-every must be >= 0, got " + std::to_string(o.save_every));
   std::unique_ptr<Trainer> t(new Trainer(rt, task, o));

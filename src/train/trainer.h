@@ -38,6 +38,9 @@ class Task {
   virtual std::map<std::string, std::string> checkpoint_metadata() const { return {}; }
 };
 
+// The longest run a trainer accepts: more is a typo (or a value the flag parser saturated).
+inline constexpr int64_t kMaxSteps = 1000000000;
+
 struct TrainerOptions {
   TrainingOptions training;  // optimizer, schedule, compile options
   int64_t steps = 0;         // train until this many steps are complete
