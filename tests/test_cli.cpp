@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -416,6 +417,8 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
   std::filesystem::create_directories(bad_dir);
   std::ofstream(bad_dir + "/empty.txt");
   std::ofstream(bad_dir + "/small.txt") << "too short";
+  std::filesystem::remove(bad_dir + "/fifo");
+  ASSERT_EQ(::mkfifo((bad_dir + "/fifo").c_str(), 0600), 0);
   std::string bytes = test::read_file(dir_ + "/last.safetensors");
   std::ofstream(bad_dir + "/truncated.safetensors", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   const std::vector<BadCase> cases = {
@@ -440,6 +443,15 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
       {"export" + ck + " --onnx " + dir_ + "/./last.safetensors", 1, "is the checkpoint it exports (refusing to overwrite the input)"},
       {"generate" + ck + " --tokens 5 > /dev/full", 1, "cannot write to stdout"},
       {"--memory-limit 200K generate" + ck + " --batch 64 --tokens 2", 1, "but the memory limit is 200.0 KiB"},
+      {"generate" + ck + " --tokens 2 --profile " + dir_ + "/last.safetensors", 1,
+       "--profile: '" + dir_ + "/last.safetensors' is '" + dir_ + "/last.safetensors', which this command reads or writes"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --steps 2 --data " + bad_dir + "/small.txt --profile " + bad_dir + "/small.txt", 1,
+       "which this command reads or writes (refusing to overwrite it)"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/p --steps 2 --profile " + bad_dir + "/p/last.safetensors", 1,
+       "which this command reads or writes"},
+      {"train --recipe mlp-spirals --steps 2 --log " + bad_dir + "/fifo", 1, "log: '" + bad_dir + "/fifo' is a FIFO that nothing reads"},
+      {"train --recipe mlp-spirals --steps 2 --profile " + bad_dir + "/fifo", 1, "--profile: '" + bad_dir + "/fifo' is a FIFO that nothing reads"},
+      {"tune matmul --no-save --dim 16 --runs 1 --warmup 99999999999999999999", 1, "--warmup must be in [0, 100000]"},
       {"--memory-limit 200K train --recipe shakespeare-char --out " + bad_dir + "/o --steps 2", 1, "but the memory limit is 200.0 KiB"},
       {"inspect " + dir_ + "/last.safetensors > /dev/full", 1, "cannot write to stdout"},
   };

@@ -251,6 +251,7 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
       return invalid_argument("--kv-cache must be on, off or both, got '" + f->kv + "'");
     for (int64_t b : f->batches)
       if (b < 1 || b > 4096) return invalid_argument("--batch must be in [1, 4096], got " + std::to_string(b));
+    VOLTA_RETURN_IF_ERROR(f->profile.check({f->data, f->checkpoint}));
     if (mm->parsed()) return bench_matmul(*f, global);
     if (tr->parsed()) {
       if (f->group != "all" && f->group != "shakespeare-char")

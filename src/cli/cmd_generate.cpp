@@ -32,6 +32,7 @@ Action add_generate(CLI::App& app, GlobalFlags& global) {
   cmd->add_flag("--no-kv-cache", f->no_kv_cache, "Recompute the whole window for every token");
   f->profile.add_to(*cmd);
   return [f, &global]() -> Status {
+    VOLTA_RETURN_IF_ERROR(f->profile.check({f->checkpoint}));
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
     const model::TinyLMConfig& c = ck.recipe.model;

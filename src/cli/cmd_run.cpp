@@ -57,6 +57,7 @@ Result<std::vector<std::string>> output_paths(const std::string& dir, const std:
     for (const std::string& src : sources)
       if (std::filesystem::equivalent(src, path, ec))
         return invalid_argument("--output: output '" + names[i] + "' would overwrite '" + src + "', which this run reads");
+    VOLTA_RETURN_IF_ERROR(io::check_output_path(path, "--output"));
     paths.push_back(path);
   }
   return paths;

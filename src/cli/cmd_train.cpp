@@ -25,6 +25,7 @@ struct TrainFlags {
 };
 
 Status train_spirals(const TrainFlags& f, const GlobalFlags& global, const ProfileFlags& profile) {
+  VOLTA_RETURN_IF_ERROR(profile.check({}));
   train::TrainerOptions opts;
   opts.steps = f.steps;
   opts.log = f.log;

@@ -155,7 +155,8 @@ Result<Outcome> tune_shape(Shape3 s, const TuneFlags& f) {
 }
 
 Status tune_matmul(const TuneFlags& f) {
-  if (f.runs < 1 || f.warmup < 0) return invalid_argument("--runs must be >= 1 and --warmup >= 0");
+  if (f.runs < 1 || f.runs > 100000) return invalid_argument("--runs must be in [1, 100000], got " + std::to_string(f.runs));
+  if (f.warmup < 0 || f.warmup > 100000) return invalid_argument("--warmup must be in [0, 100000], got " + std::to_string(f.warmup));
   if (f.margin < 0) return invalid_argument("--margin must be >= 0");
   VOLTA_ASSIGN_OR_RETURN(const std::vector<Shape3> shapes, shapes_for(f));
   const cpu::MatmulIsa isa = cpu::matmul_best_isa();

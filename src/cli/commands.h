@@ -25,6 +25,9 @@ struct ProfileFlags {
   bool summary = false;
   void add_to(CLI::App& cmd);
   bool enabled() const { return summary || !trace_path.empty(); }
+  // Before the command runs: the trace may not go to a FIFO or device, nor over a file the
+  // command reads.
+  Status check(const std::vector<std::string>& reads) const;
   Status finish(const Profiler& p) const;
 };
 

@@ -1,12 +1,17 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "io/file.h"
 
 namespace volta::cli {
 
 void ProfileFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--profile", trace_path, "Write a Chrome trace of every executed op (open in Perfetto or chrome://tracing)");
   cmd.add_flag("--profile-summary", summary, "Print a per-op time table to stderr at the end");
+}
+
+Status ProfileFlags::check(const std::vector<std::string>& reads) const {
+  return trace_path.empty() ? Status::ok() : io::check_output_path(trace_path, "--profile", reads);
 }
 
 Status ProfileFlags::finish(const Profiler& p) const {

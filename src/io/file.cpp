@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "volta/runtime.h"  // available_memory
@@ -75,6 +76,33 @@ FileKind detect_file_kind(std::string_view head) {
   const auto c = static_cast<unsigned char>(head.empty() ? 0 : head[0]);
   if ((c >> 3) >= 1 && (c >> 3) <= 15 && ((c & 7) == 0 || (c & 7) == 2 || (c & 7) == 5)) return FileKind::Onnx;
   return FileKind::Binary;
+}
+
+Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    // A character device (/dev/null, a terminal) takes writes; a directory or block device is
+    // not an output; a FIFO is one only while something reads it (else opening it would block).
+    if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode))
+      return invalid_argument(what + ": '" + path + "' is " + kind_of(st.st_mode) + ", not a file to write");
+    if (S_ISFIFO(st.st_mode)) {
+      const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0) return invalid_argument(what + ": '" + path + "' is a FIFO that nothing reads");
+      ::close(fd);
+    }
+  }
+  std::error_code ec;
+  const auto canonical = std::filesystem::weakly_canonical(path, ec);
+  for (const std::string& r : reads) {
+    if (r.empty()) continue;
+    struct stat rs {};
+    const bool same_inode = ::stat(r.c_str(), &rs) == 0 && ::stat(path.c_str(), &st) == 0 && rs.st_dev == st.st_dev && rs.st_ino == st.st_ino;
+    std::error_code rec;
+    const bool same_name = !ec && std::filesystem::weakly_canonical(r, rec) == canonical && !rec;  // not written yet
+    if (same_inode || same_name)
+      return invalid_argument(what + ": '" + path + "' is '" + r + "', which this command reads or writes (refusing to overwrite it)");
+  }
+  return Status::ok();
 }
 
 Status expect_kind(std::string_view bytes, FileKind want, const std::string& path) {
