@@ -319,6 +319,7 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
       {"bench matmul --group decode --runs 1 --warmup 99999999999999999999", 1, "--warmup must be in [0, 100000]"},
       {"bench train --runs 99999999999999999999", 1, "--runs must be in [1, 100000]"},
       {"bench train --steps 0", 1, "--steps must be in [1, 100000], got 0"},
+      {"bench matmul --group decode --profile-summary", 1, "--profile: bench matmul times the kernel outside a plan"},
   };
   expect_bad_cases(cases);
 }

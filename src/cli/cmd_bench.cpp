@@ -252,7 +252,11 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
     for (int64_t b : f->batches)
       if (b < 1 || b > 4096) return invalid_argument("--batch must be in [1, 4096], got " + std::to_string(b));
     VOLTA_RETURN_IF_ERROR(f->profile.check({f->data, f->checkpoint}));
-    if (mm->parsed()) return bench_matmul(*f, global);
+    if (mm->parsed()) {
+      // The matmul bench calls the backend's kernel directly, outside any plan: nothing to trace.
+      if (f->profile.enabled()) return invalid_argument("--profile: bench matmul times the kernel outside a plan; profile bench train or infer");
+      return bench_matmul(*f, global);
+    }
     if (tr->parsed()) {
       if (f->group != "all" && f->group != "shakespeare-char")
         return invalid_argument("--recipe: bench train knows shakespeare-char, got '" + f->group + "'");
