@@ -186,7 +186,9 @@ TEST(Cli, RunWritesEveryOutputUnderItsOwnNameAndNeverOverAnInput) {
   const std::string before = test::read_file(dir + "/a.bin");
   Cli bad = volta("run tests/data/twin_outputs.vir --input x=" + dir + "/a.bin --output " + dir);
   EXPECT_EQ(bad.code, 1);
-  EXPECT_NE(bad.err.find("--output: output 'a' would overwrite '" + dir + "/a.bin', which this run reads"), std::string::npos)
+  EXPECT_NE(bad.err.find("--output: output 'a': '" + dir + "/a.bin' is '" + dir +
+                         "/a.bin', which this command reads or writes (refusing to overwrite it)"),
+            std::string::npos)
       << bad.err;
   EXPECT_EQ(test::read_file(dir + "/a.bin"), before);
   std::filesystem::remove_all(dir);
@@ -441,7 +443,7 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
       {"eval" + ck + " --data " + bad_dir + "/small.txt", 1, "too few"},
       {"eval" + ck + " --eval-iters 1000000000", 1, "--eval-iters must be in [1, 100000], got 1000000000"},
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --eval-iters 1000000000", 1, "--eval-iters must be in [1, 100000]"},
-      {"export" + ck + " --onnx " + dir_ + "/./last.safetensors", 1, "is the checkpoint it exports (refusing to overwrite the input)"},
+      {"export" + ck + " --onnx " + dir_ + "/./last.safetensors", 1, "--onnx: '" + dir_ + "/./last.safetensors' is '" + dir_ + "/last.safetensors', which this command reads or writes (refusing to overwrite it)"},
       {"generate" + ck + " --tokens 5 > /dev/full", 1, "cannot write to stdout"},
       {"--memory-limit 200K generate" + ck + " --batch 64 --tokens 2", 1, "but the memory limit is 200.0 KiB"},
       {"generate" + ck + " --tokens 2 --profile " + dir_ + "/last.safetensors", 1,

@@ -2,9 +2,9 @@
 // maps tokens int32 [batch, seq] to logits float [batch, seq, vocab] at every position. The
 // model carries the checkpoint's model config and tokenizer as metadata.
 #include <cstdio>
-#include <filesystem>
 
 #include "cli/commands.h"
+#include "io/file.h"
 #include "train/lm.h"
 
 namespace volta::cli {
@@ -26,9 +26,7 @@ Action add_export(CLI::App& app, GlobalFlags&) {
   cmd->add_option("--batch", f->batch, "Batch size of the model's tokens input")->capture_default_str();
   cmd->add_option("--seq", f->seq, "Sequence length of the tokens input (default: the model's context)");
   return [f]() -> Status {
-    std::error_code ec;
-    if (std::filesystem::equivalent(f->checkpoint, f->onnx, ec))
-      return invalid_argument("--onnx " + f->onnx + " is the checkpoint it exports (refusing to overwrite the input)");
+    VOLTA_RETURN_IF_ERROR(io::check_output_path(f->onnx, "--onnx", {f->checkpoint}));
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
     const model::TinyLMConfig& c = ck.recipe.model;
     const int64_t seq = f->seq == 0 ? c.context : f->seq;

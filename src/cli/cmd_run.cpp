@@ -43,6 +43,9 @@ Result<Tensor> read_raw(const std::string& path, const std::string& name, const 
 Result<std::vector<std::string>> output_paths(const std::string& dir, const std::vector<std::string>& names,
                                               const std::vector<std::string>& stems, const std::string& ext,
                                               const std::string& model, const std::vector<std::string>& input_specs) {
+  std::vector<std::string> sources = {model};
+  for (const std::string& spec : input_specs)
+    if (auto eq = spec.find('='); eq != std::string::npos) sources.push_back(spec.substr(eq + 1));
   std::vector<std::string> paths;
   std::map<std::string, std::string> owner;  // path -> output name
   for (size_t i = 0; i < names.size(); ++i) {
@@ -50,14 +53,7 @@ Result<std::vector<std::string>> output_paths(const std::string& dir, const std:
     auto [it, fresh] = owner.emplace(path, names[i]);
     if (!fresh && it->second != names[i])
       return invalid_argument("--output: outputs '" + it->second + "' and '" + names[i] + "' would both be written to '" + path + "'");
-    std::vector<std::string> sources = {model};
-    for (const std::string& spec : input_specs)
-      if (auto eq = spec.find('='); eq != std::string::npos) sources.push_back(spec.substr(eq + 1));
-    std::error_code ec;
-    for (const std::string& src : sources)
-      if (std::filesystem::equivalent(src, path, ec))
-        return invalid_argument("--output: output '" + names[i] + "' would overwrite '" + src + "', which this run reads");
-    VOLTA_RETURN_IF_ERROR(io::check_output_path(path, "--output"));
+    VOLTA_RETURN_IF_ERROR(io::check_output_path(path, "--output: output '" + names[i] + "'", sources));
     paths.push_back(path);
   }
   return paths;

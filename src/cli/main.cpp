@@ -3,9 +3,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <string>
 #include <exception>
 #include <new>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/pipeline_flags.h"

@@ -80,7 +80,8 @@ FileKind detect_file_kind(std::string_view head) {
 
 Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists) {
     // A character device (/dev/null, a terminal) takes writes; a directory or block device is
     // not an output; a FIFO is one only while something reads it (else opening it would block).
     if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode))
@@ -96,7 +97,7 @@ Status check_output_path(const std::string& path, const std::string& what, const
   for (const std::string& r : reads) {
     if (r.empty()) continue;
     struct stat rs {};
-    const bool same_inode = ::stat(r.c_str(), &rs) == 0 && ::stat(path.c_str(), &st) == 0 && rs.st_dev == st.st_dev && rs.st_ino == st.st_ino;
+    const bool same_inode = exists && ::stat(r.c_str(), &rs) == 0 && rs.st_dev == st.st_dev && rs.st_ino == st.st_ino;
     std::error_code rec;
     const bool same_name = !ec && std::filesystem::weakly_canonical(r, rec) == canonical && !rec;  // not written yet
     if (same_inode || same_name)

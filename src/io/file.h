@@ -33,11 +33,11 @@ struct ReadLimits {
 
 // The whole file; errors (prefixed by limits.what) name the path and what is wrong with it.
 Result<std::string> read_file(const std::string& path, const ReadLimits& limits);
-// A path a command is about to write with a plain (non-atomic) open: fails on a directory or a
-// block device, and on a FIFO that nothing reads (opening it would block until a reader
-// comes); a character device such as /dev/null is fine. Also fails when it is one of `reads`: the files the command
-// reads, or writes under other names (compared by inode and by canonical path, so a file not yet
-// written counts). `what` names the flag in errors.
+// A path a command is about to write: fails on a directory or a block device, and on a FIFO
+// that nothing reads (opening it would block until a reader comes); a character device such as
+// /dev/null is fine. Also fails when it is one of `reads`: the files the command reads, or
+// writes under other names (compared by inode and by canonical path, so a file not yet written
+// counts). `what` names the flag in errors.
 Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads = {});
 
 // Fails naming what the bytes are when they are clearly another kind of file than `want`

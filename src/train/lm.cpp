@@ -156,7 +156,7 @@ TrainerOptions LMTask::trainer_options(const std::string& out) const {
   o.eval_every = r_.eval_every;
   o.save_every = r_.save_every;
   o.out = out;
-  if (!out.empty()) o.log = (std::filesystem::path(out) / "log.jsonl").string();
+  if (!out.empty()) o.log = (std::filesystem::path(out) / kLogFile).string();
   return o;
 }
 
@@ -192,9 +192,7 @@ Result<LMCheckpoint> from_checkpoint(const io::Checkpoint& c, const std::string&
   if (!st.is_ok()) return tag(st.status());
   out.best_val_loss = *st;
   // The recipe is checked like flags: a resumed run, eval and generate trust it.
-  LMRecipe checked = out.recipe;
-  if (checked.save_every == 0) checked.save_every = checked.eval_every;
-  if (Status s = validate(checked); !s.is_ok()) return parse_error(source + ": recipe: " + s.message());
+  if (Status s = validate(out.recipe); !s.is_ok()) return parse_error(source + ": recipe: " + s.message());
 
   // Every param of the config, with its shape; optimizer state for all or none of them.
   auto g = model::build_tinylm_loss(*config, 1, 1);

@@ -54,6 +54,7 @@ struct TrainerOptions {
 // Checkpoint files in the `out` folder.
 inline constexpr const char* kLastCheckpoint = "last.safetensors";
 inline constexpr const char* kBestCheckpoint = "best.safetensors";
+inline constexpr const char* kLogFile = "log.jsonl";  // where a recipe's run logs, beside them
 
 // A checkpoint of a training state: params, optimizer slots ("optim.m.<param>", ...) and the
 // "train_state" metadata {step, seed, best_val_loss}, beside `metadata`. A best validation loss
