@@ -143,6 +143,10 @@ TEST(Cli, ExitCodesAreTheOnesTheReadmeDocuments) {
       {"generate --checkpoint x --tokens many", 2},
       {"--threads -1 inspect examples/mlp.vir", 2},
       {"--memory-limit lots inspect examples/mlp.vir", 2},
+      // Help that never reached stdout is not a success.
+      {"--help > /dev/full", 1},
+      {"train --help > /dev/full", 1},
+      {"--version > /dev/full", 1},
   };
   for (const auto& [args, code] : runs) {
     Cli r = volta(args);
@@ -200,7 +204,9 @@ TEST(Cli, BadInputsGiveOneClearLineAndNonZeroExit) {
       {"inspect tests/data/bad/unknown_op.vir", 1, "unknown_op.vir:3:8: unknown op 'frobnicate'"},
       {"inspect tests/data/bad/wrong_arity.vir", 1, "wrong_arity.vir:3:8: op 'add' takes 2 inputs but got 1"},
       {"inspect tests/data/bad/shape_mismatch.vir", 1, "[matmul] inner dims 3 != 4 (f32[2,3] @ f32[4,5]) (node 'q')"},
-      {"inspect tests/data/bad/cycle.vir", 1, "value 'a' depends on itself (cycle) (node 'a')"},
+      {"inspect tests/data/bad/cycle.vir", 1, "cycle.vir:3:3: [add] value 'a' depends on itself (cycle) (node 'a')"},
+      {"inspect tests/data/bad/bad_param_init.vir", 1,
+       "bad_param_init.vir:3:3: [param] attribute 'init' must be normal, uniform, zeros or ones, got \"bogus\""},
       {"inspect tests/data/bad/undefined_value.vir", 1, "undefined_value.vir:3:13: undefined value '%z'"},
       {"inspect examples/gpt_block.vir --budget 1K", 1, "but the memory budget is 1024 bytes"},
       {"inspect examples/gpt_block.vir --budget lots", 1, "--budget: 'lots' is not a byte count"},
@@ -307,7 +313,7 @@ TEST(CliTrain, SpiralsLossFallsAndLogsAreIdenticalAcrossRuns) {
 TEST(CliTrain, BadFlagsAreOneLineErrors) {
   const std::vector<BadCase> cases = {
       {"train --recipe nope", 1, "--recipe: unknown recipe 'nope' (available: mlp-spirals, shakespeare-char)"},
-      {"train --recipe mlp-spirals --lr nan --steps 1", 1, "learning rate must be finite"},
+      {"train --recipe mlp-spirals --lr nan --steps 1", 2, "--lr: 'nan' is not a finite number"},
       {"train --recipe mlp-spirals --loss hinge", 1, "--loss must be ce or mse"},
       {"train --recipe mlp-spirals --optimizer lion", 1, "unknown optimizer 'lion'"},
       {"train --recipe mlp-spirals --numerics maybe", 1, "unknown numerics policy 'maybe'"},
@@ -322,6 +328,14 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
       {"bench train --runs 99999999999999999999", 1, "--runs must be in [1, 100000]"},
       {"bench train --steps 0", 1, "--steps must be in [1, 100000], got 0"},
       {"bench matmul --group decode --profile-summary", 1, "--profile: bench matmul times the kernel outside a plan"},
+      // The flag parser's lenient conversions are refused: an empty value (which became 0), a
+      // negative unsigned (which wrapped), a non-finite float, a negative batch (which fell back
+      // to the recipe's).
+      {"train --recipe mlp-spirals --steps ''", 2, "--steps: an empty value is not allowed"},
+      {"train --recipe mlp-spirals --steps 1 --seed -1", 2, "--seed: '-1' is negative"},
+      {"tune matmul --margin nan", 2, "--margin: 'nan' is not a finite number"},
+      {"train --recipe mlp-spirals --steps 1 --lr inf", 2, "--lr: 'inf' is not a finite number"},
+      {"bench train --batch -1", 1, "--batch must be >= 1, got -1"},
   };
   expect_bad_cases(cases);
 }

@@ -118,6 +118,9 @@ Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 
 // "(node 'attn.q')" suffix for messages.
 std::string node_ref(const Node& n);
+// The name in a message's trailing node_ref suffix, or "" when it has none (the text
+// parser uses it to point a verify error at the node's line).
+std::string_view node_named_in(std::string_view message);
 
 // A deterministic topological order (Kahn's algorithm, smallest ready id first).
 // Fails naming a node on a cycle, or a node that reads an id outside the graph.

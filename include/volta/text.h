@@ -30,7 +30,8 @@ std::string print_graph(const Graph& g, int64_t max_constant_values);
 // are checked against the inferred ones.
 Result<Graph> parse_graph(std::string_view text, std::string_view source = "<input>");
 
-// Reads and parses a file; a missing or unreadable file is a clear error.
+// Reads, parses and verifies a file; a missing or unreadable file is a clear error, and a
+// verify error (a cycle, a bad param attribute) names the line of its node.
 Result<Graph> load_graph(const std::string& path);
 
 }  // namespace volta::ir

@@ -260,6 +260,8 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
     if (tr->parsed()) {
       if (f->group != "all" && f->group != "shakespeare-char")
         return invalid_argument("--recipe: bench train knows shakespeare-char, got '" + f->group + "'");
+      if (tr->count("--batch") > 0 && f->batch < 1)
+        return invalid_argument("--batch must be >= 1, got " + std::to_string(f->batch));
       return bench_train(*f, global);
     }
     if (inf->parsed()) return bench_infer(*f, global);

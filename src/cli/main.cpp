@@ -1,9 +1,12 @@
 // `volta`: one command, one subcommand per job. Errors print one line and exit non-zero:
 // 1 for a failed job, 2 for bad usage.
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <exception>
+#include <iostream>
 #include <new>
 #include <string>
 
@@ -22,6 +25,41 @@ std::string one_line(std::string m) {
   if (m.size() > kMax)
     m = m.substr(0, kHead) + " ... [" + std::to_string(m.size() - kHead - kTail) + " characters cut] ... " + m.substr(m.size() - kTail);
   return m;
+}
+
+// CLI11 converts leniently: an empty value becomes 0 or "", "-1" wraps around in an unsigned
+// flag and "nan" is a float. Every value-taking option of every command is checked here, once,
+// by the type it converts to.
+std::string bad_value(const std::string& v, const std::string& type) {
+  if (v.empty()) return "an empty value is not allowed";
+  size_t first = v.find_first_not_of(" \t");
+  if (type == "UINT" && first != std::string::npos && v[first] == '-') return "'" + v + "' is negative";
+  if (type == "FLOAT") {
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (end != v.c_str() && !std::isfinite(d)) return "'" + v + "' is not a finite number";
+  }
+  return "";
+}
+
+void check_values(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_size() == 0) continue;  // a flag without a value
+    std::string type = opt->get_type_name();
+    opt->check([type](const std::string& v) { return bad_value(v, type); });
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) check_values(*sub);
+}
+
+// --help and --version print to std::cout; a text that did not arrive is a failed command.
+int help_exit(CLI::App& app, const CLI::Error& e) {
+  int code = app.exit(e);
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "volta: error: cannot write to stdout: %s\n", std::strerror(errno));
+    return 1;
+  }
+  return code;
 }
 
 }  // namespace
@@ -56,6 +94,8 @@ int main(int argc, char** argv) {
       sub->add_option("--memory-limit", global.memory_limit, limit_help);
     }
 
+    check_values(app);
+
     // The first word that is not a flag must name a subcommand.
     std::string command;
     for (int i = 1; i < argc; ++i) {
@@ -74,11 +114,11 @@ int main(int argc, char** argv) {
     try {
       app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
-      return app.exit(e);
+      return help_exit(app, e);
     } catch (const CLI::CallForAllHelp& e) {
-      return app.exit(e);
+      return help_exit(app, e);
     } catch (const CLI::CallForVersion& e) {
-      return app.exit(e);
+      return help_exit(app, e);
     } catch (const CLI::ParseError& e) {  // bad usage: one line, like every other error
       const std::string who = command.empty() ? "volta" : "volta " + command;
       std::fprintf(stderr, "%s: error: %s (see %s --help)\n", who.c_str(), one_line(e.what()).c_str(), who.c_str());

@@ -62,6 +62,15 @@ std::vector<int32_t> Graph::nodes_of(Op op) const {
 
 std::string node_ref(const Node& n) { return "(node '" + n.name + "')"; }
 
+std::string_view node_named_in(std::string_view message) {
+  constexpr std::string_view kOpen = "(node '", kClose = "')";
+  if (message.size() < kOpen.size() + kClose.size() || !message.ends_with(kClose)) return {};
+  size_t at = message.rfind(kOpen);
+  if (at == std::string_view::npos) return {};
+  size_t begin = at + kOpen.size();
+  return message.substr(begin, message.size() - kClose.size() - begin);
+}
+
 Result<std::vector<int32_t>> topological_order(const Graph& g) {
   const int32_t n = static_cast<int32_t>(g.size());
   std::vector<int32_t> pending(g.size(), 0);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "io/file.h"
+#include "volta/verify.h"
 
 namespace volta::ir {
 namespace {
@@ -181,6 +182,8 @@ class Parser {
   Parser(std::string_view text, std::string_view source) : s_(text), source_(source) {}
 
   Result<Graph> run();
+  // verify_graph on the parsed graph, its error pointed at the line of the node it names.
+  Status verify(const Graph& g) const;
 
  private:
   // -- cursor --
@@ -826,6 +829,19 @@ Status Parser::finish(Graph& g) {
   return Status::ok();
 }
 
+Status Parser::verify(const Graph& g) const {
+  Status valid = verify_graph(g);
+  if (valid.is_ok()) return valid;
+  // Point at the line of the node the error names.
+  std::string where = std::string(source_) + ":";
+  auto it = defined_.find(node_named_in(valid.message()));
+  if (it != defined_.end()) {
+    const Loc& at = stmts_[it->second].name_loc;
+    where += std::to_string(at.line) + ":" + std::to_string(at.col) + ":";
+  }
+  return Status(valid.code(), where + " " + valid.message());
+}
+
 Result<Graph> Parser::run() {
   VOLTA_RETURN_IF_ERROR(parse_header());
   for (;;) {
@@ -918,7 +934,10 @@ Result<Graph> parse_graph(std::string_view text, std::string_view source) {
 Result<Graph> load_graph(const std::string& path) {
   VOLTA_ASSIGN_OR_RETURN(std::string text, io::read_file(path, {uint64_t{1} << 30, ""}));
   VOLTA_RETURN_IF_ERROR(io::expect_kind(text, io::FileKind::IrText, path));
-  return parse_graph(text, path);
+  Parser p(text, path);
+  VOLTA_ASSIGN_OR_RETURN(Graph g, p.run());
+  VOLTA_RETURN_IF_ERROR(p.verify(g));
+  return g;
 }
 
 }  // namespace volta::ir
