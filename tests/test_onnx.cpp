@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "onnx/importer.h"
 #include "test_util.h"
 #include "volta/onnx.h"
 #include "volta/runtime.h"
@@ -88,6 +89,14 @@ ModelMaker mlp() {
   mm.node("MatMul", {"hr", "w2"}, {"m"}, "fc2");
   mm.node("Add", {"m", "b2"}, {"y"}, "bias2");
   return mm;
+}
+
+// Every ONNX op type in the op table (ops.def's ONNX column) imports.
+TEST(OnnxImport, EveryOnnxNameInTheOpTableImports) {
+  for (const ir::OpInfo& info : ir::kOpTable)
+    if (*info.onnx) {
+      EXPECT_TRUE(onnx::is_supported_op(info.onnx)) << info.name << " -> " << info.onnx;
+    }
 }
 
 TEST(OnnxImport, MlpRunsThroughTheRuntime) {

@@ -2,10 +2,13 @@
 // node id == index in Graph::nodes, and the node's `type` is the value's shape and dtype.
 #pragma once
 
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -15,13 +18,13 @@
 namespace volta::ir {
 
 enum class Op : uint8_t {
-#define VOLTA_OP(Id, name, min_in, max_in, attrs) Id,
+#define VOLTA_OP(Id, ...) Id,
 #include "volta/ops.def"
 #undef VOLTA_OP
 };
 
 constexpr int kNumOps = 0
-#define VOLTA_OP(Id, name, min_in, max_in, attrs) +1
+#define VOLTA_OP(Id, ...) +1
 #include "volta/ops.def"
 #undef VOLTA_OP
     ;
@@ -76,15 +79,83 @@ class Graph {
 
 // ---- The op table -------------------------------------------------------------------
 
+// What an op is (ops.def's category column); Unary and Binary ops are the fusable elementwise
+// ones, whose math is written once in ir/scalar_math.h.
+enum class OpCategory : uint8_t {
+  Leaf, Unary, Binary, Elementwise, Linear, Norm, Attention, Fused, Layout, Select, Pool, Reduction, Loss,
+  Gradient, Training, Cache
+};
+const char* category_name(OpCategory c);
+
+// Diff: autograd has a rule for the op; NoGrad: its rule refuses, saying why.
+enum class OpGrad : uint8_t { Diff, NoGrad };
+
+// One attribute of an op's schema (ops.def's ATTR / OPT / REQ entries).
+enum class AttrKind : uint8_t { Int, Float, Str, Ints };
+enum class AttrPresence : uint8_t { Default, Optional, Required };
+const char* attr_kind_name(AttrKind k);
+
+struct AttrSpec {
+  const char* name = nullptr;  // nullptr ends an op's list
+  AttrKind kind = AttrKind::Int;
+  AttrPresence presence = AttrPresence::Optional;
+  int64_t int_default = 0;
+  double float_default = 0.0;
+  const char* str_default = "";
+  const char* doc = "";
+
+  static constexpr AttrSpec Int(const char* n, int64_t d, const char* doc) {
+    return {n, AttrKind::Int, AttrPresence::Default, d, 0.0, "", doc};
+  }
+  static constexpr AttrSpec Float(const char* n, double d, const char* doc) {
+    return {n, AttrKind::Float, AttrPresence::Default, 0, d, "", doc};
+  }
+  static constexpr AttrSpec Str(const char* n, const char* d, const char* doc) {
+    return {n, AttrKind::Str, AttrPresence::Default, 0, 0.0, d, doc};
+  }
+  static constexpr AttrSpec optional(AttrKind k, const char* n, const char* doc) {
+    return {n, k, AttrPresence::Optional, 0, 0.0, "", doc};
+  }
+  static constexpr AttrSpec required(AttrKind k, const char* n, const char* doc) {
+    return {n, k, AttrPresence::Required, 0, 0.0, "", doc};
+  }
+};
+
+constexpr size_t kMaxOpAttrs = 8;
+
+// One row of ops.def: the op's whole contract.
 struct OpInfo {
   const char* name;
   int min_inputs;
   int max_inputs;
-  const char* attrs;  // comma-separated allowed attribute names
+  OpCategory category;
+  OpGrad grad;
+  const char* onnx;     // the ONNX op type it maps to one to one, or ""
+  const char* inputs_doc;
+  const char* result_doc;
+  std::array<AttrSpec, kMaxOpAttrs> attrs;  // the schema, ended by a nameless entry
+
+  // The schema entry of `key`, or nullptr when the op has no such attribute.
+  const AttrSpec* attr(std::string_view key) const;
+  size_t num_attrs() const;
 };
 
-const OpInfo& op_info(Op op);
-inline const char* op_name(Op op) { return op_info(op).name; }
+// The table, one entry per ops.def row, in Op order.
+inline constexpr std::array<OpInfo, kNumOps> kOpTable = {{
+#define ATTR(kind, name, def, doc) AttrSpec::kind(#name, def, doc),
+#define OPT(kind, name, doc) AttrSpec::optional(AttrKind::kind, #name, doc),
+#define REQ(kind, name, doc) AttrSpec::required(AttrKind::kind, #name, doc),
+#define VOLTA_OP(Id, name, min_in, max_in, category, grad, onnx, inputs, result, ...) \
+  OpInfo{name, min_in, max_in, OpCategory::category, OpGrad::grad, onnx, inputs, result, {{__VA_ARGS__}}},
+#include "volta/ops.def"
+#undef VOLTA_OP
+#undef REQ
+#undef OPT
+#undef ATTR
+}};
+
+constexpr const OpInfo& op_info(Op op) { return kOpTable[static_cast<size_t>(op)]; }
+constexpr const char* op_name(Op op) { return op_info(op).name; }
 Result<Op> parse_op(std::string_view name);
 bool is_leaf(Op op);  // input, param, constant
 // True when `op` writes its input `i` in place (the model's state: optimizer_update's param and
@@ -95,6 +166,11 @@ bool writes_input(Op op, size_t i);
 // planner makes it a view of that input, and the runtime still executes it.
 bool output_is_input(Op op);
 bool op_allows_attr(Op op, std::string_view attr);
+// Checks `attrs` against the op's schema: no unknown keys, every required one present, each
+// value of its kind (an Int widens to a Float). Errors read "[op] attribute 'key' ...".
+Status check_attrs(Op op, const Attrs& attrs);
+// The fusable elementwise ops' operand count (categories Unary and Binary), 0 for the others.
+constexpr int elementwise_arity(OpCategory c) { return c == OpCategory::Unary ? 1 : c == OpCategory::Binary ? 2 : 0; }
 
 // The shape/dtype rule of `op`. Errors read "[op] <what is wrong>"; callers append the node.
 Result<TensorType> infer_type(Op op, std::span<const TensorType> inputs, const Attrs& attrs);

@@ -5,14 +5,7 @@
 
 namespace volta::ir {
 
-int elementwise_arity(Op op) {
-  switch (op) {
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: return 2;
-    case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Tanh: case Op::Relu: case Op::Sigmoid:
-    case Op::Silu: case Op::Erf: case Op::Abs: case Op::Sign: return 1;
-    default: return 0;
-  }
-}
+int elementwise_arity(Op op) { return elementwise_arity(op_info(op).category); }
 
 namespace {
 

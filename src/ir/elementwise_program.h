@@ -12,7 +12,8 @@
 
 namespace volta::ir {
 
-// The ops a program may use, and how many operands each takes (0: not fusable).
+// The ops a program may use (categories Unary and Binary in ops.def), and how many operands
+// each takes (0: not fusable).
 int elementwise_arity(Op op);
 
 struct ElementwiseStep {

@@ -12,12 +12,6 @@ namespace volta::ir {
 
 namespace {
 
-constexpr std::array<OpInfo, kNumOps> kOpTable = {{
-#define VOLTA_OP(Id, name, min_in, max_in, attrs) {name, min_in, max_in, attrs},
-#include "volta/ops.def"
-#undef VOLTA_OP
-}};
-
 Status fail(Op op, const std::string& msg) { return invalid_argument("[" + std::string(op_name(op)) + "] " + msg); }
 
 Result<int64_t> normalize_axis(Op op, int64_t axis, size_t rank, const char* what = "axis") {
@@ -669,10 +663,70 @@ Result<Window> window_attrs(Op op, const Attrs& attrs, size_t spatial, const std
   return w;
 }
 
-namespace {
-}  // namespace
+const char* category_name(OpCategory c) {
+  switch (c) {
+    case OpCategory::Leaf: return "leaf";
+    case OpCategory::Unary: return "unary";
+    case OpCategory::Binary: return "binary";
+    case OpCategory::Elementwise: return "elementwise";
+    case OpCategory::Linear: return "linear";
+    case OpCategory::Norm: return "norm";
+    case OpCategory::Attention: return "attention";
+    case OpCategory::Fused: return "fused";
+    case OpCategory::Layout: return "layout";
+    case OpCategory::Select: return "select";
+    case OpCategory::Pool: return "pool";
+    case OpCategory::Reduction: return "reduction";
+    case OpCategory::Loss: return "loss";
+    case OpCategory::Gradient: return "gradient";
+    case OpCategory::Training: return "training";
+    case OpCategory::Cache: return "cache";
+  }
+  return "?";
+}
 
-const OpInfo& op_info(Op op) { return kOpTable[static_cast<size_t>(op)]; }
+const char* attr_kind_name(AttrKind k) {
+  switch (k) {
+    case AttrKind::Int: return "int";
+    case AttrKind::Float: return "float";
+    case AttrKind::Str: return "string";
+    case AttrKind::Ints: return "int list";
+  }
+  return "?";
+}
+
+const AttrSpec* OpInfo::attr(std::string_view key) const {
+  for (const AttrSpec& a : attrs) {
+    if (a.name == nullptr) break;
+    if (key == a.name) return &a;
+  }
+  return nullptr;
+}
+
+size_t OpInfo::num_attrs() const {
+  size_t n = 0;
+  while (n < attrs.size() && attrs[n].name != nullptr) ++n;
+  return n;
+}
+
+Status check_attrs(Op op, const Attrs& attrs) {
+  const OpInfo& info = op_info(op);
+  for (const auto& [key, value] : attrs.items()) {
+    const AttrSpec* spec = info.attr(key);
+    if (spec == nullptr) return fail(op, "unknown attribute '" + key + "'");
+    const bool ok = spec->kind == AttrKind::Int     ? std::holds_alternative<int64_t>(value)
+                    : spec->kind == AttrKind::Float ? std::holds_alternative<double>(value) || std::holds_alternative<int64_t>(value)
+                    : spec->kind == AttrKind::Str   ? std::holds_alternative<std::string>(value)
+                                                    : std::holds_alternative<std::vector<int64_t>>(value);
+    if (!ok) return fail(op, "attribute '" + key + "' must be " + std::string(spec->kind == AttrKind::Int ? "an " : "a ") + attr_kind_name(spec->kind));
+  }
+  for (size_t i = 0; i < info.num_attrs(); ++i) {
+    const AttrSpec& spec = info.attrs[i];
+    if (spec.presence == AttrPresence::Required && !attrs.has(spec.name))
+      return fail(op, std::string("missing attribute '") + spec.name + "'");
+  }
+  return Status::ok();
+}
 
 Result<Op> parse_op(std::string_view name) {
   for (int i = 0; i < kNumOps; ++i)
@@ -690,16 +744,7 @@ bool writes_input(Op op, size_t i) {
 
 bool output_is_input(Op op) { return op == Op::CacheWrite; }
 
-bool op_allows_attr(Op op, std::string_view attr) {
-  std::string_view list = op_info(op).attrs;
-  while (!list.empty()) {
-    size_t comma = list.find(',');
-    if (list.substr(0, comma) == attr) return true;
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-  return false;
-}
+bool op_allows_attr(Op op, std::string_view attr) { return op_info(op).attr(attr) != nullptr; }
 
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   size_t rank = std::max(a.size(), b.size());
@@ -722,8 +767,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
                                                           : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
     return fail(op, "takes " + want + " inputs but got " + std::to_string(n));
   }
-  for (const auto& [key, value] : attrs.items())
-    if (!op_allows_attr(op, key)) return fail(op, "unknown attribute '" + key + "'");
+  VOLTA_RETURN_IF_ERROR(check_attrs(op, attrs));
   switch (op) {
     case Op::Input:
     case Op::Param:

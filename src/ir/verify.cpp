@@ -14,8 +14,7 @@ Status bad(const Node& n, const std::string& msg) {
 Status verify_leaf(const Node& n) {
   for (int64_t d : n.type.shape)
     if (d < 0) return bad(n, "negative dim in declared type " + n.type.to_string());
-  for (const auto& [key, value] : n.attrs.items())
-    if (!op_allows_attr(n.op, key)) return bad(n, "unknown attribute '" + key + "'");
+  if (Status s = check_attrs(n.op, n.attrs); !s.is_ok()) return Status(s.code(), s.message() + " " + node_ref(n));
   if (n.op == Op::Constant) {
     if (!n.value.defined()) return bad(n, "constant has no payload");
     if (n.value.type() != n.type)

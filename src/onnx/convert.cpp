@@ -888,60 +888,60 @@ Status trilu(Importer& im) {
   return im.set_output(0, y, t);
 }
 
-const std::map<std::string, std::function<Status(Importer&)>>& converters() {
-  static const std::map<std::string, std::function<Status(Importer&)>> table = {
-      {"Abs", [](Importer& im) { return simple_unary(im, Op::Abs); }},
-      {"Add", [](Importer& im) { return binary(im, Op::Add); }},
-      {"AveragePool", [](Importer& im) { return pool(im, Op::AvgPool); }},
-      {"BatchNormalization", batch_normalization},
-      {"Cast", cast},
-      {"Clip", clip},
-      {"Concat", concat},
-      {"Constant", constant_op},
-      {"ConstantOfShape", constant_of_shape},
-      {"Conv", conv},
-      {"Div", [](Importer& im) { return binary(im, Op::Div); }},
-      {"Dropout", dropout},
-      {"Equal", equal},
-      {"Erf", [](Importer& im) { return simple_unary(im, Op::Erf); }},
-      {"Exp", [](Importer& im) { return simple_unary(im, Op::Exp); }},
-      {"Expand", expand},
-      {"Flatten", flatten},
-      {"Gather", gather},
-      {"Gemm", gemm},
-      {"GlobalAveragePool", global_average_pool},
-      {"Identity", identity},
-      {"LayerNormalization", layer_normalization},
-      {"LeakyRelu", leaky_relu},
-      {"Log", [](Importer& im) { return simple_unary(im, Op::Log); }},
-      {"LogSoftmax", [](Importer& im) { return softmax(im, Op::LogSoftmax); }},
-      {"MatMul", matmul},
-      {"MaxPool", [](Importer& im) { return pool(im, Op::MaxPool); }},
-      {"Mul", [](Importer& im) { return binary(im, Op::Mul); }},
-      {"Neg", [](Importer& im) { return simple_unary(im, Op::Neg); }},
-      {"Pad", pad},
-      {"Pow", pow_op},
-      {"Range", range},
-      {"ReduceMax", [](Importer& im) { return reduce(im, Op::ReduceMax); }},
-      {"ReduceMean", [](Importer& im) { return reduce(im, Op::ReduceMean); }},
-      {"ReduceSum", [](Importer& im) { return reduce(im, Op::ReduceSum); }},
-      {"Relu", [](Importer& im) { return simple_unary(im, Op::Relu); }},
-      {"Reshape", reshape},
-      {"Shape", shape_op},
-      {"Sigmoid", [](Importer& im) { return simple_unary(im, Op::Sigmoid); }},
-      {"Sign", [](Importer& im) { return simple_unary(im, Op::Sign); }},
-      {"Slice", slice},
-      {"Softmax", [](Importer& im) { return softmax(im, Op::Softmax); }},
-      {"Split", split},
-      {"Sqrt", [](Importer& im) { return simple_unary(im, Op::Sqrt); }},
-      {"Squeeze", squeeze},
-      {"Sub", [](Importer& im) { return binary(im, Op::Sub); }},
-      {"Tanh", [](Importer& im) { return simple_unary(im, Op::Tanh); }},
-      {"Transpose", transpose},
-      {"Trilu", trilu},
-      {"Unsqueeze", unsqueeze},
-      {"Where", where},
-  };
+using ConverterMap = std::map<std::string, std::function<Status(Importer&)>>;
+
+// The converters written here, then one per elementwise op whose ONNX op type the op table
+// names (ops.def's ONNX column), unless written here (Pow: its exponent may be an integer).
+const ConverterMap& converters() {
+  static const ConverterMap table = [] {
+    ConverterMap t = {
+        {"AveragePool", [](Importer& im) { return pool(im, Op::AvgPool); }},
+        {"BatchNormalization", batch_normalization},
+        {"Cast", cast},
+        {"Clip", clip},
+        {"Concat", concat},
+        {"Constant", constant_op},
+        {"ConstantOfShape", constant_of_shape},
+        {"Conv", conv},
+        {"Dropout", dropout},
+        {"Equal", equal},
+        {"Expand", expand},
+        {"Flatten", flatten},
+        {"Gather", gather},
+        {"Gemm", gemm},
+        {"GlobalAveragePool", global_average_pool},
+        {"Identity", identity},
+        {"LayerNormalization", layer_normalization},
+        {"LeakyRelu", leaky_relu},
+        {"LogSoftmax", [](Importer& im) { return softmax(im, Op::LogSoftmax); }},
+        {"MatMul", matmul},
+        {"MaxPool", [](Importer& im) { return pool(im, Op::MaxPool); }},
+        {"Pad", pad},
+        {"Pow", pow_op},
+        {"Range", range},
+        {"ReduceMax", [](Importer& im) { return reduce(im, Op::ReduceMax); }},
+        {"ReduceMean", [](Importer& im) { return reduce(im, Op::ReduceMean); }},
+        {"ReduceSum", [](Importer& im) { return reduce(im, Op::ReduceSum); }},
+        {"Reshape", reshape},
+        {"Shape", shape_op},
+        {"Slice", slice},
+        {"Softmax", [](Importer& im) { return softmax(im, Op::Softmax); }},
+        {"Split", split},
+        {"Squeeze", squeeze},
+        {"Transpose", transpose},
+        {"Trilu", trilu},
+        {"Unsqueeze", unsqueeze},
+        {"Where", where},
+    };
+    for (int i = 0; i < ir::kNumOps; ++i) {
+      const Op op = static_cast<Op>(i);
+      const ir::OpInfo& info = ir::op_info(op);
+      if (*info.onnx == '\0' || ir::elementwise_arity(info.category) == 0) continue;
+      if (info.category == ir::OpCategory::Unary) t.emplace(info.onnx, [op](Importer& im) { return simple_unary(im, op); });
+      else t.emplace(info.onnx, [op](Importer& im) { return binary(im, op); });
+    }
+    return t;
+  }();
   return table;
 }
 

@@ -372,24 +372,14 @@ class Exporter {
   Status emit() {
     const Op op = n_->op;
     auto same = [&](const char* op_type) { return node(op_type, all_inputs(), self()); };
+    // The elementwise ops with an ONNX op type in the op table export one to one.
+    if (ir::elementwise_arity(ir::op_info(op).category) > 0 && *ir::op_info(op).onnx != '\0') {
+      same(ir::op_info(op).onnx);
+      return Status::ok();
+    }
     switch (op) {
       case Op::Input: case Op::Param: case Op::Constant: return leaf();
       case Op::Matmul: return matmul();
-      case Op::Add: same("Add"); return Status::ok();
-      case Op::Sub: same("Sub"); return Status::ok();
-      case Op::Mul: same("Mul"); return Status::ok();
-      case Op::Div: same("Div"); return Status::ok();
-      case Op::Pow: same("Pow"); return Status::ok();
-      case Op::Neg: same("Neg"); return Status::ok();
-      case Op::Exp: same("Exp"); return Status::ok();
-      case Op::Log: same("Log"); return Status::ok();
-      case Op::Sqrt: same("Sqrt"); return Status::ok();
-      case Op::Tanh: same("Tanh"); return Status::ok();
-      case Op::Relu: same("Relu"); return Status::ok();
-      case Op::Sigmoid: same("Sigmoid"); return Status::ok();
-      case Op::Erf: same("Erf"); return Status::ok();
-      case Op::Abs: same("Abs"); return Status::ok();
-      case Op::Sign: same("Sign"); return Status::ok();
       case Op::Concat: {
         VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
         attr(same("Concat"), "axis", axis);

@@ -28,7 +28,7 @@ Status Constant(const KernelArgs& a) { return leaf(a); }
 namespace {
 
 constexpr std::array<Kernel, ir::kNumOps> kReferenceKernels = {
-#define VOLTA_OP(Id, name, min_in, max_in, attrs) &ref::Id,
+#define VOLTA_OP(Id, ...) &ref::Id,
 #include "volta/ops.def"
 #undef VOLTA_OP
 };

@@ -25,7 +25,7 @@ using Kernel = Status (*)(const KernelArgs&);
 
 // One reference kernel per op, generated from ops.def (a missing one fails to link).
 namespace ref {
-#define VOLTA_OP(Id, name, min_in, max_in, attrs) Status Id(const KernelArgs& a);
+#define VOLTA_OP(Id, ...) Status Id(const KernelArgs& a);
 #include "volta/ops.def"
 #undef VOLTA_OP
 }  // namespace ref

@@ -1,0 +1,188 @@
+// The op table (include/volta/ops.def) is the one place an op is described: these tests check
+// that it is well formed and that the places derived from it agree with it: docs/ops.md's
+// tables, the elementwise class and verify's attribute checks.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "ir/elementwise_program.h"
+#include "test_util.h"
+#include "volta/ir.h"
+#include "volta/verify.h"
+
+namespace volta {
+namespace {
+
+using ir::AttrKind;
+using ir::AttrPresence;
+using ir::AttrSpec;
+using ir::Op;
+using ir::OpCategory;
+using ir::OpInfo;
+
+constexpr OpCategory kCategoryOrder[] = {
+    OpCategory::Leaf,      OpCategory::Linear,    OpCategory::Unary,  OpCategory::Binary,   OpCategory::Elementwise,
+    OpCategory::Norm,      OpCategory::Attention, OpCategory::Fused,  OpCategory::Layout,   OpCategory::Select,
+    OpCategory::Pool,      OpCategory::Reduction, OpCategory::Loss,   OpCategory::Gradient, OpCategory::Training,
+    OpCategory::Cache};
+
+const char* category_heading(OpCategory c) {
+  switch (c) {
+    case OpCategory::Leaf: return "Leaves";
+    case OpCategory::Linear: return "Linear algebra";
+    case OpCategory::Unary: return "Elementwise, one operand (fusable)";
+    case OpCategory::Binary: return "Elementwise, two operands, numpy broadcasting (fusable)";
+    case OpCategory::Elementwise: return "Elementwise with attributes";
+    case OpCategory::Norm: return "Normalisation over one axis";
+    case OpCategory::Attention: return "Attention";
+    case OpCategory::Fused: return "Fused elementwise chains";
+    case OpCategory::Layout: return "Indexing and layout";
+    case OpCategory::Select: return "Selection and masking";
+    case OpCategory::Pool: return "Pooling over `[N, C, spatial...]` (1 to 3 spatial dims)";
+    case OpCategory::Reduction: return "Reductions";
+    case OpCategory::Loss: return "Losses (scalar results)";
+    case OpCategory::Gradient: return "Gradient ops (written by autograd, valid in hand-written IR; no gradient themselves)";
+    case OpCategory::Training: return "The training step's state updates (in place on the model's state; no gradient)";
+    case OpCategory::Cache: return "The KV cache (written in place; no gradient)";
+  }
+  return "?";
+}
+
+std::string number(double v) {
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string attr_text(const AttrSpec& a) {
+  std::string t = "`" + std::string(a.name) + "` (" + ir::attr_kind_name(a.kind);
+  switch (a.presence) {
+    case AttrPresence::Required: t += ", required"; break;
+    case AttrPresence::Optional: t += ", optional"; break;
+    case AttrPresence::Default:
+      t += ", default ";
+      t += a.kind == AttrKind::Int     ? std::to_string(a.int_default)
+           : a.kind == AttrKind::Float ? number(a.float_default)
+                                       : "`" + std::string(a.str_default) + "`";
+      break;
+  }
+  return t + "): " + a.doc;
+}
+
+// docs/ops.md's op tables, as the table describes the ops.
+std::string ops_markdown() {
+  std::string md;
+  for (OpCategory c : kCategoryOrder) {
+    md += "### " + std::string(category_heading(c)) + "\n\n";
+    md += "| op | inputs | attributes | result | gradient | ONNX |\n|---|---|---|---|---|---|\n";
+    for (const OpInfo& info : ir::kOpTable) {
+      if (info.category != c) continue;
+      std::string attrs;
+      for (size_t i = 0; i < info.num_attrs(); ++i) attrs += (i ? "; " : "") + attr_text(info.attrs[i]);
+      md += "| `" + std::string(info.name) + "` | " + info.inputs_doc + " | " + (attrs.empty() ? "—" : attrs) + " | " +
+            info.result_doc + " | " + (info.grad == ir::OpGrad::Diff ? "yes" : "no") + " | " +
+            (*info.onnx ? "`" + std::string(info.onnx) + "`" : "—") + " |\n";
+    }
+    md += "\n";
+  }
+  return md;
+}
+
+constexpr const char* kBegin =
+    "<!-- The op tables below are generated from include/volta/ops.def by tests/test_op_table.cpp;\n"
+    "     regenerate: VOLTA_UPDATE_DOCS=1 build/release/tests/volta_tests --gtest_filter=OpTable.* -->\n";
+constexpr const char* kEnd = "<!-- end of the generated op tables -->\n";
+
+TEST(OpTable, DocsMatchTheTable) {
+  const std::string path = test::source_path("docs/ops.md");
+  const std::string doc = test::read_file(path);
+  const size_t b = doc.find(kBegin), e = doc.find(kEnd);
+  ASSERT_NE(b, std::string::npos) << "docs/ops.md lacks the generated-tables marker";
+  ASSERT_NE(e, std::string::npos) << "docs/ops.md lacks the end marker";
+  ASSERT_LT(b, e);
+  const std::string want = std::string(kBegin) + "\n" + ops_markdown() + kEnd;
+  const std::string have = doc.substr(b, e + std::string(kEnd).size() - b);
+  if (have != want && std::getenv("VOLTA_UPDATE_DOCS") != nullptr) {
+    std::ofstream(path, std::ios::binary) << doc.substr(0, b) << want << doc.substr(e + std::string(kEnd).size());
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  EXPECT_EQ(have, want) << "docs/ops.md is out of date with include/volta/ops.def; regenerate it (see the marker)";
+}
+
+TEST(OpTable, EveryRowIsWellFormed) {
+  std::set<std::string> names, onnx_names;
+  for (int i = 0; i < ir::kNumOps; ++i) {
+    const Op op = static_cast<Op>(i);
+    const OpInfo& info = ir::op_info(op);
+    SCOPED_TRACE(info.name);
+    EXPECT_TRUE(names.insert(info.name).second) << "duplicate op name";
+    auto parsed = ir::parse_op(info.name);
+    ASSERT_OK(parsed);
+    EXPECT_EQ(*parsed, op);
+    EXPECT_LE(info.min_inputs, info.max_inputs);
+    EXPECT_EQ(ir::is_leaf(op), info.category == OpCategory::Leaf);
+    EXPECT_EQ(ir::is_leaf(op), info.max_inputs == 0);
+    EXPECT_GT(std::string(info.inputs_doc).size(), 0u);
+    EXPECT_GT(std::string(info.result_doc).size(), 0u);
+    if (*info.onnx) {
+      EXPECT_TRUE(onnx_names.insert(info.onnx).second) << "two ops map to ONNX " << info.onnx;
+    }
+    // The schema: distinct names, each documented, found by lookup.
+    EXPECT_LT(info.num_attrs(), ir::kMaxOpAttrs) << "raise kMaxOpAttrs";
+    std::set<std::string> keys;
+    for (size_t a = 0; a < info.num_attrs(); ++a) {
+      const AttrSpec& s = info.attrs[a];
+      EXPECT_TRUE(keys.insert(s.name).second) << "duplicate attribute " << s.name;
+      EXPECT_GT(std::string(s.doc).size(), 0u) << s.name;
+      EXPECT_EQ(info.attr(s.name), &s);
+      EXPECT_TRUE(ir::op_allows_attr(op, s.name));
+    }
+    EXPECT_EQ(info.attr("no_such_attribute"), nullptr);
+    // The elementwise class is the category: the fusable ops are exactly Unary and Binary, with
+    // no attributes (a fused step has none), f32 in and out.
+    const int arity = ir::elementwise_arity(op);
+    EXPECT_EQ(arity, info.category == OpCategory::Unary ? 1 : info.category == OpCategory::Binary ? 2 : 0);
+    if (arity > 0) {
+      EXPECT_EQ(info.min_inputs, arity);
+      EXPECT_EQ(info.max_inputs, arity);
+      EXPECT_EQ(info.num_attrs(), 0u);
+    }
+  }
+}
+
+// verify rejects what the schema rules out, naming the op, the node and the attribute.
+TEST(OpTable, VerifyChecksAttributesAgainstTheSchema) {
+  auto graph = [](ir::Attrs attrs) {
+    ir::Graph g;
+    g.nodes.resize(2);
+    g.nodes[0] = ir::Node{0, "x", Op::Input, {}, {}, TensorType{DType::f32, {2, 3}}, {}};
+    g.nodes[1] = ir::Node{1, "y", Op::Slice, {0}, std::move(attrs), TensorType{DType::f32, {2, 1}}, {}};
+    g.outputs = {1};
+    return g;
+  };
+  ASSERT_OK(ir::verify_graph(graph({{"axis", int64_t{1}}, {"start", int64_t{0}}, {"end", int64_t{1}}})));
+  EXPECT_ERROR_CONTAINS(ir::verify_graph(graph({{"axis", int64_t{1}}, {"start", int64_t{0}}})),
+                        "[slice] missing attribute 'end' (node 'y')");
+  EXPECT_ERROR_CONTAINS(ir::verify_graph(graph({{"axis", 1.0}, {"start", int64_t{0}}, {"end", int64_t{1}}})),
+                        "[slice] attribute 'axis' must be an int (node 'y')");
+  EXPECT_ERROR_CONTAINS(
+      ir::verify_graph(graph({{"axis", int64_t{1}}, {"start", int64_t{0}}, {"end", int64_t{1}}, {"step", int64_t{1}}})),
+      "[slice] unknown attribute 'step' (node 'y')");
+  // An int widens to a float attribute; a string never does.
+  ir::Graph g;
+  g.nodes.resize(2);
+  g.nodes[0] = ir::Node{0, "x", Op::Input, {}, {}, TensorType{DType::f32, {4}}, {}};
+  g.nodes[1] = ir::Node{1, "y", Op::LeakyRelu, {0}, {{"alpha", int64_t{1}}}, TensorType{DType::f32, {4}}, {}};
+  g.outputs = {1};
+  ASSERT_OK(ir::verify_graph(g));
+  g.nodes[1].attrs = {{"alpha", std::string("0.1")}};
+  EXPECT_ERROR_CONTAINS(ir::verify_graph(g), "[leaky_relu] attribute 'alpha' must be a float (node 'y')");
+}
+
+
+}  // namespace
+}  // namespace volta
