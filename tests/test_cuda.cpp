@@ -460,6 +460,11 @@ std::vector<OpCase> parity_cases() {
       {ir::Op::Gelu, {f({1000})}, A{{"approximate", std::string("tanh")}}, 1e-6},
       {ir::Op::Silu, {f({1000})}, {}, 1e-6},
       {ir::Op::Sigmoid, {f({1000})}, {}, 1e-6},
+      // The rest of the Unary and Binary categories: the same kernel template over ir/scalar_math.h.
+      {ir::Op::Erf, {f({1000})}, {}, 1e-6},
+      {ir::Op::Abs, {f({1000})}, {}, 0.0},
+      {ir::Op::Sign, {f({1000})}, {}, 0.0},
+      {ir::Op::Pow, {f({3, 4, 5}), f({4, 1})}, {}, 1e-6},
       {ir::Op::Softmax, {f({7, 33})}, A{{"axis", int64_t{-1}}}, 1e-6},
       {ir::Op::Softmax, {f({7, 33})}, A{{"axis", int64_t{0}}}, 1e-6},
       {ir::Op::Softmax, {f({3, 700})}, {}, 1e-6},  // rows longer than a block
@@ -542,8 +547,9 @@ TEST(CudaParity, NanAndInfinityBehaveAsOnTheCpu) {
   // accumulator some CPU kernels use, which would make overflow a precision question.
   const std::vector<float> special_mm = {nan, inf, -inf, 0.0f, -0.0f, 2.0f, -3.0f, 0.5f, 1.0f, -1.0f};
   for (ir::Op op : {ir::Op::Neg, ir::Op::Exp, ir::Op::Log, ir::Op::Sqrt, ir::Op::Tanh, ir::Op::Relu, ir::Op::Gelu,
-                    ir::Op::Silu, ir::Op::Sigmoid, ir::Op::Softmax, ir::Op::Add, ir::Op::Div, ir::Op::Matmul}) {
-    const bool two = op == ir::Op::Add || op == ir::Op::Div || op == ir::Op::Matmul;
+                    ir::Op::Silu, ir::Op::Sigmoid, ir::Op::Erf, ir::Op::Abs, ir::Op::Sign, ir::Op::Softmax,
+                    ir::Op::Add, ir::Op::Div, ir::Op::Pow, ir::Op::Matmul}) {
+    const bool two = op == ir::Op::Add || op == ir::Op::Div || op == ir::Op::Pow || op == ir::Op::Matmul;
     const Shape shape = op == ir::Op::Matmul ? Shape{10, 10} : Shape{2, 10};
     OpCase c{op, {}, {}, 1e-6};
     for (int i = 0; i < (two ? 2 : 1); ++i) c.inputs.push_back({DType::f32, shape});

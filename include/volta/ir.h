@@ -12,22 +12,11 @@
 #include <variant>
 #include <vector>
 
+#include "volta/op_id.h"
 #include "volta/status.h"
 #include "volta/tensor.h"
 
 namespace volta::ir {
-
-enum class Op : uint8_t {
-#define VOLTA_OP(Id, ...) Id,
-#include "volta/ops.def"
-#undef VOLTA_OP
-};
-
-constexpr int kNumOps = 0
-#define VOLTA_OP(Id, ...) +1
-#include "volta/ops.def"
-#undef VOLTA_OP
-    ;
 
 using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
 
@@ -79,12 +68,6 @@ class Graph {
 
 // ---- The op table -------------------------------------------------------------------
 
-// What an op is (ops.def's category column); Unary and Binary ops are the fusable elementwise
-// ones, whose math is written once in ir/scalar_math.h.
-enum class OpCategory : uint8_t {
-  Leaf, Unary, Binary, Elementwise, Linear, Norm, Attention, Fused, Layout, Select, Pool, Reduction, Loss,
-  Gradient, Training, Cache
-};
 const char* category_name(OpCategory c);
 
 // Diff: autograd has a rule for the op; NoGrad: its rule refuses, saying why.
@@ -169,8 +152,6 @@ bool op_allows_attr(Op op, std::string_view attr);
 // Checks `attrs` against the op's schema: no unknown keys, every required one present, each
 // value of its kind (an Int widens to a Float). Errors read "[op] attribute 'key' ...".
 Status check_attrs(Op op, const Attrs& attrs);
-// The fusable elementwise ops' operand count (categories Unary and Binary), 0 for the others.
-constexpr int elementwise_arity(OpCategory c) { return c == OpCategory::Unary ? 1 : c == OpCategory::Binary ? 2 : 0; }
 
 // The shape/dtype rule of `op`. Errors read "[op] <what is wrong>"; callers append the node.
 Result<TensorType> infer_type(Op op, std::span<const TensorType> inputs, const Attrs& attrs);

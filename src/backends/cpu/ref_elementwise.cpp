@@ -56,13 +56,8 @@ Status Silu(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Silu>); 
 
 Status Gelu(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const std::string mode, a.node.attrs.get_string("approximate", "none"));
-  if (mode == "none") {
-    return unary(a, [](double x) { return 0.5 * x * (1.0 + std::erf(x * std::numbers::sqrt2 / 2.0)); });
-  }
-  if (mode == "tanh") {
-    constexpr double kC = 0.7978845608028654;  // sqrt(2 / pi)
-    return unary(a, [](double x) { return 0.5 * x * (1.0 + std::tanh(kC * (x + 0.044715 * x * x * x))); });
-  }
+  if (mode == "none") return unary(a, ir::gelu_erf);
+  if (mode == "tanh") return unary(a, ir::gelu_tanh);
   return invalid_argument(op_prefix(a.node) + "attribute 'approximate' must be 'none' or 'tanh', got '" + mode +
                           "' " + ir::node_ref(a.node));
 }

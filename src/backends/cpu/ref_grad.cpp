@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "backends/cpu/ref_util.h"
+#include "ir/scalar_math.h"
 
 namespace volta::cpu::ref {
 
@@ -99,17 +100,10 @@ Status GeluGrad(const KernelArgs& a) {
   const float* x = in_f32(a, 0);
   const float* dy = in_f32(a, 1);
   float* out = out_f32(a);
-  constexpr double kC = 0.7978845608028654;  // sqrt(2 / pi)
-  const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * std::numbers::pi);
+  const bool tanh_form = mode == "tanh";
   for (int64_t i = 0; i < a.out.numel(); ++i) {
     const double v = x[i];
-    double d;
-    if (mode == "tanh") {
-      const double t = std::tanh(kC * (v + 0.044715 * v * v * v));
-      d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kC * (1.0 + 3.0 * 0.044715 * v * v);
-    } else {  // d/dx x * Phi(x) = Phi(x) + x * phi(x)
-      d = 0.5 * (1.0 + std::erf(v / std::numbers::sqrt2)) + v * inv_sqrt_2pi * std::exp(-0.5 * v * v);
-    }
+    const double d = tanh_form ? ir::gelu_tanh_derivative(v) : ir::gelu_erf_derivative(v);
     out[i] = static_cast<float>(d * dy[i]);
   }
   return Status::ok();

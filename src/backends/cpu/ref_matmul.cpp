@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "backends/cpu/ref_util.h"
+#include "ir/scalar_math.h"
 
 namespace volta::cpu::ref {
 
@@ -52,9 +53,9 @@ Status Matmul(const KernelArgs& a) {
   const float* bias = a.in.size() > 2 ? in_f32(a, 2) : nullptr;
   for (int64_t i = 0; i < a.out.numel(); ++i) {
     double x = out[i];
-    if (bias) x = static_cast<float>(x + static_cast<double>(bias[i % N]));
-    if (act == "relu") x = std::isnan(x) ? x : (x > 0 ? x : 0.0);
-    if (act == "gelu") x = 0.5 * x * (1.0 + std::erf(x * std::numbers::sqrt2 / 2.0));
+    if (bias) x = static_cast<float>(ir::scalar_binary<ir::Op::Add>(x, static_cast<double>(bias[i % N])));
+    if (act == "relu") x = ir::scalar_unary<ir::Op::Relu>(x);
+    if (act == "gelu") x = ir::gelu_erf(x);
     out[i] = static_cast<float>(x);
   }
   return Status::ok();

@@ -1,67 +1,47 @@
-// The elementwise ops one element at a time, in double (rounded once to f32 by the caller; for
-// + - * / that equals the correctly rounded f32 result). The reference kernels and the fused
-// elementwise kernels both evaluate these, so a fused chain has the bits of the unfused ops.
+// The CPU's dispatch over the fusable elementwise ops (categories Unary and Binary of ops.def),
+// whose math is ir/scalar_math.h: with_elementwise_op(op, f) calls f.template operator()<op>()
+// with op a template argument. It instantiates every such op's scalar function, so an op added
+// to the table without its math fails to compile.
 #pragma once
 
-#include <cmath>
+#include <utility>
 
+#include "ir/scalar_math.h"
 #include "volta/ir.h"
 
 namespace volta::cpu::ref {
 
-// Stable in both tails: never evaluates exp of a large positive number.
-inline double sigmoid(double x) {
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  const double e = std::exp(x);
-  return e / (1.0 + e);
+using ir::scalar_binary;
+using ir::scalar_unary;
+
+constexpr bool scalar_binary_op(ir::Op op) { return ir::op_category(op) == ir::OpCategory::Binary; }
+
+namespace detail {
+
+template <ir::Op op, typename F>
+bool call_if(ir::Op want, F& f) {
+  if constexpr (ir::elementwise_arity(ir::op_category(op)) > 0) {
+    if constexpr (scalar_binary_op(op)) (void)&scalar_binary<op>;
+    else (void)&scalar_unary<op>;
+    if (want == op) {
+      f.template operator()<op>();
+      return true;
+    }
+  }
+  return false;
 }
 
-constexpr bool scalar_binary_op(ir::Op op) {
-  return op == ir::Op::Add || op == ir::Op::Sub || op == ir::Op::Mul || op == ir::Op::Div || op == ir::Op::Pow;
+template <typename F, size_t... I>
+bool dispatch(ir::Op op, F& f, std::index_sequence<I...>) {
+  return (call_if<static_cast<ir::Op>(I)>(op, f) || ...);
 }
 
-template <ir::Op op>
-inline double scalar_unary(double x) {
-  using ir::Op;
-  if constexpr (op == Op::Neg) return -x;
-  else if constexpr (op == Op::Exp) return std::exp(x);
-  else if constexpr (op == Op::Log) return std::log(x);
-  else if constexpr (op == Op::Sqrt) return std::sqrt(x);
-  else if constexpr (op == Op::Tanh) return std::tanh(x);
-  else if constexpr (op == Op::Relu) return std::isnan(x) ? x : (x > 0 ? x : 0.0);  // nan propagates; relu(-0) = +0
-  else if constexpr (op == Op::Sigmoid) return sigmoid(x);
-  else if constexpr (op == Op::Silu) return x * sigmoid(x);
-  else if constexpr (op == Op::Erf) return std::erf(x);
-  else if constexpr (op == Op::Abs) return std::fabs(x);
-  else if constexpr (op == Op::Sign) return std::isnan(x) ? x : (x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0);  // sign(+-0) = 0
-  else static_assert(op == Op::Neg, "not a unary elementwise op");
-}
+}  // namespace detail
 
-template <ir::Op op>
-inline double scalar_binary(double x, double y) {
-  using ir::Op;
-  if constexpr (op == Op::Add) return x + y;
-  else if constexpr (op == Op::Sub) return x - y;
-  else if constexpr (op == Op::Mul) return x * y;
-  else if constexpr (op == Op::Div) return x / y;
-  else if constexpr (op == Op::Pow) return std::pow(x, y);
-  else static_assert(op == Op::Add, "not a binary elementwise op");
-}
-
-// Calls f.template operator()<op>() for the fusable elementwise op `op` (ir::elementwise_arity).
+// False when `op` is not a fusable elementwise op (ir::elementwise_arity 0).
 template <typename F>
 bool with_elementwise_op(ir::Op op, F&& f) {
-  using ir::Op;
-  switch (op) {
-#define VOLTA_EW_CASE(X) \
-  case Op::X: f.template operator()<Op::X>(); return true;
-    VOLTA_EW_CASE(Add) VOLTA_EW_CASE(Sub) VOLTA_EW_CASE(Mul) VOLTA_EW_CASE(Div) VOLTA_EW_CASE(Pow)
-    VOLTA_EW_CASE(Neg) VOLTA_EW_CASE(Exp) VOLTA_EW_CASE(Log) VOLTA_EW_CASE(Sqrt) VOLTA_EW_CASE(Tanh)
-    VOLTA_EW_CASE(Relu) VOLTA_EW_CASE(Sigmoid) VOLTA_EW_CASE(Silu) VOLTA_EW_CASE(Erf) VOLTA_EW_CASE(Abs)
-    VOLTA_EW_CASE(Sign)
-#undef VOLTA_EW_CASE
-    default: return false;
-  }
+  return detail::dispatch(op, f, std::make_index_sequence<ir::kNumOps>{});
 }
 
 }  // namespace volta::cpu::ref

@@ -7,9 +7,12 @@ namespace volta::cuda {
 Capabilities capabilities() {
   Capabilities caps;
   using ir::Op;
-  caps.ops = {Op::Matmul,  Op::Add,     Op::Sub,        Op::Mul,       Op::Div,        Op::Neg,
-              Op::Exp,     Op::Log,     Op::Sqrt,       Op::Tanh,      Op::Relu,       Op::Gelu,
-              Op::Silu,    Op::Sigmoid, Op::Softmax,    Op::LogSoftmax, Op::LayerNorm, Op::RmsNorm,
+  // Every op of the Unary and Binary categories (one kernel template over ir/scalar_math.h),
+  // then the ops with their own kernels.
+  for (int i = 0; i < ir::kNumOps; ++i)
+    if (ir::elementwise_arity(ir::op_category(static_cast<Op>(i))) > 0) caps.ops.push_back(static_cast<Op>(i));
+  caps.ops.insert(caps.ops.end(), {
+              Op::Matmul, Op::Gelu, Op::Softmax,    Op::LogSoftmax, Op::LayerNorm, Op::RmsNorm,
               Op::Embedding, Op::Reshape, Op::Transpose, Op::Slice,    Op::Concat,     Op::CausalMask,
               Op::Pad,     Op::Broadcast, Op::ReduceSum, Op::ReduceMean, Op::ReduceMax,
               // the backward ops autograd writes for TinyLM
@@ -18,7 +21,7 @@ Capabilities capabilities() {
               // the training step's tail on the model's state
               Op::GradNorm, Op::OptimizerUpdate, Op::Increment,
               // inference on the session's KV cache
-              Op::CacheWrite};
+              Op::CacheWrite});
   caps.dtypes = {DType::f32, DType::i32, DType::i64, DType::f64};
   caps.determinism = DeterminismLevel::Bitwise;
   return caps;

@@ -96,25 +96,18 @@ class CudaBackend final : public Backend {
   Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out,
                  std::span<std::byte> workspace) override {
     const cudaStream_t s = stream_.get();
+    // The elementwise ops of ops.def's Unary and Binary categories: one kernel template over
+    // ir/scalar_math.h (elementwise.cu).
+    if (ir::op_category(n.op) == ir::OpCategory::Binary) return binary(n, in, out);
+    if (ir::op_category(n.op) == ir::OpCategory::Unary) return unary(n, in, out);
     switch (n.op) {
-      case ir::Op::Add: return binary(n, in, out, BinaryOp::Add);
-      case ir::Op::Sub: return binary(n, in, out, BinaryOp::Sub);
-      case ir::Op::Mul: return binary(n, in, out, BinaryOp::Mul);
-      case ir::Op::Div: return binary(n, in, out, BinaryOp::Div);
-      case ir::Op::Neg: return unary(n, in, out, UnaryOp::Neg);
-      case ir::Op::Exp: return unary(n, in, out, UnaryOp::Exp);
-      case ir::Op::Log: return unary(n, in, out, UnaryOp::Log);
-      case ir::Op::Sqrt: return unary(n, in, out, UnaryOp::Sqrt);
-      case ir::Op::Tanh: return unary(n, in, out, UnaryOp::Tanh);
-      case ir::Op::Relu: return unary(n, in, out, UnaryOp::Relu);
-      case ir::Op::Silu: return unary(n, in, out, UnaryOp::Silu);
-      case ir::Op::Sigmoid: return unary(n, in, out, UnaryOp::Sigmoid);
       case ir::Op::Gelu: {
         VOLTA_ASSIGN_OR_RETURN(const std::string mode, n.attrs.get_string("approximate", "none"));
         if (mode != "none" && mode != "tanh")
           return invalid_argument(prefix(n) + "attribute 'approximate' must be 'none' or 'tanh', got '" + mode + "' " +
                                   ir::node_ref(n));
-        return unary(n, in, out, mode == "tanh" ? UnaryOp::GeluTanh : UnaryOp::GeluErf);
+        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+        return launched(launch_gelu(in[0].as<const float>(), out.as<float>(), out.numel(), mode == "tanh", s), n);
       }
       case ir::Op::Matmul:
         if (in.size() > 2 || n.attrs.has("activation"))  // the "matmul.epilogue" variant: no kernel yet
@@ -221,7 +214,7 @@ class CudaBackend final : public Backend {
                     n);
   }
 
-  Status binary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, BinaryOp op) {
+  Status binary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
     const Shape& os = out.shape();
     VOLTA_RETURN_IF_ERROR(check_rank(n, os.size()));
@@ -231,14 +224,14 @@ class CudaBackend final : public Backend {
     broadcast_strides(in[0].shape(), os, 1, idx.strides[0]);
     broadcast_strides(in[1].shape(), os, 1, idx.strides[1]);
     const bool same = in[0].shape() == os && in[1].shape() == os;
-    return launched(launch_binary(op, in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), out.numel(), idx,
+    return launched(launch_binary(n.op, in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), out.numel(), idx,
                                   same, stream_.get()),
                     n);
   }
 
-  Status unary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, UnaryOp op) {
+  Status unary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-    return launched(launch_unary(op, in[0].as<const float>(), out.as<float>(), out.numel(), stream_.get()), n);
+    return launched(launch_unary(n.op, in[0].as<const float>(), out.as<float>(), out.numel(), stream_.get()), n);
   }
 
   Status matmul(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {

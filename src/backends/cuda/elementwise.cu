@@ -1,96 +1,92 @@
-// Elementwise kernels, mirroring ref_elementwise.cpp: each element is computed in double and
-// rounded once to f32, like the reference (for + - * / that is the correctly rounded result).
+// Elementwise kernels: every op of category Unary or Binary in ops.def, and gelu. Each element is
+// ir/scalar_math.h's double evaluation rounded once to f32, the same functions the CPU reference
+// evaluates (for + - * / that is the correctly rounded result).
+#include <utility>
+
 #include "backends/cuda/launch.cuh"
+#include "ir/scalar_math.h"
 
 namespace volta::cuda {
 namespace {
 
-template <BinaryOp op>
-__device__ inline double apply(double x, double y) {
-  if constexpr (op == BinaryOp::Add) return x + y;
-  if constexpr (op == BinaryOp::Sub) return x - y;
-  if constexpr (op == BinaryOp::Mul) return x * y;
-  return x / y;
-}
-
-template <BinaryOp op>
+template <ir::Op op>
 __global__ void binary_kernel(const float* x, const float* y, float* out, int64_t n, StridedIndex idx, bool same_shape) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t ox = same_shape ? i : strided_offset(idx, 0, i);
     const int64_t oy = same_shape ? i : strided_offset(idx, 1, i);
-    out[i] = static_cast<float>(apply<op>(static_cast<double>(x[ox]), static_cast<double>(y[oy])));
+    out[i] = static_cast<float>(ir::scalar_binary<op>(static_cast<double>(x[ox]), static_cast<double>(y[oy])));
   }
 }
 
-// Stable in both tails, as in the reference.
-__device__ inline double sigmoid(double x) {
-  if (x >= 0) return 1.0 / (1.0 + exp(-x));
-  const double e = exp(x);
-  return e / (1.0 + e);
-}
-
-template <UnaryOp op>
-__device__ inline double apply(double x) {
-  if constexpr (op == UnaryOp::Neg) return -x;
-  if constexpr (op == UnaryOp::Exp) return exp(x);
-  if constexpr (op == UnaryOp::Log) return log(x);
-  if constexpr (op == UnaryOp::Sqrt) return sqrt(x);
-  if constexpr (op == UnaryOp::Tanh) return tanh(x);
-  if constexpr (op == UnaryOp::Relu) return isnan(x) ? x : (x > 0 ? x : 0.0);  // NaN propagates, relu(-0) = +0
-  if constexpr (op == UnaryOp::GeluErf) return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
-  if constexpr (op == UnaryOp::GeluTanh) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-  if constexpr (op == UnaryOp::Silu) return x * sigmoid(x);
-  return sigmoid(x);
-}
-
-template <UnaryOp op>
+template <ir::Op op>
 __global__ void unary_kernel(const float* x, float* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = static_cast<float>(apply<op>(static_cast<double>(x[i])));
+    out[i] = static_cast<float>(ir::scalar_unary<op>(static_cast<double>(x[i])));
 }
 
-template <BinaryOp op>
-cudaError_t binary(const float* x, const float* y, float* out, int64_t n, const StridedIndex& idx, bool same,
-                   cudaStream_t s) {
-  binary_kernel<op><<<grid_for(n), kThreads, 0, s>>>(x, y, out, n, idx, same);
-  return cudaGetLastError();
+__global__ void gelu_kernel(const float* x, float* out, int64_t n, bool tanh_form) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const double v = x[i];
+    out[i] = static_cast<float>(tanh_form ? ir::gelu_tanh(v) : ir::gelu_erf(v));
+  }
 }
 
-template <UnaryOp op>
-cudaError_t unary(const float* x, float* out, int64_t n, cudaStream_t s) {
-  unary_kernel<op><<<grid_for(n), kThreads, 0, s>>>(x, out, n);
-  return cudaGetLastError();
+// One kernel instantiation per op of the category; `want` picks it at run time.
+template <ir::Op op>
+bool try_binary(ir::Op want, const float* x, const float* y, float* out, int64_t n, const StridedIndex& idx, bool same,
+                cudaStream_t s, cudaError_t& err) {
+  if constexpr (ir::op_category(op) == ir::OpCategory::Binary) {
+    if (want != op) return false;
+    binary_kernel<op><<<grid_for(n), kThreads, 0, s>>>(x, y, out, n, idx, same);
+    err = cudaGetLastError();
+    return true;
+  }
+  return false;
+}
+
+template <ir::Op op>
+bool try_unary(ir::Op want, const float* x, float* out, int64_t n, cudaStream_t s, cudaError_t& err) {
+  if constexpr (ir::op_category(op) == ir::OpCategory::Unary) {
+    if (want != op) return false;
+    unary_kernel<op><<<grid_for(n), kThreads, 0, s>>>(x, out, n);
+    err = cudaGetLastError();
+    return true;
+  }
+  return false;
+}
+
+template <size_t... I>
+cudaError_t binary(ir::Op op, const float* x, const float* y, float* out, int64_t n, const StridedIndex& idx, bool same,
+                   cudaStream_t s, std::index_sequence<I...>) {
+  cudaError_t err = cudaErrorInvalidValue;
+  (void)(try_binary<static_cast<ir::Op>(I)>(op, x, y, out, n, idx, same, s, err) || ...);
+  return err;
+}
+
+template <size_t... I>
+cudaError_t unary(ir::Op op, const float* x, float* out, int64_t n, cudaStream_t s, std::index_sequence<I...>) {
+  cudaError_t err = cudaErrorInvalidValue;
+  (void)(try_unary<static_cast<ir::Op>(I)>(op, x, out, n, s, err) || ...);
+  return err;
 }
 
 }  // namespace
 
-cudaError_t launch_binary(BinaryOp op, const float* x, const float* y, float* out, int64_t n, const StridedIndex& idx,
+cudaError_t launch_binary(ir::Op op, const float* x, const float* y, float* out, int64_t n, const StridedIndex& idx,
                           bool same_shape, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  switch (op) {
-    case BinaryOp::Add: return binary<BinaryOp::Add>(x, y, out, n, idx, same_shape, stream);
-    case BinaryOp::Sub: return binary<BinaryOp::Sub>(x, y, out, n, idx, same_shape, stream);
-    case BinaryOp::Mul: return binary<BinaryOp::Mul>(x, y, out, n, idx, same_shape, stream);
-    case BinaryOp::Div: return binary<BinaryOp::Div>(x, y, out, n, idx, same_shape, stream);
-  }
-  return cudaErrorInvalidValue;
+  if (n == 0) return ir::op_category(op) == ir::OpCategory::Binary ? cudaSuccess : cudaErrorInvalidValue;
+  return binary(op, x, y, out, n, idx, same_shape, stream, std::make_index_sequence<ir::kNumOps>{});
 }
 
-cudaError_t launch_unary(UnaryOp op, const float* x, float* out, int64_t n, cudaStream_t stream) {
+cudaError_t launch_unary(ir::Op op, const float* x, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return ir::op_category(op) == ir::OpCategory::Unary ? cudaSuccess : cudaErrorInvalidValue;
+  return unary(op, x, out, n, stream, std::make_index_sequence<ir::kNumOps>{});
+}
+
+cudaError_t launch_gelu(const float* x, float* out, int64_t n, bool tanh_form, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  switch (op) {
-    case UnaryOp::Neg: return unary<UnaryOp::Neg>(x, out, n, stream);
-    case UnaryOp::Exp: return unary<UnaryOp::Exp>(x, out, n, stream);
-    case UnaryOp::Log: return unary<UnaryOp::Log>(x, out, n, stream);
-    case UnaryOp::Sqrt: return unary<UnaryOp::Sqrt>(x, out, n, stream);
-    case UnaryOp::Tanh: return unary<UnaryOp::Tanh>(x, out, n, stream);
-    case UnaryOp::Relu: return unary<UnaryOp::Relu>(x, out, n, stream);
-    case UnaryOp::GeluErf: return unary<UnaryOp::GeluErf>(x, out, n, stream);
-    case UnaryOp::GeluTanh: return unary<UnaryOp::GeluTanh>(x, out, n, stream);
-    case UnaryOp::Silu: return unary<UnaryOp::Silu>(x, out, n, stream);
-    case UnaryOp::Sigmoid: return unary<UnaryOp::Sigmoid>(x, out, n, stream);
-  }
-  return cudaErrorInvalidValue;
+  gelu_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, out, n, tanh_form);
+  return cudaGetLastError();
 }
 
 }  // namespace volta::cuda

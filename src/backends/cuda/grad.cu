@@ -3,6 +3,7 @@
 // each output row one owner block that walks the positions in index order (no atomics), so it
 // has the CPU reference's summation order and bits.
 #include "backends/cuda/launch.cuh"
+#include "ir/scalar_math.h"
 
 namespace volta::cuda {
 namespace {
@@ -13,17 +14,9 @@ __global__ void relu_grad_kernel(const float* x, const float* dy, float* out, in
 }
 
 __global__ void gelu_grad_kernel(const float* x, const float* dy, float* out, int64_t n, bool tanh_form) {
-  constexpr double kC = 0.7978845608028654;           // sqrt(2 / pi)
-  constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const double v = x[i];
-    double d;
-    if (tanh_form) {
-      const double t = tanh(kC * (v + 0.044715 * v * v * v));
-      d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kC * (1.0 + 3.0 * 0.044715 * v * v);
-    } else {  // d/dx x * Phi(x) = Phi(x) + x * phi(x)
-      d = 0.5 * (1.0 + erf(v * 0.70710678118654752440)) + v * kInvSqrt2Pi * exp(-0.5 * v * v);
-    }
+    const double d = tanh_form ? ir::gelu_tanh_derivative(v) : ir::gelu_erf_derivative(v);
     out[i] = static_cast<float>(d * dy[i]);
   }
 }

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backends/cuda/workspace.h"
+#include "volta/op_id.h"
 
 namespace volta::cuda {
 
@@ -26,13 +27,13 @@ struct StridedIndex {
 };
 
 // ---- elementwise.cu ----------------------------------------------------------------------
-enum class BinaryOp : int { Add, Sub, Mul, Div };
-enum class UnaryOp : int { Neg, Exp, Log, Sqrt, Tanh, Relu, GeluErf, GeluTanh, Silu, Sigmoid };
-// out[i] = x[off0] op y[off1] over idx (strides[0] for x, strides[1] for y); same_shape skips
-// the index arithmetic when both operands are already out-shaped.
-cudaError_t launch_binary(BinaryOp op, const float* x, const float* y, float* out, int64_t n, const StridedIndex& idx,
+// Every op of category Binary (launch_binary) or Unary (launch_unary) of ops.def; another op is
+// cudaErrorInvalidValue. out[i] = x[off0] op y[off1] over idx (strides[0] for x, strides[1] for
+// y); same_shape skips the index arithmetic when both operands are already out-shaped.
+cudaError_t launch_binary(ir::Op op, const float* x, const float* y, float* out, int64_t n, const StridedIndex& idx,
                           bool same_shape, cudaStream_t stream);
-cudaError_t launch_unary(UnaryOp op, const float* x, float* out, int64_t n, cudaStream_t stream);
+cudaError_t launch_unary(ir::Op op, const float* x, float* out, int64_t n, cudaStream_t stream);
+cudaError_t launch_gelu(const float* x, float* out, int64_t n, bool tanh_form, cudaStream_t stream);
 
 // ---- matmul.cu -----------------------------------------------------------------------------
 struct MatmulDesc {

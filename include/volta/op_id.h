@@ -1,0 +1,41 @@
+// The op ids and categories of ops.def, alone: plain C++17, so CUDA sources (nvcc) share them.
+// The rest of each op's contract is ir::OpInfo (volta/ir.h).
+#pragma once
+
+#include <cstdint>
+
+namespace volta::ir {
+
+enum class Op : uint8_t {
+#define VOLTA_OP(Id, ...) Id,
+#include "volta/ops.def"
+#undef VOLTA_OP
+};
+
+constexpr int kNumOps = 0
+#define VOLTA_OP(Id, ...) +1
+#include "volta/ops.def"
+#undef VOLTA_OP
+    ;
+
+// What an op is (ops.def's category column). Unary and Binary are the fusable elementwise ops,
+// whose math is written once in src/ir/scalar_math.h.
+enum class OpCategory : uint8_t {
+  Leaf, Unary, Binary, Elementwise, Linear, Norm, Attention, Fused, Layout, Select, Pool, Reduction, Loss,
+  Gradient, Training, Cache
+};
+
+namespace detail {
+constexpr OpCategory kCategories[] = {
+#define VOLTA_OP(Id, name, min_in, max_in, category, ...) OpCategory::category,
+#include "volta/ops.def"
+#undef VOLTA_OP
+};
+}  // namespace detail
+
+constexpr OpCategory op_category(Op op) { return detail::kCategories[static_cast<int>(op)]; }
+
+// The fusable elementwise ops' operand count (categories Unary and Binary), 0 for the others.
+constexpr int elementwise_arity(OpCategory c) { return c == OpCategory::Unary ? 1 : c == OpCategory::Binary ? 2 : 0; }
+
+}  // namespace volta::ir

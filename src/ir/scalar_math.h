@@ -1,0 +1,75 @@
+// The math of the elementwise ops, one element at a time in double, written once: the CPU
+// reference kernels, the fused elementwise kernels (CPU and the fusion program) and the CUDA
+// kernels all evaluate these functions, and each caller rounds the result once to f32 (for
+// + - * / that equals the correctly rounded f32 result). Plain C++17 and __host__ __device__
+// under nvcc; the C math functions are called unqualified so the device overloads are found.
+//
+// Every op of category Unary or Binary in ops.def must have its case here: the CPU dispatch
+// (backends/cpu/ref_scalar.h) instantiates each one, and a missing case fails its static_assert.
+#pragma once
+
+#include <math.h>
+
+#include "volta/op_id.h"
+
+#if defined(__CUDACC__)
+#define VOLTA_HD __host__ __device__
+#else
+#define VOLTA_HD
+#endif
+
+namespace volta::ir {
+
+template <Op>
+inline constexpr bool kNoScalarMath = false;
+
+// Stable in both tails: never evaluates exp of a large positive number.
+VOLTA_HD inline double sigmoid(double x) {
+  if (x >= 0) return 1.0 / (1.0 + exp(-x));
+  const double e = exp(x);
+  return e / (1.0 + e);
+}
+
+template <Op op>
+VOLTA_HD inline double scalar_unary(double x) {
+  if constexpr (op == Op::Neg) return -x;
+  else if constexpr (op == Op::Exp) return exp(x);
+  else if constexpr (op == Op::Log) return log(x);
+  else if constexpr (op == Op::Sqrt) return sqrt(x);
+  else if constexpr (op == Op::Tanh) return tanh(x);
+  else if constexpr (op == Op::Relu) return x != x ? x : (x > 0 ? x : 0.0);  // nan propagates; relu(-0) = +0
+  else if constexpr (op == Op::Sigmoid) return sigmoid(x);
+  else if constexpr (op == Op::Silu) return x * sigmoid(x);
+  else if constexpr (op == Op::Erf) return erf(x);
+  else if constexpr (op == Op::Abs) return fabs(x);
+  else if constexpr (op == Op::Sign) return x != x ? x : (x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0);  // sign(+-0) = 0
+  else static_assert(kNoScalarMath<op>, "a Unary op of ops.def without its math here");
+}
+
+template <Op op>
+VOLTA_HD inline double scalar_binary(double x, double y) {
+  if constexpr (op == Op::Add) return x + y;
+  else if constexpr (op == Op::Sub) return x - y;
+  else if constexpr (op == Op::Mul) return x * y;
+  else if constexpr (op == Op::Div) return x / y;
+  else if constexpr (op == Op::Pow) return pow(x, y);
+  else static_assert(kNoScalarMath<op>, "a Binary op of ops.def without its math here");
+}
+
+// gelu (approximate = "none": x Phi(x) with the erf; "tanh": the tanh approximation) and its
+// derivative, which gelu_grad multiplies by dy.
+constexpr double kSqrt2 = 1.4142135623730951;
+constexpr double kPi = 3.141592653589793;
+constexpr double kGeluTanhC = 0.7978845608028654;  // sqrt(2 / pi)
+
+VOLTA_HD inline double gelu_erf(double x) { return 0.5 * x * (1.0 + erf(x * kSqrt2 / 2.0)); }
+VOLTA_HD inline double gelu_tanh(double x) { return 0.5 * x * (1.0 + tanh(kGeluTanhC * (x + 0.044715 * x * x * x))); }
+VOLTA_HD inline double gelu_erf_derivative(double v) {  // Phi(x) + x phi(x)
+  return 0.5 * (1.0 + erf(v / kSqrt2)) + v * (1.0 / sqrt(2.0 * kPi)) * exp(-0.5 * v * v);
+}
+VOLTA_HD inline double gelu_tanh_derivative(double v) {
+  const double t = tanh(kGeluTanhC * (v + 0.044715 * v * v * v));
+  return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluTanhC * (1.0 + 3.0 * 0.044715 * v * v);
+}
+
+}  // namespace volta::ir
