@@ -68,8 +68,6 @@ class Graph {
 
 // ---- The op table -------------------------------------------------------------------
 
-const char* category_name(OpCategory c);
-
 // Diff: autograd has a rule for the op; NoGrad: its rule refuses, saying why.
 enum class OpGrad : uint8_t { Diff, NoGrad };
 

@@ -2,7 +2,10 @@
 // The rest of each op's contract is ir::OpInfo (volta/ir.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 namespace volta::ir {
 
@@ -37,5 +40,31 @@ constexpr OpCategory op_category(Op op) { return detail::kCategories[static_cast
 
 // The fusable elementwise ops' operand count (categories Unary and Binary), 0 for the others.
 constexpr int elementwise_arity(OpCategory c) { return c == OpCategory::Unary ? 1 : c == OpCategory::Binary ? 2 : 0; }
+constexpr int elementwise_arity(Op op) { return elementwise_arity(op_category(op)); }
+
+namespace detail {
+template <OpCategory c, Op op, typename F>
+bool visit_if(Op want, F& f) {
+  if constexpr (op_category(op) == c) {
+    if (want == op) {
+      f(std::integral_constant<Op, op>{});
+      return true;
+    }
+  }
+  return false;
+}
+template <OpCategory c, typename F, size_t... I>
+bool visit(Op want, F& f, std::index_sequence<I...>) {
+  return (visit_if<c, static_cast<Op>(I)>(want, f) || ...);
+}
+}  // namespace detail
+
+// Calls f(std::integral_constant<Op, op>{}) when `op` is of category `c`, so f sees the op as a
+// compile-time constant (one instantiation per op of the category); false for any other op.
+// The CPU and CUDA elementwise kernels dispatch through it.
+template <OpCategory c, typename F>
+bool with_op_of_category(Op op, F&& f) {
+  return detail::visit<c>(op, f, std::make_index_sequence<static_cast<size_t>(kNumOps)>{});
+}
 
 }  // namespace volta::ir

@@ -5,8 +5,6 @@
 
 namespace volta::ir {
 
-int elementwise_arity(Op op) { return elementwise_arity(op_info(op).category); }
-
 namespace {
 
 // "x3" -> 3, "t2" -> inputs + 2 (only steps before `step`).

@@ -12,9 +12,8 @@
 
 namespace volta::ir {
 
-// The ops a program may use (categories Unary and Binary in ops.def), and how many operands
-// each takes (0: not fusable).
-int elementwise_arity(Op op);
+// The ops a program may use are those of categories Unary and Binary in ops.def
+// (ir::elementwise_arity, volta/op_id.h).
 
 struct ElementwiseStep {
   Op op;

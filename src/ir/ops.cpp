@@ -190,8 +190,6 @@ Result<TensorType> infer_transpose(std::span<const TensorType> in, const Attrs& 
 
 Result<TensorType> infer_slice(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Slice;
-  for (const char* key : {"axis", "start", "end"})
-    if (!attrs.has(key)) return fail(op, std::string("missing attribute '") + key + "'");
   VOLTA_ASSIGN_OR_RETURN(int64_t axis_attr, tagged(op, attrs.get_int("axis", 0)));
   VOLTA_ASSIGN_OR_RETURN(int64_t start, tagged(op, attrs.get_int("start", 0)));
   VOLTA_ASSIGN_OR_RETURN(int64_t end, tagged(op, attrs.get_int("end", 0)));
@@ -377,8 +375,6 @@ Result<TensorType> infer_broadcast(std::span<const TensorType> in, const Attrs& 
 Result<TensorType> infer_pad(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Pad;
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
-  for (const char* key : {"axis", "before", "after"})
-    if (!attrs.has(key)) return fail(op, std::string("missing attribute '") + key + "'");
   VOLTA_ASSIGN_OR_RETURN(int64_t axis_attr, tagged(op, attrs.get_int("axis", 0)));
   VOLTA_ASSIGN_OR_RETURN(int64_t before, tagged(op, attrs.get_int("before", 0)));
   VOLTA_ASSIGN_OR_RETURN(int64_t after, tagged(op, attrs.get_int("after", 0)));
@@ -412,7 +408,6 @@ Result<TensorType> infer_embedding_grad(std::span<const TensorType> in, const At
   const Op op = Op::EmbeddingGrad;
   VOLTA_RETURN_IF_ERROR(require_int(op, in[0], "ids"));
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "dy"));
-  if (!attrs.has("rows")) return fail(op, "missing attribute 'rows'");
   VOLTA_ASSIGN_OR_RETURN(int64_t rows, tagged(op, attrs.get_int("rows", 0)));
   if (rows < 0 || rows > (int64_t{1} << 40)) return fail(op, "rows must be in [0, 2^40], got " + std::to_string(rows));
   const Shape& ids = in[0].shape;
@@ -505,7 +500,6 @@ Result<TensorType> infer_unary_extra(Op op, std::span<const TensorType> in, cons
 
 Result<TensorType> infer_cast(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Cast;
-  if (!attrs.has("to")) return fail(op, "missing attribute 'to'");
   VOLTA_ASSIGN_OR_RETURN(std::string to, tagged(op, attrs.get_string("to", "")));
   auto dt = parse_dtype(to);
   if (!dt.is_ok()) return fail(op, "attribute 'to' must be a dtype (f32, i32, i64), got \"" + to + "\"");
@@ -661,28 +655,6 @@ Result<Window> window_attrs(Op op, const Attrs& attrs, size_t spatial, const std
         return fail(op, "pads " + shape_to_string(w.pads) + " must be smaller than the window " + shape_to_string(w.kernel));
   }
   return w;
-}
-
-const char* category_name(OpCategory c) {
-  switch (c) {
-    case OpCategory::Leaf: return "leaf";
-    case OpCategory::Unary: return "unary";
-    case OpCategory::Binary: return "binary";
-    case OpCategory::Elementwise: return "elementwise";
-    case OpCategory::Linear: return "linear";
-    case OpCategory::Norm: return "norm";
-    case OpCategory::Attention: return "attention";
-    case OpCategory::Fused: return "fused";
-    case OpCategory::Layout: return "layout";
-    case OpCategory::Select: return "select";
-    case OpCategory::Pool: return "pool";
-    case OpCategory::Reduction: return "reduction";
-    case OpCategory::Loss: return "loss";
-    case OpCategory::Gradient: return "gradient";
-    case OpCategory::Training: return "training";
-    case OpCategory::Cache: return "cache";
-  }
-  return "?";
 }
 
 const char* attr_kind_name(AttrKind k) {

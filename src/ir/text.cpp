@@ -280,10 +280,11 @@ class Parser {
     return out;
   }
 
-  Status error(Loc at, const std::string& msg) const {
-    return parse_error(std::string(source_) + ":" + std::to_string(at.line) + ":" + std::to_string(at.col) + ": " +
-                       msg);
+  // "<source>:<line>:<col>:", how every error names its place.
+  std::string where(Loc at) const {
+    return std::string(source_) + ":" + std::to_string(at.line) + ":" + std::to_string(at.col) + ":";
   }
+  Status error(Loc at, const std::string& msg) const { return parse_error(where(at) + " " + msg); }
   Status expected(const std::string& what) const { return error(loc(), "expected " + what + " but found " + found()); }
   Status expect_char(char c) {
     if (peek() == c && !at_end()) {
@@ -833,13 +834,9 @@ Status Parser::verify(const Graph& g) const {
   Status valid = verify_graph(g);
   if (valid.is_ok()) return valid;
   // Point at the line of the node the error names.
-  std::string where = std::string(source_) + ":";
   auto it = defined_.find(node_named_in(valid.message()));
-  if (it != defined_.end()) {
-    const Loc& at = stmts_[it->second].name_loc;
-    where += std::to_string(at.line) + ":" + std::to_string(at.col) + ":";
-  }
-  return Status(valid.code(), where + " " + valid.message());
+  const std::string at = it != defined_.end() ? where(stmts_[it->second].name_loc) : std::string(source_) + ":";
+  return Status(valid.code(), at + " " + valid.message());
 }
 
 Result<Graph> Parser::run() {

@@ -936,7 +936,7 @@ const ConverterMap& converters() {
     for (int i = 0; i < ir::kNumOps; ++i) {
       const Op op = static_cast<Op>(i);
       const ir::OpInfo& info = ir::op_info(op);
-      if (*info.onnx == '\0' || ir::elementwise_arity(info.category) == 0) continue;
+      if (*info.onnx == '\0' || ir::elementwise_arity(op) == 0) continue;
       if (info.category == ir::OpCategory::Unary) t.emplace(info.onnx, [op](Importer& im) { return simple_unary(im, op); });
       else t.emplace(info.onnx, [op](Importer& im) { return binary(im, op); });
     }

@@ -373,7 +373,7 @@ class Exporter {
     const Op op = n_->op;
     auto same = [&](const char* op_type) { return node(op_type, all_inputs(), self()); };
     // The elementwise ops with an ONNX op type in the op table export one to one.
-    if (ir::elementwise_arity(ir::op_info(op).category) > 0 && *ir::op_info(op).onnx != '\0') {
+    if (ir::elementwise_arity(op) > 0 && *ir::op_info(op).onnx != '\0') {
       same(ir::op_info(op).onnx);
       return Status::ok();
     }

@@ -10,7 +10,7 @@ Capabilities capabilities() {
   // Every op of the Unary and Binary categories (one kernel template over ir/scalar_math.h),
   // then the ops with their own kernels.
   for (int i = 0; i < ir::kNumOps; ++i)
-    if (ir::elementwise_arity(ir::op_category(static_cast<Op>(i))) > 0) caps.ops.push_back(static_cast<Op>(i));
+    if (ir::elementwise_arity(static_cast<Op>(i)) > 0) caps.ops.push_back(static_cast<Op>(i));
   caps.ops.insert(caps.ops.end(), {
               Op::Matmul, Op::Gelu, Op::Softmax,    Op::LogSoftmax, Op::LayerNorm, Op::RmsNorm,
               Op::Embedding, Op::Reshape, Op::Transpose, Op::Slice,    Op::Concat,     Op::CausalMask,
