@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_check.sh [REPORT]: the GPU check. On a machine with an NVIDIA GPU (no internet needed):
 #   1. builds Volta with the CUDA backend (Release, kernels for this GPU's architecture);
-#   2. runs every CUDA test, then the whole CTest suite on that build;
+#   2. runs every CUDA test, the op-test harness on the CUDA backend (tests/ops/: parity,
+#      nan/inf, repeat bits, gradients, per-op speed), then the whole CTest suite on that build;
 #   3. runs the GPU benchmarks;
 # and writes one report (default build/gpu/gpu_report.md): machine, tests passed / failed,
 # parity errors per op family, determinism hashes, benchmark tables.
@@ -68,6 +69,21 @@ say "### Parity, determinism and planned-memory lines"
 say ""
 grep -E "^(parity|golden|hash|determinism|memory) " "$build/cuda_tests.log" | sed 's/^/    /' | tee -a "$report"
 grep -B2 -A12 "Failure" "$build/cuda_tests.log" | head -80 | sed 's/^/    /' | tee -a "$report"
+
+# The op-test harness on the GPU: every op's parity with the reference kernels (with nan/inf
+# inputs, repeat bits), every gradient rule against finite differences, each kernel's speed.
+for mode in test grad perf; do
+  say ""
+  say "## Op-test harness: volta_op_tests -b cuda -m $mode"
+  say ""
+  "$build/tests/volta_op_tests" -b cuda -m "$mode" >"$build/op_tests_$mode.log" 2>&1 || status=1
+  if [ "$mode" = perf ]; then
+    sed 's/^/    /' "$build/op_tests_$mode.log" | tee -a "$report" >/dev/null
+  else
+    grep -vE "^PASS" "$build/op_tests_$mode.log" | head -60 | sed 's/^/    /' | tee -a "$report"
+  fi
+  tail -1 "$build/op_tests_$mode.log" | sed 's/^/    /' | tee -a "$report"
+done
 
 say ""
 say "## Determinism: output hashes (fnv1a64), two CUDA runs and the CPU"

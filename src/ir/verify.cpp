@@ -28,7 +28,9 @@ Status verify_leaf(const Node& n) {
     auto trainable = n.attrs.get_int("trainable", 1);
     if (!trainable.is_ok()) return bad(n, trainable.status().message());
     // Trainable params are f32; state that is never differentiated (a step counter) may be an integer.
-    if (n.type.dtype != DType::f32 && (*trainable != 0 || n.type.dtype == DType::f64))
+    if (n.type.dtype == DType::f64)
+      return bad(n, "params are f32, or i32/i64 state that is never differentiated; got " + n.type.to_string());
+    if (n.type.dtype != DType::f32 && *trainable != 0)
       return bad(n, "trainable params must be f32, got " + n.type.to_string());
     for (const char* key : {"std", "scale"}) {
       auto v = n.attrs.get_float(key, 0.0);

@@ -10,12 +10,32 @@ namespace volta {
 
 Profiler::Profiler() : origin_(std::chrono::steady_clock::now()) {}
 
+// Multiply-adds count two; masked attention entries count too (the causal skip is the kernel's gain).
 uint64_t node_flops(const ir::Graph& g, const ir::Node& n) {
+  auto shape = [&](size_t i) -> const Shape& { return g.node(n.inputs[i]).type.shape; };
   if (n.op == ir::Op::Matmul) {
-    const Shape& a = g.node(n.inputs[0]).type.shape;
+    const Shape& a = shape(0);
     auto ta = n.attrs.get_int("transpose_a", 0);
     const int64_t k = ta.is_ok() && *ta ? a[a.size() - 2] : a.back();
     return 2 * static_cast<uint64_t>(n.type.numel()) * static_cast<uint64_t>(k);
+  }
+  if (n.op == ir::Op::Attention && shape(0).size() >= 2 && shape(1).size() >= 2) {
+    // q kᵀ and p v over every key: 2 T S (D + E) per batch, from out = [..., T, E]
+    const int64_t D = shape(0).back();
+    int64_t S = shape(1)[shape(1).size() - 2];
+    if (n.inputs.size() == 5) S += shape(3)[shape(3).size() - 2];
+    return 2 * static_cast<uint64_t>(n.type.numel() / std::max<int64_t>(n.type.shape.back(), 1)) *
+           static_cast<uint64_t>(S) * static_cast<uint64_t>(D + n.type.shape.back());
+  }
+  if (n.op == ir::Op::AttentionGrad && shape(0).size() >= 2) {
+    // q kᵀ again, then dy vᵀ, dq, dk, dv: five [T, T, D] products
+    const Shape& q = shape(0);
+    const int64_t T = q[q.size() - 2];
+    return 10 * static_cast<uint64_t>(g.node(n.inputs[0]).type.numel()) * static_cast<uint64_t>(T);
+  }
+  if (n.op == ir::Op::Conv2d && shape(1).size() == 4) {
+    const Shape& w = shape(1);
+    return 2 * static_cast<uint64_t>(n.type.numel()) * static_cast<uint64_t>(w[1] * w[2] * w[3]);
   }
   uint64_t elems = static_cast<uint64_t>(n.type.numel());
   for (int32_t in : n.inputs) elems = std::max(elems, static_cast<uint64_t>(g.node(in).type.numel()));

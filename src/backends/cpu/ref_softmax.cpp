@@ -1,5 +1,6 @@
 // Reference softmax / log_softmax over one axis, max-subtracted so large logits stay finite.
 // The tensor is viewed as [outer, n, inner] around the axis.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -24,20 +25,24 @@ Status softmax_impl(const KernelArgs& a, bool as_log) {
   const int64_t R = causal ? s[s.size() - 2] : 1;
   const float* x = in_f32(a, 0);
   float* out = out_f32(a);
-  const double ninf = -std::numeric_limits<double>::infinity();
+  const double ninf = -std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   for (int64_t o = 0; o < outer; ++o) {
+    // Masked entries are never read: they are exactly 0 (-inf for log_softmax) whatever x holds
+    // there; a row that keeps nothing is nan.
+    const int64_t kept = causal ? std::clamp<int64_t>(o % R + offset + 1, 0, n) : n;
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t base = o * n * inner + i;
-      auto z = [&](int64_t k) {
-        return causal && k > o % R + offset ? ninf : scale * static_cast<double>(static_cast<float>(x[base + k * inner]));
-      };
+      auto z = [&](int64_t k) { return scale * static_cast<double>(static_cast<float>(x[base + k * inner])); };
       double mx = ninf;
-      for (int64_t k = 0; k < n; ++k) mx = std::fmax(mx, z(k));
+      for (int64_t k = 0; k < kept; ++k) mx = std::fmax(mx, z(k));
       double sum = 0.0;
-      for (int64_t k = 0; k < n; ++k) sum += std::exp(z(k) - mx);
+      for (int64_t k = 0; k < kept; ++k) sum += std::exp(z(k) - mx);
       const double log_sum = std::log(sum);
-      for (int64_t k = 0; k < n; ++k)
-        out[base + k * inner] = static_cast<float>(as_log ? z(k) - mx - log_sum : std::exp(z(k) - mx) / sum);
+      for (int64_t k = 0; k < n; ++k) {
+        const double y = kept == 0 ? nan : k >= kept ? (as_log ? ninf : 0.0)
+                                         : as_log ? z(k) - mx - log_sum : std::exp(z(k) - mx) / sum;
+        out[base + k * inner] = static_cast<float>(y);
+      }
     }
   }
   return Status::ok();

@@ -90,11 +90,12 @@ void softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale
   const float sum = hsum(acc);
   if (as_log) {
     const float shift = mx + std::log(sum);
-    for (int64_t c = 0; c < C; c += kLanes) store_n(y + c, z(c) - splat(shift), std::min(kLanes, C - c));
+    for (int64_t c = 0; c < valid; c += kLanes) store_n(y + c, z(c) - splat(shift), std::min(kLanes, valid - c));
   } else {
     const float inv = 1.0f / sum;
-    map(y, y, C, 0.0f, [&](Vec v) { return v * splat(inv); });
+    map(y, y, valid, 0.0f, [&](Vec v) { return v * splat(inv); });
   }
+  std::fill(y + valid, y + C, as_log ? ninf : 0.0f);  // masked entries stay exact whatever the row holds
 }
 
 // dx = scale * y * (dy - sum(dy * y)) for one softmax row y.

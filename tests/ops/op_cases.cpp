@@ -1,0 +1,374 @@
+#include "ops/op_cases.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <variant>
+
+#include "volta/rng.h"
+
+namespace volta::test {
+
+namespace {
+
+using ir::Op;
+using A = ir::Attrs;
+using Ints = std::vector<int64_t>;
+
+CaseInput f(Shape s) { return {{DType::f32, std::move(s)}, Fill::Normal}; }
+CaseInput pos(Shape s) { return {{DType::f32, std::move(s)}, Fill::Positive}; }
+CaseInput distinct(Shape s) { return {{DType::f32, std::move(s)}, Fill::Distinct}; }
+CaseInput ids(DType t, Shape s, int64_t bound) { return {{t, std::move(s)}, Fill::Ids, static_cast<double>(bound)}; }
+CaseInput i32(Shape s, int64_t bound) { return ids(DType::i32, std::move(s), bound); }
+CaseInput i64(Shape s, int64_t bound) { return ids(DType::i64, std::move(s), bound); }
+CaseInput value(DType t, Shape s, double v) { return {{t, std::move(s)}, Fill::Value, v}; }
+
+ir::AttrValue I(int64_t v) { return v; }
+ir::AttrValue F(double v) { return v; }
+ir::AttrValue S(const char* v) { return std::string(v); }
+ir::AttrValue V(Ints v) { return v; }
+
+OpCase C(std::vector<CaseInput> in, A attrs = {}, double tol = 0) {
+  OpCase c;
+  c.inputs = std::move(in);
+  c.attrs = std::move(attrs);
+  c.tol = tol;
+  return c;
+}
+OpCase no_grad(OpCase c, std::string why) {
+  c.no_grad = std::move(why);
+  return c;
+}
+
+// Ops of category Unary, exact or within `tol`; kinked ones (relu, abs, sign) get distinct
+// values, none within a finite-difference step of the kink.
+std::vector<OpCase> unary(double tol, bool positive = false, bool kinked = false) {
+  auto x = [&](Shape s) { return positive ? pos(std::move(s)) : kinked ? distinct(std::move(s)) : f(std::move(s)); };
+  return {C({x({1000})}, {}, tol), C({x({7, 33})}, {}, tol)};
+}
+std::vector<OpCase> binary(double tol, bool positive_rhs = false) {
+  auto rhs = [&](Shape s) { return positive_rhs ? pos(std::move(s)) : f(std::move(s)); };
+  return {
+      C({f({6, 40000}), rhs({6, 40000})}, {}, tol),  // the CPU's vector path
+      C({f({3, 5, 7}), rhs({7})}, {}, tol),
+      C({f({3, 5, 7}), rhs({5, 7})}, {}, tol),
+      C({f({3, 5, 7}), rhs({})}, {}, tol),
+      C({f({3, 1, 7}), rhs({3, 5, 7})}, {}, tol),  // both broadcast: the general walk
+      C({f({1, 4, 5}), rhs({3, 1, 5})}, {}, tol),
+  };
+}
+
+std::vector<OpCase> cases_of(Op op) {
+  switch (op) {
+    case Op::Input:
+    case Op::Param:
+    case Op::Constant: return {};
+
+    case Op::Matmul:
+      return {
+          C({f({7, 13}), f({13, 5})}, {}, 1e-5),
+          C({f({130, 70}), f({70, 90})}, {}, 1e-5),
+          C({f({70, 130}), f({70, 90})}, A{{"transpose_a", I(1)}}, 1e-5),
+          C({f({130, 70}), f({90, 70})}, A{{"transpose_b", I(1)}}, 1e-5),
+          C({f({37, 150}), f({133, 37})}, A{{"transpose_a", I(1)}, {"transpose_b", I(1)}}, 1e-5),
+          C({f({2, 3, 17, 33}), f({33, 9})}, {}, 1e-5),  // b broadcast over the batch
+          C({f({3, 1, 17, 33}), f({4, 9, 33})}, A{{"transpose_b", I(1)}}, 1e-5),
+          C({f({4, 0}), f({0, 3})}, {}, 0.0),  // K = 0: zeros
+          C({f({3, 50, 20}), f({20, 30})}, {}, 1e-5),
+          C({f({3, 50, 20}), f({20, 30}), f({30})}, A{{"activation", S("gelu")}}, 1e-5),
+          C({f({2, 20, 7}), f({30, 7}), f({30})}, A{{"transpose_b", I(1)}, {"activation", S("relu")}}, 1e-5),
+          C({f({300, 37}), f({37, 333})}, {}, 1e-5),  // many tiles, ragged edges, a k tail
+          C({f({16, 64, 40}), f({16, 40, 50})}, {}, 1e-5),
+      };
+
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul: return binary(1e-7);
+    case Op::Div: return binary(1e-7, true);
+    case Op::Pow: return {C({pos({3, 4, 5}), f({4, 1})}, {}, 1e-6), C({pos({1000}), f({1000})}, {}, 1e-6)};
+
+    case Op::Neg: return unary(0.0);
+    case Op::Abs:
+    case Op::Sign:
+    case Op::Relu: return unary(0.0, false, true);
+    case Op::Exp:
+    case Op::Tanh:
+    case Op::Silu:
+    case Op::Sigmoid:
+    case Op::Erf: return unary(1e-6);
+    case Op::Log:
+    case Op::Sqrt: return unary(1e-6, true);
+
+    case Op::Gelu:
+      return {C({f({3, 40000})}, {}, 1e-6), C({f({3, 1000})}, A{{"approximate", S("tanh")}}, 1e-6)};
+    case Op::Clip:
+      return {C({distinct({4, 25})}, A{{"min", F(-0.5)}, {"max", F(0.5)}}, 0.0),
+              C({distinct({4, 25})}, A{{"min", F(1.0)}, {"max", F(-1.0)}}, 0.0),  // numpy order: max wins
+              C({distinct({4, 25})}, A{{"max", F(0.25)}}, 0.0)};
+    case Op::LeakyRelu: return {C({distinct({4, 25})}, A{{"alpha", F(0.1)}}, 0.0), C({distinct({100})}, {}, 0.0)};
+    case Op::Cast:
+      return {C({f({4, 25})}, A{{"to", S("f32")}}, 0.0), C({f({4, 25})}, A{{"to", S("i32")}}, 0.0),
+              C({f({4, 25})}, A{{"to", S("i64")}}, 0.0), C({i64({30}, 1000)}, A{{"to", S("i32")}}, 0.0),
+              C({i32({30}, 1000)}, A{{"to", S("f32")}}, 0.0)};
+
+    case Op::Softmax:
+      return {
+          C({f({7, 33})}, A{{"axis", I(-1)}}, 1e-6),
+          C({f({7, 33})}, A{{"axis", I(0)}}, 1e-6),
+          C({f({3, 700})}, {}, 1e-6),  // rows longer than a CUDA block
+          C({f({2, 40, 40})}, A{{"scale", F(0.3)}, {"causal_offset", I(0)}}, 1e-6),
+          C({f({3, 17, 20})}, A{{"scale", F(0.7)}, {"causal_offset", I(3)}}, 1e-6),
+          no_grad(C({f({3, 17, 20})}, A{{"causal_offset", I(-2)}}, 1e-6), "rows that keep nothing are nan"),
+          no_grad(C({f({2, 3, 10}), value(DType::i32, {}, 4)}, A{{"causal_offset", I(0)}, {"scale", F(0.5)}}, 1e-6),
+                  "the position form has no gradient"),
+      };
+    case Op::LogSoftmax: return {C({f({3, 4, 65})}, A{{"axis", I(2)}}, 1e-6), C({f({5, 7})}, A{{"axis", I(0)}}, 1e-6)};
+
+    case Op::Attention:
+      return {
+          C({f({2, 4, 5, 32}), f({2, 4, 7, 32}), f({2, 4, 7, 32})}, A{{"scale", F(0.2)}}, 2e-6),
+          C({f({3, 9, 8}), f({3, 9, 8}), f({3, 9, 5})}, A{{"scale", F(0.3)}, {"causal_offset", I(0)}}, 2e-6),
+          C({f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 21})}, A{{"scale", F(0.25)}, {"causal_offset", I(0)}}, 5e-6),
+          C({f({2, 37, 8}), f({2, 50, 8}), f({2, 50, 8})}, A{{"causal_offset", I(13)}}, 2e-6),
+          no_grad(C({f({2, 20, 8}), f({2, 20, 8}), f({2, 20, 8})}, A{{"causal_offset", I(-3)}}, 5e-6),
+                  "rows that keep no key are nan"),
+          C({f({2, 12, 8}), f({2, 30, 8}), f({2, 30, 8})}, A{{"scale", F(0.5)}, {"prefix", I(17)}}, 2e-6),
+          C({f({2, 4, 3}), f({2, 3, 3}), f({2, 3, 5}), f({2, 2, 3}), f({2, 2, 5})},
+            A{{"scale", F(0.6)}, {"causal_offset", I(1)}, {"prefix", I(2)}}, 2e-6),  // a prefix of k, v, then k2, v2
+          // a decode step over a cache and the new position (k2, v2), then the cache read in place
+          C({f({1, 4, 1, 32}), f({1, 4, 20, 32}), f({1, 4, 20, 32}), f({1, 4, 1, 32}), f({1, 4, 1, 32})},
+            A{{"scale", F(0.17)}, {"causal_offset", I(20)}}, 2e-6),
+          no_grad(C({f({2, 6, 3}), f({2, 2, 3}), f({2, 2, 19}), f({2, 33, 3}), f({2, 33, 19})}, A{{"causal_offset", I(-1)}}, 2e-6),
+                  "row 0 keeps no key: nan"),
+          no_grad(C({f({1, 2, 1, 8}), f({1, 2, 10, 8}), f({1, 2, 10, 8}), value(DType::i32, {}, 4)},
+                    A{{"scale", F(0.35)}, {"causal_offset", I(0)}}, 2e-6),
+                  "the position form has no gradient"),
+      };
+
+    case Op::FusedElementwise:
+      return {
+          C({f({3, 5, 700}), f({700}), f({})}, A{{"program", S("add x0 x1; mul t0 x2; erf t1; sub t2 x0")}}, 0.0),
+          C({f({3, 1, 7}), f({5, 1}), f({3, 5, 7})},
+            A{{"program", S("sub x0 x1; mul t0 t0; add t1 x2; tanh t2; sigmoid t3; silu x2; div t4 t5")}}, 0.0),
+          C({f({40000}), f({40000})},
+            A{{"program", S("abs x0; sqrt t0; log t1; exp t2; neg t3; relu x1; sign t5; pow t0 x1; add t6 t7; add t8 t4")}},
+            0.0),
+      };
+
+    case Op::LayerNorm:
+      return {C({f({5, 33, 24}), f({24}), f({24})}, A{{"eps", F(1e-5)}}, 2e-6), C({f({70, 16}), f({16})}, {}, 2e-6),
+              C({f({9, 130}), f({130}), f({130})}, {}, 2e-6), C({f({2, 3, 300}), f({300})}, A{{"eps", F(1e-3)}}, 2e-6)};
+    case Op::RmsNorm: return {C({f({70, 16}), f({16})}, {}, 2e-6), C({f({9, 131}), f({131})}, {}, 2e-6)};
+
+    case Op::Embedding: return {C({f({11, 16}), i32({2, 5}, 11)}), C({f({11, 16}), i64({7}, 11)})};
+    case Op::Reshape:
+      return {C({f({2, 3, 4})}, A{{"shape", V({6, 4})}}), C({i64({2, 3, 4}, 99)}, A{{"shape", V({-1, 2})}})};
+    case Op::Transpose:
+      return {C({f({2, 3, 4, 5})}, A{{"perm", V({0, 2, 1, 3})}}), C({f({2, 3, 4})}, A{{"perm", V({2, 0, 1})}}),
+              C({i64({3, 4}, 99)}, A{{"perm", V({1, 0})}})};
+    case Op::Slice:
+      return {C({f({4, 10, 3})}, A{{"axis", I(1)}, {"start", I(2)}, {"end", I(7)}}),
+              C({f({4, 10})}, A{{"axis", I(-1)}, {"start", I(-3)}, {"end", I(10)}}),
+              C({i32({6, 2}, 99)}, A{{"axis", I(0)}, {"start", I(1)}, {"end", I(100)}})};
+    case Op::Concat:
+      return {C({f({2, 3, 4}), f({2, 1, 4}), f({2, 5, 4})}, A{{"axis", I(1)}}), C({f({2, 3}), f({4, 3})}),
+              C({i64({2, 2}, 9), i64({2, 3}, 9)}, A{{"axis", I(-1)}})};
+    case Op::Gather:
+      return {C({f({5, 4}), i64({3}, 5)}), C({f({2, 5, 3}), i32({2, 2}, 5)}, A{{"axis", I(1)}}),
+              C({i32({6}, 50), i32({4}, 6)})};
+    case Op::Trilu:
+      return {C({f({2, 4, 5})}, A{{"k", I(1)}}), C({f({5, 3})}, A{{"upper", I(0)}, {"k", I(-1)}}),
+              C({i32({3, 3}, 99)}, A{{"upper", I(0)}})};
+
+    case Op::Conv2d:
+      return {C({f({1, 2, 5, 5}), f({3, 2, 3, 3}), f({3})}, A{{"pads", V({1, 1, 1, 1})}}, 1e-6),
+              C({f({2, 4, 7, 6}), f({4, 2, 3, 2})}, A{{"strides", V({2, 1})}, {"dilations", V({1, 2})}, {"groups", I(2)}}, 1e-6)};
+    case Op::MaxPool:
+      return {C({distinct({1, 2, 6, 6})}, A{{"kernel", V({2, 2})}, {"strides", V({2, 2})}}),
+              C({distinct({1, 2, 7, 7})}, A{{"kernel", V({3, 3})}, {"strides", V({2, 2})}, {"pads", V({1, 1, 1, 1})}, {"ceil_mode", I(1)}})};
+    case Op::AvgPool:
+      return {C({f({1, 2, 6, 6})}, A{{"kernel", V({3, 3})}, {"pads", V({1, 1, 1, 1})}}, 1e-6),
+              C({f({1, 2, 6, 6})}, A{{"kernel", V({3, 3})}, {"pads", V({1, 1, 1, 1})}, {"count_include_pad", I(1)}}, 1e-6),
+              C({f({1, 1, 7, 5})}, A{{"kernel", V({2, 2})}, {"strides", V({2, 2})}, {"ceil_mode", I(1)}}, 1e-6)};
+
+    case Op::ReduceSum:
+      return {C({f({4, 5, 6})}, A{{"axes", V({0, 1})}, {"keepdims", I(1)}}, 2e-6),
+              C({f({4, 5, 300})}, A{{"axes", V({0, 1})}}, 2e-6), C({f({4, 5, 6})}, A{{"axes", V({-1})}, {"keepdims", I(1)}}, 2e-6),
+              C({f({3, 1000})}, A{{"axes", V({1})}}, 5e-5),  // the CPU's float sum of 1000 terms
+              C({f({4, 5, 6})}, A{{"axes", V({0, 2})}}, 2e-6)};
+    case Op::ReduceMean:
+      return {C({f({5, 300})}, A{{"axes", V({1})}}, 2e-6), C({f({4, 5, 6})}, A{{"axes", V({0, 2})}, {"keepdims", I(1)}}, 2e-6),
+              C({f({2, 3, 4})}, A{{"axes", V({0})}}, 2e-6)};
+    case Op::ReduceMax:
+      return {C({distinct({5, 4, 3})}, A{{"axes", V({0, 2})}}), C({distinct({6, 7})}, A{{"axes", V({-1})}, {"keepdims", I(1)}}),
+              C({distinct({2, 3, 4})}, A{{"axes", V({1})}})};
+
+    case Op::Where:
+      return {C({i32({2, 3}, 2), f({2, 3}), f({3})}), C({f({4, 1}), f({1, 5}), f({4, 5})}),
+              C({i64({3}, 2), i32({2, 3}, 9), i32({3}, 9)})};
+    case Op::CausalMask:
+      return {C({f({2, 6, 9})}, A{{"offset", I(1)}, {"value", F(-5.0)}}),
+              no_grad(C({f({3, 5, 5})}), "masked entries are -inf, so is the loss")};
+    case Op::CrossEntropy:
+      return {C({f({6, 65}), i32({6}, 65)}, {}, 1e-6), C({f({2, 30, 65}), i64({2, 30}, 65)}, A{{"ignore_index", I(3)}}, 1e-6),
+              C({f({6, 50, 65}), i32({6, 50}, 65)}, {}, 2e-6)};
+    case Op::Mse: return {C({f({4, 5}), f({4, 5})}, {}, 1e-6), C({f({1000}), f({1000})}, {}, 1e-6)};
+    case Op::Broadcast:
+      return {C({f({3, 1, 4})}, A{{"shape", V({2, 3, 5, 4})}}), C({i64({1}, 9)}, A{{"shape", V({4, 3})}})};
+    case Op::Pad:
+      return {C({f({2, 3, 4})}, A{{"axis", I(1)}, {"before", I(2)}, {"after", I(1)}}),
+              C({f({5})}, A{{"axis", I(-1)}, {"before", I(0)}, {"after", I(3)}})};
+    case Op::Equal: return {C({i32({4, 5}, 3), i32({5}, 3)}), C({distinct({4, 5}), distinct({4, 5})})};
+
+    case Op::ReluGrad: return {C({distinct({1000}), f({1000})})};
+    case Op::GeluGrad:
+      return {C({f({50000}), f({50000})}, {}, 5e-6), C({f({999}), f({999})}, A{{"approximate", S("tanh")}}, 5e-6)};
+    case Op::SoftmaxGrad:
+      // The CPU's last-axis kernel sums dy * y in f32: over N(0, 2) entries the dot cancels.
+      return {C({f({7, 33}), f({7, 33})}, A{{"axis", I(-1)}, {"scale", F(0.5)}}, 1e-4),
+              C({f({3, 700}), f({3, 700})}, {}, 1e-4), C({f({7, 33}), f({7, 33})}, A{{"axis", I(0)}}, 2e-6),
+              C({f({4, 5, 6}), f({4, 5, 6})}, A{{"axis", I(1)}}, 2e-6)};
+    case Op::AttentionGrad:  // the CPU's f32 GEMMs against the reference's double sums
+      return {C({f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 16})},
+                {{"scale", F(0.25)}, {"causal_offset", I(0)}}, 5e-5),
+              C({f({3, 33, 8}), f({3, 33, 8}), f({3, 33, 8}), f({3, 33, 8})}, A{{"causal_offset", I(5)}}, 5e-5),
+              C({f({2, 20, 5}), f({2, 20, 5}), f({2, 20, 5}), f({2, 20, 5})}, A{{"scale", F(0.7)}}, 5e-5),
+              C({f({1, 1, 4}), f({1, 1, 4}), f({1, 1, 4}), f({1, 1, 4})}, A{{"causal_offset", I(0)}}, 5e-5)};
+    case Op::LayerNormGrad:
+      return {C({f({70, 16}), f({16}), f({70, 16})}, {}, 2e-6), C({f({9, 130}), f({130}), f({9, 130})}, {}, 2e-6),
+              C({f({2, 3, 300}), f({300}), f({2, 3, 300})}, A{{"eps", F(1e-3)}}, 2e-6)};
+    case Op::RmsNormGrad:
+      return {C({f({3, 40, 8}), f({8}), f({3, 40, 8})}, {}, 2e-6), C({f({5, 129}), f({129}), f({5, 129})}, {}, 2e-6)};
+    case Op::EmbeddingGrad:
+      return {C({i32({2, 50}, 11), f({2, 50, 16})}, A{{"rows", I(11)}}, 1e-6),
+              C({i64({600}, 9), f({600, 300})}, A{{"rows", I(9)}}, 1e-6)};  // runs of ids, D > a CUDA block
+    case Op::CrossEntropyGrad:
+      return {C({f({6, 65}), i32({6}, 65), value(DType::f32, {}, 0.75)}, {}, 2e-6),
+              C({f({2, 30, 700}), i64({2, 30}, 700), value(DType::f32, {}, 0.75)}, A{{"ignore_index", I(3)}}, 2e-6)};
+    case Op::GatherGrad:
+      return {C({i64({7}, 5), f({7, 4})}, A{{"shape", V({5, 4})}}, 1e-6),
+              C({i32({2, 2}, 5), f({2, 2, 2, 3})}, A{{"axis", I(1)}, {"shape", V({2, 5, 3})}}, 1e-6)};
+    case Op::Conv2dGradInput:
+      return {C({f({3, 2, 3, 3}), f({1, 3, 5, 5})}, A{{"pads", V({1, 1, 1, 1})}, {"shape", V({1, 2, 5, 5})}}, 1e-6),
+              C({f({4, 2, 3, 2}), f({2, 4, 3, 4})},
+                A{{"strides", V({2, 1})}, {"dilations", V({1, 2})}, {"groups", I(2)}, {"shape", V({2, 4, 7, 6})}}, 1e-6)};
+    case Op::Conv2dGradWeight:
+      return {C({f({1, 2, 5, 5}), f({1, 3, 5, 5})}, A{{"pads", V({1, 1, 1, 1})}, {"shape", V({3, 2, 3, 3})}}, 1e-6),
+              C({f({2, 4, 7, 6}), f({2, 4, 3, 4})},
+                A{{"strides", V({2, 1})}, {"dilations", V({1, 2})}, {"groups", I(2)}, {"shape", V({4, 2, 3, 2})}}, 1e-6)};
+    case Op::MaxPoolGrad:
+      return {C({distinct({1, 2, 6, 6}), f({1, 2, 3, 3})}, A{{"kernel", V({2, 2})}, {"strides", V({2, 2})}}, 1e-6)};
+    case Op::AvgPoolGrad:
+      return {C({f({1, 2, 6, 6})}, A{{"kernel", V({3, 3})}, {"pads", V({1, 1, 1, 1})}, {"shape", V({1, 2, 6, 6})}}, 1e-6)};
+
+    case Op::GradNorm:  // past several chunks of the CUDA squares tree, ragged ends
+      return {C({f({100003}), f({17}), f({16384})}, {}, 1e-6), C({f({3, 7})}, {}, 1e-6), C({f({})}, {}, 1e-6)};
+    case Op::OptimizerUpdate: {
+      auto scalars = [](double norm) {
+        return std::vector<CaseInput>{value(DType::f64, {}, norm), value(DType::f64, {}, 1e-2), value(DType::i64, {}, 3)};
+      };
+      auto in = [&](double norm, int slots, bool v_slot, int64_t n = 1000) {
+        std::vector<CaseInput> v = {f({n}), f({n})};
+        for (const CaseInput& s : scalars(norm)) v.push_back(s);
+        for (int i = 0; i < slots; ++i) v.push_back(i == 1 && v_slot ? pos({n}) : f({n}));
+        return v;
+      };
+      return {
+          C(in(2.0, 2, true, 100003), A{{"kind", S("adam")}, {"beta1", F(0.9)}, {"beta2", F(0.99)}, {"eps", F(1e-8)}, {"clip", F(1.0)}}, 1e-6),
+          C(in(0.5, 2, true),
+            A{{"kind", S("adamw")}, {"beta1", F(0.9)}, {"beta2", F(0.999)}, {"eps", F(1e-8)}, {"weight_decay", F(0.1)}}, 1e-6),
+          C(in(0.5, 1, false), A{{"kind", S("sgd")}, {"momentum", F(0.9)}, {"weight_decay", F(0.01)}}, 1e-6),
+          C(in(3.0, 0, false), A{{"kind", S("sgd")}, {"clip", F(1.0)}}, 1e-6),
+      };
+    }
+    case Op::Increment: return {C({value(DType::i64, {}, 41)}), C({value(DType::i64, {}, 7), value(DType::f32, {}, 0)})};
+    case Op::CacheWrite:
+      return {C({f({2, 8, 4}), f({2, 3, 4}), value(DType::i32, {}, 2)}),
+              C({f({1, 2, 6, 8}), f({1, 2, 1, 8}), value(DType::i32, {}, 5)})};
+  }
+  return {};
+}
+
+std::string attr_to_string(const ir::AttrValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", *d);
+    return buf;
+  }
+  if (const auto* s = std::get_if<std::string>(&v)) return "\"" + *s + "\"";
+  return shape_to_string(std::get<Ints>(v));
+}
+
+}  // namespace
+
+std::string OpCase::label() const {
+  std::string s = ir::op_name(op);
+  for (size_t i = 0; i < inputs.size(); ++i) s += (i ? ", " : " ") + inputs[i].type.to_string();
+  if (!attrs.items().empty()) {
+    s += " {";
+    bool first = true;
+    for (const auto& [k, v] : attrs.items()) {
+      s += (first ? "" : ", ") + k + "=" + attr_to_string(v);
+      first = false;
+    }
+    s += "}";
+  }
+  return s;
+}
+
+std::vector<OpCase> op_cases(ir::Op op) {
+  std::vector<OpCase> cases = cases_of(op);
+  for (OpCase& c : cases) c.op = op;
+  return cases;
+}
+
+std::vector<Tensor> make_inputs(const OpCase& c, uint64_t seed, bool specials, float std) {
+  static const float kSpecials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                                    -std::numeric_limits<float>::infinity(), 0.0f, -0.0f, 2.0f, -3.0f, 0.5f, 1.0f,
+                                    -1.0f, 88.0f, -104.0f};
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const CaseInput& ci = c.inputs[i];
+    Tensor t = Tensor::zeros(ci.type.dtype, ci.type.shape);
+    const int64_t n = t.numel();
+    auto set = [&](int64_t k, double v) {
+      switch (t.dtype()) {
+        case DType::f32: t.data<float>()[k] = static_cast<float>(v); break;
+        case DType::f64: t.data<double>()[k] = v; break;
+        case DType::i32: t.data<int32_t>()[k] = static_cast<int32_t>(v); break;
+        case DType::i64: t.data<int64_t>()[k] = static_cast<int64_t>(v); break;
+        default: break;
+      }
+    };
+    const bool floating = ci.fill == Fill::Normal || ci.fill == Fill::Positive || ci.fill == Fill::Distinct;
+    if (floating && specials) {
+      for (int64_t k = 0; k < n; ++k) set(k, kSpecials[static_cast<size_t>(k + 5 * static_cast<int64_t>(i)) % std::size(kSpecials)]);
+    } else if (ci.fill == Fill::Normal || ci.fill == Fill::Positive) {
+      fill_normal(t, seed, i, 0.0f, ci.fill == Fill::Normal ? std : 1.0f);
+      if (ci.fill == Fill::Positive)
+        for (int64_t k = 0; k < n; ++k) t.data<float>()[k] = std::fabs(t.data<float>()[k]) + 0.5f;
+    } else if (ci.fill == Fill::Distinct) {
+      // (j + 1/2) * spacing: every pair of values and every kink (0, +-0.5) stay farther apart
+      // than the finite-difference step (0.01); the permutation comes from the seed.
+      const double spacing = n <= 40 ? 0.1 : 0.025;
+      std::vector<int64_t> order(static_cast<size_t>(n));
+      std::iota(order.begin(), order.end(), 0);
+      Tensor keys = Tensor::zeros(DType::f32, {n});
+      fill_uniform(keys, seed, i, 0.0f, 1.0f);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return keys.data<float>()[a] < keys.data<float>()[b]; });
+      for (int64_t k = 0; k < n; ++k)
+        set(order[static_cast<size_t>(k)], (static_cast<double>(k) - static_cast<double>(n / 2) + 0.5) * spacing);
+    } else if (ci.fill == Fill::Ids) {
+      fill_uniform_int(t, seed, i, 0, static_cast<int64_t>(ci.value));
+    } else {
+      for (int64_t k = 0; k < n; ++k) set(k, ci.value);
+    }
+    in.push_back(std::move(t));
+  }
+  return in;
+}
+
+}  // namespace volta::test
