@@ -8,8 +8,11 @@
 #include <set>
 #include <string>
 
+#include "backends/cpu/kernels.h"
+#include "backends/cuda/capabilities.h"
 #include "ir/elementwise_program.h"
 #include "test_util.h"
+#include "volta/backend.h"
 #include "volta/ir.h"
 #include "volta/verify.h"
 
@@ -183,6 +186,25 @@ TEST(OpTable, VerifyChecksAttributesAgainstTheSchema) {
   EXPECT_ERROR_CONTAINS(ir::verify_graph(g), "[leaky_relu] attribute 'alpha' must be a float (node 'y')");
 }
 
+
+// Each backend's capabilities come from its kernel table: the CPU runs every op (a reference
+// kernel each, or its own), CUDA names each op of its table once.
+TEST(OpTable, BackendCapabilitiesComeFromTheirKernelTables) {
+  auto cpu = make_cpu_backend();
+  for (int i = 0; i < ir::kNumOps; ++i) {
+    const auto op = static_cast<ir::Op>(i);
+    EXPECT_NE(cpu::fast_kernel(op), nullptr) << ir::op_name(op);
+    EXPECT_EQ(cpu->capabilities().supports(op), !ir::is_leaf(op)) << ir::op_name(op);
+  }
+  const Capabilities cuda = cuda::capabilities();
+  std::set<ir::Op> seen;
+  for (ir::Op op : cuda.ops) EXPECT_TRUE(seen.insert(op).second) << ir::op_name(op) << " listed twice";
+  for (int i = 0; i < ir::kNumOps; ++i) {  // the elementwise template covers both categories whole
+    if (ir::elementwise_arity(static_cast<ir::Op>(i)) > 0) {
+      EXPECT_TRUE(seen.count(static_cast<ir::Op>(i))) << ir::op_name(static_cast<ir::Op>(i));
+    }
+  }
+}
 
 }  // namespace
 }  // namespace volta

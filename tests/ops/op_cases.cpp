@@ -36,6 +36,10 @@ OpCase C(std::vector<CaseInput> in, A attrs = {}, double tol = 0) {
   c.tol = tol;
   return c;
 }
+OpCase needs(std::string feature, OpCase c) {
+  c.feature = std::move(feature);
+  return c;
+}
 OpCase no_grad(OpCase c, std::string why) {
   c.no_grad = std::move(why);
   return c;
@@ -76,8 +80,9 @@ std::vector<OpCase> cases_of(Op op) {
           C({f({3, 1, 17, 33}), f({4, 9, 33})}, A{{"transpose_b", I(1)}}, 1e-5),
           C({f({4, 0}), f({0, 3})}, {}, 0.0),  // K = 0: zeros
           C({f({3, 50, 20}), f({20, 30})}, {}, 1e-5),
-          C({f({3, 50, 20}), f({20, 30}), f({30})}, A{{"activation", S("gelu")}}, 1e-5),
-          C({f({2, 20, 7}), f({30, 7}), f({30})}, A{{"transpose_b", I(1)}, {"activation", S("relu")}}, 1e-5),
+          needs("matmul.epilogue", C({f({3, 50, 20}), f({20, 30}), f({30})}, A{{"activation", S("gelu")}}, 1e-5)),
+          needs("matmul.epilogue",
+                C({f({2, 20, 7}), f({30, 7}), f({30})}, A{{"transpose_b", I(1)}, {"activation", S("relu")}}, 1e-5)),
           C({f({300, 37}), f({37, 333})}, {}, 1e-5),  // many tiles, ragged edges, a k tail
           C({f({16, 64, 40}), f({16, 40, 50})}, {}, 1e-5),
       };

@@ -33,7 +33,8 @@ struct OpCase {
   ir::Attrs attrs;
   double tol = 0;          // max |backend - reference| / (1 + |reference|) per element
   bool specials = true;    // also run with nan, +-inf, +-0 in the float inputs
-  std::string no_grad;     // a differentiable op's case without a gradient: why (autograd refuses it)
+  std::string no_grad;     // a differentiable op's case without finite differences: why
+  std::string feature;     // a backend feature the case needs (Capabilities::features), or none
   std::string label() const;  // "op f32[2,3], i32[4] {attrs}"
 };
 

@@ -382,6 +382,10 @@ int run(int argc, char** argv) {
         continue;
       }
       for (const OpCase& c : cases) {
+        if (!c.feature.empty() && !(*be)->capabilities().has(c.feature)) {
+          report(tally, "SKIP", name, c.label(), "needs the backend feature " + c.feature);
+          continue;
+        }
         if (h.mode == "test") test_case(**be, c, tally);
         else if (h.mode == "grad") grad_case(name, c, tally);
         else perf_case(**be, c, tally);

@@ -1,8 +1,9 @@
 // The CPU backend's own kernels for the ops that dominate training time, beside the reference
-// kernels they are tested against (tests/test_cpu_parity.cpp). Each has a fast path for the
+// kernels they are tested against (the op-test harness, tests/ops/). Each has a fast path for the
 // common layouts and falls back to the reference kernel otherwise. Work is split into tasks by
 // the shape alone and every reduction keeps a fixed order, so results do not depend on the
 // thread count.
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -287,33 +288,49 @@ Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op)
 
 }  // namespace
 
+namespace {
+
+// The CPU backend's kernel table: the reference kernels (generated from ops.def), then the
+// backend's own where it has one.
+constexpr std::array<Kernel, ir::kNumOps> kFastKernels = [] {
+  std::array<Kernel, ir::kNumOps> t = {
+#define VOLTA_OP(Id, ...) &ref::Id,
+#include "volta/ops.def"
+#undef VOLTA_OP
+  };
+  auto set = [&](ir::Op op, Kernel k) { t[static_cast<size_t>(op)] = k; };
+  using ir::Op;
+  set(Op::Matmul, matmul);
+  set(Op::Attention, attention);
+  set(Op::AttentionGrad, attention_grad);
+  set(Op::FusedElementwise, fused_elementwise);
+  set(Op::ReduceSum, reduce_sum);
+  set(Op::Softmax, [](const KernelArgs& a) { return softmax(a, false); });
+  set(Op::LogSoftmax, [](const KernelArgs& a) { return softmax(a, true); });
+  set(Op::SoftmaxGrad, softmax_grad);
+  set(Op::Gelu, gelu);
+  set(Op::GeluGrad, gelu_grad);
+  set(Op::Transpose, transpose);
+  set(Op::LayerNorm, [](const KernelArgs& a) { return norm(a, true, false); });
+  set(Op::RmsNorm, [](const KernelArgs& a) { return norm(a, false, false); });
+  set(Op::LayerNormGrad, [](const KernelArgs& a) { return norm(a, true, true); });
+  set(Op::RmsNormGrad, [](const KernelArgs& a) { return norm(a, false, true); });
+  set(Op::CrossEntropy, [](const KernelArgs& a) { return cross_entropy(a, false); });
+  set(Op::CrossEntropyGrad, [](const KernelArgs& a) { return cross_entropy(a, true); });
+  set(Op::Add, [](const KernelArgs& a) { return binary(a, ref::Add, [](float x, float y) { return x + y; }); });
+  set(Op::Sub, [](const KernelArgs& a) { return binary(a, ref::Sub, [](float x, float y) { return x - y; }); });
+  set(Op::Mul, [](const KernelArgs& a) { return binary(a, ref::Mul, [](float x, float y) { return x * y; }); });
+  set(Op::Div, [](const KernelArgs& a) { return binary(a, ref::Div, [](float x, float y) { return x / y; }); });
+  set(Op::GradNorm, [](const KernelArgs& a) { return grad_norm_node(a, fast_sum_of_squares); });
+  set(Op::OptimizerUpdate, [](const KernelArgs& a) { return optimizer_update_node(a, fast_optimizer_update); });
+  return t;
+}();
+
+}  // namespace
+
 Kernel fast_kernel(ir::Op op) {
-  switch (op) {
-    case ir::Op::Matmul: return matmul;
-    case ir::Op::Attention: return attention;
-    case ir::Op::AttentionGrad: return attention_grad;
-    case ir::Op::FusedElementwise: return fused_elementwise;
-    case ir::Op::ReduceSum: return reduce_sum;
-    case ir::Op::Softmax: return [](const KernelArgs& a) { return softmax(a, false); };
-    case ir::Op::LogSoftmax: return [](const KernelArgs& a) { return softmax(a, true); };
-    case ir::Op::SoftmaxGrad: return softmax_grad;
-    case ir::Op::Gelu: return gelu;
-    case ir::Op::GeluGrad: return gelu_grad;
-    case ir::Op::Transpose: return transpose;
-    case ir::Op::LayerNorm: return [](const KernelArgs& a) { return norm(a, true, false); };
-    case ir::Op::RmsNorm: return [](const KernelArgs& a) { return norm(a, false, false); };
-    case ir::Op::LayerNormGrad: return [](const KernelArgs& a) { return norm(a, true, true); };
-    case ir::Op::RmsNormGrad: return [](const KernelArgs& a) { return norm(a, false, true); };
-    case ir::Op::CrossEntropy: return [](const KernelArgs& a) { return cross_entropy(a, false); };
-    case ir::Op::CrossEntropyGrad: return [](const KernelArgs& a) { return cross_entropy(a, true); };
-    case ir::Op::Add: return [](const KernelArgs& a) { return binary(a, ref::Add, [](float x, float y) { return x + y; }); };
-    case ir::Op::Sub: return [](const KernelArgs& a) { return binary(a, ref::Sub, [](float x, float y) { return x - y; }); };
-    case ir::Op::Mul: return [](const KernelArgs& a) { return binary(a, ref::Mul, [](float x, float y) { return x * y; }); };
-    case ir::Op::Div: return [](const KernelArgs& a) { return binary(a, ref::Div, [](float x, float y) { return x / y; }); };
-    case ir::Op::GradNorm: return [](const KernelArgs& a) { return grad_norm_node(a, fast_sum_of_squares); };
-    case ir::Op::OptimizerUpdate: return [](const KernelArgs& a) { return optimizer_update_node(a, fast_optimizer_update); };
-    default: return reference_kernel(op);
-  }
+  const auto i = static_cast<size_t>(op);
+  return i < kFastKernels.size() ? kFastKernels[i] : nullptr;
 }
 
 }  // namespace volta::cpu

@@ -1,27 +1,19 @@
 #include "backends/cuda/capabilities.h"
 
+#include "backends/cuda/kernel_list.h"
 #include "backends/cuda/workspace.h"
 
 namespace volta::cuda {
 
 Capabilities capabilities() {
   Capabilities caps;
-  using ir::Op;
   // Every op of the Unary and Binary categories (one kernel template over ir/scalar_math.h),
-  // then the ops with their own kernels.
+  // then the ops of the kernel list (the kernel table of cuda_backend.cpp holds exactly these).
   for (int i = 0; i < ir::kNumOps; ++i)
-    if (ir::elementwise_arity(static_cast<Op>(i)) > 0) caps.ops.push_back(static_cast<Op>(i));
-  caps.ops.insert(caps.ops.end(), {
-              Op::Matmul, Op::Gelu, Op::Softmax,    Op::LogSoftmax, Op::LayerNorm, Op::RmsNorm,
-              Op::Embedding, Op::Reshape, Op::Transpose, Op::Slice,    Op::Concat,     Op::CausalMask,
-              Op::Pad,     Op::Broadcast, Op::ReduceSum, Op::ReduceMean, Op::ReduceMax,
-              // the backward ops autograd writes for TinyLM
-              Op::ReluGrad, Op::GeluGrad, Op::SoftmaxGrad, Op::LayerNormGrad, Op::RmsNormGrad, Op::EmbeddingGrad,
-              Op::CrossEntropy, Op::CrossEntropyGrad,
-              // the training step's tail on the model's state
-              Op::GradNorm, Op::OptimizerUpdate, Op::Increment,
-              // inference on the session's KV cache
-              Op::CacheWrite});
+    if (ir::elementwise_arity(static_cast<ir::Op>(i)) > 0) caps.ops.push_back(static_cast<ir::Op>(i));
+#define VOLTA_CUDA_KERNEL(Id) caps.ops.push_back(ir::Op::Id);
+  VOLTA_CUDA_KERNELS(VOLTA_CUDA_KERNEL)
+#undef VOLTA_CUDA_KERNEL
   caps.dtypes = {DType::f32, DType::i32, DType::i64, DType::f64};
   caps.determinism = DeterminismLevel::Bitwise;
   return caps;

@@ -1,14 +1,16 @@
 // The CUDA backend: device memory from a caching pool, one stream, and a kernel per op family
 // (src/backends/cuda/*.cu). It reads the node's attributes and shapes here, on the host, and
 // hands plain numbers to the launchers. It never falls back to the CPU: ops without a kernel
-// are refused at plan time (capabilities.cpp), and no driver or device is a clear error.
+// are refused at plan time (capabilities.cpp, from kernel_list.h), and no driver or device is a clear error.
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/capabilities.h"
 #include "backends/cuda/device.h"
+#include "backends/cuda/kernel_list.h"
 #include "backends/cuda/kernels.h"
 #include "volta/backend.h"
 #include "volta/optim.h"
@@ -95,109 +97,152 @@ class CudaBackend final : public Backend {
   // constants, and per-plan copies of the inputs.
   Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out,
                  std::span<std::byte> workspace) override {
-    const cudaStream_t s = stream_.get();
-    // The elementwise ops of ops.def's Unary and Binary categories: one kernel template over
-    // ir/scalar_math.h (elementwise.cu).
-    if (ir::op_category(n.op) == ir::OpCategory::Binary) return binary(n, in, out);
-    if (ir::op_category(n.op) == ir::OpCategory::Unary) return unary(n, in, out);
-    switch (n.op) {
-      case ir::Op::Gelu: {
-        VOLTA_ASSIGN_OR_RETURN(const std::string mode, n.attrs.get_string("approximate", "none"));
-        if (mode != "none" && mode != "tanh")
-          return invalid_argument(prefix(n) + "attribute 'approximate' must be 'none' or 'tanh', got '" + mode + "' " +
-                                  ir::node_ref(n));
-        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-        return launched(launch_gelu(in[0].as<const float>(), out.as<float>(), out.numel(), mode == "tanh", s), n);
-      }
-      case ir::Op::Matmul:
-        if (in.size() > 2 || n.attrs.has("activation"))  // the "matmul.epilogue" variant: no kernel yet
-          return unimplemented("[matmul] the CUDA backend has no bias / activation epilogue " + ir::node_ref(n));
-        return matmul(n, in, out);
-      case ir::Op::Softmax: return softmax(n, in, out, false);
-      case ir::Op::LogSoftmax: return softmax(n, in, out, true);
-      case ir::Op::LayerNorm:
-      case ir::Op::RmsNorm: {
-        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-        VOLTA_ASSIGN_OR_RETURN(const double eps, n.attrs.get_float("eps", 1e-5));
-        const Shape& sh = in[0].shape();
-        const int64_t D = sh.empty() ? 0 : sh.back();
-        const int64_t rows = D == 0 ? 0 : in[0].numel() / D;
-        const bool center = n.op == ir::Op::LayerNorm;
-        const float* beta = center && in.size() > 2 ? in[2].as<const float>() : nullptr;
-        return launched(launch_norm(in[0].as<const float>(), in[1].as<const float>(), beta, out.as<float>(), rows, D,
-                                    eps, center, s),
-                        n);
-      }
-      case ir::Op::CausalMask: {
-        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-        VOLTA_ASSIGN_OR_RETURN(const int64_t offset, n.attrs.get_int("offset", 0));
-        VOLTA_ASSIGN_OR_RETURN(const double fill, n.attrs.get_float("value", -std::numeric_limits<double>::infinity()));
-        const Shape& sh = in[0].shape();
-        if (sh.size() < 2) return internal_error(prefix(n) + "input must have rank >= 2 " + ir::node_ref(n));
-        const int64_t R = sh[sh.size() - 2], C = sh.back();
-        return launched(launch_causal_mask(in[0].as<const float>(), out.as<float>(), product(sh, 0, sh.size() - 2), R, C,
-                                           offset, static_cast<float>(fill), s),
-                        n);
-      }
-      case ir::Op::Embedding: return embedding(n, in, out);
-      case ir::Op::Reshape: {
-        const size_t bytes = std::min(out.type.bytes(), in[0].type.bytes());
-        if (bytes == 0) return Status::ok();
-        return check(cudaMemcpyAsync(out.data, in[0].data, bytes, cudaMemcpyDeviceToDevice, s), prefix(n) + ir::node_ref(n));
-      }
-      case ir::Op::Transpose: return transpose(n, in, out);
-      case ir::Op::Slice: return slice(n, in, out);
-      case ir::Op::Concat: return concat(n, in, out);
-      case ir::Op::Pad: return pad(n, in, out);
-      case ir::Op::Broadcast: return broadcast(n, in, out);
-      case ir::Op::ReduceSum: return reduce(n, in, out, ReduceOp::Sum);
-      case ir::Op::ReduceMean: return reduce(n, in, out, ReduceOp::Mean);
-      case ir::Op::ReduceMax: return reduce(n, in, out, ReduceOp::Max);
-      case ir::Op::ReluGrad:
-        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-        return launched(launch_relu_grad(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), out.numel(), s), n);
-      case ir::Op::GeluGrad: {
-        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-        VOLTA_ASSIGN_OR_RETURN(const std::string mode, n.attrs.get_string("approximate", "none"));
-        return launched(launch_gelu_grad(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), out.numel(),
-                                         mode == "tanh", s),
-                        n);
-      }
-      case ir::Op::SoftmaxGrad: {
-        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-        VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", -1));
-        VOLTA_ASSIGN_OR_RETURN(const double scale, n.attrs.get_float("scale", 1.0));
-        const Shape& sh = in[0].shape();
-        VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, sh.size()));
-        return launched(launch_softmax_grad(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(),
-                                            product(sh, 0, axis), sh[axis], product(sh, axis + 1, sh.size()), scale, s),
-                        n);
-      }
-      case ir::Op::LayerNormGrad:
-      case ir::Op::RmsNormGrad: {
-        VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-        VOLTA_ASSIGN_OR_RETURN(const double eps, n.attrs.get_float("eps", 1e-5));
-        const Shape& sh = in[0].shape();
-        const int64_t D = sh.empty() ? 0 : sh.back();
-        const int64_t rows = D == 0 ? 0 : in[0].numel() / D;
-        return launched(launch_norm_grad(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(),
-                                         out.as<float>(), rows, D, eps, n.op == ir::Op::LayerNormGrad, s),
-                        n);
-      }
-      case ir::Op::EmbeddingGrad: return embedding_grad(n, in, out);
-      case ir::Op::CrossEntropy:
-      case ir::Op::CrossEntropyGrad: return cross_entropy(n, in, out, workspace);
-      case ir::Op::GradNorm: return grad_norm(n, in, out, workspace);
-      case ir::Op::OptimizerUpdate: return optimizer_update(n, in);
-      case ir::Op::Increment:
-        return launched(launch_increment(in[0].as<int64_t>(), out.as<int64_t>(), s), n);
-      case ir::Op::CacheWrite: return cache_write(n, in, out);
-      default:
-        return unimplemented(prefix(n) + "no CUDA kernel " + ir::node_ref(n));
+    const Kernel k = kernel_table()[static_cast<size_t>(n.op)];
+    if (!k) return unimplemented(prefix(n) + "no CUDA kernel " + ir::node_ref(n));
+    return k(*this, Call{n, in, out, workspace});
+  }
+
+  // One node's operands, as execute() receives them.
+  struct Call {
+    const ir::Node& n;
+    std::span<const TensorRef> in;
+    const TensorRef& out;
+    std::span<std::byte> ws;
+  };
+  using Kernel = Status (*)(CudaBackend&, const Call&);
+
+  // The kernel table: every op of ops.def's Unary and Binary categories runs the one
+  // elementwise template over ir/scalar_math.h, the ops of kernel_list.h their own kernels.
+  // capabilities.cpp derives the supported ops from kernel_list.h; a static_assert below keeps
+  // this table and that list equal.
+  static constexpr std::array<Kernel, ir::kNumOps> kernel_table() {
+    std::array<Kernel, ir::kNumOps> t{};
+    using ir::Op;
+    for (size_t i = 0; i < t.size(); ++i) {
+      const auto op = static_cast<Op>(i);
+      if (ir::op_category(op) == ir::OpCategory::Binary) t[i] = [](CudaBackend& b, const Call& c) { return b.binary(c.n, c.in, c.out); };
+      if (ir::op_category(op) == ir::OpCategory::Unary) t[i] = [](CudaBackend& b, const Call& c) { return b.unary(c.n, c.in, c.out); };
     }
+    auto set = [&](Op op, Kernel k) { t[static_cast<size_t>(op)] = k; };
+    set(Op::Matmul, [](CudaBackend& b, const Call& c) { return b.matmul(c.n, c.in, c.out); });
+    set(Op::Gelu, [](CudaBackend& b, const Call& c) { return b.gelu(c.n, c.in, c.out); });
+    set(Op::Softmax, [](CudaBackend& b, const Call& c) { return b.softmax(c.n, c.in, c.out, false); });
+    set(Op::LogSoftmax, [](CudaBackend& b, const Call& c) { return b.softmax(c.n, c.in, c.out, true); });
+    set(Op::LayerNorm, [](CudaBackend& b, const Call& c) { return b.norm(c.n, c.in, c.out, true); });
+    set(Op::RmsNorm, [](CudaBackend& b, const Call& c) { return b.norm(c.n, c.in, c.out, false); });
+    set(Op::CausalMask, [](CudaBackend& b, const Call& c) { return b.causal_mask(c.n, c.in, c.out); });
+    set(Op::Embedding, [](CudaBackend& b, const Call& c) { return b.embedding(c.n, c.in, c.out); });
+    set(Op::Reshape, [](CudaBackend& b, const Call& c) { return b.reshape(c.n, c.in, c.out); });
+    set(Op::Transpose, [](CudaBackend& b, const Call& c) { return b.transpose(c.n, c.in, c.out); });
+    set(Op::Slice, [](CudaBackend& b, const Call& c) { return b.slice(c.n, c.in, c.out); });
+    set(Op::Concat, [](CudaBackend& b, const Call& c) { return b.concat(c.n, c.in, c.out); });
+    set(Op::Pad, [](CudaBackend& b, const Call& c) { return b.pad(c.n, c.in, c.out); });
+    set(Op::Broadcast, [](CudaBackend& b, const Call& c) { return b.broadcast(c.n, c.in, c.out); });
+    set(Op::ReduceSum, [](CudaBackend& b, const Call& c) { return b.reduce(c.n, c.in, c.out, ReduceOp::Sum); });
+    set(Op::ReduceMean, [](CudaBackend& b, const Call& c) { return b.reduce(c.n, c.in, c.out, ReduceOp::Mean); });
+    set(Op::ReduceMax, [](CudaBackend& b, const Call& c) { return b.reduce(c.n, c.in, c.out, ReduceOp::Max); });
+    set(Op::ReluGrad, [](CudaBackend& b, const Call& c) { return b.relu_grad(c.n, c.in, c.out); });
+    set(Op::GeluGrad, [](CudaBackend& b, const Call& c) { return b.gelu_grad(c.n, c.in, c.out); });
+    set(Op::SoftmaxGrad, [](CudaBackend& b, const Call& c) { return b.softmax_grad(c.n, c.in, c.out); });
+    set(Op::LayerNormGrad, [](CudaBackend& b, const Call& c) { return b.norm_grad(c.n, c.in, c.out, true); });
+    set(Op::RmsNormGrad, [](CudaBackend& b, const Call& c) { return b.norm_grad(c.n, c.in, c.out, false); });
+    set(Op::EmbeddingGrad, [](CudaBackend& b, const Call& c) { return b.embedding_grad(c.n, c.in, c.out); });
+    set(Op::CrossEntropy, [](CudaBackend& b, const Call& c) { return b.cross_entropy(c.n, c.in, c.out, c.ws); });
+    set(Op::CrossEntropyGrad, [](CudaBackend& b, const Call& c) { return b.cross_entropy(c.n, c.in, c.out, c.ws); });
+    set(Op::GradNorm, [](CudaBackend& b, const Call& c) { return b.grad_norm(c.n, c.in, c.out, c.ws); });
+    set(Op::OptimizerUpdate, [](CudaBackend& b, const Call& c) { return b.optimizer_update(c.n, c.in); });
+    set(Op::Increment, [](CudaBackend& b, const Call& c) { return b.increment(c.n, c.in, c.out); });
+    set(Op::CacheWrite, [](CudaBackend& b, const Call& c) { return b.cache_write(c.n, c.in, c.out); });
+    return t;
   }
 
  private:
+  Status gelu(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    const Result<std::string> mode = n.attrs.get_string("approximate", "none");
+    if (!mode.is_ok()) return mode.status();
+    const bool tanh_form = *mode == "tanh";
+    if (!tanh_form && *mode != "none")
+      return invalid_argument(prefix(n) + "attribute 'approximate' must be 'none' or 'tanh', got '" + *mode + "' " +
+                              ir::node_ref(n));
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    return launched(launch_gelu(in[0].as<const float>(), out.as<float>(), out.numel(), tanh_form, stream_.get()), n);
+  }
+
+  // layer_norm (center) or rms_norm over the last axis.
+  Status norm(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, bool center) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    VOLTA_ASSIGN_OR_RETURN(const double eps, n.attrs.get_float("eps", 1e-5));
+    const Shape& sh = in[0].shape();
+    const int64_t D = sh.empty() ? 0 : sh.back();
+    const int64_t rows = D == 0 ? 0 : in[0].numel() / D;
+    const float* beta = center && in.size() > 2 ? in[2].as<const float>() : nullptr;
+    return launched(launch_norm(in[0].as<const float>(), in[1].as<const float>(), beta, out.as<float>(), rows, D, eps,
+                                center, stream_.get()),
+                    n);
+  }
+
+  Status causal_mask(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    VOLTA_ASSIGN_OR_RETURN(const int64_t offset, n.attrs.get_int("offset", 0));
+    VOLTA_ASSIGN_OR_RETURN(const double fill, n.attrs.get_float("value", -std::numeric_limits<double>::infinity()));
+    const Shape& sh = in[0].shape();
+    if (sh.size() < 2) return internal_error(prefix(n) + "input must have rank >= 2 " + ir::node_ref(n));
+    const int64_t R = sh[sh.size() - 2], C = sh.back();
+    return launched(launch_causal_mask(in[0].as<const float>(), out.as<float>(), product(sh, 0, sh.size() - 2), R, C, offset,
+                                       static_cast<float>(fill), stream_.get()),
+                    n);
+  }
+
+  Status reshape(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    const size_t bytes = std::min(out.type.bytes(), in[0].type.bytes());
+    if (bytes == 0) return Status::ok();
+    return check(cudaMemcpyAsync(out.data, in[0].data, bytes, cudaMemcpyDeviceToDevice, stream_.get()),
+                 prefix(n) + ir::node_ref(n));
+  }
+
+  Status relu_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    return launched(
+        launch_relu_grad(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), out.numel(), stream_.get()), n);
+  }
+
+  Status gelu_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    const Result<std::string> mode = n.attrs.get_string("approximate", "none");
+    if (!mode.is_ok()) return mode.status();
+    return launched(launch_gelu_grad(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), out.numel(),
+                                     *mode == "tanh", stream_.get()),
+                    n);
+  }
+
+  Status softmax_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", -1));
+    VOLTA_ASSIGN_OR_RETURN(const double scale, n.attrs.get_float("scale", 1.0));
+    const Shape& sh = in[0].shape();
+    VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, sh.size()));
+    return launched(launch_softmax_grad(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(),
+                                        product(sh, 0, axis), sh[axis], product(sh, axis + 1, sh.size()), scale,
+                                        stream_.get()),
+                    n);
+  }
+
+  // dx of layer_norm (center) or rms_norm.
+  Status norm_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, bool center) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    VOLTA_ASSIGN_OR_RETURN(const double eps, n.attrs.get_float("eps", 1e-5));
+    const Shape& sh = in[0].shape();
+    const int64_t D = sh.empty() ? 0 : sh.back();
+    const int64_t rows = D == 0 ? 0 : in[0].numel() / D;
+    return launched(launch_norm_grad(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(),
+                                     out.as<float>(), rows, D, eps, center, stream_.get()),
+                    n);
+  }
+
+  Status increment(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    return launched(launch_increment(in[0].as<int64_t>(), out.as<int64_t>(), stream_.get()), n);
+  }
+
   // rows [..., T, D] into cache [..., S, D] at the run-time position, in place. The position
   // stays on the device: the kernel writes nothing when it is outside [0, S - T] (a decode
   // step's position embedding reports that case by name, see docs/cuda.md).
@@ -524,6 +569,19 @@ class CudaBackend final : public Backend {
   Stream stream_;
   std::shared_ptr<MemoryPool> pool_;
 };
+
+// The ops of the kernel table are exactly those capabilities() reports (kernel_list.h).
+constexpr bool table_matches_kernel_list() {
+  std::array<bool, ir::kNumOps> listed{};
+#define VOLTA_CUDA_KERNEL(Id) listed[static_cast<size_t>(ir::Op::Id)] = true;
+  VOLTA_CUDA_KERNELS(VOLTA_CUDA_KERNEL)
+#undef VOLTA_CUDA_KERNEL
+  const auto table = CudaBackend::kernel_table();
+  for (size_t i = 0; i < table.size(); ++i)
+    if ((table[i] != nullptr) != (listed[i] || ir::elementwise_arity(static_cast<ir::Op>(i)) > 0)) return false;
+  return true;
+}
+static_assert(table_matches_kernel_list(), "the CUDA kernel table and kernel_list.h disagree");
 
 }  // namespace
 }  // namespace cuda
