@@ -13,6 +13,7 @@ fuzz_seconds=${VOLTA_FUZZ_SECONDS:-60}
 echo "== [1/3] Release build + tests"
 scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release -DVOLTA_WERROR=ON
 ctest --test-dir build/release --output-on-failure -j"$jobs"
+bash scripts/line_budget.sh
 if [ "${VOLTA_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
 bash scripts/soak_resume.sh build/release/volta data/tinyshakespeare.txt 5 1
 
