@@ -3,7 +3,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "volta/ir.h"
 
@@ -15,8 +14,5 @@ constexpr size_t kMaxRank = 64;
 
 // numel with overflow and sanity checks; -1 when a dim is negative or the product is too big.
 int64_t checked_numel(const Shape& shape);
-
-const char* dtype_text(DType t);            // "f32"
-std::string type_text(const TensorType& t);  // "f32[2,3]"
 
 }  // namespace volta::ir::text

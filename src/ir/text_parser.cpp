@@ -27,10 +27,8 @@ namespace volta::ir {
 namespace {
 
 using text::checked_numel;
-using text::dtype_text;
 using text::kMaxDim;
 using text::kMaxRank;
-using text::type_text;
 
 // ---- Lexical helpers -----------------------------------------------------------------------
 
@@ -273,7 +271,7 @@ Status Parser::parse_type(TensorType& out) {
     return expected("',' or ']' in the shape");
   }
   if (checked_numel(out.shape) < 0) {
-    return error(at, "type " + type_text(out) + " has too many elements (the maximum is 2^60)");
+    return error(at, "type " + out.to_string() + " has too many elements (the maximum is 2^60)");
   }
   return Status::ok();
 }
@@ -614,7 +612,7 @@ Status Parser::build_constant(const Stmt& st, Node& n) const {
   int64_t count = checked_numel(st.type.shape);
   if (count < 0 || static_cast<uint64_t>(count) != st.payload.size()) {
     return error(st.payload_loc, "constant payload has " + std::to_string(st.payload.size()) +
-                                     (st.payload.size() == 1 ? " value" : " values") + " but " + type_text(st.type) +
+                                     (st.payload.size() == 1 ? " value" : " values") + " but " + st.type.to_string() +
                                      " needs " + std::to_string(count));
   }
   Tensor t = Tensor::zeros(st.type.dtype, st.type.shape);
@@ -637,7 +635,7 @@ Status Parser::build_constant(const Stmt& st, Node& n) const {
       }
       case DType::i32:
       case DType::i64: {
-        const char* dt = dtype_text(st.type.dtype);
+        const char* dt = dtype_name(st.type.dtype);
         if (is_float) {
           return error(lit.loc, std::string("expected an integer for a ") + dt + " constant but found " +
                                     describe(lit.text));
@@ -708,11 +706,11 @@ Status Parser::finish(Graph& g) {
     if (!inferred.is_ok()) return error(st.op_loc, inferred.status().message() + " " + node_ref(n));
     if (st.has_type) {
       if (!(*inferred == st.type)) {
-        return error(st.type_loc, "declared " + type_text(st.type) + " but inferred " + type_text(*inferred) +
+        return error(st.type_loc, "declared " + st.type.to_string() + " but inferred " + inferred->to_string() +
                                       " for %" + n.name + " (" + op_name(n.op) + ")");
       }
     } else if (checked_numel(inferred->shape) < 0) {
-      return error(st.op_loc, "inferred type " + type_text(*inferred) + " of '%" + n.name +
+      return error(st.op_loc, "inferred type " + inferred->to_string() + " of '%" + n.name +
                                   "' has a negative dim or too many elements (the maximum is 2^60)");
     }
     n.type = *inferred;

@@ -26,33 +26,11 @@ int64_t checked_numel(const Shape& shape) {
   return n;
 }
 
-const char* dtype_text(DType t) {
-  switch (t) {
-    case DType::f32: return "f32";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::f64: return "f64";
-  }
-  return "?";
-}
-
-std::string type_text(const TensorType& t) {
-  std::string s = dtype_text(t.dtype);
-  s += '[';
-  for (size_t i = 0; i < t.shape.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(t.shape[i]);
-  }
-  s += ']';
-  return s;
-}
-
 }  // namespace text
 
 namespace {
 
 using text::checked_numel;
-using text::type_text;
 
 // Shortest round-trip text that always re-reads as a float literal.
 template <typename F>
@@ -133,7 +111,7 @@ std::string print_graph(const Graph& g) { return print_graph(g, -1); }
 std::string print_graph(const Graph& g, int64_t max_constant_values) {
   std::string out = "graph " + g.name + " {\n";
   for (const Node& n : g.nodes) {
-    out += "  %" + n.name + ": " + type_text(n.type) + " = " + op_name(n.op) + "(";
+    out += "  %" + n.name + ": " + n.type.to_string() + " = " + op_name(n.op) + "(";
     const bool elide = n.op == Op::Constant && max_constant_values >= 0 && n.value.defined() && n.value.numel() > max_constant_values;
     if (elide) {
       out += "...";

@@ -347,8 +347,7 @@ std::vector<Tensor> make_inputs(const OpCase& c, uint64_t seed, bool specials, f
         default: break;
       }
     };
-    const bool floating = ci.fill == Fill::Normal || ci.fill == Fill::Positive || ci.fill == Fill::Distinct;
-    if (floating && specials) {
+    if (is_random_float(ci.fill) && specials) {
       for (int64_t k = 0; k < n; ++k) set(k, kSpecials[static_cast<size_t>(k + 5 * static_cast<int64_t>(i)) % std::size(kSpecials)]);
     } else if (ci.fill == Fill::Normal || ci.fill == Fill::Positive) {
       fill_normal(t, seed, i, 0.0f, ci.fill == Fill::Normal ? std : 1.0f);

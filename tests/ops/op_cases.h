@@ -21,6 +21,10 @@ enum class Fill {
   Value,     // every element `value`: a position, a step, a learning rate
 };
 
+// Whether a fill draws float data (Normal, Positive, Distinct): what nan/inf runs replace and
+// gradient checks differentiate.
+constexpr bool is_random_float(Fill f) { return f == Fill::Normal || f == Fill::Positive || f == Fill::Distinct; }
+
 struct CaseInput {
   TensorType type;
   Fill fill = Fill::Normal;

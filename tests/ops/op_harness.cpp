@@ -87,7 +87,7 @@ bool bitwise_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 
 bool has_float_data(const OpCase& c) {
   for (const CaseInput& in : c.inputs)
-    if (in.fill == Fill::Normal || in.fill == Fill::Positive || in.fill == Fill::Distinct) return true;
+    if (is_random_float(in.fill)) return true;
   return false;
 }
 
@@ -179,7 +179,7 @@ void grad_case(const std::string& backend, const OpCase& c, Tally& tally) {
   if (!c.no_grad.empty()) return report(tally, "SKIP", backend, label, c.no_grad);
   auto type = ir::infer_type(c.op, input_types(c), c.attrs);
   if (!type.is_ok()) return report(tally, "FAIL", backend, label, "the case does not verify: " + type.status().message());
-  auto is_param = [](const CaseInput& ci) { return ci.type.dtype == DType::f32 && ci.fill != Fill::Value && ci.fill != Fill::Ids; };
+  auto is_param = [](const CaseInput& ci) { return ci.type.dtype == DType::f32 && is_random_float(ci.fill); };
   if (type->dtype != DType::f32 || std::none_of(c.inputs.begin(), c.inputs.end(), is_param))
     return report(tally, "SKIP", backend, label, "no float input and output");
   if (type->numel() == 0) return report(tally, "SKIP", backend, label, "an empty output");

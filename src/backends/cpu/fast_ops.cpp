@@ -290,14 +290,10 @@ Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op)
 
 namespace {
 
-// The CPU backend's kernel table: the reference kernels (generated from ops.def), then the
+// The CPU backend's kernel table: the reference kernels (kReferenceKernels), then the
 // backend's own where it has one.
 constexpr std::array<Kernel, ir::kNumOps> kFastKernels = [] {
-  std::array<Kernel, ir::kNumOps> t = {
-#define VOLTA_OP(Id, ...) &ref::Id,
-#include "volta/ops.def"
-#undef VOLTA_OP
-  };
+  std::array<Kernel, ir::kNumOps> t = kReferenceKernels;
   auto set = [&](ir::Op op, Kernel k) { t[static_cast<size_t>(op)] = k; };
   using ir::Op;
   set(Op::Matmul, matmul);

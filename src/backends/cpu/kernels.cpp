@@ -1,4 +1,4 @@
-// The reference kernel table (generated from ops.def), the leaf "kernels" and
+// The reference kernel lookup, the leaf "kernels" and
 // evaluate_reference, which runs one node on host tensors (constant folding uses it).
 #include "backends/cpu/kernels.h"
 
@@ -24,16 +24,6 @@ Status Param(const KernelArgs& a) { return leaf(a); }
 Status Constant(const KernelArgs& a) { return leaf(a); }
 
 }  // namespace ref
-
-namespace {
-
-constexpr std::array<Kernel, ir::kNumOps> kReferenceKernels = {
-#define VOLTA_OP(Id, ...) &ref::Id,
-#include "volta/ops.def"
-#undef VOLTA_OP
-};
-
-}  // namespace
 
 Kernel reference_kernel(ir::Op op) {
   const auto i = static_cast<size_t>(op);

@@ -6,6 +6,7 @@
 // of range), naming the node. Reductions accumulate in double in a fixed order.
 #pragma once
 
+#include <array>
 #include <span>
 
 #include "volta/backend.h"
@@ -29,6 +30,13 @@ namespace ref {
 #include "volta/ops.def"
 #undef VOLTA_OP
 }  // namespace ref
+
+// The reference kernel table, indexed by op.
+inline constexpr std::array<Kernel, ir::kNumOps> kReferenceKernels = {
+#define VOLTA_OP(Id, ...) &ref::Id,
+#include "volta/ops.def"
+#undef VOLTA_OP
+};
 
 Kernel reference_kernel(ir::Op op);
 // Workspace bytes the reference kernel of `node` needs (0 for most ops).
