@@ -59,29 +59,33 @@ class ReferenceBackend final : public Backend {
 
 std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
 
-Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, const std::vector<Tensor>& in) {
-  std::vector<std::shared_ptr<std::byte>> keep;
-  std::vector<TensorRef> refs;
-  std::vector<TensorType> types;
+Result<Uploaded> upload(Backend& be, const std::vector<Tensor>& in) {
+  Uploaded u;
   for (const Tensor& t : in) {
     VOLTA_ASSIGN_OR_RETURN(auto mem, be.allocate(t.bytes()));
     VOLTA_RETURN_IF_ERROR(be.copy_in(mem.get(), t.raw(), t.bytes()));
-    refs.push_back({mem.get(), t.type()});
-    keep.push_back(std::move(mem));
-    types.push_back(t.type());
+    u.refs.push_back({mem.get(), t.type()});
+    u.blocks.push_back(std::move(mem));
   }
+  return u;
+}
+
+Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, const std::vector<Tensor>& in) {
+  VOLTA_ASSIGN_OR_RETURN(const Uploaded up, upload(be, in));
+  std::vector<TensorType> types;
+  for (const Tensor& t : in) types.push_back(t.type());
   const ir::Graph g = node_graph(node, types);
   const ir::Node& n = g.nodes.back();
   const size_t ws_bytes = be.workspace_bytes(g, n);
   VOLTA_ASSIGN_OR_RETURN(auto ws, be.allocate(ws_bytes));
   VOLTA_ASSIGN_OR_RETURN(auto out_mem, be.allocate(n.type.bytes()));
-  VOLTA_RETURN_IF_ERROR(be.execute(n, refs, TensorRef{out_mem.get(), n.type}, std::span<std::byte>(ws.get(), ws_bytes)));
+  VOLTA_RETURN_IF_ERROR(be.execute(n, up.refs, TensorRef{out_mem.get(), n.type}, std::span<std::byte>(ws.get(), ws_bytes)));
   VOLTA_RETURN_IF_ERROR(be.synchronize());
   std::vector<Tensor> result;
   for (size_t i = 0; i <= in.size(); ++i) {
     const TensorType& type = i < in.size() ? in[i].type() : n.type;
     Tensor t = Tensor::zeros(type.dtype, type.shape);
-    VOLTA_RETURN_IF_ERROR(be.copy_out(t.raw(), i < in.size() ? keep[i].get() : out_mem.get(), t.bytes()));
+    VOLTA_RETURN_IF_ERROR(be.copy_out(t.raw(), i < in.size() ? up.blocks[i].get() : out_mem.get(), t.bytes()));
     result.push_back(std::move(t));
   }
   return result;

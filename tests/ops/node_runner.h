@@ -21,6 +21,13 @@ ir::Graph node_graph(const ir::Node& node, const std::vector<TensorType>& inputs
 // oracle every backend is compared with.
 std::unique_ptr<Backend> make_reference_backend();
 
+// Host tensors copied into memory of `be`: the views, and the blocks that keep them alive.
+struct Uploaded {
+  std::vector<std::shared_ptr<std::byte>> blocks;
+  std::vector<TensorRef> refs;
+};
+Result<Uploaded> upload(Backend& be, const std::vector<Tensor>& in);
+
 // Runs `node` on `be`: inputs copied in, its workspace allocated, then every input copied back
 // (state-updating nodes write some in place) followed by the output.
 Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, const std::vector<Tensor>& in);

@@ -275,24 +275,17 @@ void perf_case(Backend& be, const OpCase& c, Tally& tally) {
   auto node = make_node(c.op, input_types(c), c.attrs);
   if (!node.is_ok()) return report(tally, "FAIL", be.name(), label, node.status().message());
   const std::vector<Tensor> in = make_inputs(c, 23, false);
-  std::vector<std::shared_ptr<std::byte>> keep;
-  std::vector<TensorRef> refs;
+  auto up = upload(be, in);
+  if (!up.is_ok()) return report(tally, "FAIL", be.name(), label, "cannot upload the inputs: " + up.status().message());
   uint64_t bytes = node->type.bytes();
-  for (const Tensor& t : in) {
-    auto mem = be.allocate(t.bytes());
-    if (!mem.is_ok() || !be.copy_in(mem->get(), t.raw(), t.bytes()).is_ok())
-      return report(tally, "FAIL", be.name(), label, "cannot upload the inputs");
-    refs.push_back({mem->get(), t.type()});
-    keep.push_back(std::move(*mem));
-    bytes += t.bytes();
-  }
+  for (const Tensor& t : in) bytes += t.bytes();
   const ir::Graph g = node_graph(*node, input_types(c));
   const ir::Node& n = g.nodes.back();
   const size_t ws_bytes = be.workspace_bytes(g, n);
   auto ws = be.allocate(ws_bytes);
   auto out = be.allocate(n.type.bytes());
   if (!ws.is_ok() || !out.is_ok()) return report(tally, "FAIL", be.name(), label, "out of memory");
-  auto once = [&] { return be.execute(n, refs, TensorRef{out->get(), n.type}, std::span<std::byte>(ws->get(), ws_bytes)); };
+  auto once = [&] { return be.execute(n, up->refs, TensorRef{out->get(), n.type}, std::span<std::byte>(ws->get(), ws_bytes)); };
   using clock = std::chrono::steady_clock;
   int64_t reps = 1;
   double best_us = 1e300;
