@@ -82,6 +82,9 @@ class ModelBuilder {
   Value cross_entropy(Value logits, Value targets, const std::string& name = "");
   Value cross_entropy(Value logits, Value targets, int64_t ignore_index, const std::string& name);
   Value mse(Value a, Value b, const std::string& name = "") { return op(ir::Op::Mse, {a, b}, {}, name); }
+  // Rotary position embeddings of x [..., T, D] from tables [P, D/2] (rope_table), at positions
+  // 0..T-1 or, with `position` (i32 [1]), position..position+T-1.
+  Value rope(Value x, Value cos, Value sin, Value position = {}, const std::string& name = "");
 
   void output(Value v);
 
@@ -99,5 +102,9 @@ class ModelBuilder {
   ir::Graph graph_;
   std::unordered_set<std::string> names_;  // of graph_'s nodes: a constant-time duplicate check (membership only)
 };
+
+// A rotary table [positions, dim / 2] for the rope op: cos (or, with `sine`, sin) of
+// p * theta^(-2i / dim) at row p, column i, computed in double and rounded to f32.
+Tensor rope_table(int64_t positions, int64_t dim, double theta, bool sine);
 
 }  // namespace volta

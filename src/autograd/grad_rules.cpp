@@ -1,6 +1,7 @@
 // One gradient rule per op, written in IR ops. The switch covers every op in ops.def, so a new
 // op fails the -Werror build (-Wswitch) until it has a rule here, or says why it has none.
 #include <algorithm>
+#include <optional>
 
 #include "volta/autograd.h"
 
@@ -61,6 +62,81 @@ std::vector<Value> matmul_grads(ModelBuilder& b, Value a, Value bb, Value dy, bo
   return {sum_to(b, da, as), sum_to(b, db, bs)};
 }
 
+namespace {
+
+// attention's gradients. Self-attention gets the fused attention_grad; any other form recomputes
+// the probabilities and takes the gradients of the unfused ops. With grouped queries (k and v
+// with fewer heads than q) the keys and values are used per query head and their gradients
+// summed over each key head's group of query heads.
+Result<std::vector<Value>> attention_grads(ModelBuilder& b, const ir::Node& n, Value dy) {
+  const ir::Attrs& at = n.attrs;
+  std::vector<Value> x;
+  for (int32_t in : n.inputs) x.push_back(Value{in});
+  auto in_shape = [&](size_t i) { return shape_of(b, x[i]); };
+  if (x.size() == 4) return no_rule(n, "its keys' length is a run-time input (a decode step)");
+  VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
+  const Shape qs = in_shape(0);
+  const int64_t seq = static_cast<int64_t>(qs.size()) - 2;  // the keys' axis
+  const int64_t cap = in_shape(1)[static_cast<size_t>(seq)];
+  VOLTA_ASSIGN_OR_RETURN(const int64_t s1, at.get_int("prefix", cap));
+  // Grouped queries: query heads per key head (the axis before seq; rank 2 has one head).
+  const int64_t rep = seq >= 1 ? qs[static_cast<size_t>(seq - 1)] / in_shape(1)[static_cast<size_t>(seq - 1)] : 1;
+  auto grouped = [&](const Shape& kv) {  // [b..., Hk, S, D] -> [b..., Hk, rep, S, D]
+    Shape g = kv;
+    g.insert(g.begin() + seq, rep);
+    return g;
+  };
+  auto fold = [&](Value d, const Shape& kv) {  // per query head -> summed per key head
+    return rep == 1 ? d : b.reduce_sum(b.reshape(d, grouped(kv)), {seq}, false);
+  };
+  std::optional<int64_t> offset;
+  if (at.has("causal_offset")) {
+    VOLTA_ASSIGN_OR_RETURN(offset, at.get_int("causal_offset", 0));
+  }
+  const Shape ks = in_shape(1), vs = in_shape(2);
+  if (x.size() == 3 && s1 == cap && ks[static_cast<size_t>(seq)] == qs[static_cast<size_t>(seq)] && vs == ks &&
+      ks.back() == qs.back()) {
+    // Self-attention: the fused gradient, [3, ...] stacked, each part a view.
+    ir::Attrs ga{{"scale", s}};
+    if (offset) ga.set("causal_offset", *offset);
+    Value g = b.op(Op::AttentionGrad, {x[0], x[1], x[2], dy}, ga);
+    auto part = [&](int64_t i) { return b.reshape(b.slice(g, 0, i, i + 1), qs); };
+    return std::vector<Value>{part(0), fold(part(1), ks), fold(part(2), vs)};
+  }
+  // Otherwise recompute the probabilities, then the gradients of the unfused form.
+  auto expand = [&](Value kv) {  // per key head -> per query head
+    if (rep == 1) return kv;
+    Shape one = shape_of(b, kv), full = shape_of(b, kv);
+    one.insert(one.begin() + seq, 1);
+    full[static_cast<size_t>(seq - 1)] *= rep;
+    return b.reshape(b.op(Op::Broadcast, {b.reshape(kv, one)}, {{"shape", grouped(shape_of(b, kv))}}), full);
+  };
+  const bool split = x.size() == 5;
+  Value k = s1 < cap ? b.slice(x[1], seq, 0, s1) : x[1], v = s1 < cap ? b.slice(x[2], seq, 0, s1) : x[2];
+  if (split) k = b.concat({k, x[3]}, seq), v = b.concat({v, x[4]}, seq);
+  k = expand(k), v = expand(v);
+  ir::Attrs sa{{"axis", int64_t{-1}}, {"scale", s}};
+  if (offset) sa.set("causal_offset", *offset);
+  Value p = b.op(Op::Softmax, {b.matmul(x[0], k, "", false, true)}, sa);
+  Value ds = b.op(Op::SoftmaxGrad, {p, b.matmul(dy, v, "", false, true)}, {{"axis", int64_t{-1}}, {"scale", s}});
+  Value dq = b.matmul(ds, k), dk = b.matmul(ds, x[0], "", true, false), dv = b.matmul(p, dy, "", true, false);
+  auto kv_grad = [&](Value d, int64_t from, int64_t to, const Shape& kv) {  // keys [from, to) of d, per key head
+    Shape part = kv;
+    part[static_cast<size_t>(seq)] = to - from;
+    return fold(split || to - from < shape_of(b, d)[static_cast<size_t>(seq)] ? b.slice(d, seq, from, to) : d, part);
+  };
+  auto first = [&](Value d, const Shape& kv) {  // the first block's gradient, zero past its prefix
+    d = kv_grad(d, 0, s1, kv);
+    return s1 < cap ? b.op(Op::Pad, {d}, {{"axis", seq}, {"before", int64_t{0}}, {"after", cap - s1}}) : d;
+  };
+  if (!split) return std::vector<Value>{dq, first(dk, ks), first(dv, vs)};
+  const int64_t s2 = in_shape(3)[static_cast<size_t>(seq)];
+  return std::vector<Value>{dq, first(dk, ks), first(dv, vs), kv_grad(dk, s1, s1 + s2, in_shape(3)),
+                            kv_grad(dv, s1, s1 + s2, in_shape(4))};
+}
+
+}  // namespace
+
 Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y, Value dy) {
   std::vector<Value> x;
   for (int32_t in : n.inputs) x.push_back(Value{in});
@@ -119,40 +195,11 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
       VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
       return std::vector<Value>{b.op(Op::SoftmaxGrad, {y, dy}, {{"axis", axis}, {"scale", s}})};
     }
-    case Op::Attention: {
-      if (x.size() == 4) return no_rule(n, "its keys' length is a run-time input (a decode step)");
-      VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
-      const int64_t seq = static_cast<int64_t>(in_shape(0).size()) - 2;  // the keys' axis
-      const int64_t cap = in_shape(1)[static_cast<size_t>(seq)];
-      VOLTA_ASSIGN_OR_RETURN(const int64_t s1, at.get_int("prefix", cap));
-      if (x.size() == 3 && s1 == cap && in_shape(1) == in_shape(0) && in_shape(2) == in_shape(0)) {
-        // Self-attention: the fused gradient, [3, ...] stacked, each part a view.
-        ir::Attrs ga{{"scale", s}};
-        if (at.has("causal_offset")) ga.set("causal_offset", at.items().at("causal_offset"));
-        Value g = b.op(Op::AttentionGrad, {x[0], x[1], x[2], dy}, ga);
-        std::vector<Value> grads;
-        for (int64_t i = 0; i < 3; ++i) grads.push_back(b.reshape(b.slice(g, 0, i, i + 1), in_shape(0)));
-        return grads;
-      }
-      // Otherwise recompute the probabilities, then the gradients of the unfused form.
-      const bool split = x.size() == 5;
-      Value k = s1 < cap ? b.slice(x[1], seq, 0, s1) : x[1], v = s1 < cap ? b.slice(x[2], seq, 0, s1) : x[2];
-      if (split) k = b.concat({k, x[3]}, seq), v = b.concat({v, x[4]}, seq);
-      ir::Attrs sa{{"axis", int64_t{-1}}, {"scale", s}};
-      if (at.has("causal_offset")) {
-        VOLTA_ASSIGN_OR_RETURN(int64_t offset, at.get_int("causal_offset", 0));
-        sa.set("causal_offset", offset);
-      }
-      Value p = b.op(Op::Softmax, {b.matmul(x[0], k, "", false, true)}, sa);
-      Value ds = b.op(Op::SoftmaxGrad, {p, b.matmul(dy, v, "", false, true)}, {{"axis", int64_t{-1}}, {"scale", s}});
-      Value dq = b.matmul(ds, k), dk = b.matmul(ds, x[0], "", true, false), dv = b.matmul(p, dy, "", true, false);
-      auto first = [&](Value d) {  // the first block's gradient, zero past its prefix
-        if (split) d = b.slice(d, seq, 0, s1);
-        return s1 < cap ? b.op(Op::Pad, {d}, {{"axis", seq}, {"before", int64_t{0}}, {"after", cap - s1}}) : d;
-      };
-      if (!split) return std::vector<Value>{dq, first(dk), first(dv)};
-      const int64_t s2 = in_shape(3)[static_cast<size_t>(seq)];
-      return std::vector<Value>{dq, first(dk), first(dv), b.slice(dk, seq, s1, s1 + s2), b.slice(dv, seq, s1, s1 + s2)};
+    case Op::Attention: return attention_grads(b, n, dy);
+    case Op::Rope: {  // the inverse rotation: the sine table negated
+      std::vector<Value> in{dy, x[1], b.neg(x[2])};
+      if (x.size() == 4) in.push_back(x[3]);
+      return std::vector<Value>{b.op(Op::Rope, in), Value{}, Value{}, Value{}};
     }
     case Op::LogSoftmax: {  // dy - exp(y) * sum(dy)
       VOLTA_ASSIGN_OR_RETURN(int64_t axis, at.get_int("axis", -1));

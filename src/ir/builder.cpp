@@ -1,5 +1,7 @@
 #include "volta/builder.h"
 
+#include <cmath>
+
 #include "volta/verify.h"
 
 namespace volta {
@@ -125,6 +127,23 @@ Value ModelBuilder::layer_norm(Value x, Value gamma, double eps, const std::stri
 Value ModelBuilder::rms_norm(Value x, Value gamma, double eps, const std::string& name) {
   return op(Op::RmsNorm, {x, gamma}, {{"eps", eps}}, name);
 }
+Value ModelBuilder::rope(Value x, Value cos, Value sin, Value position, const std::string& name) {
+  return position.valid() ? op(Op::Rope, {x, cos, sin, position}, {}, name) : op(Op::Rope, {x, cos, sin}, {}, name);
+}
+
+Tensor rope_table(int64_t positions, int64_t dim, double theta, bool sine) {
+  const int64_t half = dim / 2;
+  Tensor t = Tensor::zeros(DType::f32, {positions, half});
+  for (int64_t i = 0; i < half; ++i) {
+    const double freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
+    for (int64_t p = 0; p < positions; ++p) {
+      const double angle = static_cast<double>(p) * freq;
+      t.data<float>()[p * half + i] = static_cast<float>(sine ? std::sin(angle) : std::cos(angle));
+    }
+  }
+  return t;
+}
+
 Value ModelBuilder::embedding(Value table, Value ids, const std::string& name) {
   return op(Op::Embedding, {table, ids}, {}, name);
 }

@@ -6,48 +6,14 @@
 #include <string>
 
 #include "ir/elementwise_program.h"
+#include "ir/infer_rules.h"
 #include "volta/ir.h"
 
 namespace volta::ir {
 
+using namespace rules;
+
 namespace {
-
-Status fail(Op op, const std::string& msg) { return invalid_argument("[" + std::string(op_name(op)) + "] " + msg); }
-
-Result<int64_t> normalize_axis(Op op, int64_t axis, size_t rank, const char* what = "axis") {
-  int64_t r = static_cast<int64_t>(rank);
-  if (axis < -r || axis >= r)
-    return fail(op, std::string(what) + " " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + r : axis;
-}
-
-Status require_f32(Op op, const TensorType& t, const char* which) {
-  if (t.dtype != DType::f32)
-    return fail(op, std::string(which) + " must be f32 but is " + t.to_string());
-  return Status::ok();
-}
-
-Status require_int(Op op, const TensorType& t, const char* which) {
-  if (!is_integer(t.dtype)) return fail(op, std::string(which) + " must be i32 or i64 but is " + t.to_string());
-  return Status::ok();
-}
-
-// Attribute getters tag their own errors with the op.
-template <typename T>
-Result<T> tagged(Op op, Result<T> r) {
-  if (!r.is_ok()) return fail(op, r.status().message());
-  return r;
-}
-
-// A causal offset (or a mask offset) far past any sequence length means "mask nothing" or "mask
-// everything"; the bound keeps `row + offset` in the kernels far from overflow.
-constexpr int64_t kMaxCausalOffset = int64_t{1} << 40;
-Status check_offset(Op op, const Attrs& attrs, const char* key) {
-  VOLTA_ASSIGN_OR_RETURN(const int64_t v, tagged(op, attrs.get_int(key, 0)));
-  if (v < -kMaxCausalOffset || v > kMaxCausalOffset)
-    return fail(op, std::string("attribute '") + key + "' must be in [-2^40, 2^40], got " + std::to_string(v));
-  return Status::ok();
-}
 
 Result<TensorType> infer_matmul(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Matmul;
@@ -262,49 +228,6 @@ Result<TensorType> infer_causal_mask(std::span<const TensorType> in, const Attrs
   return in[0];
 }
 
-// q [..., T, D], k [..., S, D], v [..., S, E] (and k2 [..., S2, D], v2 [..., S2, E]) with one
-// set of batch dims -> [..., T, E]. `prefix` (0..S) uses only the first keys of k and v; a fourth
-// input `position` (i32, one element) does the same at run time (a decode step's cache fill).
-Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs) {
-  const Op op = Op::Attention;
-  const char* names[] = {"q", "k", "v", "k2", "v2"};
-  const bool run_time_position = in.size() == 4;
-  const size_t tensors = run_time_position ? 3 : in.size();
-  for (size_t i = 0; i < tensors; ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
-  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
-  VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
-  if (run_time_position) {
-    if (in[3].dtype != DType::i32 || in[3].numel() != 1)
-      return fail(op, "position must be i32 with one element, got " + in[3].to_string());
-    if (attrs.has("prefix")) return fail(op, "prefix and a position input cannot both be given");
-  }
-  const Shape& q = in[0].shape;
-  if (q.size() < 2) return fail(op, "q must have rank >= 2, got " + in[0].to_string());
-  const size_t r = q.size();
-  const Shape batch(q.begin(), q.end() - 2);
-  int64_t keys = 0;
-  for (size_t i = 1; i + 1 < tensors; i += 2) {
-    const Shape& k = in[i].shape;
-    const Shape& v = in[i + 1].shape;
-    if (k.size() != r || v.size() != r || !std::equal(batch.begin(), batch.end(), k.begin()) ||
-        !std::equal(batch.begin(), batch.end(), v.begin()) || k[r - 1] != q[r - 1] || v[r - 2] != k[r - 2] ||
-        v[r - 1] != in[2].shape[r - 1])
-      return fail(op, std::string(names[i]) + " " + in[i].to_string() + " and " + names[i + 1] + " " + in[i + 1].to_string() +
-                          " do not match q " + in[0].to_string() + " (want [..., S, D] and [..., S, E] with q's batch dims)");
-    keys += k[r - 2];
-  }
-  if (attrs.has("prefix")) {
-    VOLTA_ASSIGN_OR_RETURN(int64_t prefix, tagged(op, attrs.get_int("prefix", 0)));
-    const int64_t s1 = in[1].shape[r - 2];
-    if (prefix < 0 || prefix > s1) return fail(op, "prefix " + std::to_string(prefix) + " is outside [0, " + std::to_string(s1) + "]");
-    keys -= s1 - prefix;
-  }
-  if (keys == 0) return fail(op, "there are no keys");
-  Shape out = q;
-  out.back() = in[2].shape.back();
-  return TensorType{DType::f32, out};
-}
-
 // Inputs of any shapes that broadcast together -> their broadcast shape, f32.
 Result<TensorType> infer_fused_elementwise(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::FusedElementwise;
@@ -318,26 +241,6 @@ Result<TensorType> infer_fused_elementwise(std::span<const TensorType> in, const
     if (!s.is_ok()) return fail(op, "input x" + std::to_string(i) + " " + in[i].to_string() + " does not broadcast with the others");
     out = *s;
   }
-  return TensorType{DType::f32, out};
-}
-
-// (q, k, v, dy), all [..., T, D] -> [3, ..., T, D]: the gradients of attention(q, k, v) with
-// respect to q, k and v, in that order along the new leading axis.
-Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const Attrs& attrs) {
-  const Op op = Op::AttentionGrad;
-  const char* names[] = {"q", "k", "v", "dy"};
-  for (size_t i = 0; i < in.size(); ++i) {
-    VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
-    if (in[i] != in[0])
-      return fail(op, std::string(names[i]) + " " + in[i].to_string() + " must match q " + in[0].to_string() +
-                          " (self-attention: q, k, v and dy of one shape)");
-  }
-  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
-  VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
-  const Shape& q = in[0].shape;
-  if (q.size() < 2 || q[q.size() - 2] == 0) return fail(op, "q must have rank >= 2 and at least one key, got " + in[0].to_string());
-  Shape out = q;
-  out.insert(out.begin(), 3);
   return TensorType{DType::f32, out};
 }
 
@@ -782,6 +685,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::OptimizerUpdate: return infer_optimizer_update(in, attrs);
     case Op::Increment: return infer_increment(in);
     case Op::CacheWrite: return infer_cache_write(in);
+    case Op::Rope: return infer_rope(in);
   }
   return internal_error("infer_type: op without a rule");
 }

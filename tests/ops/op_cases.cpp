@@ -6,6 +6,7 @@
 #include <numeric>
 #include <variant>
 
+#include "volta/builder.h"
 #include "volta/rng.h"
 
 namespace volta::test {
@@ -23,6 +24,8 @@ CaseInput ids(DType t, Shape s, int64_t bound) { return {{t, std::move(s)}, Fill
 CaseInput i32(Shape s, int64_t bound) { return ids(DType::i32, std::move(s), bound); }
 CaseInput i64(Shape s, int64_t bound) { return ids(DType::i64, std::move(s), bound); }
 CaseInput value(DType t, Shape s, double v) { return {{t, std::move(s)}, Fill::Value, v}; }
+CaseInput cos_table(int64_t P, int64_t half) { return {{DType::f32, {P, half}}, Fill::Rotary, 0}; }
+CaseInput sin_table(int64_t P, int64_t half) { return {{DType::f32, {P, half}}, Fill::Rotary, 1}; }
 
 ir::AttrValue I(int64_t v) { return v; }
 ir::AttrValue F(double v) { return v; }
@@ -149,6 +152,22 @@ std::vector<OpCase> cases_of(Op op) {
           no_grad(C({f({1, 2, 1, 8}), f({1, 2, 10, 8}), f({1, 2, 10, 8}), value(DType::i32, {}, 4)},
                     A{{"scale", F(0.35)}, {"causal_offset", I(0)}}, 2e-6),
                   "the position form has no gradient"),
+          // grouped queries: k and v with fewer heads than q (self-attention, a prefix, k2 and v2, a decode step)
+          C({f({2, 4, 9, 8}), f({2, 2, 9, 8}), f({2, 2, 9, 8})}, A{{"scale", F(0.3)}, {"causal_offset", I(0)}}, 2e-6),
+          C({f({1, 6, 20, 16}), f({1, 2, 20, 16}), f({1, 2, 20, 16})}, A{{"scale", F(0.25)}, {"causal_offset", I(0)}}, 5e-6),
+          C({f({2, 4, 5, 8}), f({2, 1, 12, 8}), f({2, 1, 12, 6})}, A{{"prefix", I(7)}, {"causal_offset", I(2)}}, 2e-6),
+          C({f({1, 4, 3, 8}), f({1, 2, 4, 8}), f({1, 2, 4, 6}), f({1, 2, 3, 8}), f({1, 2, 3, 6})},
+            A{{"scale", F(0.4)}, {"causal_offset", I(4)}}, 2e-6),
+          no_grad(C({f({1, 4, 1, 8}), f({1, 2, 10, 8}), f({1, 2, 10, 8}), value(DType::i32, {}, 6)},
+                    A{{"scale", F(0.35)}, {"causal_offset", I(0)}}, 2e-6),
+                  "the position form has no gradient"),
+      };
+    case Op::Rope:
+      return {
+          C({f({2, 3, 7, 16}), cos_table(10, 8), sin_table(10, 8)}, {}, 1e-6),
+          C({f({5, 6}), cos_table(5, 3), sin_table(5, 3)}, {}, 1e-6),
+          C({f({1, 2, 1, 32}), cos_table(64, 16), sin_table(64, 16), value(DType::i32, {}, 63)}, {}, 1e-6),
+          C({f({2, 2, 4, 8}), cos_table(9, 4), sin_table(9, 4), value(DType::i32, {}, 3)}, {}, 1e-6),
       };
 
     case Op::FusedElementwise:
@@ -239,7 +258,10 @@ std::vector<OpCase> cases_of(Op op) {
                 {{"scale", F(0.25)}, {"causal_offset", I(0)}}, 5e-5),
               C({f({3, 33, 8}), f({3, 33, 8}), f({3, 33, 8}), f({3, 33, 8})}, A{{"causal_offset", I(5)}}, 5e-5),
               C({f({2, 20, 5}), f({2, 20, 5}), f({2, 20, 5}), f({2, 20, 5})}, A{{"scale", F(0.7)}}, 5e-5),
-              C({f({1, 1, 4}), f({1, 1, 4}), f({1, 1, 4}), f({1, 1, 4})}, A{{"causal_offset", I(0)}}, 5e-5)};
+              C({f({1, 1, 4}), f({1, 1, 4}), f({1, 1, 4}), f({1, 1, 4})}, A{{"causal_offset", I(0)}}, 5e-5),
+              // grouped queries: dk and dv per query head
+              C({f({2, 4, 24, 8}), f({2, 2, 24, 8}), f({2, 2, 24, 8}), f({2, 4, 24, 8})}, A{{"causal_offset", I(0)}}, 5e-5),
+              C({f({3, 9, 8}), f({1, 9, 8}), f({1, 9, 8}), f({3, 9, 8})}, A{{"scale", F(0.5)}}, 5e-5)};
     case Op::LayerNormGrad:
       return {C({f({70, 16}), f({16}), f({70, 16})}, {}, 2e-6), C({f({9, 130}), f({130}), f({9, 130})}, {}, 2e-6),
               C({f({2, 3, 300}), f({300}), f({2, 3, 300})}, A{{"eps", F(1e-3)}}, 2e-6)};
@@ -367,6 +389,8 @@ std::vector<Tensor> make_inputs(const OpCase& c, uint64_t seed, bool specials, f
         set(order[static_cast<size_t>(k)], (static_cast<double>(k) - static_cast<double>(n / 2) + 0.5) * spacing);
     } else if (ci.fill == Fill::Ids) {
       fill_uniform_int(t, seed, i, 0, static_cast<int64_t>(ci.value));
+    } else if (ci.fill == Fill::Rotary) {
+      t = rope_table(ci.type.shape[0], 2 * ci.type.shape[1], 10000.0, ci.value != 0);
     } else {
       for (int64_t k = 0; k < n; ++k) set(k, ci.value);
     }

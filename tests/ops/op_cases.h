@@ -19,6 +19,7 @@ enum class Fill {
   Distinct,  // a permutation of evenly spaced values away from 0 and +-0.5 (no ties near kinks)
   Ids,       // integers in [0, bound): ids, targets, indices, conditions
   Value,     // every element `value`: a position, a step, a learning rate
+  Rotary,    // a rope table [P, D/2] (rope_table, theta 10000): cos, or sin when `value` is 1
 };
 
 // Whether a fill draws float data (Normal, Positive, Distinct): what nan/inf runs replace and

@@ -141,8 +141,8 @@ Status attention(const KernelArgs& a) {
     const Source& s = src[0];
     parallel_for(G, [&](int64_t g) {
       float* p = scratch(static_cast<size_t>(T * S));
-      const float* v = s.v + g * s.cap * E;
-      group_probs(isa, at, q + g * T * D, s.k + g * s.cap * D, S, p);
+      const float* v = s.v + at.kv(g) * s.cap * E;
+      group_probs(isa, at, q + g * T * D, s.k + at.kv(g) * s.cap * D, S, p);
       rows_by_keys(isa, at, skips(at) && all_finite(v, S * E), {p, S, 1}, {v, E, 1}, out + g * T * E, E, T, E, S);
     });
     return Status::ok();
@@ -162,10 +162,10 @@ Status attention(const KernelArgs& a) {
     rows.clear();
     for (const Source& s : src)
       for (int64_t j = 0; j < s.S; ++j) {
-        rows.push_back(s.k + (g * s.cap + j) * D);
+        rows.push_back(s.k + (at.kv(g) * s.cap + j) * D);
         if (!copy_v) continue;
         float* row = vp + static_cast<int64_t>(rows.size() - 1) * Ep;
-        std::copy_n(s.v + (g * s.cap + j) * E, E, row);
+        std::copy_n(s.v + (at.kv(g) * s.cap + j) * E, E, row);
         std::fill(row + E, row + Ep, 0.0f);
       }
     std::fill(scores + S, scores + Sp, 0.0f);  // key_scores writes [0, S) only
@@ -177,7 +177,7 @@ Status attention(const KernelArgs& a) {
       int64_t j0 = 0;
       for (const Source& s : src) {
         if (s.S == 0) continue;
-        const float* v = copy_v ? vp + j0 * Ep : s.v + g * s.cap * E;
+        const float* v = copy_v ? vp + j0 * Ep : s.v + at.kv(g) * s.cap * E;
         row_product(isa, probs + j0, s.S, v, Ep, o, Ep, started);
         started = true;
         j0 += s.S;
@@ -189,31 +189,34 @@ Status attention(const KernelArgs& a) {
 }
 
 Status attention_grad(const KernelArgs& a) {
-  ref::AttentionArgs at;
-  VOLTA_ASSIGN_OR_RETURN(at.scale, a.node.attrs.get_float("scale", 1.0));
-  at.causal = a.node.attrs.has("causal_offset");
-  VOLTA_ASSIGN_OR_RETURN(at.offset, a.node.attrs.get_int("causal_offset", 0));
-  const Shape& qs = a.in[0].shape();
-  const size_t r = qs.size();
-  at.G = volta::numel(Shape(qs.begin(), qs.end() - 2)), at.T = qs[r - 2], at.D = qs[r - 1];
+  VOLTA_ASSIGN_OR_RETURN(const ref::AttentionArgs at, ref::attention_grad_args(a));
   const int64_t G = at.G, T = at.T, D = at.D, n = a.in[0].numel();
   const float *q = a.in[0].as<const float>(), *k = a.in[1].as<const float>(), *v = a.in[2].as<const float>(),
               *dy = a.in[3].as<const float>();
   float* out = a.out.as<float>();
   const MatmulIsa isa = matmul_active_isa();
   parallel_for(G, [&](int64_t g) {
-    const int64_t o = g * T * D;
+    const int64_t o = g * T * D, kvo = at.kv(g) * T * D;  // k and v: key group g / rep
     float* p = scratch(static_cast<size_t>(2 * T * T));
     float* ds = p + T * T;
-    group_probs(isa, at, q + o, k + o, T, p);
+    group_probs(isa, at, q + o, k + kvo, T, p);
     // dp = dy vᵀ in full: a masked dp that overflowed would reach ds through the row sums.
-    gemm(isa, matmul_blocking_for(isa, T, T, D), {dy + o, D, 1}, {v + o, 1, D}, ds, T, T, T, D);
+    gemm(isa, matmul_blocking_for(isa, T, T, D), {dy + o, D, 1}, {v + kvo, 1, D}, ds, T, T, T, D);
     for (int64_t i = 0; i < T; ++i) softmax_grad_row(p + i * T, ds + i * T, ds + i * T, T, static_cast<float>(at.scale));
     const bool ds_cut = skips(at) && masked_zero(at, ds, T, T);
-    rows_by_keys(isa, at, ds_cut && all_finite(k + o, T * D), {ds, T, 1}, {k + o, D, 1}, out + o, D, T, D, T);  // dq = ds k
+    rows_by_keys(isa, at, ds_cut && all_finite(k + kvo, T * D), {ds, T, 1}, {k + kvo, D, 1}, out + o, D, T, D, T);  // dq = ds k
     keys_by_rows(isa, at, ds_cut && all_finite(q + o, T * D), ds, q + o, out + n + o, T, D, T);      // dk = dsᵀ q
     keys_by_rows(isa, at, skips(at) && all_finite(dy + o, T * D), p, dy + o, out + 2 * n + o, T, D, T);  // dv = pᵀ dy
   });
+  return Status::ok();
+}
+
+// rope: the reference rows (rope_rows), split into tasks of whole rows by the shape alone.
+Status rope(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t position, ref::rope_position(a));
+  const int64_t D = std::max<int64_t>(1, a.in[0].shape().back()), rows = a.in[0].numel() / D;
+  const int64_t per = std::max<int64_t>(1, 16384 / D);
+  parallel_for((rows + per - 1) / per, [&](int64_t t) { ref::rope_rows(a, position, t * per, std::min(rows, (t + 1) * per)); });
   return Status::ok();
 }
 

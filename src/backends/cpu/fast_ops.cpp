@@ -299,6 +299,7 @@ constexpr std::array<Kernel, ir::kNumOps> kFastKernels = [] {
   set(Op::Matmul, matmul);
   set(Op::Attention, attention);
   set(Op::AttentionGrad, attention_grad);
+  set(Op::Rope, rope);
   set(Op::FusedElementwise, fused_elementwise);
   set(Op::ReduceSum, reduce_sum);
   set(Op::Softmax, [](const KernelArgs& a) { return softmax(a, false); });

@@ -69,6 +69,7 @@ bool all_zero(const float* x, int64_t n);
 // ref::AttentionGrad and those compositions.
 Status attention(const KernelArgs& a);
 Status attention_grad(const KernelArgs& a);
+Status rope(const KernelArgs& a);
 // fused_elementwise (src/backends/cpu/fused_elementwise.cpp): the bits of the unfused chain.
 Status fused_elementwise(const KernelArgs& a);
 

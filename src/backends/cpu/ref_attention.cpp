@@ -16,6 +16,7 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
   at.G = dims_product(qs, 0, r - 2), at.T = qs[r - 2], at.D = qs[r - 1], at.E = a.in[2].shape()[r - 1];
+  at.rep = at.G / std::max<int64_t>(1, dims_product(a.in[1].shape(), 0, r - 2));
   at.cap[0] = a.in[1].shape()[r - 2];
   VOLTA_ASSIGN_OR_RETURN(at.used[0], a.node.attrs.get_int("prefix", at.cap[0]));
   at.cap[1] = at.used[1] = a.in.size() >= 5 ? a.in[3].shape()[r - 2] : 0;
@@ -33,9 +34,15 @@ Status Attention(const KernelArgs& a) {
   const bool causal = at.causal;
   const int64_t offset = at.offset, G = at.G, T = at.T, D = at.D, E = at.E, cap = at.cap[0], S1 = at.used[0],
                 S2 = at.used[1], S = at.keys();
-  // Key j of group g: its row in k (or k2) and in v (or v2).
-  auto key = [&](int64_t g, int64_t j) { return j < S1 ? in_f32(a, 1) + (g * cap + j) * D : in_f32(a, 3) + (g * S2 + j - S1) * D; };
-  auto val = [&](int64_t g, int64_t j) { return j < S1 ? in_f32(a, 2) + (g * cap + j) * E : in_f32(a, 4) + (g * S2 + j - S1) * E; };
+  // Key j of query group g: its row in k (or k2) and in v (or v2), of key group g / rep.
+  auto key = [&](int64_t g, int64_t j) {
+    g = at.kv(g);
+    return j < S1 ? in_f32(a, 1) + (g * cap + j) * D : in_f32(a, 3) + (g * S2 + j - S1) * D;
+  };
+  auto val = [&](int64_t g, int64_t j) {
+    g = at.kv(g);
+    return j < S1 ? in_f32(a, 2) + (g * cap + j) * E : in_f32(a, 4) + (g * S2 + j - S1) * E;
+  };
   const double ninf = -std::numeric_limits<double>::infinity();
   std::vector<double> z(static_cast<size_t>(S));
   float* out = out_f32(a);
@@ -69,23 +76,36 @@ namespace volta::cpu::ref {
 // The gradients of attention(q, k, v) as the unfused backward computes them, in double with the
 // same f32 roundings of the stored intermediates: probabilities p (the forward softmax),
 // dp = dy vᵀ, ds = scale * p * (dp - sum(dp p)); then dq = ds k, dk = dsᵀ q, dv = pᵀ dy.
-Status AttentionGrad(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
-  const bool causal = a.node.attrs.has("causal_offset");
-  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
+Result<AttentionArgs> attention_grad_args(const KernelArgs& a) {
+  AttentionArgs at;
+  VOLTA_ASSIGN_OR_RETURN(at.scale, a.node.attrs.get_float("scale", 1.0));
+  at.causal = a.node.attrs.has("causal_offset");
+  VOLTA_ASSIGN_OR_RETURN(at.offset, a.node.attrs.get_int("causal_offset", 0));
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
-  const int64_t G = dims_product(qs, 0, r - 2), T = qs[r - 2], D = qs[r - 1], n = G * T * D;
-  const float *q = in_f32(a, 0), *k = in_f32(a, 1), *v = in_f32(a, 2), *dy = in_f32(a, 3);
+  at.G = dims_product(qs, 0, r - 2), at.T = at.cap[0] = at.used[0] = qs[r - 2], at.D = at.E = qs[r - 1];
+  at.rep = at.G / std::max<int64_t>(1, dims_product(a.in[1].shape(), 0, r - 2));
+  return at;
+}
+
+// Grouped queries: k and v are those of key group g / rep, and their gradients are written per
+// query group (the gradient rule sums each key group's).
+Status AttentionGrad(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const AttentionArgs args, attention_grad_args(a));
+  const double scale = args.scale;
+  const bool causal = args.causal;
+  const int64_t offset = args.offset, G = args.G, T = args.T, D = args.D, n = G * T * D;
+  const float *q0 = in_f32(a, 0), *k0 = in_f32(a, 1), *v0 = in_f32(a, 2), *dy0 = in_f32(a, 3);
   float* out = out_f32(a);
   const double ninf = -std::numeric_limits<double>::infinity();
   std::vector<float> p(static_cast<size_t>(T * T)), ds(static_cast<size_t>(T * T));
   auto at = [T](std::vector<float>& m, int64_t i, int64_t j) -> float& { return m[static_cast<size_t>(i * T + j)]; };
   for (int64_t g = 0; g < G; ++g) {
     const int64_t base = g * T * D;
+    const float *q = q0 + base, *dy = dy0 + base, *k = k0 + args.kv(g) * T * D, *v = v0 + args.kv(g) * T * D;
     auto dot = [&](const float* x, int64_t i, const float* y, int64_t j) {
       double s = 0;
-      for (int64_t d = 0; d < D; ++d) s += static_cast<double>(x[base + i * D + d]) * y[base + j * D + d];
+      for (int64_t d = 0; d < D; ++d) s += static_cast<double>(x[i * D + d]) * y[j * D + d];
       return static_cast<float>(s);
     };
     for (int64_t i = 0; i < T; ++i) {
@@ -107,15 +127,49 @@ Status AttentionGrad(const KernelArgs& a) {
       for (int64_t d = 0; d < D; ++d) {
         double dq = 0, dk = 0, dv = 0;
         for (int64_t j = 0; j < T; ++j) {
-          dq += static_cast<double>(at(ds, i, j)) * k[base + j * D + d];
-          dk += static_cast<double>(at(ds, j, i)) * q[base + j * D + d];
-          dv += static_cast<double>(at(p, j, i)) * dy[base + j * D + d];
+          dq += static_cast<double>(at(ds, i, j)) * k[j * D + d];
+          dk += static_cast<double>(at(ds, j, i)) * q[j * D + d];
+          dv += static_cast<double>(at(p, j, i)) * dy[j * D + d];
         }
         out[base + i * D + d] = static_cast<float>(dq);
         out[n + base + i * D + d] = static_cast<float>(dk);
         out[2 * n + base + i * D + d] = static_cast<float>(dv);
       }
   }
+  return Status::ok();
+}
+
+}  // namespace volta::cpu::ref
+
+namespace volta::cpu::ref {
+
+Result<int64_t> rope_position(const KernelArgs& a) {
+  const Shape& x = a.in[0].shape();
+  if (a.in.size() < 4) return int64_t{0};
+  return position_input(a, 3, a.in[1].shape()[0] - x[x.size() - 2]);
+}
+
+// Each product is rounded to f32 before the add: the bits of x * cos + rotate_half(x) * sin.
+void rope_rows(const KernelArgs& a, int64_t position, int64_t r0, int64_t r1) {
+  const Shape& xs = a.in[0].shape();
+  const int64_t T = xs[xs.size() - 2], D = xs.back(), h = D / 2;
+  const float *x = in_f32(a, 0), *cos = in_f32(a, 1), *sin = in_f32(a, 2);
+  float* out = out_f32(a);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float *x1 = x + r * D, *x2 = x1 + h;
+    const float *c = cos + (position + r % T) * h, *s = sin + (position + r % T) * h;
+    float *y1 = out + r * D, *y2 = y1 + h;
+    for (int64_t i = 0; i < h; ++i) {
+      const float a1 = x1[i] * c[i], b1 = x2[i] * s[i], a2 = x2[i] * c[i], b2 = x1[i] * s[i];
+      y1[i] = a1 - b1;
+      y2[i] = a2 + b2;
+    }
+  }
+}
+
+Status Rope(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t position, rope_position(a));
+  rope_rows(a, position, 0, a.in[0].numel() / std::max<int64_t>(1, a.in[0].shape().back()));
   return Status::ok();
 }
 

@@ -142,16 +142,24 @@ int64_t last_axis_rows(const KernelArgs& a);
 // An attention node's attributes and geometry (ref_attention.cpp; attention.cpp uses it too):
 // q [groups..., T, D]; keys and values in up to two blocks per group: block 0 (k, v) holds
 // cap[0] rows of which the first used[0] are read (`prefix`), block 1 (k2, v2) cap[1] = used[1]
-// rows (0 when absent).
+// rows (0 when absent). With grouped queries k and v have G / rep groups, and query group g
+// reads key group g / rep.
 struct AttentionArgs {
   double scale = 1.0;
   bool causal = false;
   int64_t offset = 0;
-  int64_t G = 0, T = 0, D = 0, E = 0;
+  int64_t G = 0, T = 0, D = 0, E = 0, rep = 1;
   int64_t cap[2] = {0, 0}, used[2] = {0, 0};
   int64_t keys() const { return used[0] + used[1]; }
+  int64_t kv(int64_t g) const { return g / rep; }
 };
 Result<AttentionArgs> attention_args(const KernelArgs& a);
+// attention_grad's: q, k, v, dy of self-attention ([.., T, D], k and v with G / rep groups).
+Result<AttentionArgs> attention_grad_args(const KernelArgs& a);
+// rope's first position (0, or its position input checked against the tables) and rows [r0, r1)
+// of x as [rows, D] (ref_attention.cpp; the CPU backend runs ranges on threads).
+Result<int64_t> rope_position(const KernelArgs& a);
+void rope_rows(const KernelArgs& a, int64_t position, int64_t r0, int64_t r1);
 // The node's parsed `program` (fused_elementwise); an error names the node.
 Result<ir::ElementwiseProgram> elementwise_program(const KernelArgs& a);
 Status layer_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1);

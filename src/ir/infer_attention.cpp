@@ -1,0 +1,111 @@
+// The shape/dtype rules of the attention family: attention, its fused gradient and rotary
+// position embeddings.
+#include <algorithm>
+
+#include "ir/infer_rules.h"
+
+namespace volta::ir::rules {
+
+namespace {
+
+// Grouped-query attention: k and v have q's batch dims except the last (the heads), of which q
+// has a multiple; query head h reads key head h / (q heads / k heads). An empty batch is one head.
+bool kv_batch_fits(const Shape& q, const Shape& k) {
+  const size_t r = q.size();
+  if (k.size() != r) return false;
+  if (r == 2) return true;
+  if (!std::equal(q.begin(), q.end() - 3, k.begin())) return false;
+  const int64_t hq = q[r - 3], hk = k[r - 3];
+  return hk == hq || (hk > 0 && hq % hk == 0);
+}
+
+}  // namespace
+
+// (q [..., T, D], k [..., S, D], v [..., S, E] (k and v may have fewer heads than q: grouped
+// queries), then either k2, v2 or a run-time position) -> [..., T, E].
+Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::Attention;
+  const char* names[] = {"q", "k", "v", "k2", "v2"};
+  const bool run_time_position = in.size() == 4;
+  const size_t tensors = run_time_position ? 3 : in.size();
+  for (size_t i = 0; i < tensors; ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
+  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+  VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
+  if (run_time_position) {
+    if (in[3].dtype != DType::i32 || in[3].numel() != 1)
+      return fail(op, "position must be i32 with one element, got " + in[3].to_string());
+    if (attrs.has("prefix")) return fail(op, "prefix and a position input cannot both be given");
+  }
+  const Shape& q = in[0].shape;
+  if (q.size() < 2) return fail(op, "q must have rank >= 2, got " + in[0].to_string());
+  const size_t r = q.size();
+  int64_t keys = 0;
+  for (size_t i = 1; i + 1 < tensors; i += 2) {
+    const Shape& k = in[i].shape;
+    const Shape& v = in[i + 1].shape;
+    if (!kv_batch_fits(q, k) || v.size() != r || !std::equal(k.begin(), k.end() - 2, v.begin()) ||
+        !std::equal(k.begin(), k.end() - 2, in[1].shape.begin()) || k[r - 1] != q[r - 1] || v[r - 2] != k[r - 2] ||
+        v[r - 1] != in[2].shape[r - 1])
+      return fail(op, std::string(names[i]) + " " + in[i].to_string() + " and " + names[i + 1] + " " + in[i + 1].to_string() +
+                          " do not match q " + in[0].to_string() +
+                          " (want [..., S, D] and [..., S, E] with q's batch dims, or a divisor of q's heads)");
+    keys += k[r - 2];
+  }
+  if (attrs.has("prefix")) {
+    VOLTA_ASSIGN_OR_RETURN(int64_t prefix, tagged(op, attrs.get_int("prefix", 0)));
+    const int64_t s1 = in[1].shape[r - 2];
+    if (prefix < 0 || prefix > s1) return fail(op, "prefix " + std::to_string(prefix) + " is outside [0, " + std::to_string(s1) + "]");
+    keys -= s1 - prefix;
+  }
+  if (keys == 0) return fail(op, "there are no keys");
+  Shape out = q;
+  out.back() = in[2].shape.back();
+  return TensorType{DType::f32, out};
+}
+
+// (q, k, v, dy) -> [3, ..., T, D]: the gradients of self-attention attention(q, k, v) with
+// respect to q, k and v, in that order along the new leading axis. k and v may have fewer heads
+// than q (grouped queries); their gradients are then per query head, which the gradient rule
+// sums over each key head's group.
+Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::AttentionGrad;
+  const char* names[] = {"q", "k", "v", "dy"};
+  for (size_t i = 0; i < in.size(); ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
+  const Shape& q = in[0].shape;
+  if (in[3] != in[0] || in[2] != in[1] || !kv_batch_fits(q, in[1].shape) ||
+      !std::equal(q.end() - 2, q.end(), in[1].shape.end() - 2))
+    return fail(op, "q " + in[0].to_string() + ", k " + in[1].to_string() + ", v " + in[2].to_string() + " and dy " +
+                        in[3].to_string() + " do not fit self-attention (q and dy of one shape, k and v of one shape "
+                        "with q's or a divisor of q's heads)");
+  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+  VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
+  if (q.size() < 2 || q[q.size() - 2] == 0) return fail(op, "q must have rank >= 2 and at least one key, got " + in[0].to_string());
+  Shape out = q;
+  out.insert(out.begin(), 3);
+  return TensorType{DType::f32, out};
+}
+
+// (x [..., T, D], cos [P, D/2], sin [P, D/2], optionally position i32 [1]) -> x's type.
+Result<TensorType> infer_rope(std::span<const TensorType> in) {
+  const Op op = Op::Rope;
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "cos"));
+  VOLTA_RETURN_IF_ERROR(require_f32(op, in[2], "sin"));
+  const Shape& x = in[0].shape;
+  if (x.size() < 2 || x.back() % 2 != 0)
+    return fail(op, "x must be [..., T, D] with D even, got " + in[0].to_string());
+  const int64_t T = x[x.size() - 2], half = x.back() / 2;
+  if (in[1].shape.size() != 2 || in[1].shape[1] != half || in[2].shape != in[1].shape)
+    return fail(op, "cos " + in[1].to_string() + " and sin " + in[2].to_string() + " must both be [P, " +
+                        std::to_string(half) + "] for x " + in[0].to_string());
+  if (in.size() == 4) {
+    if (in[3].dtype != DType::i32 || in[3].numel() != 1)
+      return fail(op, "position must be i32 with one element, got " + in[3].to_string());
+  }
+  if (T > in[1].shape[0])
+    return fail(op, "x " + in[0].to_string() + " has " + std::to_string(T) + " positions but the tables have " +
+                        std::to_string(in[1].shape[0]));
+  return in[0];
+}
+
+}  // namespace volta::ir::rules
