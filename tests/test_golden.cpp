@@ -1,6 +1,6 @@
 // TinyLM against an independent PyTorch implementation (llm.c's test_gpt2 in spirit): the
-// reference file tests/golden/tinylm_golden.safetensors is written by
-// scripts/make_tinylm_golden.py. Logits, loss, every parameter gradient and a 10-step AdamW
+// reference files tests/golden/tinylm_golden.safetensors (gpt) and
+// tinylm_llama_golden.safetensors (llama) are written by scripts/make_tinylm_golden.py. Logits, loss, every parameter gradient and a 10-step AdamW
 // loss curve must match on every backend that is available.
 #include <cmath>
 #include <cstdio>
@@ -28,8 +28,8 @@ double max_abs(const Tensor& a) {
   return m;
 }
 
-TEST(Golden, TinyLMMatchesPyTorch) {
-  auto file = io::load_checkpoint(test::source_path("tests/golden/tinylm_golden.safetensors"));
+void check_golden(const char* path) {
+  auto file = io::load_checkpoint(test::source_path(path));
   ASSERT_OK(file);
   auto meta = nlohmann::json::parse(file->metadata.at("golden"));
   ASSERT_EQ(meta["magic"], "tinylm-golden");
@@ -109,6 +109,11 @@ TEST(Golden, TinyLMMatchesPyTorch) {
                 meta["losses"][0].get<double>(), meta["losses"].back().get<double>(), worst);
   }
 }
+
+TEST(Golden, TinyLMMatchesPyTorch) { check_golden("tests/golden/tinylm_golden.safetensors"); }
+
+// RMSNorm, rope, grouped-query attention, SwiGLU and an untied head.
+TEST(Golden, TinyLMLlamaMatchesPyTorch) { check_golden("tests/golden/tinylm_llama_golden.safetensors"); }
 
 }  // namespace
 }  // namespace volta

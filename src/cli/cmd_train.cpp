@@ -118,7 +118,12 @@ Action add_train(CLI::App& app, GlobalFlags& global) {
   cmd->add_option("--layers", r.model.layers, "shakespeare-char: transformer blocks")->capture_default_str();
   cmd->add_option("--heads", r.model.heads, "shakespeare-char: attention heads")->capture_default_str();
   cmd->add_option("--channels", r.model.channels, "shakespeare-char: model width")->capture_default_str();
-  cmd->add_flag("--bias", a->lm.bias, "shakespeare-char: biases on linear layers and LayerNorms");
+  cmd->add_flag("--bias", a->lm.bias, "shakespeare-char: biases on linear layers and LayerNorms (gpt)");
+  cmd->add_option("--arch", a->lm.arch, "shakespeare-char: gpt | llama (RMSNorm, SwiGLU, rope, grouped-query attention)")
+      ->capture_default_str();
+  cmd->add_option("--kv-heads", r.model.kv_heads, "shakespeare-char, llama: key/value heads (default heads / 2)");
+  cmd->add_option("--ffn", r.model.ffn, "shakespeare-char, llama: SwiGLU hidden width (default: a gpt block's weights)");
+  cmd->add_option("--rope-theta", r.model.rope_theta, "shakespeare-char, llama: rope base")->capture_default_str();
   a->profile.add_to(*cmd);
   return [a, &global]() -> Status {
     TrainFlags fl = a->spirals;

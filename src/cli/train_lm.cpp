@@ -19,6 +19,12 @@ void progress(bool tty, int64_t step, int64_t total, double loss, double tok_s) 
   std::fflush(stderr);
 }
 
+// "gpt", or "llama (kv heads 2, ffn 384)".
+std::string model_summary(const model::TinyLMConfig& c) {
+  if (c.arch == model::Arch::Gpt) return "gpt";
+  return "llama (kv heads " + std::to_string(c.kv_heads) + ", ffn " + std::to_string(c.ffn) + ")";
+}
+
 }  // namespace
 
 Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& given, const GlobalFlags& global,
@@ -30,6 +36,10 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
   train::LMRecipe& r = f.recipe;
   r.model.bias = f.bias;
+  VOLTA_ASSIGN_OR_RETURN(r.model.arch, model::parse_arch(f.arch));
+  for (const char* flag : {"--kv-heads", "--ffn", "--rope-theta"})
+    if (given(flag) && r.model.arch != model::Arch::Llama) return invalid_argument(std::string(flag) + " needs --arch llama");
+  if (r.model.arch == model::Arch::Llama) model::llama_defaults(r.model);
 
   // Resume: the model, recipe, tokenizer and state come from the checkpoint; only the run's
   // length and its evaluation / saving cadence may change.
@@ -54,6 +64,10 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
         {"--heads", num(static_cast<double>(r.model.heads)), num(static_cast<double>(saved.model.heads))},
         {"--channels", num(static_cast<double>(r.model.channels)), num(static_cast<double>(saved.model.channels))},
         {"--bias", r.model.bias ? "on" : "off", saved.model.bias ? "on" : "off"},
+        {"--arch", model::arch_name(r.model.arch), model::arch_name(saved.model.arch)},
+        {"--kv-heads", num(static_cast<double>(r.model.kv_heads)), num(static_cast<double>(saved.model.kv_heads))},
+        {"--ffn", num(static_cast<double>(r.model.ffn)), num(static_cast<double>(saved.model.ffn))},
+        {"--rope-theta", num(r.model.rope_theta), num(saved.model.rope_theta)},
         {"--seed", num(static_cast<double>(f.seed)), num(static_cast<double>(resumed->state.seed))},
     };
     // A resumed run keeps the checkpoint's hyper-parameters: repeating them is fine, changing them is not.
@@ -91,9 +105,9 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
   int64_t n_params = 0;
   for (const ir::Node& n : task->forward().nodes)
     if (n.op == ir::Op::Param) n_params += n.type.numel();
-  std::printf("recipe %s: %lld params (%lld layers, %lld heads, %lld channels, context %lld, vocab %lld), batch %lld, "
+  std::printf("recipe %s: %lld params (%s, %lld layers, %lld heads, %lld channels, context %lld, vocab %lld), batch %lld, "
               "steps %lld -> %lld on %s\n",
-              rr.name.c_str(), static_cast<long long>(n_params), static_cast<long long>(rr.model.layers),
+              rr.name.c_str(), static_cast<long long>(n_params), model_summary(rr.model).c_str(), static_cast<long long>(rr.model.layers),
               static_cast<long long>(rr.model.heads), static_cast<long long>(rr.model.channels),
               static_cast<long long>(rr.model.context), static_cast<long long>(rr.model.vocab), static_cast<long long>(rr.batch),
               static_cast<long long>(trainer->first_step()), static_cast<long long>(rr.steps),

@@ -15,6 +15,7 @@ struct LMTrainFlags {
   std::string resume;
   uint64_t seed = 0;
   bool bias = false;
+  std::string arch = "gpt";
   std::string numerics = "off";
   train::LMRecipe recipe = train::shakespeare_char();
 };

@@ -71,7 +71,7 @@ Status Generator::reserve(int64_t batch) {
   // The decode plan holds the caches and the params: compiling it first checks they fit the
   // runtime's memory limit before any cache is allocated.
   VOLTA_RETURN_IF_ERROR(decode_plan(batch).status());
-  const Tensor zeros = Tensor::zeros(DType::f32, {batch, c_.heads, c_.context, c_.head_dim()});
+  const Tensor zeros = Tensor::zeros(DType::f32, {batch, c_.cache_heads(), c_.context, c_.head_dim()});
   for (const std::string& name : kv_cache_names(c_)) {
     state_.erase(name);
     VOLTA_RETURN_IF_ERROR(state_.put(name, zeros, plan::MemClass::KvCache));

@@ -1,5 +1,6 @@
 #include "model/tinylm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -39,6 +40,7 @@ struct Builder {
   // rows position.. (0 for a sequence); a decode step then attends over its cache in place.
   // Returns the final hidden state (B, T, C).
   Value decoder(Value tokens, int64_t B, int64_t T, Value position, bool caches, Value& wte) {
+    if (c.arch == Arch::Llama) return llama_decoder(tokens, B, T, position, caches);
     const int64_t C = c.channels;
     wte = matrix("wte", {c.vocab, C}, 0.02);                                   // (V, C)
     Value wpe = matrix("wpe", {c.context, C}, 0.02);                           // (ctx, C)
@@ -102,9 +104,72 @@ struct Builder {
   }
 
   double proj_std() const { return 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers)); }
+
+  // The llama variant's decoder, with the gpt decoder's contract. Queries and keys are rotated
+  // by rope before the keys are cached, so a decode step reads its cache as it is.
+  Value llama_decoder(Value tokens, int64_t B, int64_t T, Value position, bool caches) {
+    const int64_t C = c.channels, H = c.heads, KV = c.kv_heads, hd = c.head_dim(), F = c.ffn;
+    Value x = b.embedding(matrix("wte", {c.vocab, C}, 0.02), tokens, "tok_emb");  // (B, T, C)
+    const Value cos = b.constant("rope.cos", rope_table(c.context, hd, c.rope_theta, false));
+    const Value sin = b.constant("rope.sin", rope_table(c.context, hd, c.rope_theta, true));
+    const bool step = position.valid();
+    const Value at = step || !caches ? position : b.constant("cache.position", Tensor::zeros(DType::i32, {1}));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const ir::Attrs attn{{"scale", scale}, {"causal_offset", int64_t{0}}};
+    const TensorType cache_type{DType::f32, {B, KV, c.context, hd}};
+    auto heads = [&](Value v, int64_t n, const std::string& name) {  // (B, T, n hd) -> (B, n, T, hd)
+      return b.transpose(b.reshape(v, {B, T, n, hd}), {0, 2, 1, 3}, name);
+    };
+    for (int64_t l = 0; l < c.layers; ++l) {
+      auto n = [&](const char* what) { return layer_name(l, what); };
+      Value h = b.rms_norm(x, gain(n("ln1.g")), 1e-5, n("ln1"));
+      Value qkv = b.matmul(h, matrix(n("attn.wqkv"), {C, C + 2 * KV * hd}, 0.02), n("attn.qkv"));  // (B, T, C + 2 KV hd)
+      Value q = b.rope(heads(b.slice(qkv, 2, 0, C), H, n("attn.q")), cos, sin, position, n("attn.q_rot"));
+      Value k = b.rope(heads(b.slice(qkv, 2, C, C + KV * hd), KV, n("attn.k")), cos, sin, position, n("attn.k_rot"));
+      Value v = heads(b.slice(qkv, 2, C + KV * hd, C + 2 * KV * hd), KV, n("attn.v"));
+      Value y;
+      if (caches) {
+        const ParamInit state{"zeros", 0.0, 0.0, false};
+        const std::string id = std::to_string(l);
+        Value kc = b.op(ir::Op::CacheWrite, {b.param("cache.k." + id, cache_type, state), k, at}, {}, n("attn.k_cache"));
+        Value vc = b.op(ir::Op::CacheWrite, {b.param("cache.v." + id, cache_type, state), v, at}, {}, n("attn.v_cache"));
+        if (step) y = b.op(ir::Op::Attention, {q, kc, vc, position}, attn, n("attn.y"));  // the cache read in place
+      }
+      if (!y.valid()) y = b.op(ir::Op::Attention, {q, k, v}, attn, n("attn.y"));  // (B, H, T, hd)
+      y = b.reshape(b.transpose(y, {0, 2, 1, 3}), {B, T, C}, n("attn.merged"));
+      x = b.add(x, b.matmul(y, matrix(n("attn.wo"), {C, C}, proj_std()), n("attn.out")), n("x_attn"));
+      Value h2 = b.rms_norm(x, gain(n("ln2.g")), 1e-5, n("ln2"));
+      Value gu = b.matmul(h2, matrix(n("mlp.w_gate_up"), {C, 2 * F}, 0.02), n("mlp.gate_up"));  // (B, T, 2F)
+      Value act = b.mul(b.silu(b.slice(gu, 2, 0, F), n("mlp.silu")), b.slice(gu, 2, F, 2 * F), n("mlp.swiglu"));
+      x = b.add(x, b.matmul(act, matrix(n("mlp.w_down"), {F, C}, proj_std()), n("mlp.down")), n("x_mlp"));
+    }
+    return b.rms_norm(x, gain("lnf.g"), 1e-5, "lnf");  // (B, T, C)
+  }
+
+  // Logits of the final hidden state x (..., C): the tied token embedding (gpt) or the head.
+  Value logits(Value x, Value wte) {
+    if (c.arch == Arch::Gpt) return b.matmul(x, wte, "logits", false, true);
+    return b.matmul(x, matrix("w_head", {c.channels, c.vocab}, 0.02), "logits");
+  }
 };
 
 }  // namespace
+
+const char* arch_name(Arch a) { return a == Arch::Llama ? "llama" : "gpt"; }
+
+Result<Arch> parse_arch(const std::string& name) {
+  if (name == "gpt") return Arch::Gpt;
+  if (name == "llama") return Arch::Llama;
+  return invalid_argument("unknown model architecture '" + name + "' (available: gpt, llama)");
+}
+
+void llama_defaults(TinyLMConfig& c) {
+  if (c.kv_heads == 0) c.kv_heads = c.heads % 2 == 0 ? c.heads / 2 : c.heads;
+  if (c.ffn == 0 && c.heads > 0 && c.kv_heads > 0) {
+    const int64_t C = c.channels, attention = C * (C + 2 * c.kv_heads * c.head_dim()) + C * C;
+    c.ffn = std::max<int64_t>(1, (12 * C * C - attention) / (3 * C));
+  }
+}
 
 Status validate(const TinyLMConfig& c) {
   auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
@@ -115,12 +180,30 @@ Status validate(const TinyLMConfig& c) {
   if (!in(c.channels, 1, 1 << 16) || c.channels % c.heads != 0)
     return invalid_argument("model channels must be in [1, 65536] and divisible by heads (" + std::to_string(c.heads) +
                             "), got " + std::to_string(c.channels));
+  if (c.arch == Arch::Gpt) return Status::ok();
+  if (c.bias) return invalid_argument("model bias is a gpt option; the llama variant has no biases");
+  if (!in(c.kv_heads, 1, c.heads) || c.heads % c.kv_heads != 0)
+    return invalid_argument("model kv_heads must divide heads (" + std::to_string(c.heads) + "), got " + std::to_string(c.kv_heads));
+  if (!in(c.ffn, 1, 1 << 20)) return invalid_argument("model ffn must be in [1, 2^20], got " + std::to_string(c.ffn));
+  if (c.head_dim() % 2 != 0)
+    return invalid_argument("the llama variant's head width (channels / heads) must be even for rope, got " +
+                            std::to_string(c.head_dim()));
+  if (!(c.rope_theta > 1.0 && c.rope_theta <= 1e12))
+    return invalid_argument("model rope_theta must be in (1, 1e12], got " + std::to_string(c.rope_theta));
   return Status::ok();
 }
 
+// A gpt config's JSON is unchanged by the llama fields (checkpoints written before them read
+// back, and hash, the same).
 std::string config_to_json(const TinyLMConfig& c) {
   nlohmann::json j = {{"model", "tinylm"}, {"vocab", c.vocab},     {"context", c.context}, {"layers", c.layers},
                       {"heads", c.heads},   {"channels", c.channels}, {"bias", c.bias}};
+  if (c.arch == Arch::Llama) {
+    j["arch"] = arch_name(c.arch);
+    j["kv_heads"] = c.kv_heads;
+    j["ffn"] = c.ffn;
+    j["rope_theta"] = c.rope_theta;
+  }
   return j.dump();
 }
 
@@ -129,13 +212,28 @@ Result<TinyLMConfig> config_from_json(const std::string& text) {
   if (j.is_discarded() || !j.is_object()) return parse_error("model config is not a JSON object");
   if (!j.contains("model") || j["model"] != "tinylm") return parse_error("model config is not a tinylm config");
   TinyLMConfig c;
-  for (auto [key, field] : {std::pair<const char*, int64_t*>{"vocab", &c.vocab}, {"context", &c.context},
-                            {"layers", &c.layers}, {"heads", &c.heads}, {"channels", &c.channels}}) {
-    if (!j.contains(key) || !j[key].is_number_integer()) return parse_error(std::string("model config has no integer '") + key + "'");
-    *field = j[key].get<int64_t>();
-  }
+  auto integers = [&](std::initializer_list<std::pair<const char*, int64_t*>> fields) -> Status {
+    for (auto [key, field] : fields) {
+      if (!j.contains(key) || !j[key].is_number_integer()) return parse_error(std::string("model config has no integer '") + key + "'");
+      *field = j[key].get<int64_t>();
+    }
+    return Status::ok();
+  };
+  VOLTA_RETURN_IF_ERROR(integers({{"vocab", &c.vocab}, {"context", &c.context}, {"layers", &c.layers}, {"heads", &c.heads},
+                                  {"channels", &c.channels}}));
   if (!j.contains("bias") || !j["bias"].is_boolean()) return parse_error("model config has no boolean 'bias'");
   c.bias = j["bias"].get<bool>();
+  if (j.contains("arch")) {
+    if (!j["arch"].is_string()) return parse_error("model config 'arch' is not a string");
+    auto arch = parse_arch(j["arch"].get<std::string>());
+    if (!arch.is_ok()) return parse_error("model config: " + arch.status().message());
+    c.arch = *arch;
+  }
+  if (c.arch == Arch::Llama) {
+    VOLTA_RETURN_IF_ERROR(integers({{"kv_heads", &c.kv_heads}, {"ffn", &c.ffn}}));
+    if (!j.contains("rope_theta") || !j["rope_theta"].is_number()) return parse_error("model config has no number 'rope_theta'");
+    c.rope_theta = j["rope_theta"].get<double>();
+  }
   VOLTA_RETURN_IF_ERROR(validate(c));
   return c;
 }
@@ -157,11 +255,11 @@ Result<ir::Graph> build_sequence(const TinyLMConfig& c, int64_t batch, int64_t T
   Value wte;
   Value x = m.decoder(tokens, batch, T, Value{}, head == Head::Prefill, wte);
   switch (head) {
-    case Head::Loss: b.output(b.cross_entropy(b.matmul(x, wte, "logits", false, true), targets, "loss")); break;  // tied head
-    case Head::AllLogits: b.output(b.matmul(x, wte, "logits", false, true)); break;                               // (B, T, V)
+    case Head::Loss: b.output(b.cross_entropy(m.logits(x, wte), targets, "loss")); break;
+    case Head::AllLogits: b.output(m.logits(x, wte)); break;  // (B, T, V)
     case Head::Prefill: {
       Value last = b.reshape(b.slice(x, 1, T - 1, T), {batch, c.channels}, "x_last");  // (B, C)
-      b.output(b.matmul(last, wte, "logits", false, true));                             // (B, V)
+      b.output(m.logits(last, wte));                                                    // (B, V)
       break;
     }
   }
@@ -190,7 +288,7 @@ Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch) {
   Value position = b.input("position", {DType::i32, {1}});
   Value wte;
   Value x = m.decoder(token, batch, 1, position, true, wte);
-  b.output(b.matmul(b.reshape(x, {batch, c.channels}, "x_last"), wte, "logits", false, true));  // (B, V)
+  b.output(m.logits(b.reshape(x, {batch, c.channels}, "x_last"), wte));  // (B, V)
   return b.build();
 }
 
