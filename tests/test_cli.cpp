@@ -336,6 +336,13 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
       {"tune matmul --margin nan", 2, "--margin: 'nan' is not a finite number"},
       {"train --recipe mlp-spirals --steps 1 --lr inf", 2, "--lr: 'inf' is not a finite number"},
       {"bench train --batch -1", 1, "--batch must be >= 1, got -1"},
+      // The model variant's flags.
+      {"train --recipe shakespeare-char --out /tmp/x --arch mamba", 1, "unknown model architecture 'mamba' (available: gpt, llama)"},
+      {"train --recipe shakespeare-char --out /tmp/x --kv-heads 2", 1, "--kv-heads needs --arch llama"},
+      {"train --recipe shakespeare-char --out /tmp/x --arch llama --kv-heads 3", 1, "model kv_heads must divide heads (4), got 3"},
+      {"train --recipe shakespeare-char --out /tmp/x --arch llama --bias", 1, "model bias is a gpt option"},
+      {"train --recipe shakespeare-char --out /tmp/x --arch llama --heads 8 --channels 24", 1,
+       "the llama variant's head width (channels / heads) must be even for rope, got 3"},
   };
   expect_bad_cases(cases);
 }
@@ -360,6 +367,41 @@ class CliLM : public ::testing::Test {
 };
 std::string CliLM::dir_;
 Cli CliLM::result_;
+
+// The llama variant end to end: train, resume bit for bit, generate with and without the KV
+// cache, evaluate, inspect.
+TEST(CliLlama, TrainsResumesGeneratesAndKeepsItsSettings) {
+  const std::string dir = ::testing::TempDir() + "cli_llama_" + std::to_string(::getpid());
+  const std::string flags = "train --recipe shakespeare-char --arch llama --layers 2 --heads 4 --channels 32 --context 32 "
+                            "--batch 8 --eval-every 15 --eval-iters 2 --warmup 5 --lr 3e-3 --decay-steps 30 --seed 2 ";
+  Cli full = volta(flags + "--steps 30 --out " + dir + "/full");
+  ASSERT_EQ(full.code, 0) << full.err;
+  EXPECT_NE(full.out.find("llama (kv heads 2, ffn 96)"), std::string::npos) << full.out;
+  Cli half = volta(flags + "--steps 15 --out " + dir + "/half");
+  ASSERT_EQ(half.code, 0) << half.err;
+  Cli rest = volta(flags + "--steps 30 --out " + dir + "/half --resume " + dir + "/half/last.safetensors");
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  EXPECT_EQ(test::read_file(dir + "/full/last.safetensors"), test::read_file(dir + "/half/last.safetensors"));
+  Cli changed = volta(flags + "--steps 30 --kv-heads 4 --out " + dir + "/half --resume " + dir + "/half/last.safetensors");
+  EXPECT_EQ(changed.code, 1);
+  EXPECT_NE(changed.err.find("--kv-heads 4.000000 differs from the checkpoint's 2.000000"), std::string::npos) << changed.err;
+
+  const std::string ck = " --checkpoint " + dir + "/full/last.safetensors";
+  Cli greedy = volta("generate" + ck + " --prompt 'ROMEO:' --tokens 50 --temperature 0");
+  Cli greedy_nc = volta("generate" + ck + " --prompt 'ROMEO:' --tokens 50 --temperature 0 --no-kv-cache");
+  ASSERT_EQ(greedy.code, 0) << greedy.err;
+  EXPECT_EQ(greedy.out, greedy_nc.out);
+  EXPECT_EQ(greedy.out.size(), 6u + 50u + 1u);
+  Cli e = volta("eval" + ck + " --eval-iters 2");
+  ASSERT_EQ(e.code, 0) << e.err;
+  Cli i = volta("inspect" + ck.substr(std::string(" --checkpoint").size()) + " --json");
+  ASSERT_EQ(i.code, 0) << i.err;
+  const auto doc = nlohmann::json::parse(i.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded());
+  EXPECT_EQ(doc["model"]["arch"], "llama");
+  EXPECT_EQ(doc["model"]["kv_heads"], 2);
+  std::filesystem::remove_all(dir);
+}
 
 TEST_F(CliLM, TrainingLossFallsAndWritesLogAndCheckpoints) {
   ASSERT_EQ(result_.code, 0) << result_.err;

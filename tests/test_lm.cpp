@@ -16,6 +16,15 @@ namespace {
 
 model::TinyLMConfig tiny_config() { return {11, 8, 2, 2, 16, false}; }
 
+// The llama variant: 4 query heads over 2 key/value heads, rope, SwiGLU.
+model::TinyLMConfig tiny_llama() {
+  model::TinyLMConfig c{11, 8, 2, 4, 16, false};
+  c.arch = model::Arch::Llama;
+  c.kv_heads = 2;
+  c.ffn = 24;
+  return c;
+}
+
 Bindings tiny_params(const model::TinyLMConfig& c) {
   auto g = model::build_tinylm_loss(c, 1, c.context);
   EXPECT_TRUE(g.is_ok());
@@ -34,22 +43,51 @@ Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const model::Tin
   return gen.generate(prompt, o);
 }
 
+// A gpt config's JSON has no llama keys (checkpoints from before the variant read back and hash
+// the same); a llama config round-trips; bad ones name the field.
+TEST(TinyLMConfig, JsonRoundTripsAndBadConfigsNameTheField) {
+  const std::string gpt = model::config_to_json(tiny_config());
+  EXPECT_EQ(gpt, R"({"bias":false,"channels":16,"context":8,"heads":2,"layers":2,"model":"tinylm","vocab":11})");
+  const model::TinyLMConfig llama = tiny_llama();
+  ASSERT_OK_AND_ASSIGN(model::TinyLMConfig back, model::config_from_json(model::config_to_json(llama)));
+  EXPECT_EQ(back.arch, model::Arch::Llama);
+  EXPECT_EQ(back.kv_heads, 2);
+  EXPECT_EQ(back.ffn, 24);
+  EXPECT_EQ(back.rope_theta, 10000.0);
+  auto without = nlohmann::json::parse(model::config_to_json(llama));
+  without.erase("ffn");
+  EXPECT_ERROR_CONTAINS(model::config_from_json(without.dump()), "model config has no integer 'ffn'");
+  without = nlohmann::json::parse(model::config_to_json(llama));
+  without["arch"] = "rwkv";
+  EXPECT_ERROR_CONTAINS(model::config_from_json(without.dump()), "unknown model architecture 'rwkv'");
+  without["arch"] = "llama";
+  without["kv_heads"] = 3;
+  EXPECT_ERROR_CONTAINS(model::config_from_json(without.dump()), "model kv_heads must divide heads (4), got 3");
+  // Defaults: half the heads, and the ffn width that gives a gpt block's 12 C^2 weights.
+  model::TinyLMConfig d{65, 64, 4, 4, 128, false};
+  d.arch = model::Arch::Llama;
+  model::llama_defaults(d);
+  EXPECT_EQ(d.kv_heads, 2);
+  EXPECT_EQ(d.ffn, 384);
+}
+
 TEST(Generate, GreedyIsIdenticalWithAndWithoutTheKVCache) {
-  const model::TinyLMConfig c = tiny_config();
-  const Bindings params = tiny_params(c);
-  Runtime rt(make_cpu_backend());
-  for (int64_t batch : {1, 3}) {
-    model::SampleOptions o;
-    o.temperature = 0.0;
-    o.tokens = 20;  // runs past the context of 8: the window slides
-    o.batch = batch;
-    auto cached = generate(rt, c, params, {1, 2, 3}, o);
-    o.kv_cache = false;
-    auto plain = generate(rt, c, params, {1, 2, 3}, o);
-    ASSERT_OK(cached);
-    ASSERT_OK(plain);
-    EXPECT_EQ(*cached, *plain);
-    EXPECT_EQ((*cached)[0].size(), 20u);
+  for (const model::TinyLMConfig& c : {tiny_config(), tiny_llama()}) {
+    const Bindings params = tiny_params(c);
+    Runtime rt(make_cpu_backend());
+    for (int64_t batch : {1, 3}) {
+      model::SampleOptions o;
+      o.temperature = 0.0;
+      o.tokens = 20;  // runs past the context of 8: the window slides
+      o.batch = batch;
+      auto cached = generate(rt, c, params, {1, 2, 3}, o);
+      o.kv_cache = false;
+      auto plain = generate(rt, c, params, {1, 2, 3}, o);
+      ASSERT_OK(cached);
+      ASSERT_OK(plain);
+      EXPECT_EQ(*cached, *plain) << model::arch_name(c.arch);
+      EXPECT_EQ((*cached)[0].size(), 20u);
+    }
   }
 }
 
@@ -84,8 +122,7 @@ TEST(Generate, TheFusedAndTheDecomposedDecodeStepGiveTheSameTokens) {
 // The decode step at position p, after a prefill of positions 0..p-1, gives the bits of the
 // prefill of positions 0..p at its last position: fused or decomposed, with 1 and 2 threads.
 // A position outside the cache is an error naming the node.
-TEST(Generate, DecodeStepHasTheBitsOfThePrefill) {
-  const model::TinyLMConfig c = tiny_config();
+void decode_step_has_the_bits_of_the_prefill(const model::TinyLMConfig& c, bool unfused, const std::string& past_error) {
   const Bindings params = tiny_params(c);
   const int64_t B = 2;
   std::vector<int32_t> seq = {3, 7, 1, 9, 2, 2, 5, 10, 4, 6, 8, 0, 1, 3, 5, 7};  // two rows of 8
@@ -99,7 +136,9 @@ TEST(Generate, DecodeStepHasTheBitsOfThePrefill) {
     set_cpu_threads(threads);
     Runtime full(make_cpu_backend());
     Runtime lacking(std::make_unique<test::CpuVariant>(test::CpuVariant::kNoAttention));
-    for (Runtime* rt : {&full, &lacking}) {
+    std::vector<Runtime*> runtimes{&full};
+    if (unfused) runtimes.push_back(&lacking);
+    for (Runtime* rt : runtimes) {
       auto gen = model::Generator::create(*rt, c, params);
       ASSERT_OK(gen);
       ASSERT_OK(gen->reserve(B));
@@ -124,10 +163,20 @@ TEST(Generate, DecodeStepHasTheBitsOfThePrefill) {
       Tensor past = Tensor::zeros(DType::i32, {1});
       past.data<int32_t>()[0] = static_cast<int32_t>(c.context);
       auto out = rt->run(**step, {{"tokens", Tensor::zeros(DType::i32, {B, 1})}, {"position", past}}, &gen->state());
-      EXPECT_ERROR_CONTAINS(out, "[embedding] id 8 at flat position 0 is outside [0, 8) (node 'pos_emb')");
+      EXPECT_ERROR_CONTAINS(out, past_error);
     }
   }
   set_cpu_threads(0);
+}
+
+TEST(Generate, DecodeStepHasTheBitsOfThePrefill) {
+  decode_step_has_the_bits_of_the_prefill(tiny_config(), true, "[embedding] id 8 at flat position 0 is outside [0, 8) (node 'pos_emb')");
+}
+
+// The llama variant's step emits attention itself (grouped queries over the cache in place): no
+// decomposed form. Its first use of the position is the queries' rotation.
+TEST(Generate, LlamaDecodeStepHasTheBitsOfThePrefill) {
+  decode_step_has_the_bits_of_the_prefill(tiny_llama(), false, "[rope] position 8 is outside [0, 7] (node 'h0.attn.q_rot')");
 }
 
 // cache_write writes the state in place, its value is the written cache, and a position past the
