@@ -10,25 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
 #include "test_util.h"
 #include "train/lm.h"
 #include "volta/checkpoint.h"
 
 namespace volta {
 namespace {
-
-struct Cli {
-  int code;
-  std::string out, err;
-};
-
-Cli volta(const std::string& args) {
-  Cli r;
-  r.code = test::run_command("cd " + std::string(VOLTA_SOURCE_DIR) + " && env -u VOLTA_DEVICE " + VOLTA_CLI_PATH + " " +
-                                 args,
-                             &r.out, &r.err);
-  return r;
-}
 
 // Compares with tests/golden/NAME; VOLTA_UPDATE_GOLDEN=1 rewrites the file instead.
 void expect_golden(const std::string& name, const std::string& actual) {
@@ -102,26 +90,6 @@ TEST(Cli, RunReadsAndWritesRawFiles) {
   Cli bad = volta("run examples/mlp.vir --input x=" + dir + "/labels.bin --input labels=random");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("has 32 bytes but f32[8,4] needs 128"), std::string::npos) << bad.err;
-}
-
-struct BadCase {
-  std::string args;
-  int code;
-  std::string needle;
-};
-
-// Each bad input: the expected exit code, its message on stderr, exactly one line of stderr and,
-// for failed jobs (code 1), nothing on stdout.
-void expect_bad_cases(const std::vector<BadCase>& cases) {
-  for (const BadCase& c : cases) {
-    Cli r = volta(c.args);
-    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
-    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\nstderr: " << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << c.args << "\n" << r.err;
-    if (c.code == 1) {
-      EXPECT_TRUE(r.out.empty()) << c.args << "\n" << r.out;
-    }
-  }
 }
 
 // The exit codes the README documents, each produced by a command of its kind.
@@ -345,199 +313,6 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
        "the llama variant's head width (channels / heads) must be even for rope, got 3"},
   };
   expect_bad_cases(cases);
-}
-
-}  // namespace
-}  // namespace volta
-
-namespace volta {
-namespace {
-
-// One small shakespeare-char run shared by the TinyLM CLI tests.
-class CliLM : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = ::testing::TempDir() + "cli_lm_" + std::to_string(::getpid());
-    result_ = volta("train --recipe shakespeare-char --layers 2 --heads 2 --channels 32 --context 32 --batch 8 --steps 60 "
-                    "--eval-every 30 --eval-iters 4 --warmup 5 --lr 3e-3 --decay-steps 60 --seed 2 --out " + dir_);
-  }
-  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
-  static std::string dir_;
-  static Cli result_;
-};
-std::string CliLM::dir_;
-Cli CliLM::result_;
-
-// The llama variant end to end: train, resume bit for bit, generate with and without the KV
-// cache, evaluate, inspect.
-TEST(CliLlama, TrainsResumesGeneratesAndKeepsItsSettings) {
-  const std::string dir = ::testing::TempDir() + "cli_llama_" + std::to_string(::getpid());
-  const std::string flags = "train --recipe shakespeare-char --arch llama --layers 2 --heads 4 --channels 32 --context 32 "
-                            "--batch 8 --eval-every 15 --eval-iters 2 --warmup 5 --lr 3e-3 --decay-steps 30 --seed 2 ";
-  Cli full = volta(flags + "--steps 30 --out " + dir + "/full");
-  ASSERT_EQ(full.code, 0) << full.err;
-  EXPECT_NE(full.out.find("llama (kv heads 2, ffn 96)"), std::string::npos) << full.out;
-  Cli half = volta(flags + "--steps 15 --out " + dir + "/half");
-  ASSERT_EQ(half.code, 0) << half.err;
-  Cli rest = volta(flags + "--steps 30 --out " + dir + "/half --resume " + dir + "/half/last.safetensors");
-  ASSERT_EQ(rest.code, 0) << rest.err;
-  EXPECT_EQ(test::read_file(dir + "/full/last.safetensors"), test::read_file(dir + "/half/last.safetensors"));
-  Cli changed = volta(flags + "--steps 30 --kv-heads 4 --out " + dir + "/half --resume " + dir + "/half/last.safetensors");
-  EXPECT_EQ(changed.code, 1);
-  EXPECT_NE(changed.err.find("--kv-heads 4.000000 differs from the checkpoint's 2.000000"), std::string::npos) << changed.err;
-
-  const std::string ck = " --checkpoint " + dir + "/full/last.safetensors";
-  Cli greedy = volta("generate" + ck + " --prompt 'ROMEO:' --tokens 50 --temperature 0");
-  Cli greedy_nc = volta("generate" + ck + " --prompt 'ROMEO:' --tokens 50 --temperature 0 --no-kv-cache");
-  ASSERT_EQ(greedy.code, 0) << greedy.err;
-  EXPECT_EQ(greedy.out, greedy_nc.out);
-  EXPECT_EQ(greedy.out.size(), 6u + 50u + 1u);
-  Cli e = volta("eval" + ck + " --eval-iters 2");
-  ASSERT_EQ(e.code, 0) << e.err;
-  Cli i = volta("inspect" + ck.substr(std::string(" --checkpoint").size()) + " --json");
-  ASSERT_EQ(i.code, 0) << i.err;
-  const auto doc = nlohmann::json::parse(i.out, nullptr, false);
-  ASSERT_FALSE(doc.is_discarded());
-  EXPECT_EQ(doc["model"]["arch"], "llama");
-  EXPECT_EQ(doc["model"]["kv_heads"], 2);
-  std::filesystem::remove_all(dir);
-}
-
-TEST_F(CliLM, TrainingLossFallsAndWritesLogAndCheckpoints) {
-  ASSERT_EQ(result_.code, 0) << result_.err;
-  EXPECT_TRUE(std::filesystem::exists(dir_ + "/last.safetensors"));
-  EXPECT_TRUE(std::filesystem::exists(dir_ + "/best.safetensors"));
-  std::istringstream lines(test::read_file(dir_ + "/log.jsonl"));
-  std::string line;
-  std::vector<double> losses;
-  int evals = 0;
-  while (std::getline(lines, line)) {
-    auto j = nlohmann::json::parse(line);
-    for (const char* key : {"step", "train_loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) EXPECT_TRUE(j.contains(key)) << key;
-    evals += j.contains("val_loss");
-    losses.push_back(j["train_loss"].get<double>());
-  }
-  ASSERT_EQ(losses.size(), 60u);
-  EXPECT_EQ(evals, 2);
-  double head = 0, tail = 0;
-  for (int i = 0; i < 5; ++i) head += losses[static_cast<size_t>(i)] / 5, tail += losses[losses.size() - 1 - static_cast<size_t>(i)] / 5;
-  EXPECT_LT(tail, head - 0.5) << "first steps " << head << ", last steps " << tail;
-}
-
-TEST_F(CliLM, GenerateIsSeededAndTheSameWithAndWithoutKVCache) {
-  ASSERT_EQ(result_.code, 0) << result_.err;
-  const std::string ck = " --checkpoint " + dir_ + "/last.safetensors";
-  Cli greedy = volta("generate" + ck + " --prompt 'ROMEO:' --tokens 80 --temperature 0");
-  Cli greedy_nc = volta("generate" + ck + " --prompt 'ROMEO:' --tokens 80 --temperature 0 --no-kv-cache");
-  ASSERT_EQ(greedy.code, 0) << greedy.err;
-  EXPECT_EQ(greedy.out, greedy_nc.out);
-  EXPECT_EQ(greedy.out.rfind("ROMEO:", 0), 0u) << greedy.out;
-  EXPECT_EQ(greedy.out.size(), 6u + 80u + 1u);
-  Cli s1 = volta("generate" + ck + " --tokens 50 --seed 4 --batch 3 --top-k 10");
-  Cli s2 = volta("generate" + ck + " --tokens 50 --seed 4 --batch 3 --top-k 10");
-  Cli s3 = volta("generate" + ck + " --tokens 50 --seed 5 --batch 3 --top-k 10");
-  ASSERT_EQ(s1.code, 0) << s1.err;
-  EXPECT_EQ(s1.out, s2.out);
-  EXPECT_NE(s1.out, s3.out);
-  EXPECT_EQ(s1.err, "");
-  // Long prompts are cropped to the context, and say so on stderr.
-  Cli longp = volta("generate" + ck + " --prompt '" + std::string(40, 'a') + "' --tokens 5 --temperature 0");
-  ASSERT_EQ(longp.code, 0) << longp.err;
-  EXPECT_NE(longp.err.find("sees only the last 32"), std::string::npos) << longp.err;
-}
-
-TEST_F(CliLM, EvalAndInspectReadTheCheckpoint) {
-  ASSERT_EQ(result_.code, 0) << result_.err;
-  Cli e = volta("eval --checkpoint " + dir_ + "/last.safetensors --eval-iters 3");
-  ASSERT_EQ(e.code, 0) << e.err;
-  EXPECT_NE(e.out.find("val loss"), std::string::npos);
-  Cli i = volta("inspect " + dir_ + "/last.safetensors");
-  ASSERT_EQ(i.code, 0) << i.err;
-  for (const char* needle : {"step 60", "\"layers\":2", "wte", "training step", "adamw updates of the state in place",
-                             "optimizer_state", "grad", "inference"})
-    EXPECT_NE(i.out.find(needle), std::string::npos) << needle;
-  // --json: one object with the checkpoint, the params and both plans.
-  Cli j = volta("inspect " + dir_ + "/last.safetensors --json");
-  ASSERT_EQ(j.code, 0) << j.err;
-  const auto doc = nlohmann::json::parse(j.out, nullptr, false);
-  ASSERT_FALSE(doc.is_discarded()) << j.out.substr(0, 200);
-  EXPECT_EQ(doc["checkpoint"]["step"], 60);
-  EXPECT_EQ(doc["model"]["layers"], 2);
-  EXPECT_GT(doc["params"].size(), 0u);
-  EXPECT_EQ(doc["training_step"]["optimizer_updates"], doc["params"].size());
-  EXPECT_GT(doc["training_step"]["peak_bytes"].get<int64_t>(), 0);
-  EXPECT_GT(doc["inference"]["peak_bytes"].get<int64_t>(), 0);
-}
-
-TEST_F(CliLM, BadInputsAreOneLineErrors) {
-  ASSERT_EQ(result_.code, 0) << result_.err;
-  const std::string ck = " --checkpoint " + dir_ + "/last.safetensors";
-  std::string bad_dir = dir_ + "/bad";
-  std::filesystem::create_directories(bad_dir);
-  std::ofstream(bad_dir + "/empty.txt");
-  std::ofstream(bad_dir + "/small.txt") << "too short";
-  std::filesystem::remove(bad_dir + "/fifo");
-  ASSERT_EQ(::mkfifo((bad_dir + "/fifo").c_str(), 0600), 0);
-  std::string bytes = test::read_file(dir_ + "/last.safetensors");
-  std::ofstream(bad_dir + "/truncated.safetensors", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
-  const std::vector<BadCase> cases = {
-      {"generate" + ck + " --tokens 0", 1, "--tokens must be in [1, 1000000]"},
-      {"generate" + ck + " --top-k 1000", 1, "--top-k must be in [0, 65]"},
-      {"generate" + ck + " --temperature -1", 1, "--temperature must be finite and >= 0"},
-      {"generate" + ck + " --prompt 'caf\xc3\xa9'", 1, "--prompt: characters not in the vocabulary: byte 0xc3, byte 0xa9"},
-      {"generate --checkpoint " + bad_dir + "/truncated.safetensors", 1, "truncated.safetensors"},
-      {"generate --checkpoint " + bad_dir + "/none.safetensors", 1, "cannot open"},
-      {"train --recipe shakespeare-char --out " + bad_dir + "/o --data " + bad_dir + "/missing.txt", 1, "--data: cannot open"},
-      {"train --recipe shakespeare-char --out " + bad_dir + "/o --data " + bad_dir + "/empty.txt", 1, "is empty"},
-      {"train --recipe shakespeare-char --out " + bad_dir + "/o --data " + bad_dir + "/small.txt", 1, "too few"},
-      {"train --recipe shakespeare-char --steps 5", 1, "--out DIR is required"},
-      {"train --recipe shakespeare-char --out " + bad_dir + "/o --channels 30 --heads 4", 1, "divisible by heads"},
-      {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --lr 0.5", 1,
-       "--lr 0.500000 differs from the checkpoint's"},
-      {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --steps 10", 1,
-       "--steps 10 is below the checkpoint's step 60"},
-      {"eval" + ck + " --data " + bad_dir + "/small.txt", 1, "too few"},
-      {"eval" + ck + " --eval-iters 1000000000", 1, "--eval-iters must be in [1, 100000], got 1000000000"},
-      {"train --recipe shakespeare-char --out " + bad_dir + "/o --eval-iters 1000000000", 1, "--eval-iters must be in [1, 100000]"},
-      {"export" + ck + " --onnx " + dir_ + "/./last.safetensors", 1, "--onnx: '" + dir_ + "/./last.safetensors' is '" + dir_ + "/last.safetensors', which this command reads or writes (refusing to overwrite it)"},
-      {"generate" + ck + " --tokens 5 > /dev/full", 1, "cannot write to stdout"},
-      {"--memory-limit 200K generate" + ck + " --batch 64 --tokens 2", 1, "but the memory limit is 200.0 KiB"},
-      {"generate" + ck + " --tokens 2 --profile " + dir_ + "/last.safetensors", 1,
-       "--profile: '" + dir_ + "/last.safetensors' is '" + dir_ + "/last.safetensors', which this command reads or writes"},
-      {"train --recipe shakespeare-char --out " + bad_dir + "/o --steps 2 --data " + bad_dir + "/small.txt --profile " + bad_dir + "/small.txt", 1,
-       "which this command reads or writes (refusing to overwrite it)"},
-      {"train --recipe shakespeare-char --out " + bad_dir + "/p --steps 2 --profile " + bad_dir + "/p/last.safetensors", 1,
-       "which this command reads or writes"},
-      {"train --recipe mlp-spirals --steps 2 --log " + bad_dir + "/fifo", 1, "log: '" + bad_dir + "/fifo' is a FIFO that nothing reads"},
-      {"train --recipe mlp-spirals --steps 2 --profile " + bad_dir + "/fifo", 1, "--profile: '" + bad_dir + "/fifo' is a FIFO that nothing reads"},
-      {"tune matmul --no-save --dim 16 --runs 1 --warmup 99999999999999999999", 1, "--warmup must be in [0, 100000]"},
-      {"--memory-limit 200K train --recipe shakespeare-char --out " + bad_dir + "/o --steps 2", 1, "but the memory limit is 200.0 KiB"},
-      {"inspect " + dir_ + "/last.safetensors > /dev/full", 1, "cannot write to stdout"},
-  };
-  expect_bad_cases(cases);
-  EXPECT_EQ(test::read_file(dir_ + "/last.safetensors"), bytes);  // the refused export left it alone
-}
-
-// Generated text goes to stdout byte for byte, NUL characters included.
-TEST(CliGenerate, TextIsByteExact) {
-  train::LMCheckpoint ck;
-  ck.recipe = train::shakespeare_char();
-  const std::string text("a\0b\0c", 5);
-  ck.tokenizer = train::CharTokenizer::from_text(text);
-  ck.recipe.model = {ck.tokenizer.vocab_size(), 8, 1, 2, 8, false};
-  auto g = model::build_tinylm_loss(ck.recipe.model, 1, 8);
-  ASSERT_OK(g);
-  ck.state.params = *init_params(*g, 1);
-  for (auto& [name, t] : ck.state.params)  // a peaked distribution, far from uniform
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] *= 30.0f;
-  const std::string path = ::testing::TempDir() + "nul_" + std::to_string(::getpid()) + ".safetensors";
-  ASSERT_OK(io::save_checkpoint(train::to_checkpoint(ck), path));
-  Cli r = volta("generate --checkpoint " + path + " --prompt a --tokens 60 --seed 2");
-  ASSERT_EQ(r.code, 0) << r.err;
-  ASSERT_EQ(r.out.size(), 1u + 60u + 1u);
-  EXPECT_NE(r.out.find('\0'), std::string::npos);
-  for (char c : r.out.substr(0, 61)) EXPECT_NE(text.find(c), std::string::npos);
-  std::remove(path.c_str());
 }
 
 }  // namespace

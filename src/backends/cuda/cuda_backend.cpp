@@ -10,6 +10,7 @@
 
 #include "backends/cuda/capabilities.h"
 #include "backends/cuda/device.h"
+#include "backends/cuda/host_checks.h"
 #include "backends/cuda/kernel_list.h"
 #include "backends/cuda/kernels.h"
 #include "volta/backend.h"
@@ -18,50 +19,6 @@
 namespace volta {
 namespace cuda {
 namespace {
-
-std::string prefix(const ir::Node& n) { return "[" + std::string(ir::op_name(n.op)) + "] "; }
-
-Status launched(cudaError_t err, const ir::Node& n) {
-  return check(err, prefix(n) + "kernel launch " + ir::node_ref(n));
-}
-
-Status require_f32(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
-  bool ok = out.type.dtype == DType::f32;
-  for (const TensorRef& t : in) ok = ok && t.type.dtype == DType::f32;
-  if (!ok) return internal_error(prefix(n) + "CUDA kernel computes f32 only " + ir::node_ref(n));
-  return Status::ok();
-}
-
-Status check_rank(const ir::Node& n, size_t rank) {
-  if (rank > static_cast<size_t>(kMaxRank))
-    return unimplemented(prefix(n) + "CUDA kernels take rank <= " + std::to_string(kMaxRank) + ", got rank " +
-                         std::to_string(rank) + " " + ir::node_ref(n));
-  return Status::ok();
-}
-
-// Element strides of `in` seen through numpy broadcasting to `out` (0 on broadcast dims).
-void broadcast_strides(const Shape& in, const Shape& out, int64_t unit, int64_t* st) {
-  const size_t lead = out.size() - in.size();
-  int64_t acc = unit;
-  for (size_t d = in.size(); d-- > 0;) {
-    st[lead + d] = in[d] == 1 ? 0 : acc;
-    acc *= in[d];
-  }
-  for (size_t d = 0; d < lead; ++d) st[d] = 0;
-}
-
-int64_t product(const Shape& s, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t d = begin; d < end; ++d) n *= s[d];
-  return n;
-}
-
-Result<size_t> axis_of(const ir::Node& n, int64_t axis, size_t rank) {
-  const int64_t a = axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
-  if (a < 0 || a >= static_cast<int64_t>(rank))
-    return internal_error(prefix(n) + "axis " + std::to_string(axis) + " out of range " + ir::node_ref(n));
-  return static_cast<size_t>(a);
-}
 
 class CudaBackend final : public Backend {
  public:
@@ -153,6 +110,7 @@ class CudaBackend final : public Backend {
     set(Op::OptimizerUpdate, [](CudaBackend& b, const Call& c) { return b.optimizer_update(c.n, c.in); });
     set(Op::Increment, [](CudaBackend& b, const Call& c) { return b.increment(c.n, c.in, c.out); });
     set(Op::CacheWrite, [](CudaBackend& b, const Call& c) { return b.cache_write(c.n, c.in, c.out); });
+    set(Op::Rope, [](CudaBackend& b, const Call& c) { return b.rope(c.n, c.in, c.out); });
     return t;
   }
 
@@ -256,6 +214,17 @@ class CudaBackend final : public Backend {
     if (row_bytes % 4 != 0) return internal_error(prefix(n) + "rows must be whole 4-byte words " + ir::node_ref(n));
     return launched(launch_cache_write(in[0].data, in[1].data, in[2].as<const int32_t>(), product(c, 0, r - 2), S, T,
                                        row_bytes / 4, stream_.get()),
+                    n);
+  }
+
+  // x [..., T, D] rotated by rows 0.. (or position..) of the tables. The position stays on the
+  // device: out of range, the output is nan (the CPU reports it by name).
+  Status rope(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    const Shape& x = in[0].shape();
+    const int64_t D = x.back(), T = x[x.size() - 2];
+    return launched(launch_rope(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(),
+                                in.size() == 4 ? in[3].as<const int32_t>() : nullptr, out.as<float>(), D == 0 ? 0 : in[0].numel() / D,
+                                T, D / 2, in[1].shape()[0], stream_.get()),
                     n);
   }
 

@@ -11,4 +11,6 @@
   K(ReluGrad) K(GeluGrad) K(SoftmaxGrad) K(LayerNormGrad) K(RmsNormGrad) K(EmbeddingGrad) K(CrossEntropy) \
   K(CrossEntropyGrad)                                                                                   \
   /* the training step's tail on the model's state, and the KV cache */                                \
-  K(GradNorm) K(OptimizerUpdate) K(Increment) K(CacheWrite)
+  K(GradNorm) K(OptimizerUpdate) K(Increment) K(CacheWrite)                                             \
+  /* the llama variant's */                                                                             \
+  K(Rope)

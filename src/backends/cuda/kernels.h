@@ -35,6 +35,13 @@ cudaError_t launch_binary(ir::Op op, const float* x, const float* y, float* out,
 cudaError_t launch_unary(ir::Op op, const float* x, float* out, int64_t n, cudaStream_t stream);
 cudaError_t launch_gelu(const float* x, float* out, int64_t n, bool tanh_form, cudaStream_t stream);
 
+// ---- rope.cu -------------------------------------------------------------------------------
+// out = x [rows, 2 half] rotated: row r at table row (*position or 0) + r % T of cos, sin
+// [table_rows, half], each product rounded before the add (the CPU's bits). A position outside
+// [0, table_rows - T] makes every output nan.
+cudaError_t launch_rope(const float* x, const float* cos, const float* sin, const int32_t* position, float* out, int64_t rows,
+                        int64_t T, int64_t half, int64_t table_rows, cudaStream_t stream);
+
 // ---- matmul.cu -----------------------------------------------------------------------------
 struct MatmulDesc {
   int64_t M = 0, N = 0, K = 0;
