@@ -182,11 +182,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::Tanh: return std::vector<Value>{b.mul(dy, b.sub(scalar(1.0), b.mul(y, y)))};
     case Op::Relu: return std::vector<Value>{b.op(Op::ReluGrad, {x[0], dy})};
     case Op::Gelu: return std::vector<Value>{b.op(Op::GeluGrad, {x[0], dy}, at)};
-    case Op::Silu: {  // silu' = s * (1 + x * (1 - s)), s = sigmoid(x)
-      Value s = b.sigmoid(x[0]);
-      Value d = b.mul(s, b.add(scalar(1.0), b.mul(x[0], b.sub(scalar(1.0), s))));
-      return std::vector<Value>{b.mul(dy, d)};
-    }
+    case Op::Silu: return std::vector<Value>{b.op(Op::SiluGrad, {x[0], dy})};
     case Op::Sigmoid: return std::vector<Value>{b.mul(dy, b.mul(y, b.sub(scalar(1.0), y)))};
 
     case Op::Softmax: {  // scale * y * (dy - sum(dy * y)); masked entries have y = 0
@@ -350,6 +346,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::AvgPoolGrad:
     case Op::ReluGrad:
     case Op::GeluGrad:
+    case Op::SiluGrad:
     case Op::SoftmaxGrad:
     case Op::AttentionGrad:
     case Op::LayerNormGrad:

@@ -29,6 +29,7 @@ struct BenchFlags {
   std::vector<int64_t> batches = {1, 8};
   std::string kv = "both";  // KV-cache settings to time: on | off | both
   model::TinyLMConfig model;  // bench train: the recipe's model unless flags change it
+  std::string arch = "gpt";   // bench train: gpt | llama
   int64_t batch = 0;          // bench train: 0 = the recipe's
   ProfileFlags profile;
 };
@@ -118,6 +119,8 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
   train::LMRecipe r = train::shakespeare_char();
   r.model = f.model;
+  VOLTA_ASSIGN_OR_RETURN(r.model.arch, model::parse_arch(f.arch));
+  if (r.model.arch == model::Arch::Llama) model::llama_defaults(r.model);
   if (f.batch > 0) r.batch = f.batch;
   VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::load_text_data(f.data, r.model.context));
   VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::LMTask> task, train::LMTask::create(r, std::move(data)));
@@ -138,12 +141,12 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   const double tok_s = static_cast<double>(task->batch_tokens()) / (med / 1000.0);
   const model::TinyLMConfig& c = r.model;
   char text[240];
-  std::snprintf(text, sizeof text, "train %s (%lldL %lldH %lldC ctx %lld, batch %lld): %.2f ms/step (median of %lld), %.0f tokens/s, %d threads, %s",
-                r.name.c_str(), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
+  std::snprintf(text, sizeof text, "train %s %s (%lldL %lldH %lldC ctx %lld, batch %lld): %.2f ms/step (median of %lld), %.0f tokens/s, %d threads, %s",
+                r.name.c_str(), model::arch_name(c.arch), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
                 static_cast<long long>(c.channels), static_cast<long long>(c.context), static_cast<long long>(r.batch), med,
                 static_cast<long long>(f.steps), tok_s, cpu_threads(), rt.backend().name().c_str());
   emit(f.json,
-       {{"bench", "train"}, {"recipe", r.name}, {"layers", c.layers}, {"heads", c.heads}, {"channels", c.channels},
+       {{"bench", "train"}, {"recipe", r.name}, {"arch", model::arch_name(c.arch)}, {"layers", c.layers}, {"heads", c.heads}, {"channels", c.channels},
         {"context", c.context}, {"batch", r.batch}, {"threads", cpu_threads()}, {"ms_per_step", med}, {"tokens_per_s", tok_s},
         {"steps", f.steps}, {"backend", rt.backend().name()}},
        text);
@@ -232,6 +235,7 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   tr->add_option("--heads", f->model.heads, "Attention heads")->capture_default_str();
   tr->add_option("--channels", f->model.channels, "Model width")->capture_default_str();
   tr->add_option("--batch", f->batch, "Batch size (default: the recipe's)");
+  tr->add_option("--arch", f->arch, "gpt | llama (its default kv heads and ffn width)")->capture_default_str();
   CLI::App* inf = cmd->add_subcommand("infer", "Prefill and decode tokens/s, with and without the KV cache");
   common(inf);
   inf->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (default: shakespeare-char with seeded weights)");

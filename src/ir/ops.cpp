@@ -669,7 +669,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::Broadcast: return infer_broadcast(in, attrs);
     case Op::Pad: return infer_pad(in, attrs);
     case Op::Equal: return infer_equal(in);
-    case Op::ReluGrad: case Op::GeluGrad: case Op::SoftmaxGrad: return infer_pointwise_grad(op, in, attrs);
+    case Op::ReluGrad: case Op::GeluGrad: case Op::SoftmaxGrad: case Op::SiluGrad: return infer_pointwise_grad(op, in, attrs);
     case Op::LayerNormGrad: case Op::RmsNormGrad: return infer_norm_grad(op, in, attrs);
     case Op::EmbeddingGrad: return infer_embedding_grad(in, attrs);
     case Op::CrossEntropyGrad: return infer_cross_entropy_grad(in, attrs);

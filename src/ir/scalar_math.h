@@ -62,6 +62,10 @@ constexpr double kSqrt2 = 1.4142135623730951;
 constexpr double kPi = 3.141592653589793;
 constexpr double kGeluTanhC = 0.7978845608028654;  // sqrt(2 / pi)
 
+VOLTA_HD inline double silu_derivative(double x) {  // s (1 + x (1 - s)), s = sigmoid(x)
+  const double s = sigmoid(x);
+  return s * (1.0 + x * (1.0 - s));
+}
 VOLTA_HD inline double gelu_erf(double x) { return 0.5 * x * (1.0 + erf(x * kSqrt2 / 2.0)); }
 VOLTA_HD inline double gelu_tanh(double x) { return 0.5 * x * (1.0 + tanh(kGeluTanhC * (x + 0.044715 * x * x * x))); }
 VOLTA_HD inline double gelu_erf_derivative(double v) {  // Phi(x) + x phi(x)

@@ -246,6 +246,7 @@ std::vector<OpCase> cases_of(Op op) {
     case Op::Equal: return {C({i32({4, 5}, 3), i32({5}, 3)}), C({distinct({4, 5}), distinct({4, 5})})};
 
     case Op::ReluGrad: return {C({distinct({1000}), f({1000})})};
+    case Op::SiluGrad: return {C({f({50000}), f({50000})}, {}, 5e-6), C({f({3, 33}), f({3, 33})}, {}, 5e-6)};
     case Op::GeluGrad:
       return {C({f({50000}), f({50000})}, {}, 5e-6), C({f({999}), f({999})}, A{{"approximate", S("tanh")}}, 5e-6)};
     case Op::SoftmaxGrad:

@@ -8,8 +8,10 @@
 #include <cstring>
 #include <limits>
 #include <numbers>
+#include <utility>
 
 #include "backends/cpu/parallel.h"
+#include "ir/scalar_math.h"
 #include "backends/cpu/ref_util.h"
 
 namespace volta::cpu {
@@ -286,6 +288,28 @@ Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op)
   return Status::ok();
 }
 
+// A Unary op of ops.def: the reference's scalar math (each element in double, rounded once, so
+// the bits are the reference's and fused_elementwise's) in fixed chunks over the threads.
+template <ir::Op op>
+Status unary(const KernelArgs& a) {
+  if (a.in[0].type.dtype != DType::f32 || a.out.type.dtype != DType::f32) return kReferenceKernels[static_cast<size_t>(op)](a);
+  const float* x = a.in[0].as<const float>();
+  float* y = a.out.as<float>();
+  chunks(a.out.numel(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = static_cast<float>(ir::scalar_unary<op>(static_cast<double>(x[i])));
+  });
+  return Status::ok();
+}
+
+template <size_t... I>
+constexpr void set_unary(std::array<Kernel, ir::kNumOps>& t, std::index_sequence<I...>) {
+  auto one = [&]<size_t i>() {
+    constexpr auto op = static_cast<ir::Op>(i);
+    if constexpr (ir::op_category(op) == ir::OpCategory::Unary) t[i] = unary<op>;
+  };
+  (one.template operator()<I>(), ...);
+}
+
 }  // namespace
 
 namespace {
@@ -294,6 +318,7 @@ namespace {
 // backend's own where it has one.
 constexpr std::array<Kernel, ir::kNumOps> kFastKernels = [] {
   std::array<Kernel, ir::kNumOps> t = kReferenceKernels;
+  set_unary(t, std::make_index_sequence<ir::kNumOps>{});
   auto set = [&](ir::Op op, Kernel k) { t[static_cast<size_t>(op)] = k; };
   using ir::Op;
   set(Op::Matmul, matmul);
@@ -307,6 +332,12 @@ constexpr std::array<Kernel, ir::kNumOps> kFastKernels = [] {
   set(Op::SoftmaxGrad, softmax_grad);
   set(Op::Gelu, gelu);
   set(Op::GeluGrad, gelu_grad);
+  set(Op::SiluGrad, [](const KernelArgs& a) {
+    const float *x = a.in[0].as<const float>(), *dy = a.in[1].as<const float>();
+    float* out = a.out.as<float>();
+    chunks(a.out.numel(), [&](int64_t b, int64_t e) { silu_grad(x + b, dy + b, out + b, e - b); });
+    return Status::ok();
+  });
   set(Op::Transpose, transpose);
   set(Op::LayerNorm, [](const KernelArgs& a) { return norm(a, true, false); });
   set(Op::RmsNorm, [](const KernelArgs& a) { return norm(a, false, false); });

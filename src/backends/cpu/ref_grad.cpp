@@ -94,6 +94,15 @@ Status SoftmaxGrad(const KernelArgs& a) {
   return Status::ok();
 }
 
+Status SiluGrad(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  const float* x = in_f32(a, 0);
+  const float* dy = in_f32(a, 1);
+  float* out = out_f32(a);
+  for (int64_t i = 0; i < a.out.numel(); ++i) out[i] = static_cast<float>(ir::silu_derivative(x[i]) * dy[i]);
+  return Status::ok();
+}
+
 Status GeluGrad(const KernelArgs& a) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
   VOLTA_ASSIGN_OR_RETURN(const std::string mode, a.node.attrs.get_string("approximate", "none"));

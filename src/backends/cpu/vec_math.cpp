@@ -26,6 +26,13 @@ VOLTA_VEC_INLINE Vec gelu_d(Vec v) {
   return splat(0.5f) * (splat(1.0f) + verf_given(a, e)) + v * splat(kInvSqrt2Pi) * e;
 }
 
+// silu'(x) = s (1 + x (1 - s)) with s = sigmoid(x) from exp(-|x|), which never overflows.
+VOLTA_VEC_INLINE Vec silu_d(Vec v) {
+  const Vec e = vexp(v < splat(0.0f) ? v : -v);
+  const Vec s = (v < splat(0.0f) ? e : splat(1.0f)) / (splat(1.0f) + e);
+  return s * (splat(1.0f) + v * (splat(1.0f) - s));
+}
+
 // The mean (0 for rms_norm) and 1 / sqrt(variance + eps) of a row, as norm_row and
 // norm_grad_row both need them.
 struct Moments {
@@ -51,6 +58,13 @@ void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) store(out + i, gelu_d(load(x + i)) * load(dy + i));
   if (i < n) store_part(out + i, gelu_d(load_part(x + i, n - i, 0.0f)) * load_part(dy + i, n - i, 0.0f), n - i);
+}
+
+VOLTA_ISA_CLONES
+void silu_grad(const float* x, const float* dy, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(out + i, silu_d(load(x + i)) * load(dy + i));
+  if (i < n) store_part(out + i, silu_d(load_part(x + i, n - i, 0.0f)) * load_part(dy + i, n - i, 0.0f), n - i);
 }
 
 // softmax(scale * x) over the first `valid` entries of a row; the others are left out

@@ -100,6 +100,12 @@ class CudaBackend final : public Backend {
     set(Op::ReduceMax, [](CudaBackend& b, const Call& c) { return b.reduce(c.n, c.in, c.out, ReduceOp::Max); });
     set(Op::ReluGrad, [](CudaBackend& b, const Call& c) { return b.relu_grad(c.n, c.in, c.out); });
     set(Op::GeluGrad, [](CudaBackend& b, const Call& c) { return b.gelu_grad(c.n, c.in, c.out); });
+    set(Op::SiluGrad, [](CudaBackend& b, const Call& c) {
+      VOLTA_RETURN_IF_ERROR(require_f32(c.n, c.in, c.out));
+      return launched(launch_silu_grad(c.in[0].as<const float>(), c.in[1].as<const float>(), c.out.as<float>(), c.out.numel(),
+                                       b.stream_.get()),
+                      c.n);
+    });
     set(Op::SoftmaxGrad, [](CudaBackend& b, const Call& c) { return b.softmax_grad(c.n, c.in, c.out); });
     set(Op::LayerNormGrad, [](CudaBackend& b, const Call& c) { return b.norm_grad(c.n, c.in, c.out, true); });
     set(Op::RmsNormGrad, [](CudaBackend& b, const Call& c) { return b.norm_grad(c.n, c.in, c.out, false); });

@@ -21,6 +21,11 @@ __global__ void gelu_grad_kernel(const float* x, const float* dy, float* out, in
   }
 }
 
+__global__ void silu_grad_kernel(const float* x, const float* dy, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = static_cast<float>(ir::silu_derivative(x[i]) * dy[i]);
+}
+
 __global__ void __launch_bounds__(kThreads) softmax_grad_kernel(const float* __restrict__ y, const float* __restrict__ dy,
                                                                 float* __restrict__ out, int64_t outer, int64_t n,
                                                                 int64_t inner, double scale) {
@@ -104,6 +109,12 @@ unsigned row_grid(int64_t rows) { return static_cast<unsigned>(rows < (1 << 20) 
 cudaError_t launch_relu_grad(const float* x, const float* dy, float* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   relu_grad_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, dy, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_silu_grad(const float* x, const float* dy, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  silu_grad_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, dy, out, n);
   return cudaGetLastError();
 }
 

@@ -90,6 +90,7 @@ cudaError_t launch_gather_rows(const void* table, const void* ids, bool ids_i64,
 cudaError_t launch_relu_grad(const float* x, const float* dy, float* out, int64_t n, cudaStream_t stream);
 // out = gelu'(x) * dy, erf form or tanh approximation, in double.
 cudaError_t launch_gelu_grad(const float* x, const float* dy, float* out, int64_t n, bool tanh_form, cudaStream_t stream);
+cudaError_t launch_silu_grad(const float* x, const float* dy, float* out, int64_t n, cudaStream_t stream);
 // Over the middle axis of [outer, n, inner]: out = scale * y * (dy - sum(dy * y)).
 cudaError_t launch_softmax_grad(const float* y, const float* dy, float* out, int64_t outer, int64_t n, int64_t inner,
                                 double scale, cudaStream_t stream);
