@@ -183,6 +183,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::Relu: return std::vector<Value>{b.op(Op::ReluGrad, {x[0], dy})};
     case Op::Gelu: return std::vector<Value>{b.op(Op::GeluGrad, {x[0], dy}, at)};
     case Op::Silu: return std::vector<Value>{b.op(Op::SiluGrad, {x[0], dy})};
+    case Op::Swiglu: return std::vector<Value>{b.op(Op::SwigluGrad, {x[0], dy})};
     case Op::Sigmoid: return std::vector<Value>{b.mul(dy, b.mul(y, b.sub(scalar(1.0), y)))};
 
     case Op::Softmax: {  // scale * y * (dy - sum(dy * y)); masked entries have y = 0
@@ -347,6 +348,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::ReluGrad:
     case Op::GeluGrad:
     case Op::SiluGrad:
+    case Op::SwigluGrad:
     case Op::SoftmaxGrad:
     case Op::AttentionGrad:
     case Op::LayerNormGrad:

@@ -1,5 +1,5 @@
-// The shape/dtype rules of the attention family: attention, its fused gradient and rotary
-// position embeddings.
+// The shape/dtype rules of the attention family: attention, its fused gradient, rotary
+// position embeddings and the KV cache's write.
 #include <algorithm>
 
 #include "ir/infer_rules.h"
@@ -83,6 +83,21 @@ Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const At
   Shape out = q;
   out.insert(out.begin(), 3);
   return TensorType{DType::f32, out};
+}
+
+// cache [..., S, D], rows [..., T, D] (the same leading dims, T <= S), position i32 [1] -> cache.
+Result<TensorType> infer_cache_write(std::span<const TensorType> in) {
+  const Op op = Op::CacheWrite;
+  const Shape& c = in[0].shape;
+  const Shape& r = in[1].shape;
+  if (c.size() < 2) return fail(op, "cache must have rank >= 2, got " + in[0].to_string());
+  if (in[1].dtype != in[0].dtype || r.size() != c.size() || !std::equal(c.begin(), c.end() - 2, r.begin()) ||
+      r.back() != c.back() || r[r.size() - 2] > c[c.size() - 2])
+    return fail(op, "rows " + in[1].to_string() + " do not fit cache " + in[0].to_string() +
+                        " (want the cache's dtype and dims, at most its rows along axis -2)");
+  if (in[2].dtype != DType::i32 || in[2].numel() != 1)
+    return fail(op, "position must be i32 with one element, got " + in[2].to_string());
+  return in[0];
 }
 
 // (x [..., T, D], cos [P, D/2], sin [P, D/2], optionally position i32 [1]) -> x's type.

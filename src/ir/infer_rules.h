@@ -50,5 +50,9 @@ inline Status check_offset(Op op, const Attrs& attrs, const char* key) {
 Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs);
 Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const Attrs& attrs);
 Result<TensorType> infer_rope(std::span<const TensorType> in);
+Result<TensorType> infer_cache_write(std::span<const TensorType> in);
+
+// The gated MLP activations' rules (infer_activation.cpp).
+Result<TensorType> infer_swiglu(Op op, std::span<const TensorType> in);
 
 }  // namespace volta::ir::rules

@@ -364,21 +364,6 @@ Result<TensorType> infer_increment(std::span<const TensorType> in) {
   return in[0];
 }
 
-// cache [..., S, D], rows [..., T, D] (the same leading dims, T <= S), position i32 [1] -> cache.
-Result<TensorType> infer_cache_write(std::span<const TensorType> in) {
-  const Op op = Op::CacheWrite;
-  const Shape& c = in[0].shape;
-  const Shape& r = in[1].shape;
-  if (c.size() < 2) return fail(op, "cache must have rank >= 2, got " + in[0].to_string());
-  if (in[1].dtype != in[0].dtype || r.size() != c.size() || !std::equal(c.begin(), c.end() - 2, r.begin()) ||
-      r.back() != c.back() || r[r.size() - 2] > c[c.size() - 2])
-    return fail(op, "rows " + in[1].to_string() + " do not fit cache " + in[0].to_string() +
-                        " (want the cache's dtype and dims, at most its rows along axis -2)");
-  if (in[2].dtype != DType::i32 || in[2].numel() != 1)
-    return fail(op, "position must be i32 with one element, got " + in[2].to_string());
-  return in[0];
-}
-
 Result<TensorType> infer_equal(std::span<const TensorType> in) {
   const Op op = Op::Equal;
   if (in[0].dtype != in[1].dtype) return fail(op, "a and b differ in dtype: " + in[0].to_string() + " vs " + in[1].to_string());
@@ -686,6 +671,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::Increment: return infer_increment(in);
     case Op::CacheWrite: return infer_cache_write(in);
     case Op::Rope: return infer_rope(in);
+    case Op::Swiglu: case Op::SwigluGrad: return infer_swiglu(op, in);
   }
   return internal_error("infer_type: op without a rule");
 }

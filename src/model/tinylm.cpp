@@ -140,7 +140,7 @@ struct Builder {
       x = b.add(x, b.matmul(y, matrix(n("attn.wo"), {C, C}, proj_std()), n("attn.out")), n("x_attn"));
       Value h2 = b.rms_norm(x, gain(n("ln2.g")), 1e-5, n("ln2"));
       Value gu = b.matmul(h2, matrix(n("mlp.w_gate_up"), {C, 2 * F}, 0.02), n("mlp.gate_up"));  // (B, T, 2F)
-      Value act = b.mul(b.silu(b.slice(gu, 2, 0, F), n("mlp.silu")), b.slice(gu, 2, F, 2 * F), n("mlp.swiglu"));
+      Value act = b.op(ir::Op::Swiglu, {gu}, {}, n("mlp.swiglu"));  // silu(gate) * up: (B, T, F)
       x = b.add(x, b.matmul(act, matrix(n("mlp.w_down"), {F, C}, proj_std()), n("mlp.down")), n("x_mlp"));
     }
     return b.rms_norm(x, gain("lnf.g"), 1e-5, "lnf");  // (B, T, C)

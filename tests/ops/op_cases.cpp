@@ -246,6 +246,8 @@ std::vector<OpCase> cases_of(Op op) {
     case Op::Equal: return {C({i32({4, 5}, 3), i32({5}, 3)}), C({distinct({4, 5}), distinct({4, 5})})};
 
     case Op::ReluGrad: return {C({distinct({1000}), f({1000})})};
+    case Op::Swiglu: return {C({f({3, 5, 48})}, {}, 2e-6), C({f({7, 2})}, {}, 2e-6), C({f({2, 70})}, {}, 2e-6)};
+    case Op::SwigluGrad: return {C({f({4, 40}), f({4, 20})}, {}, 5e-6), C({f({3, 2, 66}), f({3, 2, 33})}, {}, 5e-6)};
     case Op::SiluGrad: return {C({f({50000}), f({50000})}, {}, 5e-6), C({f({3, 33}), f({3, 33})}, {}, 5e-6)};
     case Op::GeluGrad:
       return {C({f({50000}), f({50000})}, {}, 5e-6), C({f({999}), f({999})}, A{{"approximate", S("tanh")}}, 5e-6)};

@@ -288,6 +288,21 @@ Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op)
   return Status::ok();
 }
 
+// swiglu (or its gradient, `grad`) on rows of 2F, in tasks of whole rows.
+Status swiglu(const KernelArgs& a, bool grad) {
+  const Shape& x = a.in[0].shape();
+  const int64_t F = x.empty() ? 0 : x.back() / 2, rows = F == 0 ? 0 : a.in[0].numel() / (2 * F);
+  const float* in = a.in[0].as<const float>();
+  const float* dy = grad ? a.in[1].as<const float>() : nullptr;
+  float* out = a.out.as<float>();
+  const int64_t per = std::max<int64_t>(1, kChunk / std::max<int64_t>(1, 2 * F));
+  parallel_for((rows + per - 1) / per, [&](int64_t t) {
+    const int64_t r0 = t * per, r1 = std::min(rows, r0 + per);
+    swiglu_rows(in + r0 * 2 * F, dy ? dy + r0 * F : nullptr, out + r0 * (grad ? 2 * F : F), r1 - r0, F);
+  });
+  return Status::ok();
+}
+
 // A Unary op of ops.def: the reference's scalar math (each element in double, rounded once, so
 // the bits are the reference's and fused_elementwise's) in fixed chunks over the threads.
 template <ir::Op op>
@@ -332,6 +347,8 @@ constexpr std::array<Kernel, ir::kNumOps> kFastKernels = [] {
   set(Op::SoftmaxGrad, softmax_grad);
   set(Op::Gelu, gelu);
   set(Op::GeluGrad, gelu_grad);
+  set(Op::Swiglu, [](const KernelArgs& a) { return swiglu(a, false); });
+  set(Op::SwigluGrad, [](const KernelArgs& a) { return swiglu(a, true); });
   set(Op::SiluGrad, [](const KernelArgs& a) {
     const float *x = a.in[0].as<const float>(), *dy = a.in[1].as<const float>();
     float* out = a.out.as<float>();

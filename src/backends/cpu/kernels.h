@@ -55,6 +55,7 @@ Kernel fast_kernel(ir::Op op);
 void gelu_erf(const float* x, float* y, int64_t n);
 void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n);
 void silu_grad(const float* x, const float* dy, float* out, int64_t n);
+void swiglu_rows(const float* x, const float* dy, float* out, int64_t rows, int64_t F);
 void softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log);
 void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale);
 void norm_row(const float* x, const float* gamma, const float* beta, float* y, int64_t D, float eps, bool center);

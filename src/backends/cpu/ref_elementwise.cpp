@@ -54,6 +54,20 @@ Status Relu(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Relu>); 
 Status Sigmoid(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Sigmoid>); }
 Status Silu(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Silu>); }
 
+// Each half's element rounded as the unfused silu and mul store it.
+Status Swiglu(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  const int64_t F = a.out.shape().empty() ? 1 : a.out.shape().back(), rows = F == 0 ? 0 : a.out.numel() / F;
+  const float* x = in_f32(a, 0);
+  float* out = out_f32(a);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < F; ++j) {
+      const auto s = static_cast<float>(scalar_unary<ir::Op::Silu>(x[r * 2 * F + j]));
+      out[r * F + j] = static_cast<float>(static_cast<double>(s) * x[r * 2 * F + F + j]);
+    }
+  return Status::ok();
+}
+
 Status Gelu(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const std::string mode, a.node.attrs.get_string("approximate", "none"));
   if (mode == "none") return unary(a, ir::gelu_erf);

@@ -117,6 +117,8 @@ class CudaBackend final : public Backend {
     set(Op::Increment, [](CudaBackend& b, const Call& c) { return b.increment(c.n, c.in, c.out); });
     set(Op::CacheWrite, [](CudaBackend& b, const Call& c) { return b.cache_write(c.n, c.in, c.out); });
     set(Op::Rope, [](CudaBackend& b, const Call& c) { return b.rope(c.n, c.in, c.out); });
+    set(Op::Swiglu, [](CudaBackend& b, const Call& c) { return b.swiglu(c.n, c.in, c.out); });
+    set(Op::SwigluGrad, [](CudaBackend& b, const Call& c) { return b.swiglu(c.n, c.in, c.out); });
     return t;
   }
 
@@ -231,6 +233,14 @@ class CudaBackend final : public Backend {
     return launched(launch_rope(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(),
                                 in.size() == 4 ? in[3].as<const int32_t>() : nullptr, out.as<float>(), D == 0 ? 0 : in[0].numel() / D,
                                 T, D / 2, in[1].shape()[0], stream_.get()),
+                    n);
+  }
+
+  Status swiglu(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    const int64_t F = in[0].shape().back() / 2;
+    return launched(launch_swiglu(in[0].as<const float>(), in.size() == 2 ? in[1].as<const float>() : nullptr, out.as<float>(),
+                                  F == 0 ? 0 : in[0].numel() / (2 * F), F, stream_.get()),
                     n);
   }
 

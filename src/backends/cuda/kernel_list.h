@@ -13,4 +13,4 @@
   /* the training step's tail on the model's state, and the KV cache */                                \
   K(GradNorm) K(OptimizerUpdate) K(Increment) K(CacheWrite)                                             \
   /* the llama variant's */                                                                             \
-  K(Rope) K(SiluGrad)
+  K(Rope) K(SiluGrad) K(Swiglu) K(SwigluGrad)

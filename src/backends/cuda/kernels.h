@@ -42,6 +42,10 @@ cudaError_t launch_gelu(const float* x, float* out, int64_t n, bool tanh_form, c
 cudaError_t launch_rope(const float* x, const float* cos, const float* sin, const int32_t* position, float* out, int64_t rows,
                         int64_t T, int64_t half, int64_t table_rows, cudaStream_t stream);
 
+// ---- swiglu.cu -----------------------------------------------------------------------------
+// x [rows, 2F] -> out [rows, F] = silu(gate) * up; with dy [rows, F], the gradient [rows, 2F].
+cudaError_t launch_swiglu(const float* x, const float* dy, float* out, int64_t rows, int64_t F, cudaStream_t stream);
+
 // ---- matmul.cu -----------------------------------------------------------------------------
 struct MatmulDesc {
   int64_t M = 0, N = 0, K = 0;
