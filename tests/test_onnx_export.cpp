@@ -122,6 +122,17 @@ TEST(OnnxExport, EveryForwardOpRoundTrips) {
          return b.op(Op::Attention, {x, b.param("k", f32({2, 3, 6, 5}), ParamInit::normal(1.0)), b.param("v", f32({2, 3, 6, 7}), ParamInit::normal(1.0))},
                      {{"scale", 0.5}});
        }, 1e-5},
+      {"attention grouped queries causal",
+       [](ModelBuilder& b, Value x) {
+         return b.op(Op::Attention, {x, b.param("k", f32({2, 1, 6, 5}), ParamInit::normal(1.0)), b.param("v", f32({2, 1, 6, 7}), ParamInit::normal(1.0))},
+                     {{"scale", 0.5}, {"causal_offset", int64_t{2}}});
+       }, 1e-5},
+      {"rope",
+       [](ModelBuilder& b, Value x) {
+         return b.rope(b.transpose(x, {0, 1, 3, 2}), b.constant("cos", rope_table(9, 4, 100.0, false)),
+                       b.constant("sin", rope_table(9, 4, 100.0, true)));
+       }},
+      {"swiglu", [](ModelBuilder& b, Value x) { return b.op(Op::Swiglu, {b.reshape(x, {2, 3, 20})}); }, 1e-6},
       {"attention two blocks causal",
        [](ModelBuilder& b, Value x) {
          return b.op(Op::Attention, {x, b.param("k", f32({2, 3, 2, 5}), ParamInit::normal(1.0)), b.param("v", f32({2, 3, 2, 3}), ParamInit::normal(1.0)),
@@ -251,43 +262,51 @@ TEST(OnnxExport, TinyLMCheckpointRoundTripsThroughTheCli) {
   if (!onnx::available()) GTEST_SKIP();
   const std::string dir = ::testing::TempDir() + "onnx_export_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
-  train::LMCheckpoint ck;
-  ck.recipe = train::shakespeare_char();
-  ck.recipe.model = {11, 8, 2, 2, 16, true};
-  ck.tokenizer = train::CharTokenizer::from_text("abcdefghij\n");
-  auto lg = model::build_tinylm_loss(ck.recipe.model, 1, 8);
-  ASSERT_OK(lg);
-  auto params = init_params(*lg, 5);
-  ASSERT_OK(params);
-  ck.state.params = *params;
-  for (auto& [name, t] : ck.state.params)  // non-trivial LayerNorm gains and biases
-    if (name.find(".g") != std::string::npos || name.find(".b") != std::string::npos) fill_normal(t, 9, 0, 0.5f, 0.3f);
-  for (const auto& [name, t] : ck.state.params) ck.state.slots[name] = {Tensor::zeros(DType::f32, t.shape()), Tensor::zeros(DType::f32, t.shape())};
-  ASSERT_OK(io::save_checkpoint(train::to_checkpoint(ck), dir + "/ck.safetensors"));
-
   std::string out, err;
   const std::string volta = std::string(VOLTA_CLI_PATH);
-  ASSERT_EQ(test::run_command(volta + " export --checkpoint " + dir + "/ck.safetensors --onnx " + dir + "/m.onnx --batch 2 --seq 6", &out, &err), 0)
-      << err;
-  EXPECT_NE(out.find("tokens int32 [2, 6] -> logits [2, 6, 11]"), std::string::npos) << out;
+  train::LMCheckpoint ck;
+  ck.recipe = train::shakespeare_char();
+  ck.tokenizer = train::CharTokenizer::from_text("abcdefghij\n");
+  model::TinyLMConfig llama{11, 8, 2, 4, 16, false};  // rope, grouped-query attention, swiglu, untied head
+  llama.arch = model::Arch::Llama;
+  llama.kv_heads = 2;
+  llama.ffn = 24;
+  for (const model::TinyLMConfig& config : {model::TinyLMConfig{11, 8, 2, 2, 16, true}, llama}) {
+    SCOPED_TRACE(model::arch_name(config.arch));
+    ck.recipe.model = config;
+    ck.state = {};
+    auto lg = model::build_tinylm_loss(ck.recipe.model, 1, 8);
+    ASSERT_OK(lg);
+    auto params = init_params(*lg, 5);
+    ASSERT_OK(params);
+    ck.state.params = *params;
+    for (auto& [name, t] : ck.state.params)  // non-trivial LayerNorm gains and biases
+      if (name.find(".g") != std::string::npos || name.find(".b") != std::string::npos) fill_normal(t, 9, 0, 0.5f, 0.3f);
+    for (const auto& [name, t] : ck.state.params) ck.state.slots[name] = {Tensor::zeros(DType::f32, t.shape()), Tensor::zeros(DType::f32, t.shape())};
+    ASSERT_OK(io::save_checkpoint(train::to_checkpoint(ck), dir + "/ck.safetensors"));
 
-  Tensor tokens = Tensor::from_i32({2, 6}, {1, 5, 10, 0, 3, 3, 9, 8, 7, 2, 2, 4});
-  auto npy = onnx::serialize_npy(tokens, onnx::ElemType::kInt32);
-  ASSERT_OK(npy);
-  std::ofstream(dir + "/tokens.npy", std::ios::binary) << *npy;
-  ASSERT_EQ(test::run_command(volta + " run " + dir + "/m.onnx --input tokens=" + dir + "/tokens.npy --output " + dir + "/out", &out, &err), 0)
-      << err;
-  auto logits = onnx::read_tensor_file(dir + "/out/logits.npy");
-  ASSERT_OK(logits);
+    ASSERT_EQ(test::run_command(volta + " export --checkpoint " + dir + "/ck.safetensors --onnx " + dir + "/m.onnx --batch 2 --seq 6", &out, &err), 0)
+        << err;
+    EXPECT_NE(out.find("tokens int32 [2, 6] -> logits [2, 6, 11]"), std::string::npos) << out;
 
-  auto g = model::build_tinylm_logits(ck.recipe.model, 2, 6);
-  ASSERT_OK(g);
-  Bindings b = ck.state.params;
-  b["tokens"] = tokens;
-  auto want = run_graph(*g, b);
-  ASSERT_OK(want);
-  ASSERT_EQ(logits->tensor.type(), (*want)[0].type());
-  EXPECT_LE(max_rel(logits->tensor, (*want)[0]), 1e-5);
+    Tensor tokens = Tensor::from_i32({2, 6}, {1, 5, 10, 0, 3, 3, 9, 8, 7, 2, 2, 4});
+    auto npy = onnx::serialize_npy(tokens, onnx::ElemType::kInt32);
+    ASSERT_OK(npy);
+    std::ofstream(dir + "/tokens.npy", std::ios::binary) << *npy;
+    ASSERT_EQ(test::run_command(volta + " run " + dir + "/m.onnx --input tokens=" + dir + "/tokens.npy --output " + dir + "/out", &out, &err), 0)
+        << err;
+    auto logits = onnx::read_tensor_file(dir + "/out/logits.npy");
+    ASSERT_OK(logits);
+
+    auto g = model::build_tinylm_logits(ck.recipe.model, 2, 6);
+    ASSERT_OK(g);
+    Bindings b = ck.state.params;
+    b["tokens"] = tokens;
+    auto want = run_graph(*g, b);
+    ASSERT_OK(want);
+    ASSERT_EQ(logits->tensor.type(), (*want)[0].type());
+    EXPECT_LE(max_rel(logits->tensor, (*want)[0]), 1e-5);
+  }
 
   // The metadata carries what a tokenizer-aware runner needs.
   auto info = onnx::read_model_info(test::read_file(dir + "/m.onnx"), "m.onnx");

@@ -251,6 +251,11 @@ class Exporter {
       attr(node("Concat", {v, in(4)}, vc), "axis", rank - 2);
       k = kc, v = vc;
     }
+    if (rank > 2 && in_type(1).shape[static_cast<size_t>(rank - 3)] != in_type(0).shape[static_cast<size_t>(rank - 3)]) {
+      // grouped queries: each key head once per query head
+      VOLTA_ASSIGN_OR_RETURN(k, repeat_heads(k, in_type(1).shape.back(), "k"));
+      VOLTA_ASSIGN_OR_RETURN(v, repeat_heads(v, in_type(2).shape.back(), "v"));
+    }
     std::vector<int64_t> perm(static_cast<size_t>(rank));
     for (int64_t d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = d;
     std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
@@ -277,6 +282,70 @@ class Exporter {
     const std::string p = temp("probs");
     attr(node("Softmax", {x}, p), "axis", int64_t{-1});
     node("MatMul", {p, v}, self());
+    return Status::ok();
+  }
+
+  // A key/value tensor [b..., Hk, S, E] of this attention node as [b..., H, S, E]: key head h / rep
+  // for query head h (Reshape to [b..., Hk, 1, S, E], Expand the 1 to rep, Reshape).
+  Result<std::string> repeat_heads(const std::string& kv, int64_t E, const char* what) {
+    const Shape q = in_type(0).shape;
+    const size_t r = q.size();
+    const int64_t hk = in_type(1).shape[r - 3], rep = q[r - 3] / hk;
+    Shape one(q.begin(), q.end() - 3), wide(r + 1, 1), full(q.begin(), q.end() - 2);
+    one.insert(one.end(), {hk, 1, -1, E});
+    wide[r - 2] = rep;
+    full.insert(full.end(), {-1, E});
+    const std::string w(what);
+    VOLTA_ASSIGN_OR_RETURN(std::string s1, ints(one, (w + "_grouped_shape").c_str()));
+    VOLTA_ASSIGN_OR_RETURN(std::string s2, ints(wide, (w + "_repeat").c_str()));
+    VOLTA_ASSIGN_OR_RETURN(std::string s3, ints(full, (w + "_heads_shape").c_str()));
+    const std::string a = temp((w + "_grouped").c_str()), b = temp((w + "_repeated").c_str()), c = temp((w + "_heads").c_str());
+    node("Reshape", {kv, s1}, a);
+    node("Expand", {a, s2}, b);
+    node("Reshape", {b, s3}, c);
+    return c;
+  }
+
+  // x [..., T, D] rotated by the first T rows of the tables: the halves' products, then Concat.
+  Status rope() {
+    if (n_->inputs.size() == 4) return fail("a run-time position (a decode step) has no ONNX form here");
+    const Shape& x = in_type(0).shape;
+    const int64_t T = x[x.size() - 2], h = x.back() / 2;
+    VOLTA_ASSIGN_OR_RETURN(std::string zero, ints({0}, "zero"));
+    VOLTA_ASSIGN_OR_RETURN(std::string rows, ints({T}, "rows"));
+    VOLTA_ASSIGN_OR_RETURN(std::string half, ints({h}, "half"));
+    VOLTA_ASSIGN_OR_RETURN(std::string end, ints({2 * h}, "end"));
+    VOLTA_ASSIGN_OR_RETURN(std::string last, ints({-1}, "last_axis"));
+    const std::string c = temp("cos"), s = temp("sin"), x1 = temp("x1"), x2 = temp("x2");
+    node("Slice", {in(1), zero, rows, zero}, c);
+    node("Slice", {in(2), zero, rows, zero}, s);
+    node("Slice", {in(0), zero, half, last}, x1);
+    node("Slice", {in(0), half, end, last}, x2);
+    auto product = [&](const std::string& a, const std::string& b, const char* what) {
+      const std::string p = temp(what);
+      node("Mul", {a, b}, p);
+      return p;
+    };
+    const std::string y1 = temp("y1"), y2 = temp("y2");
+    node("Sub", {product(x1, c, "x1c"), product(x2, s, "x2s")}, y1);
+    node("Add", {product(x2, c, "x2c"), product(x1, s, "x1s")}, y2);
+    attr(node("Concat", {y1, y2}, self()), "axis", int64_t{-1});
+    return Status::ok();
+  }
+
+  // silu(gate) * up on the two halves of the last axis.
+  Status swiglu() {
+    const int64_t F = in_type(0).shape.back() / 2;
+    VOLTA_ASSIGN_OR_RETURN(std::string zero, ints({0}, "zero"));
+    VOLTA_ASSIGN_OR_RETURN(std::string half, ints({F}, "half"));
+    VOLTA_ASSIGN_OR_RETURN(std::string end, ints({2 * F}, "end"));
+    VOLTA_ASSIGN_OR_RETURN(std::string last, ints({-1}, "last_axis"));
+    const std::string g = temp("gate"), u = temp("up"), sg = temp("sigmoid"), silu = temp("silu");
+    node("Slice", {in(0), zero, half, last}, g);
+    node("Slice", {in(0), half, end, last}, u);
+    node("Sigmoid", {g}, sg);
+    node("Mul", {g, sg}, silu);
+    node("Mul", {silu, u}, self());
     return Status::ok();
   }
 
@@ -412,6 +481,8 @@ class Exporter {
       }
       case Op::Softmax: return softmax();
       case Op::Attention: return attention();
+      case Op::Rope: return rope();
+      case Op::Swiglu: return swiglu();
       case Op::LogSoftmax: {
         VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", -1));
         attr(same("LogSoftmax"), "axis", axis);
