@@ -555,7 +555,7 @@ TEST(KernelLoss, Mse) {
 
 TEST(KernelTable, EveryOpHasAKernel) {
   for (int i = 0; i < ir::kNumOps; ++i) EXPECT_NE(cpu::reference_kernel(static_cast<Op>(i)), nullptr) << i;
-  EXPECT_EQ(cpu::reference_kernel(Op::Add), &cpu::ref::Add);
+  EXPECT_EQ(cpu::reference_kernel(Op::Add), &cpu::ref::elementwise<Op::Add>);
   EXPECT_EQ(cpu::reference_kernel(Op::Mse), &cpu::ref::Mse);
 }
 

@@ -38,6 +38,30 @@ constexpr OpCategory kCategories[] = {
 
 constexpr OpCategory op_category(Op op) { return detail::kCategories[static_cast<int>(op)]; }
 
+// For X-macro expansions of ops.def that treat the fusable elementwise ops (Unary and Binary
+// rows) as one template: VOLTA_IF_FUSABLE(category, x) is x for those rows and nothing for the
+// others, VOLTA_UNLESS_FUSABLE the opposite, VOLTA_FUSABLE_PICK(category, yes, no) one of the two.
+// A category added to OpCategory needs its line here.
+#define VOLTA_IF_FUSABLE(category, x) VOLTA_FUSABLE_##category(x, )
+#define VOLTA_UNLESS_FUSABLE(category, x) VOLTA_FUSABLE_##category(, x)
+#define VOLTA_FUSABLE_PICK(category, yes, no) VOLTA_FUSABLE_##category(yes, no)
+#define VOLTA_FUSABLE_Leaf(yes, no) no
+#define VOLTA_FUSABLE_Unary(yes, no) yes
+#define VOLTA_FUSABLE_Binary(yes, no) yes
+#define VOLTA_FUSABLE_Elementwise(yes, no) no
+#define VOLTA_FUSABLE_Linear(yes, no) no
+#define VOLTA_FUSABLE_Norm(yes, no) no
+#define VOLTA_FUSABLE_Attention(yes, no) no
+#define VOLTA_FUSABLE_Fused(yes, no) no
+#define VOLTA_FUSABLE_Layout(yes, no) no
+#define VOLTA_FUSABLE_Select(yes, no) no
+#define VOLTA_FUSABLE_Pool(yes, no) no
+#define VOLTA_FUSABLE_Reduction(yes, no) no
+#define VOLTA_FUSABLE_Loss(yes, no) no
+#define VOLTA_FUSABLE_Gradient(yes, no) no
+#define VOLTA_FUSABLE_Training(yes, no) no
+#define VOLTA_FUSABLE_Cache(yes, no) no
+
 // The fusable elementwise ops' operand count (categories Unary and Binary), 0 for the others.
 constexpr int elementwise_arity(OpCategory c) { return c == OpCategory::Unary ? 1 : c == OpCategory::Binary ? 2 : 0; }
 constexpr int elementwise_arity(Op op) { return elementwise_arity(op_category(op)); }

@@ -633,10 +633,12 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::Param:
     case Op::Constant: return fail(op, "leaves have declared types");
     case Op::Matmul: return infer_matmul(in, attrs);
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: return infer_binary(op, in);
-    case Op::Neg: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Tanh: case Op::Relu:
-    case Op::Gelu: case Op::Silu: case Op::Sigmoid: case Op::Softmax: case Op::LogSoftmax:
-      return infer_unary(op, in, attrs);
+    // The fusable elementwise ops (Unary and Binary rows): one rule per arity.
+#define VOLTA_OP(Id, name, min_in, max_in, category, ...) VOLTA_IF_FUSABLE(category, case Op::Id:)
+#include "volta/ops.def"
+#undef VOLTA_OP
+      return elementwise_arity(op) == 2 ? infer_binary(op, in) : infer_unary(op, in, attrs);
+    case Op::Gelu: case Op::Softmax: case Op::LogSoftmax: return infer_unary(op, in, attrs);
     case Op::LayerNorm: case Op::RmsNorm: return infer_norm(op, in, attrs);
     case Op::Attention: return infer_attention(in, attrs);
     case Op::AttentionGrad: return infer_attention_grad(in, attrs);
@@ -658,8 +660,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::LayerNormGrad: case Op::RmsNormGrad: return infer_norm_grad(op, in, attrs);
     case Op::EmbeddingGrad: return infer_embedding_grad(in, attrs);
     case Op::CrossEntropyGrad: return infer_cross_entropy_grad(in, attrs);
-    case Op::Erf: case Op::Abs: case Op::Sign: case Op::Clip: case Op::LeakyRelu: return infer_unary_extra(op, in, attrs);
-    case Op::Pow: return infer_binary(op, in);
+    case Op::Clip: case Op::LeakyRelu: return infer_unary_extra(op, in, attrs);
     case Op::Cast: return infer_cast(in, attrs);
     case Op::Gather: return infer_gather(in, attrs);
     case Op::Trilu: return infer_trilu(in, attrs);

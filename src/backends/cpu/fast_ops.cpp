@@ -362,10 +362,10 @@ constexpr std::array<Kernel, ir::kNumOps> kFastKernels = [] {
   set(Op::RmsNormGrad, [](const KernelArgs& a) { return norm(a, false, true); });
   set(Op::CrossEntropy, [](const KernelArgs& a) { return cross_entropy(a, false); });
   set(Op::CrossEntropyGrad, [](const KernelArgs& a) { return cross_entropy(a, true); });
-  set(Op::Add, [](const KernelArgs& a) { return binary(a, ref::Add, [](float x, float y) { return x + y; }); });
-  set(Op::Sub, [](const KernelArgs& a) { return binary(a, ref::Sub, [](float x, float y) { return x - y; }); });
-  set(Op::Mul, [](const KernelArgs& a) { return binary(a, ref::Mul, [](float x, float y) { return x * y; }); });
-  set(Op::Div, [](const KernelArgs& a) { return binary(a, ref::Div, [](float x, float y) { return x / y; }); });
+  set(Op::Add, [](const KernelArgs& a) { return binary(a, ref::elementwise<Op::Add>, [](float x, float y) { return x + y; }); });
+  set(Op::Sub, [](const KernelArgs& a) { return binary(a, ref::elementwise<Op::Sub>, [](float x, float y) { return x - y; }); });
+  set(Op::Mul, [](const KernelArgs& a) { return binary(a, ref::elementwise<Op::Mul>, [](float x, float y) { return x * y; }); });
+  set(Op::Div, [](const KernelArgs& a) { return binary(a, ref::elementwise<Op::Div>, [](float x, float y) { return x / y; }); });
   set(Op::GradNorm, [](const KernelArgs& a) { return grad_norm_node(a, fast_sum_of_squares); });
   set(Op::OptimizerUpdate, [](const KernelArgs& a) { return optimizer_update_node(a, fast_optimizer_update); });
   return t;

@@ -24,16 +24,20 @@ struct KernelArgs {
 
 using Kernel = Status (*)(const KernelArgs&);
 
-// One reference kernel per op, generated from ops.def (a missing one fails to link).
+// One reference kernel per op, generated from ops.def (a missing one fails to link): ref::<Id>,
+// except for the fusable elementwise ops (Unary and Binary rows), whose reference is one
+// template over their math in ir/scalar_math.h (ref_elementwise.cpp).
 namespace ref {
-#define VOLTA_OP(Id, ...) Status Id(const KernelArgs& a);
+#define VOLTA_OP(Id, name, min_in, max_in, category, ...) VOLTA_UNLESS_FUSABLE(category, Status Id(const KernelArgs& a);)
 #include "volta/ops.def"
 #undef VOLTA_OP
+template <ir::Op op>
+Status elementwise(const KernelArgs& a);
 }  // namespace ref
 
 // The reference kernel table, indexed by op.
 inline constexpr std::array<Kernel, ir::kNumOps> kReferenceKernels = {
-#define VOLTA_OP(Id, ...) &ref::Id,
+#define VOLTA_OP(Id, name, min_in, max_in, category, ...) VOLTA_FUSABLE_PICK(category, &ref::elementwise<ir::Op::Id>, &ref::Id),
 #include "volta/ops.def"
 #undef VOLTA_OP
 };

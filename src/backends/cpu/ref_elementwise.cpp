@@ -40,19 +40,18 @@ Status unary(const KernelArgs& a, F f) {
 
 }  // namespace
 
-Status Add(const KernelArgs& a) { return binary(a, scalar_binary<ir::Op::Add>); }
-Status Sub(const KernelArgs& a) { return binary(a, scalar_binary<ir::Op::Sub>); }
-Status Mul(const KernelArgs& a) { return binary(a, scalar_binary<ir::Op::Mul>); }
-Status Div(const KernelArgs& a) { return binary(a, scalar_binary<ir::Op::Div>); }
+// Every fusable elementwise op (ops.def's Unary and Binary rows): its math, element by element.
+template <ir::Op op>
+Status elementwise(const KernelArgs& a) {
+  if constexpr (ir::elementwise_arity(op) == 2) return binary(a, scalar_binary<op>);
+  else return unary(a, scalar_unary<op>);
+}
+#define VOLTA_OP(Id, name, min_in, max_in, category, ...) \
+  VOLTA_IF_FUSABLE(category, template Status elementwise<ir::Op::Id>(const KernelArgs& a);)
+#include "volta/ops.def"
+#undef VOLTA_OP
 
-Status Neg(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Neg>); }
-Status Exp(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Exp>); }
-Status Log(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Log>); }
-Status Sqrt(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Sqrt>); }
-Status Tanh(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Tanh>); }
-Status Relu(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Relu>); }
-Status Sigmoid(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Sigmoid>); }
-Status Silu(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Silu>); }
+
 
 // Each half's element rounded as the unfused silu and mul store it.
 Status Swiglu(const KernelArgs& a) {
@@ -76,9 +75,6 @@ Status Gelu(const KernelArgs& a) {
                           "' " + ir::node_ref(a.node));
 }
 
-Status Erf(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Erf>); }
-Status Abs(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Abs>); }
-Status Sign(const KernelArgs& a) { return unary(a, scalar_unary<ir::Op::Sign>); }
 Status LeakyRelu(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const double alpha, a.node.attrs.get_float("alpha", 0.01));
   return unary(a, [alpha](double x) { return x < 0 ? alpha * x : x; });
@@ -94,7 +90,6 @@ Status Clip(const KernelArgs& a) {
     return y > hi ? hi : y;
   });
 }
-Status Pow(const KernelArgs& a) { return binary(a, scalar_binary<ir::Op::Pow>); }
 
 // Each step over the whole tensor (inputs broadcast first), rounded to f32 as its own node would
 // store it.
