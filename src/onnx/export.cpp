@@ -306,21 +306,30 @@ class Exporter {
     return c;
   }
 
+  // The two halves of input 0's last axis, as Slices named `first` and `second`.
+  Result<std::pair<std::string, std::string>> last_axis_halves(const char* first, const char* second) {
+    const int64_t h = in_type(0).shape.back() / 2;
+    VOLTA_ASSIGN_OR_RETURN(std::string zero, ints({0}, "zero"));
+    VOLTA_ASSIGN_OR_RETURN(std::string half, ints({h}, "half"));
+    VOLTA_ASSIGN_OR_RETURN(std::string end, ints({2 * h}, "end"));
+    VOLTA_ASSIGN_OR_RETURN(std::string last, ints({-1}, "last_axis"));
+    std::pair<std::string, std::string> out{temp(first), temp(second)};
+    node("Slice", {in(0), zero, half, last}, out.first);
+    node("Slice", {in(0), half, end, last}, out.second);
+    return out;
+  }
+
   // x [..., T, D] rotated by the first T rows of the tables: the halves' products, then Concat.
   Status rope() {
     if (n_->inputs.size() == 4) return fail("a run-time position (a decode step) has no ONNX form here");
     const Shape& x = in_type(0).shape;
-    const int64_t T = x[x.size() - 2], h = x.back() / 2;
     VOLTA_ASSIGN_OR_RETURN(std::string zero, ints({0}, "zero"));
-    VOLTA_ASSIGN_OR_RETURN(std::string rows, ints({T}, "rows"));
-    VOLTA_ASSIGN_OR_RETURN(std::string half, ints({h}, "half"));
-    VOLTA_ASSIGN_OR_RETURN(std::string end, ints({2 * h}, "end"));
-    VOLTA_ASSIGN_OR_RETURN(std::string last, ints({-1}, "last_axis"));
-    const std::string c = temp("cos"), s = temp("sin"), x1 = temp("x1"), x2 = temp("x2");
+    VOLTA_ASSIGN_OR_RETURN(std::string rows, ints({x[x.size() - 2]}, "rows"));
+    const std::string c = temp("cos"), s = temp("sin");
     node("Slice", {in(1), zero, rows, zero}, c);
     node("Slice", {in(2), zero, rows, zero}, s);
-    node("Slice", {in(0), zero, half, last}, x1);
-    node("Slice", {in(0), half, end, last}, x2);
+    VOLTA_ASSIGN_OR_RETURN(const auto halves, last_axis_halves("x1", "x2"));
+    const auto& [x1, x2] = halves;
     auto product = [&](const std::string& a, const std::string& b, const char* what) {
       const std::string p = temp(what);
       node("Mul", {a, b}, p);
@@ -335,14 +344,9 @@ class Exporter {
 
   // silu(gate) * up on the two halves of the last axis.
   Status swiglu() {
-    const int64_t F = in_type(0).shape.back() / 2;
-    VOLTA_ASSIGN_OR_RETURN(std::string zero, ints({0}, "zero"));
-    VOLTA_ASSIGN_OR_RETURN(std::string half, ints({F}, "half"));
-    VOLTA_ASSIGN_OR_RETURN(std::string end, ints({2 * F}, "end"));
-    VOLTA_ASSIGN_OR_RETURN(std::string last, ints({-1}, "last_axis"));
-    const std::string g = temp("gate"), u = temp("up"), sg = temp("sigmoid"), silu = temp("silu");
-    node("Slice", {in(0), zero, half, last}, g);
-    node("Slice", {in(0), half, end, last}, u);
+    VOLTA_ASSIGN_OR_RETURN(const auto halves, last_axis_halves("gate", "up"));
+    const auto& [g, u] = halves;
+    const std::string sg = temp("sigmoid"), silu = temp("silu");
     node("Sigmoid", {g}, sg);
     node("Mul", {g, sg}, silu);
     node("Mul", {silu, u}, self());
