@@ -1,0 +1,126 @@
+// The ONNX converters of convolutions and pools, with their shared window attributes.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "onnx/convert.h"
+
+namespace volta::onnx::conv {
+
+namespace {
+
+// auto_pad, kernel_shape, strides, pads, dilations of Conv and the pools as IR attributes.
+Result<ir::Attrs> window(Importer& im, const Shape& x, std::vector<int64_t> kernel, bool with_dilations) {
+  const size_t sr = x.size() - 2;
+  VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> ks, im.attr_ints("kernel_shape"));
+  if (!ks.empty() && !kernel.empty() && ks != kernel)
+    return im.fail("attribute 'kernel_shape' " + shape_to_string(ks) + " does not match the weight's " + shape_to_string(kernel));
+  if (kernel.empty()) kernel = ks;
+  if (kernel.size() != sr) return im.fail("attribute 'kernel_shape' must have " + std::to_string(sr) + " entries, got " + shape_to_string(kernel));
+  VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> strides, im.attr_ints("strides"));
+  VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> pads, im.attr_ints("pads"));
+  VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> dil, im.attr_ints("dilations"));
+  VOLTA_ASSIGN_OR_RETURN(std::string auto_pad, im.attr_string("auto_pad", "NOTSET"));
+  if (strides.empty()) strides.assign(sr, 1);
+  if (dil.empty()) dil.assign(sr, 1);
+  if (strides.size() != sr) return im.fail("attribute 'strides' must have " + std::to_string(sr) + " entries");
+  if (dil.size() != sr) return im.fail("attribute 'dilations' must have " + std::to_string(sr) + " entries");
+  if (!with_dilations && dil != std::vector<int64_t>(sr, 1)) return im.unsupported("attribute 'dilations' is not supported");
+  if (auto_pad == "NOTSET") {
+    if (pads.empty()) pads.assign(2 * sr, 0);
+  } else if (auto_pad == "VALID") {
+    pads.assign(2 * sr, 0);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    pads.assign(2 * sr, 0);
+    for (size_t d = 0; d < sr; ++d) {
+      if (strides[d] < 1 || dil[d] < 1 || kernel[d] < 1 || kernel[d] > (int64_t{1} << 24) || dil[d] > (int64_t{1} << 24))
+        return im.fail("bad kernel_shape, strides or dilations");
+      const int64_t out = (x[d + 2] + strides[d] - 1) / strides[d];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1 - x[d + 2]);
+      const int64_t small = total / 2, big = total - small;
+      pads[d] = auto_pad == "SAME_UPPER" ? small : big;
+      pads[d + sr] = auto_pad == "SAME_UPPER" ? big : small;
+    }
+  } else {
+    return im.unsupported("attribute 'auto_pad' = '" + auto_pad + "' is not supported");
+  }
+  if (pads.size() != 2 * sr) return im.fail("attribute 'pads' must have " + std::to_string(2 * sr) + " entries");
+  ir::Attrs a{{"strides", strides}, {"pads", pads}};
+  if (with_dilations) a.set("dilations", dil);
+  a.set("kernel", kernel);
+  return a;
+}
+
+Status conv(Importer& im) {
+  VOLTA_RETURN_IF_ERROR(im.allow_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  for (size_t k = 0; k < 3; ++k)
+    if (k < 2 || im.has_input(k)) VOLTA_RETURN_IF_ERROR(require_float(im, k));
+  VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));
+  VOLTA_ASSIGN_OR_RETURN(int32_t w, im.input(1));
+  const Shape xs = im.type(x).shape, ws = im.type(w).shape;
+  if (xs.size() != 4 || ws.size() != 4)
+    return im.unsupported("only 2-D convolution is supported (X [N, C, H, W]), got X " + im.type(x).to_string() + " and W " +
+                          im.type(w).to_string());
+  VOLTA_ASSIGN_OR_RETURN(ir::Attrs a, window(im, xs, {ws[2], ws[3]}, true));
+  VOLTA_ASSIGN_OR_RETURN(int64_t group, im.attr_int("group", 1));
+  ir::Attrs ca{{"strides", *a.get_ints("strides")}, {"pads", *a.get_ints("pads")}, {"dilations", *a.get_ints("dilations")},
+               {"groups", group}};
+  std::vector<int32_t> ins = {x, w};
+  if (im.has_input(2)) {
+    VOLTA_ASSIGN_OR_RETURN(int32_t b, im.input(2));
+    ins.push_back(b);
+  }
+  VOLTA_ASSIGN_OR_RETURN(int32_t y, im.emit(Op::Conv2d, ins, ca));
+  return im.set_output(0, y, kFloat);
+}
+
+Status pool(Importer& im, Op op) {
+  const bool is_max = op == Op::MaxPool;
+  if (is_max) {
+    VOLTA_RETURN_IF_ERROR(im.allow_attrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}));
+    VOLTA_ASSIGN_OR_RETURN(int64_t order, im.attr_int("storage_order", 0));
+    if (order != 0) return im.unsupported("attribute 'storage_order' = 1 is not supported");
+    if (im.wants_output(1)) return im.unsupported("output 'Indices' is not supported");
+  } else {
+    VOLTA_RETURN_IF_ERROR(im.allow_attrs({"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}));
+  }
+  VOLTA_RETURN_IF_ERROR(require_float(im, 0));
+  VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));
+  const Shape xs = im.type(x).shape;
+  if (xs.size() < 3 || xs.size() > 5) return im.unsupported("X must be [N, C, spatial...] with 1 to 3 spatial dims, got " + im.type(x).to_string());
+  VOLTA_ASSIGN_OR_RETURN(ir::Attrs a, window(im, xs, {}, is_max));
+  VOLTA_ASSIGN_OR_RETURN(int64_t ceil_mode, im.attr_int("ceil_mode", 0));
+  if (ceil_mode) a.set("ceil_mode", int64_t{1});
+  if (!is_max) {
+    VOLTA_ASSIGN_OR_RETURN(int64_t cip, im.attr_int("count_include_pad", 0));
+    if (cip) a.set("count_include_pad", int64_t{1});
+  }
+  VOLTA_ASSIGN_OR_RETURN(int32_t y, im.emit(op, {x}, a));
+  return im.set_output(0, y, kFloat);
+}
+
+Status global_average_pool(Importer& im) {
+  VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
+  VOLTA_RETURN_IF_ERROR(require_float(im, 0));
+  VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));
+  const size_t rank = im.type(x).shape.size();
+  if (rank < 3) return im.fail("X must be [N, C, spatial...], got " + im.type(x).to_string());
+  std::vector<int64_t> axes;
+  for (size_t d = 2; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+  VOLTA_ASSIGN_OR_RETURN(int32_t y, im.emit(Op::ReduceMean, {x}, {{"axes", axes}, {"keepdims", int64_t{1}}}));
+  return im.set_output(0, y, kFloat);
+}
+
+}  // namespace
+
+void add_vision(ConverterMap& t) {
+  t.insert({
+      {"AveragePool", [](Importer& im) { return pool(im, Op::AvgPool); }},
+      {"Conv", conv},
+      {"GlobalAveragePool", global_average_pool},
+      {"MaxPool", [](Importer& im) { return pool(im, Op::MaxPool); }},
+  });
+}
+
+}  // namespace volta::onnx::conv
