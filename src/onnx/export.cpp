@@ -9,14 +9,12 @@
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
 
-#include "onnx/onnx_util.h"
+#include "onnx/exporter.h"
 #include "volta/checkpoint.h"
 
 namespace volta::onnx {
 
 namespace {
-
-using ir::Op;
 
 Result<ElemType> elem_type(DType t) {
   switch (t) {
@@ -28,546 +26,337 @@ Result<ElemType> elem_type(DType t) {
   return internal_error("export: unknown dtype");
 }
 
-class Exporter {
- public:
-  Exporter(const ir::Graph& g, const Bindings& params, ::onnx::GraphProto* out) : g_(g), params_(params), out_(out) {}
+}  // namespace
 
-  Status run() {
-    out_->set_name(g_.name.empty() ? "main" : g_.name);
-    names_.resize(g_.size());
-    VOLTA_ASSIGN_OR_RETURN(std::vector<int32_t> order, ir::topological_order(g_));
-    for (int32_t id : order) {
-      n_ = &g_.node(id);
-      names_[static_cast<size_t>(id)] = fresh(n_->name.empty() ? "v" + std::to_string(id) : n_->name);
-      VOLTA_RETURN_IF_ERROR(emit());
+Status Exporter::run() {
+  out_->set_name(g_.name.empty() ? "main" : g_.name);
+  names_.resize(g_.size());
+  VOLTA_ASSIGN_OR_RETURN(std::vector<int32_t> order, ir::topological_order(g_));
+  for (int32_t id : order) {
+    n_ = &g_.node(id);
+    names_[static_cast<size_t>(id)] = fresh(n_->name.empty() ? "v" + std::to_string(id) : n_->name);
+    VOLTA_RETURN_IF_ERROR(emit());
+  }
+  return outputs();
+}
+
+Status Exporter::leaf() {
+  if (n_->op == Op::Constant) {
+    VOLTA_ASSIGN_OR_RETURN(ElemType t, elem_type(n_->value.dtype()));
+    return initializer(n_->value, t, self()).status();
+  }
+  VOLTA_ASSIGN_OR_RETURN(ElemType t, elem_type(n_->type.dtype));
+  if (n_->op == Op::Input) {
+    ::onnx::ValueInfoProto* v = out_->add_input();
+    v->set_name(self());
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(static_cast<int32_t>(t));
+    for (int64_t d : n_->type.shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    return Status::ok();
+  }
+  auto p = params_.find(n_->name);
+  if (p == params_.end()) return fail("the param has no value");
+  if (p->second.type() != n_->type)
+    return fail("the value is " + p->second.type().to_string() + " but the graph declares " + n_->type.to_string());
+  return initializer(p->second, t, self()).status();
+}
+
+// matmul with its transposes as Transpose nodes of the last two dims.
+Status Exporter::matmul() {
+  std::string ab[2] = {in(0), in(1)};
+  const char* keys[2] = {"transpose_a", "transpose_b"};
+  for (size_t k = 0; k < 2; ++k) {
+    VOLTA_ASSIGN_OR_RETURN(int64_t t, n_->attrs.get_int(keys[k], 0));
+    if (!t) continue;
+    std::vector<int64_t> perm(in_type(k).shape.size());
+    for (size_t d = 0; d < perm.size(); ++d) perm[d] = static_cast<int64_t>(d);
+    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+    std::string name = temp(k == 0 ? "a_t" : "b_t");
+    attr(node("Transpose", {ab[k]}, name), "perm", perm);
+    ab[k] = name;
+  }
+  // The epilogue: Add of the bias, then Relu or the gelu subgraph.
+  VOLTA_ASSIGN_OR_RETURN(std::string act, n_->attrs.get_string("activation", "none"));
+  const bool bias = n_->inputs.size() == 3;
+  std::string y = bias || act != "none" ? temp("mm") : self();
+  node("MatMul", {ab[0], ab[1]}, y);
+  if (bias) {
+    const std::string z = act != "none" ? temp("biased") : self();
+    node("Add", {y, in(2)}, z);
+    y = z;
+  }
+  if (act == "relu") node("Relu", {y}, self());
+  if (act == "gelu") return gelu_of(y, self(), false);
+  return Status::ok();
+}
+
+// gelu: 0.5 x (1 + erf(x / sqrt 2)), or the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Status Exporter::gelu() {
+  VOLTA_ASSIGN_OR_RETURN(std::string mode, n_->attrs.get_string("approximate", "none"));
+  return gelu_of(in(0), self(), mode == "tanh");
+}
+
+Status Exporter::gelu_of(const std::string& x, const std::string& y, bool tanh_form) {
+  std::string inner;
+  if (tanh_form) {
+    VOLTA_ASSIGN_OR_RETURN(std::string c3, scalar(0.044715, "c3"));
+    VOLTA_ASSIGN_OR_RETURN(std::string k, scalar(std::sqrt(2.0 / std::numbers::pi), "k"));
+    const std::string x2 = temp("x2"), x3 = temp("x3"), cx3 = temp("cx3"), s = temp("sum"), u = temp("u");
+    node("Mul", {x, x}, x2);
+    node("Mul", {x2, x}, x3);
+    node("Mul", {x3, c3}, cx3);
+    node("Add", {x, cx3}, s);
+    node("Mul", {s, k}, u);
+    inner = temp("tanh");
+    node("Tanh", {u}, inner);
+  } else {
+    VOLTA_ASSIGN_OR_RETURN(std::string r, scalar(1.0 / std::numbers::sqrt2, "rsqrt2"));
+    const std::string u = temp("u");
+    node("Mul", {x, r}, u);
+    inner = temp("erf");
+    node("Erf", {u}, inner);
+  }
+  VOLTA_ASSIGN_OR_RETURN(std::string one, scalar(1.0, "one"));
+  VOLTA_ASSIGN_OR_RETURN(std::string half, scalar(0.5, "half"));
+  const std::string p = temp("1p"), hx = temp("hx");
+  node("Add", {inner, one}, p);
+  node("Mul", {x, half}, hx);
+  node("Mul", {hx, p}, y);
+  return Status::ok();
+}
+
+// softmax(scale * x) with columns j > i + causal_offset set to -inf first (exactly 0 after).
+Status Exporter::softmax() {
+  if (n_->inputs.size() == 2) return fail("a run-time causal offset (a decode step) has no ONNX form here");
+  VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", -1));
+  std::string x = in(0);
+  if (n_->attrs.has("scale")) {
+    VOLTA_ASSIGN_OR_RETURN(double s, n_->attrs.get_float("scale", 1.0));
+    VOLTA_ASSIGN_OR_RETURN(std::string c, scalar(s, "scale"));
+    std::string y = temp("scaled");
+    node("Mul", {x, c}, y);
+    x = y;
+  }
+  if (n_->attrs.has("causal_offset")) {
+    VOLTA_ASSIGN_OR_RETURN(int64_t offset, n_->attrs.get_int("causal_offset", 0));
+    VOLTA_ASSIGN_OR_RETURN(std::string keep, causal_keep(in_type(0).shape, offset));
+    VOLTA_ASSIGN_OR_RETURN(std::string ninf, scalar(-std::numeric_limits<double>::infinity(), "ninf"));
+    std::string y = temp("masked");
+    node("Where", {keep, x, ninf}, y);
+    x = y;
+  }
+  attr(node("Softmax", {x}, self()), "axis", axis);
+  return Status::ok();
+}
+
+Status Exporter::layer_norm() {
+  VOLTA_ASSIGN_OR_RETURN(double eps, n_->attrs.get_float("eps", 1e-5));
+  ::onnx::NodeProto* p = node("LayerNormalization", all_inputs(), self());
+  attr(p, "axis", int64_t{-1});
+  attr(p, "epsilon", eps);
+  return Status::ok();
+}
+
+// x / sqrt(mean(x^2 over the last axis) + eps) * g
+Status Exporter::rms_norm() {
+  VOLTA_ASSIGN_OR_RETURN(double eps, n_->attrs.get_float("eps", 1e-5));
+  VOLTA_ASSIGN_OR_RETURN(std::string e, scalar(eps, "eps"));
+  const std::string sq = temp("sq"), ms = temp("ms"), mse = temp("ms_eps"), rms = temp("rms"), xn = temp("xn");
+  node("Mul", {in(0), in(0)}, sq);
+  ::onnx::NodeProto* r = node("ReduceMean", {sq}, ms);
+  attr(r, "axes", std::vector<int64_t>{-1});
+  attr(r, "keepdims", int64_t{1});
+  node("Add", {ms, e}, mse);
+  node("Sqrt", {mse}, rms);
+  node("Div", {in(0), rms}, xn);
+  node("Mul", {xn, in(1)}, self());
+  return Status::ok();
+}
+
+Status Exporter::slice() {
+  VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
+  VOLTA_ASSIGN_OR_RETURN(int64_t start, n_->attrs.get_int("start", 0));
+  VOLTA_ASSIGN_OR_RETURN(int64_t end, n_->attrs.get_int("end", 0));
+  VOLTA_ASSIGN_OR_RETURN(std::string s, ints({start}, "starts"));
+  VOLTA_ASSIGN_OR_RETURN(std::string e, ints({end}, "ends"));
+  VOLTA_ASSIGN_OR_RETURN(std::string a, ints({axis}, "axes"));
+  node("Slice", {in(0), s, e, a}, self());
+  return Status::ok();
+}
+
+Status Exporter::reduce(const char* op_type) {
+  VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> axes, n_->attrs.get_ints("axes"));
+  VOLTA_ASSIGN_OR_RETURN(int64_t keepdims, n_->attrs.get_int("keepdims", 0));
+  ::onnx::NodeProto* p = nullptr;
+  if (n_->op == Op::ReduceSum) {  // axes became an input of ReduceSum at opset 13, of the others at 18
+    VOLTA_ASSIGN_OR_RETURN(std::string a, ints(axes, "axes"));
+    p = node(op_type, {in(0), a}, self());
+  } else {
+    p = node(op_type, {in(0)}, self());
+    attr(p, "axes", axes);
+  }
+  attr(p, "keepdims", keepdims);
+  return Status::ok();
+}
+
+Status Exporter::window(const char* op_type) {
+  const size_t spatial = in_type(0).shape.size() - 2;
+  std::vector<int64_t> kernel;
+  if (n_->op == Op::Conv2d) kernel.assign(in_type(1).shape.begin() + 2, in_type(1).shape.end());
+  VOLTA_ASSIGN_OR_RETURN(ir::Window w, ir::window_attrs(n_->op, n_->attrs, spatial, n_->op == Op::Conv2d ? &kernel : nullptr));
+  ::onnx::NodeProto* p = node(op_type, all_inputs(), self());
+  attr(p, "kernel_shape", w.kernel);
+  attr(p, "strides", w.strides);
+  attr(p, "pads", w.pads);
+  if (n_->op != Op::AvgPool) attr(p, "dilations", w.dilations);
+  if (n_->op == Op::Conv2d) attr(p, "group", w.groups);
+  if (n_->op != Op::Conv2d) attr(p, "ceil_mode", int64_t{w.ceil_mode});
+  if (n_->op == Op::AvgPool) attr(p, "count_include_pad", int64_t{w.count_include_pad});
+  return Status::ok();
+}
+
+// Volta holds booleans as f32 0/1: ONNX's BOOL results are cast back, BOOL operands cast to.
+Status Exporter::where() {
+  const std::string c = temp("cond");
+  attr(node("Cast", {in(0)}, c), "to", int64_t{static_cast<int32_t>(ElemType::kBool)});
+  node("Where", {c, in(1), in(2)}, self());
+  return Status::ok();
+}
+
+Status Exporter::equal() {
+  const std::string b = temp("bool");
+  node("Equal", {in(0), in(1)}, b);
+  attr(node("Cast", {b}, self()), "to", int64_t{static_cast<int32_t>(ElemType::kFloat)});
+  return Status::ok();
+}
+
+Status Exporter::emit() {
+  const Op op = n_->op;
+  auto same = [&](const char* op_type) { return node(op_type, all_inputs(), self()); };
+  // The elementwise ops with an ONNX op type in the op table export one to one.
+  if (ir::elementwise_arity(op) > 0 && *ir::op_info(op).onnx != '\0') {
+    same(ir::op_info(op).onnx);
+    return Status::ok();
+  }
+  switch (op) {
+    case Op::Input: case Op::Param: case Op::Constant: return leaf();
+    case Op::Matmul: return matmul();
+    case Op::Concat: {
+      VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
+      attr(same("Concat"), "axis", axis);
+      return Status::ok();
     }
-    return outputs();
+    case Op::Gelu: return gelu();
+    case Op::Silu: {
+      const std::string s = temp("sigmoid");
+      node("Sigmoid", {in(0)}, s);
+      node("Mul", {in(0), s}, self());
+      return Status::ok();
+    }
+    case Op::Clip: {
+      VOLTA_ASSIGN_OR_RETURN(double lo, n_->attrs.get_float("min", -std::numeric_limits<double>::infinity()));
+      VOLTA_ASSIGN_OR_RETURN(double hi, n_->attrs.get_float("max", std::numeric_limits<double>::infinity()));
+      VOLTA_ASSIGN_OR_RETURN(std::string a, scalar(lo, "min"));
+      VOLTA_ASSIGN_OR_RETURN(std::string b, scalar(hi, "max"));
+      node("Clip", {in(0), a, b}, self());
+      return Status::ok();
+    }
+    case Op::LeakyRelu: {
+      VOLTA_ASSIGN_OR_RETURN(double alpha, n_->attrs.get_float("alpha", 0.01));
+      attr(same("LeakyRelu"), "alpha", alpha);
+      return Status::ok();
+    }
+    case Op::Cast: {
+      VOLTA_ASSIGN_OR_RETURN(ElemType t, elem_type(n_->type.dtype));
+      attr(same("Cast"), "to", int64_t{static_cast<int32_t>(t)});
+      return Status::ok();
+    }
+    case Op::Softmax: return softmax();
+    case Op::Attention: return attention();
+    case Op::Rope: return rope();
+    case Op::Swiglu: return swiglu();
+    case Op::LogSoftmax: {
+      VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", -1));
+      attr(same("LogSoftmax"), "axis", axis);
+      return Status::ok();
+    }
+    case Op::LayerNorm: return layer_norm();
+    case Op::RmsNorm: return rms_norm();
+    case Op::Embedding: attr(same("Gather"), "axis", int64_t{0}); return Status::ok();
+    case Op::Gather: {
+      VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
+      attr(same("Gather"), "axis", axis);
+      return Status::ok();
+    }
+    case Op::Reshape: case Op::Broadcast: {
+      VOLTA_ASSIGN_OR_RETURN(std::string s, ints(n_->type.shape, "shape"));
+      node(op == Op::Reshape ? "Reshape" : "Expand", {in(0), s}, self());
+      return Status::ok();
+    }
+    case Op::Transpose: {
+      VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> perm, n_->attrs.get_ints("perm"));
+      attr(same("Transpose"), "perm", perm);
+      return Status::ok();
+    }
+    case Op::Slice: return slice();
+    case Op::Trilu: {
+      VOLTA_ASSIGN_OR_RETURN(int64_t upper, n_->attrs.get_int("upper", 1));
+      VOLTA_ASSIGN_OR_RETURN(int64_t k, n_->attrs.get_int("k", 0));
+      VOLTA_ASSIGN_OR_RETURN(std::string kn, initializer(Tensor::from_i64({}, {k}), ElemType::kInt64, temp("k")));  // a scalar
+      attr(node("Trilu", {in(0), kn}, self()), "upper", upper);
+      return Status::ok();
+    }
+    case Op::Pad: {
+      VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
+      VOLTA_ASSIGN_OR_RETURN(int64_t before, n_->attrs.get_int("before", 0));
+      VOLTA_ASSIGN_OR_RETURN(int64_t after, n_->attrs.get_int("after", 0));
+      const auto rank = static_cast<int64_t>(in_type(0).shape.size());
+      if (axis < 0) axis += rank;
+      std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
+      pads[static_cast<size_t>(axis)] = before;
+      pads[static_cast<size_t>(axis + rank)] = after;
+      VOLTA_ASSIGN_OR_RETURN(std::string p, ints(pads, "pads"));
+      node("Pad", {in(0), p}, self());
+      return Status::ok();
+    }
+    case Op::Conv2d: return window("Conv");
+    case Op::MaxPool: return window("MaxPool");
+    case Op::AvgPool: return window("AveragePool");
+    case Op::ReduceSum: return reduce("ReduceSum");
+    case Op::ReduceMean: return reduce("ReduceMean");
+    case Op::ReduceMax: return reduce("ReduceMax");
+    case Op::Where: return where();
+    case Op::Equal: return equal();
+    case Op::CausalMask: return causal_mask();
+    case Op::CrossEntropy: case Op::Mse:
+      return fail("losses are not exported; export the inference graph (its logits) instead");
+    default:
+      return fail("a training-only op has no ONNX export; export the forward graph");
   }
+}
 
- private:
-  const ir::Graph& g_;
-  const Bindings& params_;
-  ::onnx::GraphProto* out_;
-  const ir::Node* n_ = nullptr;  // the node being emitted
-  std::vector<std::string> names_;
-  std::set<std::string> used_;
-
-  Status fail(const std::string& what) const {
-    return unimplemented("export: " + std::string(ir::op_name(n_->op)) + " node '" + n_->name + "': " + what);
-  }
-  // A value name no other value has.
-  std::string fresh(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; used_.count(name); ++k) name = base + "_" + std::to_string(k);
-    used_.insert(name);
-    return name;
-  }
-  const std::string& in(size_t k) const { return names_[static_cast<size_t>(n_->inputs[k])]; }
-  std::vector<std::string> all_inputs() const {
-    std::vector<std::string> ins;
-    for (size_t k = 0; k < n_->inputs.size(); ++k) ins.push_back(in(k));
-    return ins;
-  }
-  const TensorType& in_type(size_t k) const { return g_.node(n_->inputs[k]).type; }
-  const std::string& self() const { return names_[static_cast<size_t>(n_->id)]; }
-  std::string temp(const char* what) { return fresh(self() + "/" + what); }
-
-  ::onnx::NodeProto* node(const char* op_type, std::vector<std::string> inputs, const std::string& output) {
-    ::onnx::NodeProto* p = out_->add_node();
-    p->set_op_type(op_type);
-    p->set_name(output == self() ? self() : output);
-    for (const std::string& i : inputs) p->add_input(i);
-    p->add_output(output);
-    return p;
-  }
-  static void attr(::onnx::NodeProto* p, const char* name, int64_t v) {
-    auto* a = p->add_attribute();
-    a->set_name(name);
-    a->set_type(::onnx::AttributeProto::INT);
-    a->set_i(v);
-  }
-  static void attr(::onnx::NodeProto* p, const char* name, double v) {
-    auto* a = p->add_attribute();
-    a->set_name(name);
-    a->set_type(::onnx::AttributeProto::FLOAT);
-    a->set_f(static_cast<float>(v));
-  }
-  static void attr(::onnx::NodeProto* p, const char* name, const std::vector<int64_t>& v) {
-    auto* a = p->add_attribute();
-    a->set_name(name);
-    a->set_type(::onnx::AttributeProto::INTS);
-    for (int64_t x : v) a->add_ints(x);
-  }
-
-  Result<std::string> initializer(const Tensor& t, ElemType type, const std::string& name) {
-    VOLTA_RETURN_IF_ERROR(tensor_to_proto(t, type, name, out_->add_initializer()));
-    return name;
-  }
-  Result<std::string> ints(const std::vector<int64_t>& v, const char* what) {
-    Tensor t = Tensor::zeros(DType::i64, {static_cast<int64_t>(v.size())});
-    for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
-    return initializer(t, ElemType::kInt64, temp(what));
-  }
-  Result<std::string> scalar(double v, const char* what) {
-    return initializer(Tensor::from_f32({}, {static_cast<float>(v)}), ElemType::kFloat, temp(what));
-  }
-  // A BOOL [R, C] initializer, true where column j <= row i + offset (what a causal mask keeps).
-  Result<std::string> causal_keep(const Shape& s, int64_t offset) {
-    const int64_t R = s[s.size() - 2], C = s[s.size() - 1];
-    Tensor keep = Tensor::zeros(DType::f32, {R, C});
-    for (int64_t i = 0; i < R; ++i)
-      for (int64_t j = 0; j < C && j <= i + offset; ++j) keep.data<float>()[i * C + j] = 1.0f;
-    return initializer(keep, ElemType::kBool, temp("keep"));
-  }
-
-  Status leaf() {
-    if (n_->op == Op::Constant) {
-      VOLTA_ASSIGN_OR_RETURN(ElemType t, elem_type(n_->value.dtype()));
-      return initializer(n_->value, t, self()).status();
+// Graph outputs keep their node names; a leaf or a repeated output goes through Identity.
+Status Exporter::outputs() {
+  std::set<int32_t> seen;
+  for (int32_t id : g_.outputs) {
+    n_ = &g_.node(id);
+    std::string name = names_[static_cast<size_t>(id)];
+    if (ir::is_leaf(n_->op) || !seen.insert(id).second) {
+      const std::string alias = fresh(name + "_out");
+      node("Identity", {name}, alias);
+      name = alias;
     }
     VOLTA_ASSIGN_OR_RETURN(ElemType t, elem_type(n_->type.dtype));
-    if (n_->op == Op::Input) {
-      ::onnx::ValueInfoProto* v = out_->add_input();
-      v->set_name(self());
-      auto* tt = v->mutable_type()->mutable_tensor_type();
-      tt->set_elem_type(static_cast<int32_t>(t));
-      for (int64_t d : n_->type.shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
-      return Status::ok();
-    }
-    auto p = params_.find(n_->name);
-    if (p == params_.end()) return fail("the param has no value");
-    if (p->second.type() != n_->type)
-      return fail("the value is " + p->second.type().to_string() + " but the graph declares " + n_->type.to_string());
-    return initializer(p->second, t, self()).status();
+    ::onnx::ValueInfoProto* v = out_->add_output();
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(static_cast<int32_t>(t));
+    for (int64_t d : n_->type.shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
   }
+  return Status::ok();
+}
 
-  // matmul with its transposes as Transpose nodes of the last two dims.
-  Status matmul() {
-    std::string ab[2] = {in(0), in(1)};
-    const char* keys[2] = {"transpose_a", "transpose_b"};
-    for (size_t k = 0; k < 2; ++k) {
-      VOLTA_ASSIGN_OR_RETURN(int64_t t, n_->attrs.get_int(keys[k], 0));
-      if (!t) continue;
-      std::vector<int64_t> perm(in_type(k).shape.size());
-      for (size_t d = 0; d < perm.size(); ++d) perm[d] = static_cast<int64_t>(d);
-      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-      std::string name = temp(k == 0 ? "a_t" : "b_t");
-      attr(node("Transpose", {ab[k]}, name), "perm", perm);
-      ab[k] = name;
-    }
-    // The epilogue: Add of the bias, then Relu or the gelu subgraph.
-    VOLTA_ASSIGN_OR_RETURN(std::string act, n_->attrs.get_string("activation", "none"));
-    const bool bias = n_->inputs.size() == 3;
-    std::string y = bias || act != "none" ? temp("mm") : self();
-    node("MatMul", {ab[0], ab[1]}, y);
-    if (bias) {
-      const std::string z = act != "none" ? temp("biased") : self();
-      node("Add", {y, in(2)}, z);
-      y = z;
-    }
-    if (act == "relu") node("Relu", {y}, self());
-    if (act == "gelu") return gelu_of(y, self(), false);
-    return Status::ok();
-  }
-
-  // gelu: 0.5 x (1 + erf(x / sqrt 2)), or the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-  Status gelu() {
-    VOLTA_ASSIGN_OR_RETURN(std::string mode, n_->attrs.get_string("approximate", "none"));
-    return gelu_of(in(0), self(), mode == "tanh");
-  }
-  Status gelu_of(const std::string& x, const std::string& y, bool tanh_form) {
-    std::string inner;
-    if (tanh_form) {
-      VOLTA_ASSIGN_OR_RETURN(std::string c3, scalar(0.044715, "c3"));
-      VOLTA_ASSIGN_OR_RETURN(std::string k, scalar(std::sqrt(2.0 / std::numbers::pi), "k"));
-      const std::string x2 = temp("x2"), x3 = temp("x3"), cx3 = temp("cx3"), s = temp("sum"), u = temp("u");
-      node("Mul", {x, x}, x2);
-      node("Mul", {x2, x}, x3);
-      node("Mul", {x3, c3}, cx3);
-      node("Add", {x, cx3}, s);
-      node("Mul", {s, k}, u);
-      inner = temp("tanh");
-      node("Tanh", {u}, inner);
-    } else {
-      VOLTA_ASSIGN_OR_RETURN(std::string r, scalar(1.0 / std::numbers::sqrt2, "rsqrt2"));
-      const std::string u = temp("u");
-      node("Mul", {x, r}, u);
-      inner = temp("erf");
-      node("Erf", {u}, inner);
-    }
-    VOLTA_ASSIGN_OR_RETURN(std::string one, scalar(1.0, "one"));
-    VOLTA_ASSIGN_OR_RETURN(std::string half, scalar(0.5, "half"));
-    const std::string p = temp("1p"), hx = temp("hx");
-    node("Add", {inner, one}, p);
-    node("Mul", {x, half}, hx);
-    node("Mul", {hx, p}, y);
-    return Status::ok();
-  }
-
-  // softmax(scale * x) with columns j > i + causal_offset set to -inf first (exactly 0 after).
-  Status softmax() {
-    if (n_->inputs.size() == 2) return fail("a run-time causal offset (a decode step) has no ONNX form here");
-    VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", -1));
-    std::string x = in(0);
-    if (n_->attrs.has("scale")) {
-      VOLTA_ASSIGN_OR_RETURN(double s, n_->attrs.get_float("scale", 1.0));
-      VOLTA_ASSIGN_OR_RETURN(std::string c, scalar(s, "scale"));
-      std::string y = temp("scaled");
-      node("Mul", {x, c}, y);
-      x = y;
-    }
-    if (n_->attrs.has("causal_offset")) {
-      VOLTA_ASSIGN_OR_RETURN(int64_t offset, n_->attrs.get_int("causal_offset", 0));
-      VOLTA_ASSIGN_OR_RETURN(std::string keep, causal_keep(in_type(0).shape, offset));
-      VOLTA_ASSIGN_OR_RETURN(std::string ninf, scalar(-std::numeric_limits<double>::infinity(), "ninf"));
-      std::string y = temp("masked");
-      node("Where", {keep, x, ninf}, y);
-      x = y;
-    }
-    attr(node("Softmax", {x}, self()), "axis", axis);
-    return Status::ok();
-  }
-
-  // attention(q, k, v[, k2, v2]) as the graph it stands for: Concat, Transpose, MatMul, Mul,
-  // Where, Softmax, MatMul.
-  Status attention() {
-    if (n_->inputs.size() == 4) return fail("a run-time position (a decode step) has no ONNX form here");
-    const auto rank = static_cast<int64_t>(in_type(0).shape.size());
-    std::string k = in(1), v = in(2);
-    const int64_t cap = in_type(1).shape[static_cast<size_t>(rank - 2)];
-    VOLTA_ASSIGN_OR_RETURN(const int64_t s1, n_->attrs.get_int("prefix", cap));
-    if (s1 < cap) {
-      VOLTA_ASSIGN_OR_RETURN(std::string st, ints({0}, "starts"));
-      VOLTA_ASSIGN_OR_RETURN(std::string en, ints({s1}, "ends"));
-      VOLTA_ASSIGN_OR_RETURN(std::string ax, ints({rank - 2}, "axes"));
-      const std::string kp = temp("k_prefix"), vp = temp("v_prefix");
-      node("Slice", {k, st, en, ax}, kp);
-      node("Slice", {v, st, en, ax}, vp);
-      k = kp, v = vp;
-    }
-    if (n_->inputs.size() == 5) {
-      const std::string kc = temp("k"), vc = temp("v");
-      attr(node("Concat", {k, in(3)}, kc), "axis", rank - 2);
-      attr(node("Concat", {v, in(4)}, vc), "axis", rank - 2);
-      k = kc, v = vc;
-    }
-    if (rank > 2 && in_type(1).shape[static_cast<size_t>(rank - 3)] != in_type(0).shape[static_cast<size_t>(rank - 3)]) {
-      // grouped queries: each key head once per query head
-      VOLTA_ASSIGN_OR_RETURN(k, repeat_heads(k, in_type(1).shape.back(), "k"));
-      VOLTA_ASSIGN_OR_RETURN(v, repeat_heads(v, in_type(2).shape.back(), "v"));
-    }
-    std::vector<int64_t> perm(static_cast<size_t>(rank));
-    for (int64_t d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = d;
-    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-    const std::string kt = temp("k_t"), s = temp("scores");
-    attr(node("Transpose", {k}, kt), "perm", perm);
-    node("MatMul", {in(0), kt}, s);
-    std::string x = s;
-    VOLTA_ASSIGN_OR_RETURN(double scale, n_->attrs.get_float("scale", 1.0));
-    if (scale != 1.0) {
-      VOLTA_ASSIGN_OR_RETURN(std::string c, scalar(scale, "scale"));
-      x = temp("scaled");
-      node("Mul", {s, c}, x);
-    }
-    if (n_->attrs.has("causal_offset")) {
-      VOLTA_ASSIGN_OR_RETURN(int64_t offset, n_->attrs.get_int("causal_offset", 0));
-      Shape ss = in_type(0).shape;
-      ss.back() = s1 + (n_->inputs.size() == 5 ? in_type(3).shape[ss.size() - 2] : 0);
-      VOLTA_ASSIGN_OR_RETURN(std::string keep, causal_keep(ss, offset));
-      VOLTA_ASSIGN_OR_RETURN(std::string ninf, scalar(-std::numeric_limits<double>::infinity(), "ninf"));
-      const std::string m = temp("masked");
-      node("Where", {keep, x, ninf}, m);
-      x = m;
-    }
-    const std::string p = temp("probs");
-    attr(node("Softmax", {x}, p), "axis", int64_t{-1});
-    node("MatMul", {p, v}, self());
-    return Status::ok();
-  }
-
-  // A key/value tensor [b..., Hk, S, E] of this attention node as [b..., H, S, E]: key head h / rep
-  // for query head h (Reshape to [b..., Hk, 1, S, E], Expand the 1 to rep, Reshape).
-  Result<std::string> repeat_heads(const std::string& kv, int64_t E, const char* what) {
-    const Shape q = in_type(0).shape;
-    const size_t r = q.size();
-    const int64_t hk = in_type(1).shape[r - 3], rep = q[r - 3] / hk;
-    Shape one(q.begin(), q.end() - 3), wide(r + 1, 1), full(q.begin(), q.end() - 2);
-    one.insert(one.end(), {hk, 1, -1, E});
-    wide[r - 2] = rep;
-    full.insert(full.end(), {-1, E});
-    const std::string w(what);
-    VOLTA_ASSIGN_OR_RETURN(std::string s1, ints(one, (w + "_grouped_shape").c_str()));
-    VOLTA_ASSIGN_OR_RETURN(std::string s2, ints(wide, (w + "_repeat").c_str()));
-    VOLTA_ASSIGN_OR_RETURN(std::string s3, ints(full, (w + "_heads_shape").c_str()));
-    const std::string a = temp((w + "_grouped").c_str()), b = temp((w + "_repeated").c_str()), c = temp((w + "_heads").c_str());
-    node("Reshape", {kv, s1}, a);
-    node("Expand", {a, s2}, b);
-    node("Reshape", {b, s3}, c);
-    return c;
-  }
-
-  // The two halves of input 0's last axis, as Slices named `first` and `second`.
-  Result<std::pair<std::string, std::string>> last_axis_halves(const char* first, const char* second) {
-    const int64_t h = in_type(0).shape.back() / 2;
-    VOLTA_ASSIGN_OR_RETURN(std::string zero, ints({0}, "zero"));
-    VOLTA_ASSIGN_OR_RETURN(std::string half, ints({h}, "half"));
-    VOLTA_ASSIGN_OR_RETURN(std::string end, ints({2 * h}, "end"));
-    VOLTA_ASSIGN_OR_RETURN(std::string last, ints({-1}, "last_axis"));
-    std::pair<std::string, std::string> out{temp(first), temp(second)};
-    node("Slice", {in(0), zero, half, last}, out.first);
-    node("Slice", {in(0), half, end, last}, out.second);
-    return out;
-  }
-
-  // x [..., T, D] rotated by the first T rows of the tables: the halves' products, then Concat.
-  Status rope() {
-    if (n_->inputs.size() == 4) return fail("a run-time position (a decode step) has no ONNX form here");
-    const Shape& x = in_type(0).shape;
-    VOLTA_ASSIGN_OR_RETURN(std::string zero, ints({0}, "zero"));
-    VOLTA_ASSIGN_OR_RETURN(std::string rows, ints({x[x.size() - 2]}, "rows"));
-    const std::string c = temp("cos"), s = temp("sin");
-    node("Slice", {in(1), zero, rows, zero}, c);
-    node("Slice", {in(2), zero, rows, zero}, s);
-    VOLTA_ASSIGN_OR_RETURN(const auto halves, last_axis_halves("x1", "x2"));
-    const auto& [x1, x2] = halves;
-    auto product = [&](const std::string& a, const std::string& b, const char* what) {
-      const std::string p = temp(what);
-      node("Mul", {a, b}, p);
-      return p;
-    };
-    const std::string y1 = temp("y1"), y2 = temp("y2");
-    node("Sub", {product(x1, c, "x1c"), product(x2, s, "x2s")}, y1);
-    node("Add", {product(x2, c, "x2c"), product(x1, s, "x1s")}, y2);
-    attr(node("Concat", {y1, y2}, self()), "axis", int64_t{-1});
-    return Status::ok();
-  }
-
-  // silu(gate) * up on the two halves of the last axis.
-  Status swiglu() {
-    VOLTA_ASSIGN_OR_RETURN(const auto halves, last_axis_halves("gate", "up"));
-    const auto& [g, u] = halves;
-    const std::string sg = temp("sigmoid"), silu = temp("silu");
-    node("Sigmoid", {g}, sg);
-    node("Mul", {g, sg}, silu);
-    node("Mul", {silu, u}, self());
-    return Status::ok();
-  }
-
-  Status causal_mask() {
-    VOLTA_ASSIGN_OR_RETURN(int64_t offset, n_->attrs.get_int("offset", 0));
-    VOLTA_ASSIGN_OR_RETURN(double value, n_->attrs.get_float("value", -std::numeric_limits<double>::infinity()));
-    VOLTA_ASSIGN_OR_RETURN(std::string keep, causal_keep(in_type(0).shape, offset));
-    VOLTA_ASSIGN_OR_RETURN(std::string fill, scalar(value, "fill"));
-    node("Where", {keep, in(0), fill}, self());
-    return Status::ok();
-  }
-
-  Status layer_norm() {
-    VOLTA_ASSIGN_OR_RETURN(double eps, n_->attrs.get_float("eps", 1e-5));
-    ::onnx::NodeProto* p = node("LayerNormalization", all_inputs(), self());
-    attr(p, "axis", int64_t{-1});
-    attr(p, "epsilon", eps);
-    return Status::ok();
-  }
-
-  // x / sqrt(mean(x^2 over the last axis) + eps) * g
-  Status rms_norm() {
-    VOLTA_ASSIGN_OR_RETURN(double eps, n_->attrs.get_float("eps", 1e-5));
-    VOLTA_ASSIGN_OR_RETURN(std::string e, scalar(eps, "eps"));
-    const std::string sq = temp("sq"), ms = temp("ms"), mse = temp("ms_eps"), rms = temp("rms"), xn = temp("xn");
-    node("Mul", {in(0), in(0)}, sq);
-    ::onnx::NodeProto* r = node("ReduceMean", {sq}, ms);
-    attr(r, "axes", std::vector<int64_t>{-1});
-    attr(r, "keepdims", int64_t{1});
-    node("Add", {ms, e}, mse);
-    node("Sqrt", {mse}, rms);
-    node("Div", {in(0), rms}, xn);
-    node("Mul", {xn, in(1)}, self());
-    return Status::ok();
-  }
-
-  Status slice() {
-    VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
-    VOLTA_ASSIGN_OR_RETURN(int64_t start, n_->attrs.get_int("start", 0));
-    VOLTA_ASSIGN_OR_RETURN(int64_t end, n_->attrs.get_int("end", 0));
-    VOLTA_ASSIGN_OR_RETURN(std::string s, ints({start}, "starts"));
-    VOLTA_ASSIGN_OR_RETURN(std::string e, ints({end}, "ends"));
-    VOLTA_ASSIGN_OR_RETURN(std::string a, ints({axis}, "axes"));
-    node("Slice", {in(0), s, e, a}, self());
-    return Status::ok();
-  }
-
-  Status reduce(const char* op_type) {
-    VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> axes, n_->attrs.get_ints("axes"));
-    VOLTA_ASSIGN_OR_RETURN(int64_t keepdims, n_->attrs.get_int("keepdims", 0));
-    ::onnx::NodeProto* p = nullptr;
-    if (n_->op == Op::ReduceSum) {  // axes became an input of ReduceSum at opset 13, of the others at 18
-      VOLTA_ASSIGN_OR_RETURN(std::string a, ints(axes, "axes"));
-      p = node(op_type, {in(0), a}, self());
-    } else {
-      p = node(op_type, {in(0)}, self());
-      attr(p, "axes", axes);
-    }
-    attr(p, "keepdims", keepdims);
-    return Status::ok();
-  }
-
-  Status window(const char* op_type) {
-    const size_t spatial = in_type(0).shape.size() - 2;
-    std::vector<int64_t> kernel;
-    if (n_->op == Op::Conv2d) kernel.assign(in_type(1).shape.begin() + 2, in_type(1).shape.end());
-    VOLTA_ASSIGN_OR_RETURN(ir::Window w, ir::window_attrs(n_->op, n_->attrs, spatial, n_->op == Op::Conv2d ? &kernel : nullptr));
-    ::onnx::NodeProto* p = node(op_type, all_inputs(), self());
-    attr(p, "kernel_shape", w.kernel);
-    attr(p, "strides", w.strides);
-    attr(p, "pads", w.pads);
-    if (n_->op != Op::AvgPool) attr(p, "dilations", w.dilations);
-    if (n_->op == Op::Conv2d) attr(p, "group", w.groups);
-    if (n_->op != Op::Conv2d) attr(p, "ceil_mode", int64_t{w.ceil_mode});
-    if (n_->op == Op::AvgPool) attr(p, "count_include_pad", int64_t{w.count_include_pad});
-    return Status::ok();
-  }
-
-  // Volta holds booleans as f32 0/1: ONNX's BOOL results are cast back, BOOL operands cast to.
-  Status where() {
-    const std::string c = temp("cond");
-    attr(node("Cast", {in(0)}, c), "to", int64_t{static_cast<int32_t>(ElemType::kBool)});
-    node("Where", {c, in(1), in(2)}, self());
-    return Status::ok();
-  }
-  Status equal() {
-    const std::string b = temp("bool");
-    node("Equal", {in(0), in(1)}, b);
-    attr(node("Cast", {b}, self()), "to", int64_t{static_cast<int32_t>(ElemType::kFloat)});
-    return Status::ok();
-  }
-
-  Status emit() {
-    const Op op = n_->op;
-    auto same = [&](const char* op_type) { return node(op_type, all_inputs(), self()); };
-    // The elementwise ops with an ONNX op type in the op table export one to one.
-    if (ir::elementwise_arity(op) > 0 && *ir::op_info(op).onnx != '\0') {
-      same(ir::op_info(op).onnx);
-      return Status::ok();
-    }
-    switch (op) {
-      case Op::Input: case Op::Param: case Op::Constant: return leaf();
-      case Op::Matmul: return matmul();
-      case Op::Concat: {
-        VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
-        attr(same("Concat"), "axis", axis);
-        return Status::ok();
-      }
-      case Op::Gelu: return gelu();
-      case Op::Silu: {
-        const std::string s = temp("sigmoid");
-        node("Sigmoid", {in(0)}, s);
-        node("Mul", {in(0), s}, self());
-        return Status::ok();
-      }
-      case Op::Clip: {
-        VOLTA_ASSIGN_OR_RETURN(double lo, n_->attrs.get_float("min", -std::numeric_limits<double>::infinity()));
-        VOLTA_ASSIGN_OR_RETURN(double hi, n_->attrs.get_float("max", std::numeric_limits<double>::infinity()));
-        VOLTA_ASSIGN_OR_RETURN(std::string a, scalar(lo, "min"));
-        VOLTA_ASSIGN_OR_RETURN(std::string b, scalar(hi, "max"));
-        node("Clip", {in(0), a, b}, self());
-        return Status::ok();
-      }
-      case Op::LeakyRelu: {
-        VOLTA_ASSIGN_OR_RETURN(double alpha, n_->attrs.get_float("alpha", 0.01));
-        attr(same("LeakyRelu"), "alpha", alpha);
-        return Status::ok();
-      }
-      case Op::Cast: {
-        VOLTA_ASSIGN_OR_RETURN(ElemType t, elem_type(n_->type.dtype));
-        attr(same("Cast"), "to", int64_t{static_cast<int32_t>(t)});
-        return Status::ok();
-      }
-      case Op::Softmax: return softmax();
-      case Op::Attention: return attention();
-      case Op::Rope: return rope();
-      case Op::Swiglu: return swiglu();
-      case Op::LogSoftmax: {
-        VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", -1));
-        attr(same("LogSoftmax"), "axis", axis);
-        return Status::ok();
-      }
-      case Op::LayerNorm: return layer_norm();
-      case Op::RmsNorm: return rms_norm();
-      case Op::Embedding: attr(same("Gather"), "axis", int64_t{0}); return Status::ok();
-      case Op::Gather: {
-        VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
-        attr(same("Gather"), "axis", axis);
-        return Status::ok();
-      }
-      case Op::Reshape: case Op::Broadcast: {
-        VOLTA_ASSIGN_OR_RETURN(std::string s, ints(n_->type.shape, "shape"));
-        node(op == Op::Reshape ? "Reshape" : "Expand", {in(0), s}, self());
-        return Status::ok();
-      }
-      case Op::Transpose: {
-        VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> perm, n_->attrs.get_ints("perm"));
-        attr(same("Transpose"), "perm", perm);
-        return Status::ok();
-      }
-      case Op::Slice: return slice();
-      case Op::Trilu: {
-        VOLTA_ASSIGN_OR_RETURN(int64_t upper, n_->attrs.get_int("upper", 1));
-        VOLTA_ASSIGN_OR_RETURN(int64_t k, n_->attrs.get_int("k", 0));
-        VOLTA_ASSIGN_OR_RETURN(std::string kn, initializer(Tensor::from_i64({}, {k}), ElemType::kInt64, temp("k")));  // a scalar
-        attr(node("Trilu", {in(0), kn}, self()), "upper", upper);
-        return Status::ok();
-      }
-      case Op::Pad: {
-        VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
-        VOLTA_ASSIGN_OR_RETURN(int64_t before, n_->attrs.get_int("before", 0));
-        VOLTA_ASSIGN_OR_RETURN(int64_t after, n_->attrs.get_int("after", 0));
-        const auto rank = static_cast<int64_t>(in_type(0).shape.size());
-        if (axis < 0) axis += rank;
-        std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
-        pads[static_cast<size_t>(axis)] = before;
-        pads[static_cast<size_t>(axis + rank)] = after;
-        VOLTA_ASSIGN_OR_RETURN(std::string p, ints(pads, "pads"));
-        node("Pad", {in(0), p}, self());
-        return Status::ok();
-      }
-      case Op::Conv2d: return window("Conv");
-      case Op::MaxPool: return window("MaxPool");
-      case Op::AvgPool: return window("AveragePool");
-      case Op::ReduceSum: return reduce("ReduceSum");
-      case Op::ReduceMean: return reduce("ReduceMean");
-      case Op::ReduceMax: return reduce("ReduceMax");
-      case Op::Where: return where();
-      case Op::Equal: return equal();
-      case Op::CausalMask: return causal_mask();
-      case Op::CrossEntropy: case Op::Mse:
-        return fail("losses are not exported; export the inference graph (its logits) instead");
-      default:
-        return fail("a training-only op has no ONNX export; export the forward graph");
-    }
-  }
-
-  // Graph outputs keep their node names; a leaf or a repeated output goes through Identity.
-  Status outputs() {
-    std::set<int32_t> seen;
-    for (int32_t id : g_.outputs) {
-      n_ = &g_.node(id);
-      std::string name = names_[static_cast<size_t>(id)];
-      if (ir::is_leaf(n_->op) || !seen.insert(id).second) {
-        const std::string alias = fresh(name + "_out");
-        node("Identity", {name}, alias);
-        name = alias;
-      }
-      VOLTA_ASSIGN_OR_RETURN(ElemType t, elem_type(n_->type.dtype));
-      ::onnx::ValueInfoProto* v = out_->add_output();
-      v->set_name(name);
-      auto* tt = v->mutable_type()->mutable_tensor_type();
-      tt->set_elem_type(static_cast<int32_t>(t));
-      for (int64_t d : n_->type.shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
-    }
-    return Status::ok();
-  }
-};
+namespace {
 
 // ONNX's checker and strict shape inference; they report by throwing.
 Status check(::onnx::ModelProto& m) {
