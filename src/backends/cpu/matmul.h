@@ -161,4 +161,29 @@ void set_tuned_entries(const std::vector<TunedEntry>& entries);
 // Forgets the in-memory cache; the next lookup reads the file again (tests, tuner).
 void reload_matmul_tuning();
 
+// ---- The tuner (tuner.cpp) ----------------------------------------------------------------------
+
+struct MatmulShape {
+  int64_t m, n, k;
+};
+struct MatmulTuneOptions {
+  int64_t runs = 5;     // timed samples of about 20 ms per candidate (the median counts)
+  int64_t warmup = 1;   // untimed samples first
+  double margin = 0.03;  // a tuned blocking is kept only when it beats the default by this fraction
+};
+struct MatmulTuneOutcome {
+  TunedEntry entry;   // the best blocking found and its GFLOP/s against the default's
+  bool kept = false;  // it beat the default by the margin, twice
+};
+// Searches the blocking of one shape with the best ISA's kernels on this thread count; an error
+// if any candidate changes the bits of the product.
+Result<MatmulTuneOutcome> tune_matmul_shape(MatmulShape s, const MatmulTuneOptions& options);
+struct MatmulTuneSaved {
+  std::string path;
+  std::vector<TunedEntry> entries;
+};
+// Writes the winners (one per shape class) into this machine's cache file, replacing the tuned
+// classes' old entries and keeping the others, and makes them the in-memory cache.
+Result<MatmulTuneSaved> save_matmul_tuning(const std::vector<MatmulTuneOutcome>& outcomes);
+
 }  // namespace volta::cpu
