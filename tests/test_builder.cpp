@@ -141,6 +141,49 @@ TEST(Builder, RunTimePositionAndCacheWriteRules) {
   EXPECT_ERROR_CONTAINS(b.build(), "[cache_write] writes 'c' in place, which must be a param (the model's state) (node 'w')");
 }
 
+// The llama variant's ops: grouped-query attention, rope and swiglu refuse what does not fit,
+// naming the node.
+TEST(Builder, GroupedQueriesRopeAndSwigluRules) {
+  auto one = [](ir::Op op, std::vector<TensorType> in, ir::Attrs attrs = {}) -> Result<TensorType> {
+    ModelBuilder b;
+    std::vector<Value> xs;
+    for (size_t i = 0; i < in.size(); ++i) xs.push_back(b.input("x" + std::to_string(i), in[i]));
+    b.output(b.op(op, xs, attrs, "y"));
+    VOLTA_ASSIGN_OR_RETURN(ir::Graph g, b.build());
+    return g.node(g.outputs[0]).type;
+  };
+  const TensorType f32_2{DType::f32, {2, 8}}, pos{DType::i32, {1}};
+  auto att = one(ir::Op::Attention, {{DType::f32, {2, 6, 5, 8}}, {DType::f32, {2, 2, 7, 8}}, {DType::f32, {2, 2, 7, 3}}});
+  ASSERT_OK(att);
+  EXPECT_EQ(att->shape, (Shape{2, 6, 5, 3}));
+  EXPECT_ERROR_CONTAINS(one(ir::Op::Attention, {{DType::f32, {2, 6, 5, 8}}, {DType::f32, {2, 4, 7, 8}}, {DType::f32, {2, 4, 7, 8}}}),
+                        "or a divisor of q's heads) (node 'y')");
+  EXPECT_ERROR_CONTAINS(one(ir::Op::Attention, {{DType::f32, {2, 6, 5, 8}}, {DType::f32, {2, 2, 7, 8}}, {DType::f32, {2, 3, 7, 8}}}),
+                        "do not match q");
+  auto grad = one(ir::Op::AttentionGrad, {{DType::f32, {6, 5, 8}}, {DType::f32, {2, 5, 8}}, {DType::f32, {2, 5, 8}}, {DType::f32, {6, 5, 8}}});
+  ASSERT_OK(grad);
+  EXPECT_EQ(grad->shape, (Shape{3, 6, 5, 8}));
+  EXPECT_ERROR_CONTAINS(one(ir::Op::AttentionGrad, {{DType::f32, {6, 5, 8}}, {DType::f32, {2, 4, 8}}, {DType::f32, {2, 4, 8}}, {DType::f32, {6, 5, 8}}}),
+                        "[attention_grad] q f32[6,5,8], k f32[2,4,8], v f32[2,4,8] and dy f32[6,5,8] do not fit self-attention");
+  auto rope = one(ir::Op::Rope, {{DType::f32, {2, 3, 5, 8}}, {DType::f32, {9, 4}}, {DType::f32, {9, 4}}});
+  ASSERT_OK(rope);
+  EXPECT_EQ(rope->shape, (Shape{2, 3, 5, 8}));
+  ASSERT_OK(one(ir::Op::Rope, {{DType::f32, {2, 3, 1, 8}}, {DType::f32, {9, 4}}, {DType::f32, {9, 4}}, pos}));
+  EXPECT_ERROR_CONTAINS(one(ir::Op::Rope, {{DType::f32, {2, 7}}, {DType::f32, {9, 3}}, {DType::f32, {9, 3}}}),
+                        "[rope] x must be [..., T, D] with D even, got f32[2,7] (node 'y')");
+  EXPECT_ERROR_CONTAINS(one(ir::Op::Rope, {f32_2, {DType::f32, {9, 4}}, {DType::f32, {8, 4}}}), "must both be [P, 4]");
+  EXPECT_ERROR_CONTAINS(one(ir::Op::Rope, {{DType::f32, {12, 8}}, {DType::f32, {9, 4}}, {DType::f32, {9, 4}}}),
+                        "[rope] x f32[12,8] has 12 positions but the tables have 9");
+  EXPECT_ERROR_CONTAINS(one(ir::Op::Rope, {f32_2, {DType::f32, {9, 4}}, {DType::f32, {9, 4}}, {DType::i64, {1}}}),
+                        "[rope] position must be i32 with one element");
+  auto sw = one(ir::Op::Swiglu, {{DType::f32, {3, 4, 10}}});
+  ASSERT_OK(sw);
+  EXPECT_EQ(sw->shape, (Shape{3, 4, 5}));
+  EXPECT_ERROR_CONTAINS(one(ir::Op::Swiglu, {{DType::f32, {3, 7}}}), "[swiglu] x must be [..., 2F] (the gate, then the up projection), got f32[3,7]");
+  EXPECT_ERROR_CONTAINS(one(ir::Op::SwigluGrad, {{DType::f32, {3, 8}}, {DType::f32, {3, 8}}}),
+                        "[swiglu_grad] dy f32[3,8] must be x f32[3,8] with its last axis halved");
+}
+
 TEST(Builder, ShapeRulesOfLayoutOps) {
   ModelBuilder b;
   Value x = b.input("x", {DType::f32, {2, 3, 4}});

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "test_util.h"
 #include "volta/ir.h"
 #include "volta/tensor.h"
 
@@ -147,6 +148,22 @@ TEST(KernelElementwise, SigmoidSilu) {
   // silu(x) = x * sigmoid(x); sigmoid(1) = e / (1 + e).
   expect_f32(run(make(Op::Silu, {4}), {f32({4}, {0, 1, -1, -1000})}), {4},
              {0, 0.7310585786300049, -0.2689414213699951, 0});
+}
+
+// rope by hand: row t of x rotated by table row t (or position + t): x1 c - x2 s, x2 c + x1 s.
+TEST(KernelAttention, RopeRotatesEachRowByItsTableRow) {
+  const Tensor cos = f32({3, 2}, {1, 1, 0.5f, 0, 0, 1}), sin = f32({3, 2}, {0, 0, 0.5f, 1, 1, 0});
+  const Tensor x = f32({2, 4}, {1, 2, 3, 4, 1, 2, 3, 4});
+  expect_f32(run(make(Op::Rope, {2, 4}), {x, cos, sin}), {2, 4}, {1, 2, 3, 4, -1, -4, 2, 2});
+  // From position 1: rows 1 and 2 of the tables.
+  expect_f32(run(make(Op::Rope, {2, 4}), {x, cos, sin, Tensor::from_i32({1}, {1})}), {2, 4}, {-1, -4, 2, 2, -3, 2, 1, 4});
+  EXPECT_ERROR_CONTAINS(run_status(make(Op::Rope, {2, 4}), {x, cos, sin, Tensor::from_i32({1}, {2})}),
+                        "[rope] position 2 is outside [0, 1] (node 't')");
+  // swiglu: silu(gate) * up; its gradient: silu'(gate) dy up, then dy silu(gate).
+  const double s1 = 0.7310585786300049;  // sigmoid(1)
+  expect_f32(run(make(Op::Swiglu, {1, 2}), {f32({1, 4}, {0, 1, 5, 3})}), {1, 2}, {0, 3 * s1});
+  expect_f32(run(make(Op::SwigluGrad, {1, 4}), {f32({1, 4}, {0, 1, 5, 3}), f32({1, 2}, {2, 1})}), {1, 4},
+             {0.5 * 2 * 5, s1 * (1 + 1 * (1 - s1)) * 3, 0, s1});
 }
 
 TEST(KernelElementwise, GeluErfAndTanh) {
