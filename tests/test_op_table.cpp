@@ -14,6 +14,7 @@
 #include "test_util.h"
 #include "volta/backend.h"
 #include "volta/ir.h"
+#include "volta/op_attrs.h"
 #include "volta/verify.h"
 
 namespace volta {
@@ -189,6 +190,50 @@ TEST(OpTable, VerifyChecksAttributesAgainstTheSchema) {
 
 // Each backend's capabilities come from its kernel table: the CPU runs every op (a reference
 // kernel each, or its own), CUDA names each op of its table once.
+// The typed attribute structs carry ops.def's defaults; a node's struct is bound once with its
+// plan, read back as is, and dropped when an attribute changes.
+TEST(OpTable, TypedAttributesCarryTheSchemaAndAreBoundOnce) {
+  ir::Node n;
+  n.op = ir::Op::Attention;
+  n.name = "att";
+  auto d = ir::typed_attrs<ir::Op::Attention>(n);
+  ASSERT_OK(d);
+  EXPECT_EQ((*d)->scale, 1.0);
+  EXPECT_FALSE((*d)->causal_offset.has_value());
+  EXPECT_FALSE((*d)->prefix.has_value());
+  n.attrs.set("scale", 0.25);
+  n.attrs.set("causal_offset", int64_t{3});
+  ir::Graph g;
+  g.nodes.push_back(n);
+  g.nodes[0].id = 0;
+  ASSERT_OK(ir::bind_typed_attrs(g));
+  const void* bound = g.nodes[0].attrs.typed().get();
+  ASSERT_NE(bound, nullptr);
+  auto t = ir::typed_attrs<ir::Op::Attention>(g.nodes[0]);
+  ASSERT_OK(t);
+  EXPECT_EQ(t->get(), bound);  // the bound struct itself, no lookup
+  EXPECT_EQ((*t)->scale, 0.25);
+  EXPECT_EQ((*t)->causal_offset, 3);
+  g.nodes[0].attrs.set("scale", 0.5);  // a changed attribute drops the struct
+  EXPECT_EQ(g.nodes[0].attrs.typed(), nullptr);
+  ir::Attrs same = g.nodes[0].attrs;
+  same.bind_typed(std::make_shared<int>(0));
+  EXPECT_EQ(same, g.nodes[0].attrs);  // equality compares the attributes only
+  // Defaults from ops.def: eps, approximate, clip's bounds, a string and an integer list.
+  ir::Node ln, ge, cl, pa, tr;
+  ln.op = ir::Op::LayerNorm, ge.op = ir::Op::Gelu, cl.op = ir::Op::Clip, pa.op = ir::Op::Param, tr.op = ir::Op::Transpose;
+  tr.attrs.set("perm", std::vector<int64_t>{1, 0});
+  EXPECT_EQ((*ir::typed_attrs<ir::Op::LayerNorm>(ln))->eps, 1e-5);
+  EXPECT_EQ((*ir::typed_attrs<ir::Op::Gelu>(ge))->approximate, "none");
+  EXPECT_EQ((*ir::typed_attrs<ir::Op::Clip>(cl))->min, -INFINITY);
+  EXPECT_EQ((*ir::typed_attrs<ir::Op::Param>(pa))->init, "normal");
+  EXPECT_EQ((*ir::typed_attrs<ir::Op::Transpose>(tr))->perm, (std::vector<int64_t>{1, 0}));
+  // Read as another op's struct, or with a wrong kind, it is an error naming the node.
+  EXPECT_ERROR_CONTAINS(ir::typed_attrs<ir::Op::Softmax>(n), "[attention] read as the attributes of softmax (node 'att')");
+  n.attrs.set("scale", std::string("big"));
+  EXPECT_ERROR_CONTAINS(ir::typed_attrs<ir::Op::Attention>(n), "[attention] attribute 'scale' must be a number but is");
+}
+
 TEST(OpTable, BackendCapabilitiesComeFromTheirKernelTables) {
   auto cpu = make_cpu_backend();
   for (int i = 0; i < ir::kNumOps; ++i) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,9 +28,17 @@ class Attrs {
   Attrs(std::initializer_list<std::pair<const std::string, AttrValue>> init) : map_(init) {}
 
   bool has(const std::string& key) const { return map_.count(key) != 0; }
-  void set(const std::string& key, AttrValue v) { map_[key] = std::move(v); }
+  void set(const std::string& key, AttrValue v) {
+    map_[key] = std::move(v);
+    typed_.reset();
+  }
   const std::map<std::string, AttrValue>& items() const { return map_; }
-  bool operator==(const Attrs&) const = default;
+  bool operator==(const Attrs& o) const { return map_ == o.map_; }
+
+  // The attributes parsed into the op's typed struct (volta/op_attrs.h), bound once when a plan
+  // is made (bind_typed_attrs) so that kernels never look keys up; set() drops it.
+  const std::shared_ptr<const void>& typed() const { return typed_; }
+  void bind_typed(std::shared_ptr<const void> typed) { typed_ = std::move(typed); }
 
   // Typed getters fail with "[op] attribute 'key' ..." when present with the wrong type.
   Result<int64_t> get_int(const std::string& key, int64_t fallback) const;
@@ -39,6 +48,7 @@ class Attrs {
 
  private:
   std::map<std::string, AttrValue> map_;
+  std::shared_ptr<const void> typed_;
 };
 
 struct Node {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "volta/op_attrs.h"
 #include "volta/state.h"
 #include "volta/verify.h"
 
@@ -130,6 +131,7 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Gr
   VOLTA_ASSIGN_OR_RETURN(ir::Graph optimized, passes::run_pipeline(g, opts.pipeline));
   Status valid = ir::verify_graph(optimized);
   if (!valid.is_ok()) return internal_error("the pass pipeline produced an invalid graph: " + valid.message());
+  VOLTA_RETURN_IF_ERROR(ir::bind_typed_attrs(optimized));
   VOLTA_RETURN_IF_ERROR(check_capabilities(optimized, *backend_));
   const Backend& backend = *backend_;
   auto workspace = [&backend](const ir::Graph& graph, const ir::Node& n) { return backend.workspace_bytes(graph, n); };

@@ -36,7 +36,8 @@ void chunk_rows(int64_t n, int64_t len, F&& f) {
 // Each output is summed over r in index order (in 16-lane groups of outputs, or in lanes along
 // a contiguous row when inner is 1); tasks are fixed by the shape.
 Status reduce_sum(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, a.node.attrs.get_ints("axes"));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::ReduceSum>(a.node));
+  const std::vector<int64_t>& axes = at->axes;
   if (a.in[0].type.dtype != DType::f32) return ref::ReduceSum(a);
   const Shape& s = a.in[0].shape();
   std::vector<bool> red(s.size(), false);
@@ -66,13 +67,11 @@ Status reduce_sum(const KernelArgs& a) {
 
 // softmax / log_softmax over the last axis, one row at a time (vec_math.cpp), with the
 // optional scale and causal mask of a fused attention softmax.
-Status softmax(const KernelArgs& a, bool as_log) {
-  VOLTA_ASSIGN_OR_RETURN(const int64_t axis, a.node.attrs.get_int("axis", -1));
-  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
-  const bool causal = a.node.attrs.has("causal_offset");
+Status softmax(const KernelArgs& a, bool as_log, int64_t axis, double scale, std::optional<int64_t> causal_offset) {
+  const bool causal = causal_offset.has_value();
   const Shape& s = a.in[0].shape();
   if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return as_log ? ref::LogSoftmax(a) : ref::Softmax(a);
-  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, ref::softmax_offset(a, s.back()));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, ref::softmax_offset(a, s.back(), causal_offset));
   const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C, R = causal ? s[s.size() - 2] : 1;
   const float* x = a.in[0].as<const float>();
   float* out = a.out.as<float>();
@@ -83,8 +82,9 @@ Status softmax(const KernelArgs& a, bool as_log) {
 }
 
 Status softmax_grad(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const int64_t axis, a.node.attrs.get_int("axis", -1));
-  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::SoftmaxGrad>(a.node));
+  const int64_t axis = at->axis;
+  const double scale = at->scale;
   const Shape& s = a.in[0].shape();
   if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return ref::SoftmaxGrad(a);
   const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C;
@@ -96,8 +96,7 @@ Status softmax_grad(const KernelArgs& a) {
 }
 
 // layer_norm / rms_norm and their gradients over the last axis, one row at a time.
-Status norm(const KernelArgs& a, bool center, bool grad) {
-  VOLTA_ASSIGN_OR_RETURN(const double eps, a.node.attrs.get_float("eps", 1e-5));
+Status norm(const KernelArgs& a, bool center, bool grad, double eps) {
   const int64_t D = a.in[0].shape().back(), rows = ref::last_axis_rows(a);
   const float* x = a.in[0].as<const float>();
   const float* gamma = a.in[1].as<const float>();
@@ -115,9 +114,9 @@ Status norm(const KernelArgs& a, bool center, bool grad) {
 
 // Cross-entropy over rows of logits [..., C]: the per-row losses are kept and summed in row
 // order, so the mean does not depend on the split; rows of out-of-range targets are an error.
-Result<int64_t> count_targets(const KernelArgs& a) {
-  const bool has_ignore = a.node.attrs.has("ignore_index");
-  VOLTA_ASSIGN_OR_RETURN(const int64_t ignore, a.node.attrs.get_int("ignore_index", 0));
+Result<int64_t> count_targets(const KernelArgs& a, std::optional<int64_t> ignore_index) {
+  const bool has_ignore = ignore_index.has_value();
+  const int64_t ignore = ignore_index.value_or(0);
   const int64_t C = a.in[0].shape().back(), rows = a.in[1].numel();
   int64_t counted = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -131,12 +130,12 @@ Result<int64_t> count_targets(const KernelArgs& a) {
   return counted;
 }
 
-Status cross_entropy(const KernelArgs& a, bool grad) {
+Status cross_entropy(const KernelArgs& a, bool grad, std::optional<int64_t> ignore_index) {
   if (a.in[0].type.dtype != DType::f32 || a.in[0].shape().empty() || !is_integer(a.in[1].type.dtype))
     return grad ? ref::CrossEntropyGrad(a) : ref::CrossEntropy(a);
-  VOLTA_ASSIGN_OR_RETURN(const int64_t counted, count_targets(a));
-  const bool has_ignore = a.node.attrs.has("ignore_index");
-  VOLTA_ASSIGN_OR_RETURN(const int64_t ignore, a.node.attrs.get_int("ignore_index", 0));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t counted, count_targets(a, ignore_index));
+  const bool has_ignore = ignore_index.has_value();
+  const int64_t ignore = ignore_index.value_or(0);
   const int64_t C = a.in[0].shape().back(), rows = a.in[1].numel();
   const float* x = a.in[0].as<const float>();
   auto target = [&](int64_t r) { return ref::read_index(a.in[1], r); };
@@ -175,9 +174,8 @@ Status cross_entropy(const KernelArgs& a, bool grad) {
 constexpr float kSqrt2OverPi = 0.7978845608f;
 
 Status gelu(const KernelArgs& a) {
-  auto mode = a.node.attrs.get_string("approximate", "none");
-  if (!mode.is_ok()) return mode.status();
-  const bool tanh_form = *mode == "tanh";
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Gelu>(a.node));
+  const bool tanh_form = at->approximate == "tanh";
   const float* x = a.in[0].as<const float>();
   float* y = a.out.as<float>();
   if (!tanh_form) {
@@ -195,9 +193,8 @@ Status gelu(const KernelArgs& a) {
 }
 
 Status gelu_grad(const KernelArgs& a) {
-  auto mode = a.node.attrs.get_string("approximate", "none");
-  if (!mode.is_ok()) return mode.status();
-  const bool tanh_form = *mode == "tanh";
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::GeluGrad>(a.node));
+  const bool tanh_form = at->approximate == "tanh";
   const float* x = a.in[0].as<const float>();
   const float* dy = a.in[1].as<const float>();
   float* out = a.out.as<float>();
@@ -224,7 +221,8 @@ Status gelu_grad(const KernelArgs& a) {
 
 // Transposes that keep the last axis in place copy whole rows.
 Status transpose(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, a.node.attrs.get_ints("perm"));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Transpose>(a.node));
+  const std::vector<int64_t>& perm = at->perm;
   const Shape& s = a.in[0].shape();
   const size_t r = s.size();
   if (r < 2 || perm.back() != static_cast<int64_t>(r) - 1) return ref::Transpose(a);
@@ -342,8 +340,14 @@ constexpr std::array<Kernel, ir::kNumOps> kFastKernels = [] {
   set(Op::Rope, rope);
   set(Op::FusedElementwise, fused_elementwise);
   set(Op::ReduceSum, reduce_sum);
-  set(Op::Softmax, [](const KernelArgs& a) { return softmax(a, false); });
-  set(Op::LogSoftmax, [](const KernelArgs& a) { return softmax(a, true); });
+  set(Op::Softmax, [](const KernelArgs& a) {
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Softmax>(a.node));
+    return softmax(a, false, at->axis, at->scale, at->causal_offset);
+  });
+  set(Op::LogSoftmax, [](const KernelArgs& a) {
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LogSoftmax>(a.node));
+    return softmax(a, true, at->axis, 1.0, std::nullopt);
+  });
   set(Op::SoftmaxGrad, softmax_grad);
   set(Op::Gelu, gelu);
   set(Op::GeluGrad, gelu_grad);
@@ -356,12 +360,30 @@ constexpr std::array<Kernel, ir::kNumOps> kFastKernels = [] {
     return Status::ok();
   });
   set(Op::Transpose, transpose);
-  set(Op::LayerNorm, [](const KernelArgs& a) { return norm(a, true, false); });
-  set(Op::RmsNorm, [](const KernelArgs& a) { return norm(a, false, false); });
-  set(Op::LayerNormGrad, [](const KernelArgs& a) { return norm(a, true, true); });
-  set(Op::RmsNormGrad, [](const KernelArgs& a) { return norm(a, false, true); });
-  set(Op::CrossEntropy, [](const KernelArgs& a) { return cross_entropy(a, false); });
-  set(Op::CrossEntropyGrad, [](const KernelArgs& a) { return cross_entropy(a, true); });
+  set(Op::LayerNorm, [](const KernelArgs& a) {
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LayerNorm>(a.node));
+    return norm(a, true, false, at->eps);
+  });
+  set(Op::RmsNorm, [](const KernelArgs& a) {
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::RmsNorm>(a.node));
+    return norm(a, false, false, at->eps);
+  });
+  set(Op::LayerNormGrad, [](const KernelArgs& a) {
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LayerNormGrad>(a.node));
+    return norm(a, true, true, at->eps);
+  });
+  set(Op::RmsNormGrad, [](const KernelArgs& a) {
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::RmsNormGrad>(a.node));
+    return norm(a, false, true, at->eps);
+  });
+  set(Op::CrossEntropy, [](const KernelArgs& a) {
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::CrossEntropy>(a.node));
+    return cross_entropy(a, false, at->ignore_index);
+  });
+  set(Op::CrossEntropyGrad, [](const KernelArgs& a) {
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::CrossEntropyGrad>(a.node));
+    return cross_entropy(a, true, at->ignore_index);
+  });
   set(Op::Add, [](const KernelArgs& a) { return binary(a, ref::elementwise<Op::Add>, [](float x, float y) { return x + y; }); });
   set(Op::Sub, [](const KernelArgs& a) { return binary(a, ref::elementwise<Op::Sub>, [](float x, float y) { return x - y; }); });
   set(Op::Mul, [](const KernelArgs& a) { return binary(a, ref::elementwise<Op::Mul>, [](float x, float y) { return x * y; }); });

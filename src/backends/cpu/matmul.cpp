@@ -403,8 +403,8 @@ struct Dims {
 };
 
 Result<Dims> dims_of(const ir::Node& node, const Shape& as, const Shape& os) {
-  VOLTA_ASSIGN_OR_RETURN(const int64_t ta, node.attrs.get_int("transpose_a", 0));
-  VOLTA_ASSIGN_OR_RETURN(const int64_t tb, node.attrs.get_int("transpose_b", 0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(node));
+  const int64_t ta = at->transpose_a, tb = at->transpose_b;
   const int64_t M = os[os.size() - 2], N = os[os.size() - 1];
   const int64_t K = ta ? as[as.size() - 2] : as[as.size() - 1];
   return Dims{M, N, K, ta != 0, tb != 0};
@@ -433,7 +433,8 @@ namespace {
 // unfused add and relu / gelu kernels (float adds, the same gelu row kernel). Rows in tasks of
 // about 16384 elements.
 Status epilogue(const KernelArgs& a, int64_t N) {
-  VOLTA_ASSIGN_OR_RETURN(const std::string act, a.node.attrs.get_string("activation", "none"));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
+  const std::string& act = at->activation;
   const float* bias = a.in.size() > 2 ? a.in[2].as<const float>() : nullptr;
   if ((!bias && act == "none") || N == 0) return Status::ok();
   float* out = a.out.as<float>();

@@ -9,16 +9,17 @@
 namespace volta::cpu::ref {
 
 Result<AttentionArgs> attention_args(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto attrs, ir::typed_attrs<ir::Op::Attention>(a.node));
   AttentionArgs at;
-  VOLTA_ASSIGN_OR_RETURN(at.scale, a.node.attrs.get_float("scale", 1.0));
-  at.causal = a.node.attrs.has("causal_offset");
-  VOLTA_ASSIGN_OR_RETURN(at.offset, a.node.attrs.get_int("causal_offset", 0));
+  at.scale = attrs->scale;
+  at.causal = attrs->causal_offset.has_value();
+  at.offset = attrs->causal_offset.value_or(0);
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
   at.G = dims_product(qs, 0, r - 2), at.T = qs[r - 2], at.D = qs[r - 1], at.E = a.in[2].shape()[r - 1];
   at.rep = at.G / std::max<int64_t>(1, dims_product(a.in[1].shape(), 0, r - 2));
   at.cap[0] = a.in[1].shape()[r - 2];
-  VOLTA_ASSIGN_OR_RETURN(at.used[0], a.node.attrs.get_int("prefix", at.cap[0]));
+  at.used[0] = attrs->prefix.value_or(at.cap[0]);
   at.cap[1] = at.used[1] = a.in.size() >= 5 ? a.in[3].shape()[r - 2] : 0;
   if (a.in.size() == 4) {  // the run-time position: rows 0..position+T-1 of k and v are the keys so far
     VOLTA_ASSIGN_OR_RETURN(const int64_t position, position_input(a, 3, at.cap[0] - at.T));
@@ -77,10 +78,11 @@ namespace volta::cpu::ref {
 // same f32 roundings of the stored intermediates: probabilities p (the forward softmax),
 // dp = dy vᵀ, ds = scale * p * (dp - sum(dp p)); then dq = ds k, dk = dsᵀ q, dv = pᵀ dy.
 Result<AttentionArgs> attention_grad_args(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto attrs, ir::typed_attrs<ir::Op::AttentionGrad>(a.node));
   AttentionArgs at;
-  VOLTA_ASSIGN_OR_RETURN(at.scale, a.node.attrs.get_float("scale", 1.0));
-  at.causal = a.node.attrs.has("causal_offset");
-  VOLTA_ASSIGN_OR_RETURN(at.offset, a.node.attrs.get_int("causal_offset", 0));
+  at.scale = attrs->scale;
+  at.causal = attrs->causal_offset.has_value();
+  at.offset = attrs->causal_offset.value_or(0);
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
   at.G = dims_product(qs, 0, r - 2), at.T = at.cap[0] = at.used[0] = qs[r - 2], at.D = at.E = qs[r - 1];

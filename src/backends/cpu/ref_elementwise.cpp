@@ -68,7 +68,8 @@ Status Swiglu(const KernelArgs& a) {
 }
 
 Status Gelu(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const std::string mode, a.node.attrs.get_string("approximate", "none"));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Gelu>(a.node));
+  const std::string& mode = at->approximate;
   if (mode == "none") return unary(a, ir::gelu_erf);
   if (mode == "tanh") return unary(a, ir::gelu_tanh);
   return invalid_argument(op_prefix(a.node) + "attribute 'approximate' must be 'none' or 'tanh', got '" + mode +
@@ -76,15 +77,14 @@ Status Gelu(const KernelArgs& a) {
 }
 
 Status LeakyRelu(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const double alpha, a.node.attrs.get_float("alpha", 0.01));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LeakyRelu>(a.node));
+  const double alpha = at->alpha;
   return unary(a, [alpha](double x) { return x < 0 ? alpha * x : x; });
 }
 // Bounds are rounded to f32 first so that clip(x) is always one of x, min or max; nan stays nan.
 Status Clip(const KernelArgs& a) {
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  VOLTA_ASSIGN_OR_RETURN(const double lo_attr, a.node.attrs.get_float("min", -kInf));
-  VOLTA_ASSIGN_OR_RETURN(const double hi_attr, a.node.attrs.get_float("max", kInf));
-  const double lo = static_cast<float>(lo_attr), hi = static_cast<float>(hi_attr);
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Clip>(a.node));
+  const double lo = static_cast<float>(at->min), hi = static_cast<float>(at->max);
   return unary(a, [lo, hi](double x) {
     const double y = x < lo ? lo : x;  // numpy's order: min after max, so min > max gives max
     return y > hi ? hi : y;
@@ -121,7 +121,8 @@ Status FusedElementwise(const KernelArgs& a) {
 }
 
 Result<ir::ElementwiseProgram> elementwise_program(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const std::string text, a.node.attrs.get_string("program", ""));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::FusedElementwise>(a.node));
+  const std::string& text = at->program;
   auto p = ir::parse_elementwise_program(text, static_cast<int32_t>(a.in.size()));
   if (!p.is_ok()) return invalid_argument(op_prefix(a.node) + "program: " + p.status().message() + " " + ir::node_ref(a.node));
   return p;

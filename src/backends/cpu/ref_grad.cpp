@@ -24,8 +24,8 @@ Status Broadcast(const KernelArgs& a) {
 
 Status Pad(const KernelArgs& a) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
-  VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", 0));
-  VOLTA_ASSIGN_OR_RETURN(const int64_t before, a.node.attrs.get_int("before", 0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Pad>(a.node));
+  const int64_t axis_attr = at->axis, before = at->before;
   const Shape& xs = a.in[0].shape();
   VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, xs.size()));
   // View both as [outer, axis, inner] blocks.
@@ -73,8 +73,9 @@ Status ReluGrad(const KernelArgs& a) {
 // dx = scale * y * (dy - sum over the axis of dy * y), the axis viewed as [outer, n, inner].
 Status SoftmaxGrad(const KernelArgs& a) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
-  VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", -1));
-  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::SoftmaxGrad>(a.node));
+  const int64_t axis_attr = at->axis;
+  const double scale = at->scale;
   const Shape& s = a.in[0].shape();
   VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, s.size()));
   const int64_t outer = dims_product(s, 0, axis), n = s[axis], inner = dims_product(s, axis + 1, s.size());
@@ -122,11 +123,11 @@ Status SwigluGrad(const KernelArgs& a) {
 
 Status GeluGrad(const KernelArgs& a) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
-  VOLTA_ASSIGN_OR_RETURN(const std::string mode, a.node.attrs.get_string("approximate", "none"));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::GeluGrad>(a.node));
   const float* x = in_f32(a, 0);
   const float* dy = in_f32(a, 1);
   float* out = out_f32(a);
-  const bool tanh_form = mode == "tanh";
+  const bool tanh_form = at->approximate == "tanh";
   for (int64_t i = 0; i < a.out.numel(); ++i) {
     const double v = x[i];
     const double d = tanh_form ? ir::gelu_tanh_derivative(v) : ir::gelu_erf_derivative(v);
@@ -142,9 +143,8 @@ namespace {
 //   g = dy * gamma;  dx = rstd * (g - [mean(g)] - xhat * mean(g * xhat))
 }  // namespace
 
-Status norm_grad_rows(const KernelArgs& a, bool center, int64_t r0, int64_t r1) {
+Status norm_grad_rows(const KernelArgs& a, bool center, double eps, int64_t r0, int64_t r1) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
-  VOLTA_ASSIGN_OR_RETURN(const double eps, a.node.attrs.get_float("eps", 1e-5));
   const int64_t D = a.in[0].shape().back();
   const float* x = in_f32(a, 0);
   const float* gamma = in_f32(a, 1);
@@ -181,8 +181,14 @@ Status norm_grad_rows(const KernelArgs& a, bool center, int64_t r0, int64_t r1) 
   return Status::ok();
 }
 
-Status LayerNormGrad(const KernelArgs& a) { return norm_grad_rows(a, true, 0, last_axis_rows(a)); }
-Status RmsNormGrad(const KernelArgs& a) { return norm_grad_rows(a, false, 0, last_axis_rows(a)); }
+Status LayerNormGrad(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LayerNormGrad>(a.node));
+  return norm_grad_rows(a, true, at->eps, 0, last_axis_rows(a));
+}
+Status RmsNormGrad(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::RmsNormGrad>(a.node));
+  return norm_grad_rows(a, false, at->eps, 0, last_axis_rows(a));
+}
 
 Status EmbeddingGrad(const KernelArgs& a) {
   const TensorRef& ids = a.in[0];
@@ -209,8 +215,9 @@ Status EmbeddingGrad(const KernelArgs& a) {
 Status CrossEntropyGrad(const KernelArgs& a) {
   const TensorRef& logits = a.in[0];
   const TensorRef& targets = a.in[1];
-  const bool has_ignore = a.node.attrs.has("ignore_index");
-  VOLTA_ASSIGN_OR_RETURN(const int64_t ignore, a.node.attrs.get_int("ignore_index", 0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::CrossEntropyGrad>(a.node));
+  const bool has_ignore = at->ignore_index.has_value();
+  const int64_t ignore = at->ignore_index.value_or(0);
   const int64_t C = logits.shape().back();
   const int64_t rows = targets.numel();
   const float* x = logits.as<const float>();

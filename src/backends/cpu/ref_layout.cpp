@@ -49,7 +49,8 @@ Status Reshape(const KernelArgs& a) {
 }
 
 Status Transpose(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, a.node.attrs.get_ints("perm"));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Transpose>(a.node));
+  const std::vector<int64_t>& perm = at->perm;
   const Shape& in_shape = a.in[0].shape();
   const Shape& out_shape = a.out.shape();
   if (perm.size() != in_shape.size() || out_shape.size() != in_shape.size()) {
@@ -71,8 +72,8 @@ Status Transpose(const KernelArgs& a) {
 }
 
 Status Slice(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", 0));
-  VOLTA_ASSIGN_OR_RETURN(const int64_t start_attr, a.node.attrs.get_int("start", 0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Slice>(a.node));
+  const int64_t axis_attr = at->axis, start_attr = at->start;
   const Shape& s = a.in[0].shape();
   VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, s.size()));
   const int64_t dim = s[axis];
@@ -91,7 +92,8 @@ Status Slice(const KernelArgs& a) {
 }
 
 Status Concat(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", 0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Concat>(a.node));
+  const int64_t axis_attr = at->axis;
   const Shape& os = a.out.shape();
   VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, os.size()));
   const int64_t outer = dims_product(os, 0, axis);
@@ -157,7 +159,8 @@ Status Cast(const KernelArgs& a) {
 
 // out[outer, i..., inner] = x[outer, indices[i...], inner]; negative indices count from the end.
 Status Gather(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", 0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Gather>(a.node));
+  const int64_t axis_attr = at->axis;
   const Shape& s = a.in[0].shape();
   VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, s.size()));
   const TensorRef& idx = a.in[1];
@@ -184,7 +187,8 @@ Status Gather(const KernelArgs& a) {
 
 // dx of gather: dy rows added into the rows the indices name, in index order, in double.
 Status GatherGrad(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", 0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::GatherGrad>(a.node));
+  const int64_t axis_attr = at->axis;
   const Shape& s = a.out.shape();
   VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, s.size()));
   const TensorRef& idx = a.in[0];
@@ -214,8 +218,8 @@ Status GatherGrad(const KernelArgs& a) {
 
 // Keeps x[..., i, j] where j - i >= k (upper) or j - i <= k (lower); zeros elsewhere. Any dtype.
 Status Trilu(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const int64_t upper, a.node.attrs.get_int("upper", 1));
-  VOLTA_ASSIGN_OR_RETURN(const int64_t k, a.node.attrs.get_int("k", 0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Trilu>(a.node));
+  const int64_t upper = at->upper, k = at->k;
   const Shape& s = a.out.shape();
   if (s.size() < 2) return internal_error(op_prefix(a.node) + "input must have rank >= 2 " + ir::node_ref(a.node));
   const int64_t R = s[s.size() - 2], C = s[s.size() - 1];

@@ -14,8 +14,9 @@ Status CrossEntropy(const KernelArgs& a) {
     return internal_error(op_prefix(a.node) + "expects f32 logits [..., C] and integer targets " +
                           ir::node_ref(a.node));
   }
-  const bool has_ignore = a.node.attrs.has("ignore_index");
-  VOLTA_ASSIGN_OR_RETURN(const int64_t ignore, a.node.attrs.get_int("ignore_index", 0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::CrossEntropy>(a.node));
+  const bool has_ignore = at->ignore_index.has_value();
+  const int64_t ignore = at->ignore_index.value_or(0);
   const int64_t C = logits.shape().back();
   const int64_t rows = targets.numel();
   const float* x = logits.as<const float>();

@@ -10,8 +10,8 @@ namespace volta::cpu::ref {
 
 Status Matmul(const KernelArgs& a) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
-  VOLTA_ASSIGN_OR_RETURN(const int64_t ta, a.node.attrs.get_int("transpose_a", 0));
-  VOLTA_ASSIGN_OR_RETURN(const int64_t tb, a.node.attrs.get_int("transpose_b", 0));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
+  const int64_t ta = at->transpose_a, tb = at->transpose_b;
   const Shape& as = a.in[0].shape();
   const Shape& bs = a.in[1].shape();
   const Shape& os = a.out.shape();
@@ -49,7 +49,7 @@ Status Matmul(const KernelArgs& a) {
     }
   });
   // The epilogue, as the unfused add and relu / gelu would compute it.
-  VOLTA_ASSIGN_OR_RETURN(const std::string act, a.node.attrs.get_string("activation", "none"));
+  const std::string& act = at->activation;
   const float* bias = a.in.size() > 2 ? in_f32(a, 2) : nullptr;
   for (int64_t i = 0; i < a.out.numel(); ++i) {
     double x = out[i];

@@ -20,12 +20,17 @@ int64_t last_axis_rows(const KernelArgs& a) {
   return s.empty() || s.back() == 0 ? 0 : a.in[0].numel() / s.back();
 }
 
-Status LayerNorm(const KernelArgs& a) { return layer_norm_rows(a, 0, last_axis_rows(a)); }
-Status RmsNorm(const KernelArgs& a) { return rms_norm_rows(a, 0, last_axis_rows(a)); }
+Status LayerNorm(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LayerNorm>(a.node));
+  return layer_norm_rows(a, at->eps, 0, last_axis_rows(a));
+}
+Status RmsNorm(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::RmsNorm>(a.node));
+  return rms_norm_rows(a, at->eps, 0, last_axis_rows(a));
+}
 
-Status layer_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
+Status layer_norm_rows(const KernelArgs& a, double eps, int64_t r0, int64_t r1) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
-  VOLTA_ASSIGN_OR_RETURN(const double eps, a.node.attrs.get_float("eps", 1e-5));
   VOLTA_ASSIGN_OR_RETURN(const int64_t D, row_length(a));
   const float* x = in_f32(a, 0);
   const float* gamma = in_f32(a, 1);
@@ -52,9 +57,8 @@ Status layer_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
   return Status::ok();
 }
 
-Status rms_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
+Status rms_norm_rows(const KernelArgs& a, double eps, int64_t r0, int64_t r1) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
-  VOLTA_ASSIGN_OR_RETURN(const double eps, a.node.attrs.get_float("eps", 1e-5));
   VOLTA_ASSIGN_OR_RETURN(const int64_t D, row_length(a));
   const float* x = in_f32(a, 0);
   const float* gamma = in_f32(a, 1);

@@ -10,9 +10,8 @@ namespace {
 
 enum class Kind { Sum, Mean, Max };
 
-Status reduce(const KernelArgs& a, Kind kind) {
+Status reduce(const KernelArgs& a, Kind kind, const std::vector<int64_t>& axes) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
-  VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, a.node.attrs.get_ints("axes"));
   const Shape& s = a.in[0].shape();
   std::vector<bool> reduced(s.size(), false);
   for (int64_t ax : axes) {
@@ -48,8 +47,17 @@ Status reduce(const KernelArgs& a, Kind kind) {
 
 }  // namespace
 
-Status ReduceSum(const KernelArgs& a) { return reduce(a, Kind::Sum); }
-Status ReduceMean(const KernelArgs& a) { return reduce(a, Kind::Mean); }
-Status ReduceMax(const KernelArgs& a) { return reduce(a, Kind::Max); }
+Status ReduceSum(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::ReduceSum>(a.node));
+  return reduce(a, Kind::Sum, at->axes);
+}
+Status ReduceMean(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::ReduceMean>(a.node));
+  return reduce(a, Kind::Mean, at->axes);
+}
+Status ReduceMax(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::ReduceMax>(a.node));
+  return reduce(a, Kind::Max, at->axes);
+}
 
 }  // namespace volta::cpu::ref

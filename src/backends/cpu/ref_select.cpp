@@ -37,8 +37,9 @@ Status Where(const KernelArgs& a) {
 
 Status CausalMask(const KernelArgs& a) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
-  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("offset", 0));
-  VOLTA_ASSIGN_OR_RETURN(const double fill, a.node.attrs.get_float("value", -std::numeric_limits<double>::infinity()));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::CausalMask>(a.node));
+  const int64_t offset = at->offset;
+  const double fill = at->value;
   const Shape& s = a.in[0].shape();
   if (s.size() < 2) return internal_error(op_prefix(a.node) + "input must have rank >= 2 " + ir::node_ref(a.node));
   const int64_t R = s[s.size() - 2];

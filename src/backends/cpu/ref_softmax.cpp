@@ -9,19 +9,17 @@
 namespace volta::cpu::ref {
 namespace {
 
-Status softmax_impl(const KernelArgs& a, bool as_log) {
+Status softmax_impl(const KernelArgs& a, bool as_log, int64_t axis_attr, double scale, std::optional<int64_t> causal_offset) {
   if (a.in[0].type.dtype != DType::f32 || a.out.type.dtype != DType::f32)
     return internal_error(op_prefix(a.node) + "reference kernel computes f32 only " + ir::node_ref(a.node));
-  VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, a.node.attrs.get_int("axis", -1));
   const Shape& s = a.in[0].shape();
   VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, s.size()));
   const int64_t outer = dims_product(s, 0, axis);
   const int64_t n = s[axis];
   const int64_t inner = dims_product(s, axis + 1, s.size());
-  VOLTA_ASSIGN_OR_RETURN(const double scale, a.node.attrs.get_float("scale", 1.0));
   // With a causal mask (last axis only) row r of each [R, n] matrix keeps k <= r % R + offset.
-  const bool causal = a.node.attrs.has("causal_offset");
-  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, softmax_offset(a, n));
+  const bool causal = causal_offset.has_value();
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, softmax_offset(a, n, causal_offset));
   const int64_t R = causal ? s[s.size() - 2] : 1;
   const float* x = in_f32(a, 0);
   float* out = out_f32(a);
@@ -50,7 +48,13 @@ Status softmax_impl(const KernelArgs& a, bool as_log) {
 
 }  // namespace
 
-Status Softmax(const KernelArgs& a) { return softmax_impl(a, false); }
-Status LogSoftmax(const KernelArgs& a) { return softmax_impl(a, true); }
+Status Softmax(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Softmax>(a.node));
+  return softmax_impl(a, false, at->axis, at->scale, at->causal_offset);
+}
+Status LogSoftmax(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LogSoftmax>(a.node));
+  return softmax_impl(a, true, at->axis, 1.0, std::nullopt);
+}
 
 }  // namespace volta::cpu::ref

@@ -12,6 +12,7 @@
 #include "backends/cpu/kernels.h"
 #include "ir/elementwise_program.h"
 #include "volta/ir.h"
+#include "volta/op_attrs.h"
 #include "volta/tensor.h"
 
 namespace volta::cpu::ref {
@@ -119,8 +120,8 @@ inline int64_t offset_at(int64_t offset, int64_t n, int64_t p) { return std::cla
 
 // The causal offset of a softmax: its attribute plus, with a second input, the run-time position
 // (at most the row length n, past which nothing more is masked).
-inline Result<int64_t> softmax_offset(const KernelArgs& a, int64_t n) {
-  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, a.node.attrs.get_int("causal_offset", 0));
+inline Result<int64_t> softmax_offset(const KernelArgs& a, int64_t n, std::optional<int64_t> attr) {
+  const int64_t offset = attr.value_or(0);
   if (a.in.size() < 2) return offset;
   VOLTA_ASSIGN_OR_RETURN(const int64_t p, position_input(a, 1, n));
   return offset_at(offset, n, p);
@@ -162,8 +163,8 @@ Result<int64_t> rope_position(const KernelArgs& a);
 void rope_rows(const KernelArgs& a, int64_t position, int64_t r0, int64_t r1);
 // The node's parsed `program` (fused_elementwise); an error names the node.
 Result<ir::ElementwiseProgram> elementwise_program(const KernelArgs& a);
-Status layer_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1);
-Status rms_norm_rows(const KernelArgs& a, int64_t r0, int64_t r1);
-Status norm_grad_rows(const KernelArgs& a, bool center, int64_t r0, int64_t r1);  // layer_norm_grad, rms_norm_grad
+Status layer_norm_rows(const KernelArgs& a, double eps, int64_t r0, int64_t r1);
+Status rms_norm_rows(const KernelArgs& a, double eps, int64_t r0, int64_t r1);
+Status norm_grad_rows(const KernelArgs& a, bool center, double eps, int64_t r0, int64_t r1);  // layer_norm_grad, rms_norm_grad
 
 }  // namespace volta::cpu::ref

@@ -1,0 +1,102 @@
+// Typed attributes: one struct per op, generated from ops.def's attribute schema (ATTR: a field
+// with its default; OPT: std::optional, empty when absent; REQ: a field verify guarantees), so
+// every default is written once, in ops.def. A plan binds each node's struct once
+// (bind_typed_attrs, after verify); kernels read typed_attrs<op>(node) instead of looking keys up.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "volta/ir.h"
+
+namespace volta::ir {
+
+namespace attrs {
+using Int = int64_t;
+using Float = double;
+using Str = std::string;
+using Ints = std::vector<int64_t>;
+template <typename T>
+using Opt = std::optional<T>;
+
+#define ATTR(kind, name, def, doc) kind name = def;
+#define OPT(kind, name, doc) Opt<kind> name;
+#define REQ(kind, name, doc) kind name{};
+#define VOLTA_OP(Id, name, min_in, max_in, category, grad, onnx, inputs, result, ...) \
+  struct Id {                                                                        \
+    __VA_ARGS__                                                                      \
+  };
+#include "volta/ops.def"
+#undef VOLTA_OP
+#undef REQ
+#undef OPT
+#undef ATTR
+}  // namespace attrs
+
+template <Op op>
+struct AttrsFor;
+#define VOLTA_OP(Id, ...) \
+  template <>            \
+  struct AttrsFor<Op::Id> { using type = attrs::Id; };
+#include "volta/ops.def"
+#undef VOLTA_OP
+template <Op op>
+using AttrsOf = typename AttrsFor<op>::type;
+
+namespace detail {
+// Reads `key` into `out` when present (absent: `out` keeps its default); a wrong kind is an error.
+Status read_attr(const Attrs& a, const char* key, int64_t& out);
+Status read_attr(const Attrs& a, const char* key, double& out);
+Status read_attr(const Attrs& a, const char* key, std::string& out);
+Status read_attr(const Attrs& a, const char* key, std::vector<int64_t>& out);
+template <typename T>
+Status read_attr(const Attrs& a, const char* key, std::optional<T>& out) {
+  out.reset();
+  if (!a.has(key)) return Status::ok();
+  T v{};
+  VOLTA_RETURN_IF_ERROR(read_attr(a, key, v));
+  out = std::move(v);
+  return Status::ok();
+}
+}  // namespace detail
+
+// The attributes of an `op` node as its struct.
+template <Op op>
+Result<AttrsOf<op>> parse_attrs(const Attrs& a);
+#define ATTR(kind, name, def, doc) VOLTA_RETURN_IF_ERROR(detail::read_attr(a, #name, out.name));
+#define OPT(kind, name, doc) VOLTA_RETURN_IF_ERROR(detail::read_attr(a, #name, out.name));
+#define REQ(kind, name, doc) VOLTA_RETURN_IF_ERROR(detail::read_attr(a, #name, out.name));
+#define VOLTA_OP(Id, name, min_in, max_in, category, grad, onnx, inputs, result, ...) \
+  template <>                                                                        \
+  inline Result<attrs::Id> parse_attrs<Op::Id>([[maybe_unused]] const Attrs& a) {   \
+    attrs::Id out;                                                                   \
+    __VA_ARGS__                                                                      \
+    return out;                                                                      \
+  }
+#include "volta/ops.def"
+#undef VOLTA_OP
+#undef REQ
+#undef OPT
+#undef ATTR
+
+// Binds every node's typed struct (Attrs::bind_typed); an error names the node. Runtime::compile
+// calls it on the verified graph a plan is made from.
+Status bind_typed_attrs(Graph& g);
+
+// The typed attributes of node n, an `op` node: the struct bound with its plan, or parsed now (a
+// node outside a plan: constant folding, tests).
+template <Op op>
+Result<std::shared_ptr<const AttrsOf<op>>> typed_attrs(const Node& n) {
+  if (n.op != op)
+    return internal_error("[" + std::string(op_name(n.op)) + "] read as the attributes of " + op_name(op) + " " + node_ref(n));
+  if (n.attrs.typed()) return std::static_pointer_cast<const AttrsOf<op>>(n.attrs.typed());
+  auto parsed = parse_attrs<op>(n.attrs);
+  if (!parsed.is_ok()) return invalid_argument("[" + std::string(op_name(op)) + "] " + parsed.status().message() + " " + node_ref(n));
+  return std::make_shared<const AttrsOf<op>>(std::move(parsed).value());
+}
+
+}  // namespace volta::ir
