@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "volta/ir.h"
@@ -97,6 +98,22 @@ Result<std::shared_ptr<const AttrsOf<op>>> typed_attrs(const Node& n) {
   auto parsed = parse_attrs<op>(n.attrs);
   if (!parsed.is_ok()) return invalid_argument("[" + std::string(op_name(op)) + "] " + parsed.status().message() + " " + node_ref(n));
   return std::make_shared<const AttrsOf<op>>(std::move(parsed).value());
+}
+
+// A field several ops' structs share, read from node n whichever of `first, rest...` it is: the
+// kernels one function serves (the norms' eps, the reductions' axes),
+// field_of<Op::LayerNorm, Op::RmsNorm>(n, [](const auto& a) { return a.eps; }).
+template <Op first, Op... rest, typename Get>
+auto field_of(const Node& n, Get get) -> Result<decltype(get(std::declval<const AttrsOf<first>&>()))> {
+  if (n.op == first) {
+    VOLTA_ASSIGN_OR_RETURN(const auto a, typed_attrs<first>(n));
+    return get(*a);
+  }
+  if constexpr (sizeof...(rest) > 0) {
+    return field_of<rest...>(n, get);
+  } else {
+    return internal_error("[" + std::string(op_name(n.op)) + "] has none of the attributes asked for " + node_ref(n));
+  }
 }
 
 }  // namespace volta::ir

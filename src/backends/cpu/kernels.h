@@ -11,6 +11,7 @@
 
 #include "volta/backend.h"
 #include "volta/ir.h"
+#include "volta/op_attrs.h"
 #include "volta/optim.h"
 
 namespace volta::cpu {

@@ -81,17 +81,12 @@ Status grad_norm_node(const KernelArgs& a, SumOfSquaresFn sum_of_squares) {
 // The node's scalars become an UpdateStep: the scheduled lr, Adam's t = step + 1, and the
 // clipping factor clip / (norm + 1e-6) when the norm is above clip.
 Status optimizer_update_node(const KernelArgs& a, OptimizerUpdateFn update) {
-  const ir::Attrs& at = a.node.attrs;
-  VOLTA_ASSIGN_OR_RETURN(const std::string kind_text, at.get_string("kind", ""));
-  VOLTA_ASSIGN_OR_RETURN(const optim::Kind kind, optim::parse_kind(kind_text));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::OptimizerUpdate>(a.node));
+  VOLTA_ASSIGN_OR_RETURN(const optim::Kind kind, optim::parse_kind(at->kind));
   optim::UpdateStep u;
   u.kind = kind;
-  VOLTA_ASSIGN_OR_RETURN(u.beta1, at.get_float("beta1", 0.0));
-  VOLTA_ASSIGN_OR_RETURN(u.beta2, at.get_float("beta2", 0.0));
-  VOLTA_ASSIGN_OR_RETURN(u.eps, at.get_float("eps", 0.0));
-  VOLTA_ASSIGN_OR_RETURN(u.momentum, at.get_float("momentum", 0.0));
-  VOLTA_ASSIGN_OR_RETURN(u.weight_decay, at.get_float("weight_decay", 0.0));
-  VOLTA_ASSIGN_OR_RETURN(const double clip, at.get_float("clip", 0.0));
+  u.beta1 = at->beta1, u.beta2 = at->beta2, u.eps = at->eps, u.momentum = at->momentum, u.weight_decay = at->weight_decay;
+  const double clip = at->clip;
   const double norm = a.in[2].as<const double>()[0];
   u.lr = a.in[3].as<const double>()[0];
   u.t = a.in[4].as<const int64_t>()[0] + 1;

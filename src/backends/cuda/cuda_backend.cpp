@@ -74,7 +74,6 @@ class CudaBackend final : public Backend {
   // this table and that list equal.
   static constexpr std::array<Kernel, ir::kNumOps> kernel_table() {
     std::array<Kernel, ir::kNumOps> t{};
-    using ir::Op;
     for (size_t i = 0; i < t.size(); ++i) {
       const auto op = static_cast<Op>(i);
       if (ir::op_category(op) == ir::OpCategory::Binary) t[i] = [](CudaBackend& b, const Call& c) { return b.binary(c.n, c.in, c.out); };
@@ -124,12 +123,8 @@ class CudaBackend final : public Backend {
 
  private:
   Status gelu(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
-    const Result<std::string> mode = n.attrs.get_string("approximate", "none");
-    if (!mode.is_ok()) return mode.status();
-    const bool tanh_form = *mode == "tanh";
-    if (!tanh_form && *mode != "none")
-      return invalid_argument(prefix(n) + "attribute 'approximate' must be 'none' or 'tanh', got '" + *mode + "' " +
-                              ir::node_ref(n));
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Gelu>(n));
+    const bool tanh_form = at->approximate == "tanh";
     VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
     return launched(launch_gelu(in[0].as<const float>(), out.as<float>(), out.numel(), tanh_form, stream_.get()), n);
   }
@@ -137,7 +132,7 @@ class CudaBackend final : public Backend {
   // layer_norm (center) or rms_norm over the last axis.
   Status norm(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, bool center) {
     VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-    VOLTA_ASSIGN_OR_RETURN(const double eps, n.attrs.get_float("eps", 1e-5));
+    VOLTA_ASSIGN_OR_RETURN(const double eps, (ir::field_of<Op::LayerNorm, Op::RmsNorm>(n, [](const auto& a) { return a.eps; })));
     const Shape& sh = in[0].shape();
     const int64_t D = sh.empty() ? 0 : sh.back();
     const int64_t rows = D == 0 ? 0 : in[0].numel() / D;
@@ -149,8 +144,9 @@ class CudaBackend final : public Backend {
 
   Status causal_mask(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-    VOLTA_ASSIGN_OR_RETURN(const int64_t offset, n.attrs.get_int("offset", 0));
-    VOLTA_ASSIGN_OR_RETURN(const double fill, n.attrs.get_float("value", -std::numeric_limits<double>::infinity()));
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::CausalMask>(n));
+    const int64_t offset = at->offset;
+    const double fill = at->value;
     const Shape& sh = in[0].shape();
     if (sh.size() < 2) return internal_error(prefix(n) + "input must have rank >= 2 " + ir::node_ref(n));
     const int64_t R = sh[sh.size() - 2], C = sh.back();
@@ -174,19 +170,18 @@ class CudaBackend final : public Backend {
 
   Status gelu_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-    const Result<std::string> mode = n.attrs.get_string("approximate", "none");
-    if (!mode.is_ok()) return mode.status();
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::GeluGrad>(n));
     return launched(launch_gelu_grad(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), out.numel(),
-                                     *mode == "tanh", stream_.get()),
+                                     at->approximate == "tanh", stream_.get()),
                     n);
   }
 
   Status softmax_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-    VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", -1));
-    VOLTA_ASSIGN_OR_RETURN(const double scale, n.attrs.get_float("scale", 1.0));
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::SoftmaxGrad>(n));
+    const double scale = at->scale;
     const Shape& sh = in[0].shape();
-    VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, sh.size()));
+    VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, at->axis, sh.size()));
     return launched(launch_softmax_grad(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(),
                                         product(sh, 0, axis), sh[axis], product(sh, axis + 1, sh.size()), scale,
                                         stream_.get()),
@@ -196,7 +191,8 @@ class CudaBackend final : public Backend {
   // dx of layer_norm (center) or rms_norm.
   Status norm_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, bool center) {
     VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-    VOLTA_ASSIGN_OR_RETURN(const double eps, n.attrs.get_float("eps", 1e-5));
+    VOLTA_ASSIGN_OR_RETURN(const double eps,
+                           (ir::field_of<Op::LayerNormGrad, Op::RmsNormGrad>(n, [](const auto& a) { return a.eps; })));
     const Shape& sh = in[0].shape();
     const int64_t D = sh.empty() ? 0 : sh.back();
     const int64_t rows = D == 0 ? 0 : in[0].numel() / D;
@@ -266,8 +262,8 @@ class CudaBackend final : public Backend {
 
   Status matmul(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-    VOLTA_ASSIGN_OR_RETURN(const int64_t ta, n.attrs.get_int("transpose_a", 0));
-    VOLTA_ASSIGN_OR_RETURN(const int64_t tb, n.attrs.get_int("transpose_b", 0));
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(n));
+    const int64_t ta = at->transpose_a, tb = at->transpose_b;
     const Shape& as = in[0].shape();
     const Shape& bs = in[1].shape();
     const Shape& os = out.shape();
@@ -293,16 +289,19 @@ class CudaBackend final : public Backend {
 
   Status softmax(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, bool as_log) {
     VOLTA_RETURN_IF_ERROR(require_f32(n, in.subspan(0, 1), out));
-    VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", -1));
+    VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, (ir::field_of<Op::Softmax, Op::LogSoftmax>(n, [](const auto& a) { return a.axis; })));
     const Shape& sh = in[0].shape();
     VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, sh.size()));
     SoftmaxDesc d;
     d.outer = product(sh, 0, axis);
     d.n = sh[axis];
     d.inner = product(sh, axis + 1, sh.size());
-    VOLTA_ASSIGN_OR_RETURN(d.scale, n.attrs.get_float("scale", 1.0));
-    d.causal = n.attrs.has("causal_offset");
-    VOLTA_ASSIGN_OR_RETURN(d.offset, n.attrs.get_int("causal_offset", 0));
+    if (!as_log) {  // log_softmax has no scale or mask
+      VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Softmax>(n));
+      d.scale = at->scale;
+      d.causal = at->causal_offset.has_value();
+      d.offset = at->causal_offset.value_or(0);
+    }
     if (d.causal && sh.size() < 2) return internal_error(prefix(n) + "a causal softmax needs rank >= 2 " + ir::node_ref(n));
     d.rows = d.causal ? sh[sh.size() - 2] : 1;
     d.as_log = as_log;
@@ -330,7 +329,8 @@ class CudaBackend final : public Backend {
   }
 
   Status transpose(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
-    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, n.attrs.get_ints("perm"));
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Transpose>(n));
+    const std::vector<int64_t>& perm = at->perm;
     const Shape& is = in[0].shape();
     const Shape& os = out.shape();
     if (perm.size() != is.size() || os.size() != is.size())
@@ -356,8 +356,9 @@ class CudaBackend final : public Backend {
 
   // One pitched copy: `outer` rows of `chunk` bytes.
   Status slice(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
-    VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", 0));
-    VOLTA_ASSIGN_OR_RETURN(int64_t start, n.attrs.get_int("start", 0));
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Slice>(n));
+    const int64_t axis_attr = at->axis;
+    int64_t start = at->start;
     const Shape& sh = in[0].shape();
     VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, sh.size()));
     const int64_t dim = sh[axis];
@@ -376,7 +377,8 @@ class CudaBackend final : public Backend {
 
   // One pitched copy per input into its column band of the output rows.
   Status concat(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
-    VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", 0));
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Concat>(n));
+    const int64_t axis_attr = at->axis;
     const Shape& os = out.shape();
     VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, os.size()));
     const int64_t outer = product(os, 0, axis);
@@ -429,8 +431,10 @@ class CudaBackend final : public Backend {
     const TensorRef& logits = in[0];
     if (logits.type.dtype != DType::f32 || out.type.dtype != DType::f32 || logits.shape().empty())
       return internal_error(prefix(n) + "expects f32 logits [..., C] and integer targets " + ir::node_ref(n));
-    const bool has_ignore = n.attrs.has("ignore_index");
-    VOLTA_ASSIGN_OR_RETURN(const int64_t ignore, n.attrs.get_int("ignore_index", 0));
+    VOLTA_ASSIGN_OR_RETURN(const std::optional<int64_t> ignore_index,
+                           (ir::field_of<Op::CrossEntropy, Op::CrossEntropyGrad>(n, [](const auto& a) { return a.ignore_index; })));
+    const bool has_ignore = ignore_index.has_value();
+    const int64_t ignore = ignore_index.value_or(0);
     const int64_t C = logits.shape().back();
     VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> targets,
                            host_indices(n, in[1], "target", C, has_ignore ? &ignore : nullptr));
@@ -469,16 +473,12 @@ class CudaBackend final : public Backend {
 
   // (param, grad, norm, lr, step[, slot0[, slot1]]): param and slots updated in place.
   Status optimizer_update(const ir::Node& n, std::span<const TensorRef> in) {
-    VOLTA_ASSIGN_OR_RETURN(const std::string kind_text, n.attrs.get_string("kind", ""));
-    VOLTA_ASSIGN_OR_RETURN(const optim::Kind kind, optim::parse_kind(kind_text));
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::OptimizerUpdate>(n));
+    VOLTA_ASSIGN_OR_RETURN(const optim::Kind kind, optim::parse_kind(at->kind));
     OptimDesc d;
     d.kind = static_cast<int>(kind);  // optim::Kind's order: sgd, adam, adamw
-    VOLTA_ASSIGN_OR_RETURN(d.beta1, n.attrs.get_float("beta1", 0.0));
-    VOLTA_ASSIGN_OR_RETURN(d.beta2, n.attrs.get_float("beta2", 0.0));
-    VOLTA_ASSIGN_OR_RETURN(d.eps, n.attrs.get_float("eps", 0.0));
-    VOLTA_ASSIGN_OR_RETURN(d.momentum, n.attrs.get_float("momentum", 0.0));
-    VOLTA_ASSIGN_OR_RETURN(d.weight_decay, n.attrs.get_float("weight_decay", 0.0));
-    VOLTA_ASSIGN_OR_RETURN(d.clip, n.attrs.get_float("clip", 0.0));
+    d.beta1 = at->beta1, d.beta2 = at->beta2, d.eps = at->eps, d.momentum = at->momentum, d.weight_decay = at->weight_decay;
+    d.clip = at->clip;
     if (in.size() < 5 || in[0].type.dtype != DType::f32 || in[1].type != in[0].type || (d.kind != 0 && in.size() != 7))
       return internal_error(prefix(n) + "expects (param, grad, norm, lr, step, slots...) " + ir::node_ref(n));
     d.norm = in[2].as<const double>();
@@ -492,7 +492,8 @@ class CudaBackend final : public Backend {
 
   Status reduce(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, ReduceOp op) {
     VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, n.attrs.get_ints("axes"));
+    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, (ir::field_of<Op::ReduceSum, Op::ReduceMean, Op::ReduceMax>(
+                                                                n, [](const auto& a) { return a.axes; })));
     const Shape& sh = in[0].shape();
     VOLTA_RETURN_IF_ERROR(check_rank(n, sh.size()));
     std::vector<bool> reduced(sh.size(), false);
@@ -533,8 +534,8 @@ class CudaBackend final : public Backend {
   // Zeros, then one pitched copy of the input rows into their band of the output rows.
   Status pad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
-    VOLTA_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attrs.get_int("axis", 0));
-    VOLTA_ASSIGN_OR_RETURN(const int64_t before, n.attrs.get_int("before", 0));
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Pad>(n));
+    const int64_t axis_attr = at->axis, before = at->before;
     const Shape& xs = in[0].shape();
     VOLTA_ASSIGN_OR_RETURN(const size_t axis, axis_of(n, axis_attr, xs.size()));
     const int64_t outer = product(xs, 0, axis), inner = product(xs, axis + 1, xs.size());

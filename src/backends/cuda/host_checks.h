@@ -8,8 +8,11 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/kernels.h"
 #include "volta/backend.h"
+#include "volta/op_attrs.h"
 
 namespace volta::cuda {
+
+using ir::Op;
 
 inline std::string prefix(const ir::Node& n) { return "[" + std::string(ir::op_name(n.op)) + "] "; }
 
