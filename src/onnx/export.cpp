@@ -63,11 +63,11 @@ Status Exporter::leaf() {
 
 // matmul with its transposes as Transpose nodes of the last two dims.
 Status Exporter::matmul() {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Matmul>(*n_));
   std::string ab[2] = {in(0), in(1)};
-  const char* keys[2] = {"transpose_a", "transpose_b"};
+  const int64_t transposed[2] = {at->transpose_a, at->transpose_b};
   for (size_t k = 0; k < 2; ++k) {
-    VOLTA_ASSIGN_OR_RETURN(int64_t t, n_->attrs.get_int(keys[k], 0));
-    if (!t) continue;
+    if (!transposed[k]) continue;
     std::vector<int64_t> perm(in_type(k).shape.size());
     for (size_t d = 0; d < perm.size(); ++d) perm[d] = static_cast<int64_t>(d);
     std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
@@ -76,7 +76,7 @@ Status Exporter::matmul() {
     ab[k] = name;
   }
   // The epilogue: Add of the bias, then Relu or the gelu subgraph.
-  VOLTA_ASSIGN_OR_RETURN(std::string act, n_->attrs.get_string("activation", "none"));
+  const std::string& act = at->activation;
   const bool bias = n_->inputs.size() == 3;
   std::string y = bias || act != "none" ? temp("mm") : self();
   node("MatMul", {ab[0], ab[1]}, y);
@@ -92,8 +92,8 @@ Status Exporter::matmul() {
 
 // gelu: 0.5 x (1 + erf(x / sqrt 2)), or the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 Status Exporter::gelu() {
-  VOLTA_ASSIGN_OR_RETURN(std::string mode, n_->attrs.get_string("approximate", "none"));
-  return gelu_of(in(0), self(), mode == "tanh");
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Gelu>(*n_));
+  return gelu_of(in(0), self(), at->approximate == "tanh");
 }
 
 Status Exporter::gelu_of(const std::string& x, const std::string& y, bool tanh_form) {
@@ -128,39 +128,37 @@ Status Exporter::gelu_of(const std::string& x, const std::string& y, bool tanh_f
 // softmax(scale * x) with columns j > i + causal_offset set to -inf first (exactly 0 after).
 Status Exporter::softmax() {
   if (n_->inputs.size() == 2) return fail("a run-time causal offset (a decode step) has no ONNX form here");
-  VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", -1));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Softmax>(*n_));
   std::string x = in(0);
-  if (n_->attrs.has("scale")) {
-    VOLTA_ASSIGN_OR_RETURN(double s, n_->attrs.get_float("scale", 1.0));
-    VOLTA_ASSIGN_OR_RETURN(std::string c, scalar(s, "scale"));
+  if (at->scale != 1.0) {
+    VOLTA_ASSIGN_OR_RETURN(std::string c, scalar(at->scale, "scale"));
     std::string y = temp("scaled");
     node("Mul", {x, c}, y);
     x = y;
   }
-  if (n_->attrs.has("causal_offset")) {
-    VOLTA_ASSIGN_OR_RETURN(int64_t offset, n_->attrs.get_int("causal_offset", 0));
-    VOLTA_ASSIGN_OR_RETURN(std::string keep, causal_keep(in_type(0).shape, offset));
+  if (at->causal_offset) {
+    VOLTA_ASSIGN_OR_RETURN(std::string keep, causal_keep(in_type(0).shape, *at->causal_offset));
     VOLTA_ASSIGN_OR_RETURN(std::string ninf, scalar(-std::numeric_limits<double>::infinity(), "ninf"));
     std::string y = temp("masked");
     node("Where", {keep, x, ninf}, y);
     x = y;
   }
-  attr(node("Softmax", {x}, self()), "axis", axis);
+  attr(node("Softmax", {x}, self()), "axis", at->axis);
   return Status::ok();
 }
 
 Status Exporter::layer_norm() {
-  VOLTA_ASSIGN_OR_RETURN(double eps, n_->attrs.get_float("eps", 1e-5));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::LayerNorm>(*n_));
   ::onnx::NodeProto* p = node("LayerNormalization", all_inputs(), self());
   attr(p, "axis", int64_t{-1});
-  attr(p, "epsilon", eps);
+  attr(p, "epsilon", at->eps);
   return Status::ok();
 }
 
 // x / sqrt(mean(x^2 over the last axis) + eps) * g
 Status Exporter::rms_norm() {
-  VOLTA_ASSIGN_OR_RETURN(double eps, n_->attrs.get_float("eps", 1e-5));
-  VOLTA_ASSIGN_OR_RETURN(std::string e, scalar(eps, "eps"));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::RmsNorm>(*n_));
+  VOLTA_ASSIGN_OR_RETURN(std::string e, scalar(at->eps, "eps"));
   const std::string sq = temp("sq"), ms = temp("ms"), mse = temp("ms_eps"), rms = temp("rms"), xn = temp("xn");
   node("Mul", {in(0), in(0)}, sq);
   ::onnx::NodeProto* r = node("ReduceMean", {sq}, ms);
@@ -174,19 +172,19 @@ Status Exporter::rms_norm() {
 }
 
 Status Exporter::slice() {
-  VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
-  VOLTA_ASSIGN_OR_RETURN(int64_t start, n_->attrs.get_int("start", 0));
-  VOLTA_ASSIGN_OR_RETURN(int64_t end, n_->attrs.get_int("end", 0));
-  VOLTA_ASSIGN_OR_RETURN(std::string s, ints({start}, "starts"));
-  VOLTA_ASSIGN_OR_RETURN(std::string e, ints({end}, "ends"));
-  VOLTA_ASSIGN_OR_RETURN(std::string a, ints({axis}, "axes"));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Slice>(*n_));
+  VOLTA_ASSIGN_OR_RETURN(std::string s, ints({at->start}, "starts"));
+  VOLTA_ASSIGN_OR_RETURN(std::string e, ints({at->end}, "ends"));
+  VOLTA_ASSIGN_OR_RETURN(std::string a, ints({at->axis}, "axes"));
   node("Slice", {in(0), s, e, a}, self());
   return Status::ok();
 }
 
 Status Exporter::reduce(const char* op_type) {
-  VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> axes, n_->attrs.get_ints("axes"));
-  VOLTA_ASSIGN_OR_RETURN(int64_t keepdims, n_->attrs.get_int("keepdims", 0));
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, (ir::field_of<Op::ReduceSum, Op::ReduceMean, Op::ReduceMax>(
+                                                              *n_, [](const auto& a) { return a.axes; })));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t keepdims, (ir::field_of<Op::ReduceSum, Op::ReduceMean, Op::ReduceMax>(
+                                                     *n_, [](const auto& a) { return a.keepdims; })));
   ::onnx::NodeProto* p = nullptr;
   if (n_->op == Op::ReduceSum) {  // axes became an input of ReduceSum at opset 13, of the others at 18
     VOLTA_ASSIGN_OR_RETURN(std::string a, ints(axes, "axes"));
@@ -242,8 +240,8 @@ Status Exporter::emit() {
     case Op::Input: case Op::Param: case Op::Constant: return leaf();
     case Op::Matmul: return matmul();
     case Op::Concat: {
-      VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
-      attr(same("Concat"), "axis", axis);
+      VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Concat>(*n_));
+      attr(same("Concat"), "axis", at->axis);
       return Status::ok();
     }
     case Op::Gelu: return gelu();
@@ -254,16 +252,15 @@ Status Exporter::emit() {
       return Status::ok();
     }
     case Op::Clip: {
-      VOLTA_ASSIGN_OR_RETURN(double lo, n_->attrs.get_float("min", -std::numeric_limits<double>::infinity()));
-      VOLTA_ASSIGN_OR_RETURN(double hi, n_->attrs.get_float("max", std::numeric_limits<double>::infinity()));
-      VOLTA_ASSIGN_OR_RETURN(std::string a, scalar(lo, "min"));
-      VOLTA_ASSIGN_OR_RETURN(std::string b, scalar(hi, "max"));
+      VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Clip>(*n_));
+      VOLTA_ASSIGN_OR_RETURN(std::string a, scalar(at->min, "min"));
+      VOLTA_ASSIGN_OR_RETURN(std::string b, scalar(at->max, "max"));
       node("Clip", {in(0), a, b}, self());
       return Status::ok();
     }
     case Op::LeakyRelu: {
-      VOLTA_ASSIGN_OR_RETURN(double alpha, n_->attrs.get_float("alpha", 0.01));
-      attr(same("LeakyRelu"), "alpha", alpha);
+      VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::LeakyRelu>(*n_));
+      attr(same("LeakyRelu"), "alpha", at->alpha);
       return Status::ok();
     }
     case Op::Cast: {
@@ -276,16 +273,16 @@ Status Exporter::emit() {
     case Op::Rope: return rope();
     case Op::Swiglu: return swiglu();
     case Op::LogSoftmax: {
-      VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", -1));
-      attr(same("LogSoftmax"), "axis", axis);
+      VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::LogSoftmax>(*n_));
+      attr(same("LogSoftmax"), "axis", at->axis);
       return Status::ok();
     }
     case Op::LayerNorm: return layer_norm();
     case Op::RmsNorm: return rms_norm();
     case Op::Embedding: attr(same("Gather"), "axis", int64_t{0}); return Status::ok();
     case Op::Gather: {
-      VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
-      attr(same("Gather"), "axis", axis);
+      VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Gather>(*n_));
+      attr(same("Gather"), "axis", at->axis);
       return Status::ok();
     }
     case Op::Reshape: case Op::Broadcast: {
@@ -294,22 +291,21 @@ Status Exporter::emit() {
       return Status::ok();
     }
     case Op::Transpose: {
-      VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> perm, n_->attrs.get_ints("perm"));
-      attr(same("Transpose"), "perm", perm);
+      VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Transpose>(*n_));
+      attr(same("Transpose"), "perm", at->perm);
       return Status::ok();
     }
     case Op::Slice: return slice();
     case Op::Trilu: {
-      VOLTA_ASSIGN_OR_RETURN(int64_t upper, n_->attrs.get_int("upper", 1));
-      VOLTA_ASSIGN_OR_RETURN(int64_t k, n_->attrs.get_int("k", 0));
-      VOLTA_ASSIGN_OR_RETURN(std::string kn, initializer(Tensor::from_i64({}, {k}), ElemType::kInt64, temp("k")));  // a scalar
-      attr(node("Trilu", {in(0), kn}, self()), "upper", upper);
+      VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Trilu>(*n_));
+      VOLTA_ASSIGN_OR_RETURN(std::string kn, initializer(Tensor::from_i64({}, {at->k}), ElemType::kInt64, temp("k")));  // a scalar
+      attr(node("Trilu", {in(0), kn}, self()), "upper", at->upper);
       return Status::ok();
     }
     case Op::Pad: {
-      VOLTA_ASSIGN_OR_RETURN(int64_t axis, n_->attrs.get_int("axis", 0));
-      VOLTA_ASSIGN_OR_RETURN(int64_t before, n_->attrs.get_int("before", 0));
-      VOLTA_ASSIGN_OR_RETURN(int64_t after, n_->attrs.get_int("after", 0));
+      VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Pad>(*n_));
+      int64_t axis = at->axis;
+      const int64_t before = at->before, after = at->after;
       const auto rank = static_cast<int64_t>(in_type(0).shape.size());
       if (axis < 0) axis += rank;
       std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);

@@ -22,7 +22,8 @@ Status Exporter::attention() {
   const auto rank = static_cast<int64_t>(in_type(0).shape.size());
   std::string k = in(1), v = in(2);
   const int64_t cap = in_type(1).shape[static_cast<size_t>(rank - 2)];
-  VOLTA_ASSIGN_OR_RETURN(const int64_t s1, n_->attrs.get_int("prefix", cap));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Attention>(*n_));
+  const int64_t s1 = at->prefix.value_or(cap);
   if (s1 < cap) {
     VOLTA_ASSIGN_OR_RETURN(std::string st, ints({0}, "starts"));
     VOLTA_ASSIGN_OR_RETURN(std::string en, ints({s1}, "ends"));
@@ -50,14 +51,14 @@ Status Exporter::attention() {
   attr(node("Transpose", {k}, kt), "perm", perm);
   node("MatMul", {in(0), kt}, s);
   std::string x = s;
-  VOLTA_ASSIGN_OR_RETURN(double scale, n_->attrs.get_float("scale", 1.0));
+  const double scale = at->scale;
   if (scale != 1.0) {
     VOLTA_ASSIGN_OR_RETURN(std::string c, scalar(scale, "scale"));
     x = temp("scaled");
     node("Mul", {s, c}, x);
   }
-  if (n_->attrs.has("causal_offset")) {
-    VOLTA_ASSIGN_OR_RETURN(int64_t offset, n_->attrs.get_int("causal_offset", 0));
+  if (at->causal_offset) {
+    const int64_t offset = *at->causal_offset;
     Shape ss = in_type(0).shape;
     ss.back() = s1 + (n_->inputs.size() == 5 ? in_type(3).shape[ss.size() - 2] : 0);
     VOLTA_ASSIGN_OR_RETURN(std::string keep, causal_keep(ss, offset));
@@ -141,8 +142,9 @@ Status Exporter::swiglu() {
 }
 
 Status Exporter::causal_mask() {
-  VOLTA_ASSIGN_OR_RETURN(int64_t offset, n_->attrs.get_int("offset", 0));
-  VOLTA_ASSIGN_OR_RETURN(double value, n_->attrs.get_float("value", -std::numeric_limits<double>::infinity()));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::CausalMask>(*n_));
+  const int64_t offset = at->offset;
+  const double value = at->value;
   VOLTA_ASSIGN_OR_RETURN(std::string keep, causal_keep(in_type(0).shape, offset));
   VOLTA_ASSIGN_OR_RETURN(std::string fill, scalar(value, "fill"));
   node("Where", {keep, in(0), fill}, self());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "onnx/onnx_util.h"
+#include "volta/op_attrs.h"
 
 namespace volta::onnx {
 

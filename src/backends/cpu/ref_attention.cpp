@@ -8,12 +8,21 @@
 
 namespace volta::cpu::ref {
 
+namespace {
+// The scale and causal mask of attention's or attention_grad's attributes.
+template <typename A>
+AttentionArgs scaled_mask(const A& attrs) {
+  AttentionArgs at;
+  at.scale = attrs.scale;
+  at.causal = attrs.causal_offset.has_value();
+  at.offset = attrs.causal_offset.value_or(0);
+  return at;
+}
+}  // namespace
+
 Result<AttentionArgs> attention_args(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const auto attrs, ir::typed_attrs<ir::Op::Attention>(a.node));
-  AttentionArgs at;
-  at.scale = attrs->scale;
-  at.causal = attrs->causal_offset.has_value();
-  at.offset = attrs->causal_offset.value_or(0);
+  AttentionArgs at = scaled_mask(*attrs);
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
   at.G = dims_product(qs, 0, r - 2), at.T = qs[r - 2], at.D = qs[r - 1], at.E = a.in[2].shape()[r - 1];
@@ -79,10 +88,7 @@ namespace volta::cpu::ref {
 // dp = dy vᵀ, ds = scale * p * (dp - sum(dp p)); then dq = ds k, dk = dsᵀ q, dv = pᵀ dy.
 Result<AttentionArgs> attention_grad_args(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const auto attrs, ir::typed_attrs<ir::Op::AttentionGrad>(a.node));
-  AttentionArgs at;
-  at.scale = attrs->scale;
-  at.causal = attrs->causal_offset.has_value();
-  at.offset = attrs->causal_offset.value_or(0);
+  AttentionArgs at = scaled_mask(*attrs);
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
   at.G = dims_product(qs, 0, r - 2), at.T = at.cap[0] = at.used[0] = qs[r - 2], at.D = at.E = qs[r - 1];
