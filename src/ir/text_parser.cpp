@@ -174,6 +174,19 @@ class Parser {
   }
   Status error(Loc at, const std::string& msg) const { return parse_error(where(at) + " " + msg); }
   Status expected(const std::string& what) const { return error(loc(), "expected " + what + " but found " + found()); }
+  // After a list item: ',' (true: another item follows) or `close` (false: the list ended), each
+  // consumed; anything else is "expected <what>".
+  Result<bool> list_continues(char close, const char* what) {
+    if (peek() == ',' && !at_end()) {
+      ++pos_;
+      return true;
+    }
+    if (peek() == close && !at_end()) {
+      ++pos_;
+      return false;
+    }
+    return expected(what);
+  }
   Status expect_char(char c) {
     if (peek() == c && !at_end()) {
       ++pos_;
@@ -260,15 +273,8 @@ Status Parser::parse_type(TensorType& out) {
     }
     out.shape.push_back(static_cast<int64_t>(d));
     skip_ws();
-    if (peek() == ',' && !at_end()) {
-      ++pos_;
-      continue;
-    }
-    if (peek() == ']' && !at_end()) {
-      ++pos_;
-      break;
-    }
-    return expected("',' or ']' in the shape");
+    VOLTA_ASSIGN_OR_RETURN(const bool more, list_continues(']', "',' or ']' in the shape"));
+    if (!more) break;
   }
   if (checked_numel(out.shape) < 0) {
     return error(at, "type " + out.to_string() + " has too many elements (the maximum is 2^60)");
@@ -396,15 +402,8 @@ Status Parser::parse_attr_value(AttrValue& out) {
       VOLTA_RETURN_IF_ERROR(parse_int(tok, item_loc, v));
       list.push_back(v);
       skip_ws();
-      if (peek() == ',' && !at_end()) {
-        ++pos_;
-        continue;
-      }
-      if (peek() == ']' && !at_end()) {
-        ++pos_;
-        break;
-      }
-      return expected("',' or ']' in the list");
+      VOLTA_ASSIGN_OR_RETURN(const bool more, list_continues(']', "',' or ']' in the list"));
+      if (!more) break;
     }
     out = std::move(list);
     return Status::ok();
@@ -454,15 +453,8 @@ Status Parser::parse_attrs(Stmt& st) {
     VOLTA_RETURN_IF_ERROR(parse_attr_value(value));
     st.attrs.set(key_str, std::move(value));
     skip_ws();
-    if (peek() == ',' && !at_end()) {
-      ++pos_;
-      continue;
-    }
-    if (peek() == '}' && !at_end()) {
-      ++pos_;
-      break;
-    }
-    return expected("',' or '}' after the attribute");
+    VOLTA_ASSIGN_OR_RETURN(const bool more, list_continues('}', "',' or '}' after the attribute"));
+    if (!more) break;
   }
   return Status::ok();
 }
@@ -486,15 +478,8 @@ Status Parser::parse_payload(Stmt& st) {
       if (at_end() || !is_number_start(peek())) return expected("a number in the constant payload");
       st.payload.push_back({take_number(), item_loc});
       skip_ws();
-      if (peek() == ',' && !at_end()) {
-        ++pos_;
-        continue;
-      }
-      if (peek() == ']' && !at_end()) {
-        ++pos_;
-        break;
-      }
-      return expected("',' or ']' in the constant payload");
+      VOLTA_ASSIGN_OR_RETURN(const bool more, list_continues(']', "',' or ']' in the constant payload"));
+      if (!more) break;
     }
     return Status::ok();
   }
@@ -560,15 +545,8 @@ Status Parser::parse_statement() {
         if (ref.empty()) return expected("a value name after '%'");
         st.args.push_back({ref, ref_loc});
         skip_ws();
-        if (peek() == ',' && !at_end()) {
-          ++pos_;
-          continue;
-        }
-        if (peek() == ')' && !at_end()) {
-          ++pos_;
-          break;
-        }
-        return expected("',' or ')'");
+        VOLTA_ASSIGN_OR_RETURN(const bool more, list_continues(')', "',' or ')'"));
+        if (!more) break;
       }
     }
     const OpInfo& info = op_info(st.op);
