@@ -96,7 +96,10 @@ Status softmax_grad(const KernelArgs& a) {
 }
 
 // layer_norm / rms_norm and their gradients over the last axis, one row at a time.
-Status norm(const KernelArgs& a, bool center, bool grad, double eps) {
+Status norm(const KernelArgs& a, bool center, bool grad) {
+  VOLTA_ASSIGN_OR_RETURN(const double eps,
+                         (ir::field_of<ir::Op::LayerNorm, ir::Op::RmsNorm, ir::Op::LayerNormGrad, ir::Op::RmsNormGrad>(
+                             a.node, [](const auto& at) { return at.eps; })));
   const int64_t D = a.in[0].shape().back(), rows = ref::last_axis_rows(a);
   const float* x = a.in[0].as<const float>();
   const float* gamma = a.in[1].as<const float>();
@@ -130,7 +133,10 @@ Result<int64_t> count_targets(const KernelArgs& a, std::optional<int64_t> ignore
   return counted;
 }
 
-Status cross_entropy(const KernelArgs& a, bool grad, std::optional<int64_t> ignore_index) {
+Status cross_entropy(const KernelArgs& a, bool grad) {
+  VOLTA_ASSIGN_OR_RETURN(const std::optional<int64_t> ignore_index,
+                         (ir::field_of<ir::Op::CrossEntropy, ir::Op::CrossEntropyGrad>(
+                             a.node, [](const auto& at) { return at.ignore_index; })));
   if (a.in[0].type.dtype != DType::f32 || a.in[0].shape().empty() || !is_integer(a.in[1].type.dtype))
     return grad ? ref::CrossEntropyGrad(a) : ref::CrossEntropy(a);
   VOLTA_ASSIGN_OR_RETURN(const int64_t counted, count_targets(a, ignore_index));
@@ -360,30 +366,12 @@ constexpr std::array<Kernel, ir::kNumOps> kFastKernels = [] {
     return Status::ok();
   });
   set(Op::Transpose, transpose);
-  set(Op::LayerNorm, [](const KernelArgs& a) {
-    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LayerNorm>(a.node));
-    return norm(a, true, false, at->eps);
-  });
-  set(Op::RmsNorm, [](const KernelArgs& a) {
-    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::RmsNorm>(a.node));
-    return norm(a, false, false, at->eps);
-  });
-  set(Op::LayerNormGrad, [](const KernelArgs& a) {
-    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LayerNormGrad>(a.node));
-    return norm(a, true, true, at->eps);
-  });
-  set(Op::RmsNormGrad, [](const KernelArgs& a) {
-    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::RmsNormGrad>(a.node));
-    return norm(a, false, true, at->eps);
-  });
-  set(Op::CrossEntropy, [](const KernelArgs& a) {
-    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::CrossEntropy>(a.node));
-    return cross_entropy(a, false, at->ignore_index);
-  });
-  set(Op::CrossEntropyGrad, [](const KernelArgs& a) {
-    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::CrossEntropyGrad>(a.node));
-    return cross_entropy(a, true, at->ignore_index);
-  });
+  set(Op::LayerNorm, [](const KernelArgs& a) { return norm(a, true, false); });
+  set(Op::RmsNorm, [](const KernelArgs& a) { return norm(a, false, false); });
+  set(Op::LayerNormGrad, [](const KernelArgs& a) { return norm(a, true, true); });
+  set(Op::RmsNormGrad, [](const KernelArgs& a) { return norm(a, false, true); });
+  set(Op::CrossEntropy, [](const KernelArgs& a) { return cross_entropy(a, false); });
+  set(Op::CrossEntropyGrad, [](const KernelArgs& a) { return cross_entropy(a, true); });
   set(Op::Add, [](const KernelArgs& a) { return binary(a, ref::elementwise<Op::Add>, [](float x, float y) { return x + y; }); });
   set(Op::Sub, [](const KernelArgs& a) { return binary(a, ref::elementwise<Op::Sub>, [](float x, float y) { return x - y; }); });
   set(Op::Mul, [](const KernelArgs& a) { return binary(a, ref::elementwise<Op::Mul>, [](float x, float y) { return x * y; }); });
