@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 namespace volta::model {
@@ -29,9 +30,18 @@ struct Builder {
     Value y = b.matmul(x, w, bias_v.valid() ? name + ".mm" : name);
     return bias_v.valid() ? b.add(y, bias_v, name) : y;
   }
-  // (B, T, C) -> (B, H, T, hd)
-  Value split_heads(Value x, int64_t B, int64_t T, const std::string& name) {
-    return b.transpose(b.reshape(x, {B, T, c.heads, c.head_dim()}), {0, 2, 1, 3}, name);
+  // (B, T, heads hd) -> (B, heads, T, hd)
+  Value split_heads(Value x, int64_t B, int64_t T, const std::string& name, int64_t heads) {
+    return b.transpose(b.reshape(x, {B, T, heads, c.head_dim()}), {0, 2, 1, 3}, name);
+  }
+  // Layer l's keys and values written into its KV cache (params "cache.k.l", "cache.v.l" of
+  // [B, cache_heads, context, hd], the session's state) at rows `at`..; the written caches.
+  std::pair<Value, Value> write_caches(int64_t l, Value k, Value v, Value at, int64_t B) {
+    const TensorType type{DType::f32, {B, c.cache_heads(), c.context, c.head_dim()}};
+    const ParamInit state{"zeros", 0.0, 0.0, false};
+    const std::string id = std::to_string(l);
+    return {b.op(ir::Op::CacheWrite, {b.param("cache.k." + id, type, state), k, at}, {}, layer_name(l, "attn.k_cache")),
+            b.op(ir::Op::CacheWrite, {b.param("cache.v." + id, type, state), v, at}, {}, layer_name(l, "attn.v_cache"))};
   }
 
   // The decoder on tokens (B, T) at positions 0..T-1, or, with a valid `position` (i32 [1], T = 1),
@@ -55,20 +65,16 @@ struct Builder {
     Value x = b.add(b.embedding(wte, tokens, "tok_emb"), b.embedding(wpe, pos_ids, "pos_emb"), "x0");  // (B, T, C)
     const float scale_f = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim())));
     const Value scale = b.scalar(scale_f, "attn_scale");
-    const TensorType cache_type{DType::f32, {B, c.heads, c.context, c.head_dim()}};
     for (int64_t l = 0; l < c.layers; ++l) {
       auto n = [&](const char* what) { return layer_name(l, what); };
       // attention
       Value h = layer_norm(x, n("ln1"));                                                     // (B, T, C)
       Value qkv = linear(h, matrix(n("attn.wqkv"), {C, 3 * C}, 0.02), bias(n("attn.bqkv"), 3 * C), n("attn.qkv"));  // (B, T, 3C)
-      Value q = split_heads(b.slice(qkv, 2, 0, C), B, T, n("attn.q"));                      // (B, H, T, hd)
-      Value k = split_heads(b.slice(qkv, 2, C, 2 * C), B, T, n("attn.k"));
-      Value v = split_heads(b.slice(qkv, 2, 2 * C, 3 * C), B, T, n("attn.v"));
+      Value q = split_heads(b.slice(qkv, 2, 0, C), B, T, n("attn.q"), c.heads);             // (B, H, T, hd)
+      Value k = split_heads(b.slice(qkv, 2, C, 2 * C), B, T, n("attn.k"), c.heads);
+      Value v = split_heads(b.slice(qkv, 2, 2 * C, 3 * C), B, T, n("attn.v"), c.heads);
       if (caches) {
-        const ParamInit state{"zeros", 0.0, 0.0, false};
-        const std::string id = std::to_string(l);
-        Value kc = b.op(ir::Op::CacheWrite, {b.param("cache.k." + id, cache_type, state), k, at}, {}, n("attn.k_cache"));
-        Value vc = b.op(ir::Op::CacheWrite, {b.param("cache.v." + id, cache_type, state), v, at}, {}, n("attn.v_cache"));
+        const auto [kc, vc] = write_caches(l, k, v, at, B);
         if (step) {  // every cache row, those past the position masked exactly to 0 at run time
           Value att = b.op(ir::Op::Softmax, {b.matmul(q, kc, n("attn.scores"), false, true), position},
                            {{"axis", int64_t{-1}}, {"scale", static_cast<double>(scale_f)}, {"causal_offset", int64_t{0}}},
@@ -116,23 +122,16 @@ struct Builder {
     const Value at = step || !caches ? position : b.constant("cache.position", Tensor::zeros(DType::i32, {1}));
     const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
     const ir::Attrs attn{{"scale", scale}, {"causal_offset", int64_t{0}}};
-    const TensorType cache_type{DType::f32, {B, KV, c.context, hd}};
-    auto heads = [&](Value v, int64_t n, const std::string& name) {  // (B, T, n hd) -> (B, n, T, hd)
-      return b.transpose(b.reshape(v, {B, T, n, hd}), {0, 2, 1, 3}, name);
-    };
     for (int64_t l = 0; l < c.layers; ++l) {
       auto n = [&](const char* what) { return layer_name(l, what); };
       Value h = b.rms_norm(x, gain(n("ln1.g")), 1e-5, n("ln1"));
       Value qkv = b.matmul(h, matrix(n("attn.wqkv"), {C, C + 2 * KV * hd}, 0.02), n("attn.qkv"));  // (B, T, C + 2 KV hd)
-      Value q = b.rope(heads(b.slice(qkv, 2, 0, C), H, n("attn.q")), cos, sin, position, n("attn.q_rot"));
-      Value k = b.rope(heads(b.slice(qkv, 2, C, C + KV * hd), KV, n("attn.k")), cos, sin, position, n("attn.k_rot"));
-      Value v = heads(b.slice(qkv, 2, C + KV * hd, C + 2 * KV * hd), KV, n("attn.v"));
+      Value q = b.rope(split_heads(b.slice(qkv, 2, 0, C), B, T, n("attn.q"), H), cos, sin, position, n("attn.q_rot"));
+      Value k = b.rope(split_heads(b.slice(qkv, 2, C, C + KV * hd), B, T, n("attn.k"), KV), cos, sin, position, n("attn.k_rot"));
+      Value v = split_heads(b.slice(qkv, 2, C + KV * hd, C + 2 * KV * hd), B, T, n("attn.v"), KV);
       Value y;
       if (caches) {
-        const ParamInit state{"zeros", 0.0, 0.0, false};
-        const std::string id = std::to_string(l);
-        Value kc = b.op(ir::Op::CacheWrite, {b.param("cache.k." + id, cache_type, state), k, at}, {}, n("attn.k_cache"));
-        Value vc = b.op(ir::Op::CacheWrite, {b.param("cache.v." + id, cache_type, state), v, at}, {}, n("attn.v_cache"));
+        const auto [kc, vc] = write_caches(l, k, v, at, B);
         if (step) y = b.op(ir::Op::Attention, {q, kc, vc, position}, attn, n("attn.y"));  // the cache read in place
       }
       if (!y.valid()) y = b.op(ir::Op::Attention, {q, k, v}, attn, n("attn.y"));  // (B, H, T, hd)
