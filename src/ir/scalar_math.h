@@ -56,16 +56,28 @@ VOLTA_HD inline double scalar_binary(double x, double y) {
   else static_assert(kNoScalarMath<op>, "a Binary op of ops.def without its math here");
 }
 
+VOLTA_HD inline double silu_derivative(double x) {  // s (1 + x (1 - s)), s = sigmoid(x)
+  const double s = sigmoid(x);
+  return s * (1.0 + x * (1.0 - s));
+}
+
+// swiglu on one (gate, up) pair and its gradient for dy, each with the f32 roundings of the
+// unfused ops: silu(gate) stored, then times up; d gate = silu'(gate) * (dy * up stored), d up =
+// dy * silu(gate) stored.
+VOLTA_HD inline float swiglu_value(double g, double u) {
+  return static_cast<float>(static_cast<double>(static_cast<float>(scalar_unary<Op::Silu>(g))) * u);
+}
+VOLTA_HD inline void swiglu_grads(double g, double u, double d, float* dg, float* du) {
+  *dg = static_cast<float>(silu_derivative(g) * static_cast<float>(d * u));
+  *du = static_cast<float>(d * static_cast<float>(scalar_unary<Op::Silu>(g)));
+}
+
 // gelu (approximate = "none": x Phi(x) with the erf; "tanh": the tanh approximation) and its
 // derivative, which gelu_grad multiplies by dy.
 constexpr double kSqrt2 = 1.4142135623730951;
 constexpr double kPi = 3.141592653589793;
 constexpr double kGeluTanhC = 0.7978845608028654;  // sqrt(2 / pi)
 
-VOLTA_HD inline double silu_derivative(double x) {  // s (1 + x (1 - s)), s = sigmoid(x)
-  const double s = sigmoid(x);
-  return s * (1.0 + x * (1.0 - s));
-}
 VOLTA_HD inline double gelu_erf(double x) { return 0.5 * x * (1.0 + erf(x * kSqrt2 / 2.0)); }
 VOLTA_HD inline double gelu_tanh(double x) { return 0.5 * x * (1.0 + tanh(kGeluTanhC * (x + 0.044715 * x * x * x))); }
 VOLTA_HD inline double gelu_erf_derivative(double v) {  // Phi(x) + x phi(x)

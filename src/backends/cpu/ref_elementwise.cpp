@@ -52,18 +52,14 @@ Status elementwise(const KernelArgs& a) {
 #undef VOLTA_OP
 
 
-
-// Each half's element rounded as the unfused silu and mul store it.
+// Each pair rounded as the unfused silu and mul store it (ir::swiglu_value).
 Status Swiglu(const KernelArgs& a) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
   const int64_t F = a.out.shape().empty() ? 1 : a.out.shape().back(), rows = F == 0 ? 0 : a.out.numel() / F;
   const float* x = in_f32(a, 0);
   float* out = out_f32(a);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < F; ++j) {
-      const auto s = static_cast<float>(scalar_unary<ir::Op::Silu>(x[r * 2 * F + j]));
-      out[r * F + j] = static_cast<float>(static_cast<double>(s) * x[r * 2 * F + F + j]);
-    }
+    for (int64_t j = 0; j < F; ++j) out[r * F + j] = ir::swiglu_value(x[r * 2 * F + j], x[r * 2 * F + F + j]);
   return Status::ok();
 }
 

@@ -104,20 +104,15 @@ Status SiluGrad(const KernelArgs& a) {
   return Status::ok();
 }
 
-// The unfused backward's roundings: dy * up (mul's gradient), then silu_grad of it; dy * silu.
+// The unfused backward's roundings (ir::swiglu_grads).
 Status SwigluGrad(const KernelArgs& a) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
   const int64_t F = a.in[1].shape().empty() ? 1 : a.in[1].shape().back(), rows = F == 0 ? 0 : a.in[1].numel() / F;
   const float *x = in_f32(a, 0), *dy = in_f32(a, 1);
   float* out = out_f32(a);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < F; ++j) {
-      const double g = x[r * 2 * F + j], u = x[r * 2 * F + F + j], d = dy[r * F + j];
-      const auto du = static_cast<float>(d * u);
-      const auto s = static_cast<float>(ir::scalar_unary<ir::Op::Silu>(g));
-      out[r * 2 * F + j] = static_cast<float>(ir::silu_derivative(g) * du);
-      out[r * 2 * F + F + j] = static_cast<float>(d * s);
-    }
+    for (int64_t j = 0; j < F; ++j)
+      ir::swiglu_grads(x[r * 2 * F + j], x[r * 2 * F + F + j], dy[r * F + j], out + r * 2 * F + j, out + r * 2 * F + F + j);
   return Status::ok();
 }
 

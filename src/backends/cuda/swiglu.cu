@@ -12,14 +12,8 @@ __global__ void swiglu_kernel(const float* x, const float* dy, float* out, int64
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / F, j = i % F;
     const double g = x[r * 2 * F + j], u = x[r * 2 * F + F + j];
-    const auto s = static_cast<float>(ir::scalar_unary<ir::Op::Silu>(g));
-    if (!dy) {
-      out[i] = static_cast<float>(static_cast<double>(s) * u);
-      continue;
-    }
-    const double d = dy[i];
-    out[r * 2 * F + j] = static_cast<float>(ir::silu_derivative(g) * static_cast<float>(d * u));
-    out[r * 2 * F + F + j] = static_cast<float>(d * s);
+    if (dy) ir::swiglu_grads(g, u, dy[i], out + r * 2 * F + j, out + r * 2 * F + F + j);
+    else out[i] = ir::swiglu_value(g, u);
   }
 }
 
