@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "backends/cpu/parallel.h"
-#include "ir/scalar_math.h"
 #include "backends/cpu/ref_util.h"
+#include "ir/scalar_math.h"
 
 namespace volta::cpu {
 
