@@ -177,23 +177,17 @@ class Parser {
   // After a list item: ',' (true: another item follows) or `close` (false: the list ended), each
   // consumed; anything else is "expected <what>".
   Result<bool> list_continues(char close, const char* what) {
-    if (peek() == ',' && !at_end()) {
-      ++pos_;
-      return true;
-    }
-    if (peek() == close && !at_end()) {
-      ++pos_;
-      return false;
-    }
+    if (take(',')) return true;
+    if (take(close)) return false;
     return expected(what);
   }
-  Status expect_char(char c) {
-    if (peek() == c && !at_end()) {
-      ++pos_;
-      return Status::ok();
-    }
-    return expected(std::string("'") + c + "'");
+  // Consumes `c` when it is next.
+  bool take(char c) {
+    if (peek() != c || at_end()) return false;
+    ++pos_;
+    return true;
   }
+  Status expect_char(char c) { return take(c) ? Status::ok() : expected(std::string("'") + c + "'"); }
 
   // -- grammar --
   Status parse_header();
@@ -251,10 +245,7 @@ Status Parser::parse_type(TensorType& out) {
   skip_ws();
   VOLTA_RETURN_IF_ERROR(expect_char('['));
   skip_ws();
-  if (peek() == ']' && !at_end()) {
-    ++pos_;
-    return Status::ok();
-  }
+  if (take(']')) return Status::ok();
   for (;;) {
     skip_ws();
     Loc dim_loc = loc();
@@ -385,8 +376,7 @@ Status Parser::parse_attr_value(AttrValue& out) {
     ++pos_;
     std::vector<int64_t> list;
     skip_ws();
-    if (peek() == ']' && !at_end()) {
-      ++pos_;
+    if (take(']')) {
       out = std::move(list);
       return Status::ok();
     }
@@ -432,10 +422,7 @@ Status Parser::parse_attrs(Stmt& st) {
   // The cursor is on '{'.
   ++pos_;
   skip_ws();
-  if (peek() == '}' && !at_end()) {
-    ++pos_;
-    return Status::ok();
-  }
+  if (take('}')) return Status::ok();
   for (;;) {
     skip_ws();
     Loc key_loc = loc();
@@ -465,13 +452,9 @@ Status Parser::parse_payload(Stmt& st) {
   auto is_number_start = [](char ch) {
     return is_digit(ch) || ch == '-' || ch == '+' || ch == '.' || is_ident_start(ch);
   };
-  if (peek() == '[' && !at_end()) {
-    ++pos_;
+  if (take('[')) {
     skip_ws();
-    if (peek() == ']' && !at_end()) {
-      ++pos_;
-      return Status::ok();
-    }
+    if (take(']')) return Status::ok();
     for (;;) {
       skip_ws();
       Loc item_loc = loc();
@@ -502,8 +485,7 @@ Status Parser::parse_statement() {
                                   std::to_string(stmts_[it->second].name_loc.line) + ")");
   }
   skip_ws();
-  if (peek() == ':' && !at_end()) {
-    ++pos_;
+  if (take(':')) {
     skip_ws();
     st.type_loc = loc();
     st.has_type = true;
@@ -531,16 +513,11 @@ Status Parser::parse_statement() {
     skip_ws();
     VOLTA_RETURN_IF_ERROR(expect_char(')'));
   } else {
-    if (peek() == ')' && !at_end()) {
-      ++pos_;
-    } else {
+    if (!take(')')) {
       for (;;) {
         skip_ws();
         Loc ref_loc = loc();
-        if (peek() != '%' || at_end()) {
-          return expected(st.args.empty() ? "a value reference '%name' or ')'" : "a value reference '%name'");
-        }
-        ++pos_;
+        if (!take('%')) return expected(st.args.empty() ? "a value reference '%name' or ')'" : "a value reference '%name'");
         std::string_view ref = take_ident();
         if (ref.empty()) return expected("a value name after '%'");
         st.args.push_back({ref, ref_loc});
@@ -571,16 +548,12 @@ Status Parser::parse_return() {
   for (;;) {
     skip_ws();
     Loc ref_loc = loc();
-    if (peek() != '%' || at_end()) return expected("a value reference '%name'");
-    ++pos_;
+    if (!take('%')) return expected("a value reference '%name'");
     std::string_view ref = take_ident();
     if (ref.empty()) return expected("a value name after '%'");
     outputs_.push_back({ref, ref_loc});
     skip_ws();
-    if (peek() == ',' && !at_end()) {
-      ++pos_;
-      continue;
-    }
+    if (take(',')) continue;
     break;
   }
   return Status::ok();
