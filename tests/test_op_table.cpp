@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -249,6 +250,34 @@ TEST(OpTable, BackendCapabilitiesComeFromTheirKernelTables) {
       EXPECT_TRUE(seen.count(static_cast<ir::Op>(i))) << ir::op_name(static_cast<ir::Op>(i));
     }
   }
+}
+
+// Kernels live in one file per op family, mirrored across backends: ref_<family>.cpp (the
+// reference), <family>[_<part>].cpp (the CPU backend's own) and <family>.cu (CUDA). A file named
+// by technique rather than family fails here; the few that hold no kernel are listed.
+TEST(OpTable, KernelFilesAreNamedByOpFamilyAndMirrored) {
+  namespace fs = std::filesystem;
+  const fs::path cpu_dir = test::source_path("src/backends/cpu"), cuda_dir = test::source_path("src/backends/cuda");
+  const std::set<std::string> not_kernels = {"cpu_backend", "kernels", "parallel", "tuner"};
+  std::set<std::string> families;
+  for (const auto& e : fs::directory_iterator(cpu_dir))
+    if (e.path().extension() == ".cpp" && e.path().stem().string().starts_with("ref_"))
+      families.insert(e.path().stem().string().substr(4));
+  EXPECT_GE(families.size(), 10u);
+  int cpu_files = 0, cuda_files = 0;
+  for (const auto& e : fs::directory_iterator(cpu_dir)) {
+    const std::string stem = e.path().stem().string();
+    if (e.path().extension() != ".cpp" || stem.starts_with("ref_") || not_kernels.count(stem)) continue;
+    ++cpu_files;
+    EXPECT_TRUE(families.count(stem.substr(0, stem.find('_')))) << e.path() << " has no ref_<family>.cpp";
+  }
+  for (const auto& e : fs::directory_iterator(cuda_dir)) {
+    if (e.path().extension() != ".cu") continue;
+    ++cuda_files;
+    EXPECT_TRUE(families.count(e.path().stem().string())) << e.path() << " has no cpu/ref_<family>.cpp";
+  }
+  EXPECT_GE(cpu_files, 8);
+  EXPECT_GE(cuda_files, 8);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // when it is itself fusable, has the root's type (the same shape: only the tree's leaves may
 // broadcast) and the tree is its one (live) reader. A tree of one op stays as it is.
 // The kernel rounds every step to f32 as the unfused node would, so the bits do not change
-// (src/backends/cpu/fused_elementwise.cpp). Runs after the targeted fusions, which look for
+// (src/backends/cpu/elementwise.cpp). Runs after the targeted fusions, which look for
 // some of these ops (the attention softmax's scale, the matmul epilogue's bias and activation).
 #include <functional>
 

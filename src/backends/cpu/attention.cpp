@@ -1,7 +1,7 @@
 // The CPU backend's attention kernels.
 //
 // attention: per (batch, head) group. With many query rows and one block of keys, the scores of
-// the whole group come from one GEMM, each row from the fused softmax row kernel (vec_math.cpp),
+// the whole group come from one GEMM, each row from the fused softmax row kernel (softmax.cpp),
 // and the output from a second GEMM. Otherwise (a decode step: one query row, its cache and new
 // position as two key blocks) each query row gets its scores from key_scores (blocks of keys
 // transposed in registers, each score the matmul's chain) and its weighted sum from the matmul

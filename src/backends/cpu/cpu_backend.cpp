@@ -1,5 +1,5 @@
-// The CPU backend: host memory, its own kernels for the ops that dominate (matmul.cpp,
-// fast_ops.cpp), and the reference kernels for the rest.
+// The CPU backend: host memory, its own kernels for the ops that dominate (one file per op
+// family; the table is in kernels.cpp), and the reference kernels for the rest.
 #include <cstring>
 #include <new>
 

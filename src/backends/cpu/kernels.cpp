@@ -1,5 +1,6 @@
-// The reference kernel lookup, the leaf "kernels" and
-// evaluate_reference, which runs one node on host tensors (constant folding uses it).
+// The CPU backend's two kernel tables (the reference kernels, and the kernels it runs), the leaf
+// "kernels" and evaluate_reference, which runs one node on host tensors (constant folding uses
+// it).
 #include "backends/cpu/kernels.h"
 
 #include <array>
@@ -28,6 +29,49 @@ Status Constant(const KernelArgs& a) { return leaf(a); }
 Kernel reference_kernel(ir::Op op) {
   const auto i = static_cast<size_t>(op);
   return i < kReferenceKernels.size() ? kReferenceKernels[i] : nullptr;
+}
+
+namespace {
+
+// The kernel table the backend runs: the reference kernels, then its own where it has one.
+std::array<Kernel, ir::kNumOps> fast_kernels() {
+  std::array<Kernel, ir::kNumOps> t = kReferenceKernels;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (const Kernel k = elementwise_kernel(static_cast<ir::Op>(i))) t[i] = k;
+  auto set = [&](ir::Op op, Kernel k) { t[static_cast<size_t>(op)] = k; };
+  using ir::Op;
+  set(Op::FusedElementwise, fused_elementwise);
+  set(Op::Gelu, gelu);
+  set(Op::GeluGrad, gelu_grad);
+  set(Op::SiluGrad, silu_grad);
+  set(Op::Swiglu, swiglu);
+  set(Op::SwigluGrad, swiglu_grad);
+  set(Op::Softmax, softmax);
+  set(Op::LogSoftmax, log_softmax);
+  set(Op::SoftmaxGrad, softmax_grad);
+  set(Op::LayerNorm, layer_norm);
+  set(Op::RmsNorm, rms_norm);
+  set(Op::LayerNormGrad, layer_norm_grad);
+  set(Op::RmsNormGrad, rms_norm_grad);
+  set(Op::CrossEntropy, cross_entropy);
+  set(Op::CrossEntropyGrad, cross_entropy_grad);
+  set(Op::ReduceSum, reduce_sum);
+  set(Op::Transpose, transpose);
+  set(Op::Attention, attention);
+  set(Op::AttentionGrad, attention_grad);
+  set(Op::Rope, rope);
+  set(Op::Matmul, matmul);
+  set(Op::GradNorm, [](const KernelArgs& a) { return grad_norm_node(a, fast_sum_of_squares); });
+  set(Op::OptimizerUpdate, [](const KernelArgs& a) { return optimizer_update_node(a, fast_optimizer_update); });
+  return t;
+}
+
+}  // namespace
+
+Kernel fast_kernel(ir::Op op) {
+  static const std::array<Kernel, ir::kNumOps> table = fast_kernels();
+  const auto i = static_cast<size_t>(op);
+  return i < table.size() ? table[i] : nullptr;
 }
 
 size_t reference_workspace_bytes(const ir::Graph& /*g*/, const ir::Node& node) {

@@ -47,44 +47,71 @@ Kernel reference_kernel(ir::Op op);
 // Workspace bytes the reference kernel of `node` needs (0 for most ops).
 size_t reference_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 
-// The kernel the CPU backend runs for `op`: its own (matmul.cpp, fast_ops.cpp) where it has
-// one, the reference kernel otherwise.
+// The kernel the CPU backend runs for `op`: its own where it has one, the reference kernel
+// otherwise (the table is in kernels.cpp).
 Kernel fast_kernel(ir::Op op);
 
-// Vectorised kernels (src/backends/cpu/vec_math.cpp):
-// - gelu with approximate="none" and its gradient;
-// - one row of softmax / log_softmax of scale * x over its first `valid` entries (the rest 0 /
-//   -inf), and one row of the softmax gradient dx = scale * y * (dy - sum(dy y));
-// - one layer_norm (center) or rms_norm row and its gradient;
-// - column sums of a [rows, n] block with row stride ld; the sum of a row.
+// The CPU backend's own kernels, one file per op family, mirroring the reference kernels
+// (ref_<family>.cpp) and the CUDA backend (cuda/<family>.cu). Each is checked against the
+// reference by the op-test harness and falls back to it outside its fast layouts. Files other
+// than ref_*.cpp are compiled with -O3 and FMA contraction, and their 16-lane row kernels
+// (VOLTA_ISA_CLONES, vec.h) give the same bits on every ISA clone.
+
+// elementwise.cpp: the Unary ops and add / sub / mul / div (nullptr for any other op), and
+// fused_elementwise with the bits of the unfused chain.
+Kernel elementwise_kernel(ir::Op op);
+Status fused_elementwise(const KernelArgs& a);
+
+// activation.cpp; gelu_erf(x, y, n) is gelu with approximate="none" on n floats (the matmul
+// epilogue's).
+Status gelu(const KernelArgs& a);
+Status gelu_grad(const KernelArgs& a);
+Status silu_grad(const KernelArgs& a);
+Status swiglu(const KernelArgs& a);
+Status swiglu_grad(const KernelArgs& a);
 void gelu_erf(const float* x, float* y, int64_t n);
-void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n);
-void silu_grad(const float* x, const float* dy, float* out, int64_t n);
-void swiglu_rows(const float* x, const float* dy, float* out, int64_t rows, int64_t F);
+
+// softmax.cpp. The rows: softmax / log_softmax of scale * x over the first `valid` of C entries
+// (the rest 0 / -inf), and the softmax gradient dx = scale * y * (dy - sum(dy y)).
+Status softmax(const KernelArgs& a);
+Status log_softmax(const KernelArgs& a);
+Status softmax_grad(const KernelArgs& a);
 void softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log);
 void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale);
-void norm_row(const float* x, const float* gamma, const float* beta, float* y, int64_t D, float eps, bool center);
-void norm_grad_row(const float* x, const float* gamma, const float* dy, float* dx, int64_t D, float eps, bool center);
+
+// norm.cpp
+Status layer_norm(const KernelArgs& a);
+Status rms_norm(const KernelArgs& a);
+Status layer_norm_grad(const KernelArgs& a);
+Status rms_norm_grad(const KernelArgs& a);
+
+// loss.cpp
+Status cross_entropy(const KernelArgs& a);
+Status cross_entropy_grad(const KernelArgs& a);
+
+// reduce.cpp, with the sums and scans other families share: column sums of a [rows, n] block
+// with row stride ld; the sum of a row; whether x[0, n) holds no inf or nan; whether it holds
+// only zeros of either sign.
+Status reduce_sum(const KernelArgs& a);
 void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n);
 float row_sum(const float* x, int64_t n);
-// Whether x[0, n) holds no inf or nan; whether it holds only zeros of either sign.
 bool all_finite(const float* x, int64_t n);
 bool all_zero(const float* x, int64_t n);
 
-// The CPU backend's attention and its gradient (src/backends/cpu/attention.cpp): the same bits as
-// the unfused matmul -> softmax -> matmul and its backward; checked against ref::Attention,
-// ref::AttentionGrad and those compositions.
+// layout.cpp
+Status transpose(const KernelArgs& a);
+
+// attention.cpp: the same bits as the unfused matmul -> softmax -> matmul and its backward;
+// checked against ref::Attention, ref::AttentionGrad and those compositions. rope on the threads.
 Status attention(const KernelArgs& a);
 Status attention_grad(const KernelArgs& a);
 Status rope(const KernelArgs& a);
-// fused_elementwise (src/backends/cpu/fused_elementwise.cpp): the bits of the unfused chain.
-Status fused_elementwise(const KernelArgs& a);
 
-// The CPU backend's own matmul (src/backends/cpu/matmul.cpp), checked against ref::Matmul.
+// matmul.cpp, checked against ref::Matmul.
 Status matmul(const KernelArgs& a);
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 
-// The backend's optimizer kernels (src/backends/cpu/vec_optim.cpp): float, vectorised.
+// optim.cpp: float, vectorised.
 double fast_sum_of_squares(const TensorRef& t);
 Status fast_optimizer_update(const optim::UpdateStep& step, const TensorRef& param, const TensorRef& grad,
                              std::span<const TensorRef> state);

@@ -32,4 +32,18 @@ void parallel_rows(int64_t n, int64_t len, int64_t chunk, F&& f) {
   });
 }
 
+// Elements per task of the elementwise and row kernels: enough work to outweigh a task's
+// hand-off, few enough that tensors of a few times this size spread over the threads.
+inline constexpr int64_t kTaskElements = 16384;
+
+// parallel_chunks and parallel_rows with tasks of kTaskElements.
+template <typename F>
+void chunks(int64_t n, F&& f) {
+  parallel_chunks(n, kTaskElements, f);
+}
+template <typename F>
+void chunk_rows(int64_t n, int64_t len, F&& f) {
+  parallel_rows(n, len, kTaskElements, f);
+}
+
 }  // namespace volta::cpu

@@ -1,11 +1,9 @@
-// Reference elementwise kernels: binary ops with numpy broadcasting and unary maps.
-// Each element is computed in double and rounded once to f32 (for + - * / this equals the
-// correctly rounded f32 result).
-#include <cmath>
-#include <limits>
-#include <numbers>
-
+// Reference elementwise kernels: every Unary and Binary op of ops.def (binary ops with numpy
+// broadcasting), clip and fused_elementwise. Each element is computed in double and rounded once
+// to f32 (for + - * / this equals the correctly rounded f32 result).
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "backends/cpu/ref_scalar.h"
 #include "backends/cpu/ref_util.h"
@@ -28,60 +26,24 @@ Status binary(const KernelArgs& a, F f) {
   return Status::ok();
 }
 
-template <typename F>
-Status unary(const KernelArgs& a, F f) {
-  VOLTA_RETURN_IF_ERROR(require_f32(a));
-  const float* x = in_f32(a, 0);
-  float* out = out_f32(a);
-  const int64_t n = a.out.numel();
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(f(static_cast<double>(x[i])));
-  return Status::ok();
-}
-
 }  // namespace
 
 // Every fusable elementwise op (ops.def's Unary and Binary rows): its math, element by element.
 template <ir::Op op>
 Status elementwise(const KernelArgs& a) {
   if constexpr (ir::elementwise_arity(op) == 2) return binary(a, scalar_binary<op>);
-  else return unary(a, scalar_unary<op>);
+  else return map_unary(a, scalar_unary<op>);
 }
 #define VOLTA_OP(Id, name, min_in, max_in, category, ...) \
   VOLTA_IF_FUSABLE(category, template Status elementwise<ir::Op::Id>(const KernelArgs& a);)
 #include "volta/ops.def"
 #undef VOLTA_OP
 
-
-// Each pair rounded as the unfused silu and mul store it (ir::swiglu_value).
-Status Swiglu(const KernelArgs& a) {
-  VOLTA_RETURN_IF_ERROR(require_f32(a));
-  const int64_t F = a.out.shape().empty() ? 1 : a.out.shape().back(), rows = F == 0 ? 0 : a.out.numel() / F;
-  const float* x = in_f32(a, 0);
-  float* out = out_f32(a);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < F; ++j) out[r * F + j] = ir::swiglu_value(x[r * 2 * F + j], x[r * 2 * F + F + j]);
-  return Status::ok();
-}
-
-Status Gelu(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Gelu>(a.node));
-  const std::string& mode = at->approximate;
-  if (mode == "none") return unary(a, ir::gelu_erf);
-  if (mode == "tanh") return unary(a, ir::gelu_tanh);
-  return invalid_argument(op_prefix(a.node) + "attribute 'approximate' must be 'none' or 'tanh', got '" + mode +
-                          "' " + ir::node_ref(a.node));
-}
-
-Status LeakyRelu(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LeakyRelu>(a.node));
-  const double alpha = at->alpha;
-  return unary(a, [alpha](double x) { return x < 0 ? alpha * x : x; });
-}
 // Bounds are rounded to f32 first so that clip(x) is always one of x, min or max; nan stays nan.
 Status Clip(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Clip>(a.node));
   const double lo = static_cast<float>(at->min), hi = static_cast<float>(at->max);
-  return unary(a, [lo, hi](double x) {
+  return map_unary(a, [lo, hi](double x) {
     const double y = x < lo ? lo : x;  // numpy's order: min after max, so min > max gives max
     return y > hi ? hi : y;
   });

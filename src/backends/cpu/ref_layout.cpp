@@ -1,5 +1,6 @@
-// Reference indexing and layout kernels. They move bytes, so they serve every dtype by
-// copying dtype_size(dtype) bytes per element.
+// Reference indexing and layout kernels, with the backward ones autograd writes (broadcast, pad,
+// embedding_grad, gather_grad). Most move bytes, so they serve every dtype by copying
+// dtype_size(dtype) bytes per element.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -216,26 +217,6 @@ Status GatherGrad(const KernelArgs& a) {
   return Status::ok();
 }
 
-// Keeps x[..., i, j] where j - i >= k (upper) or j - i <= k (lower); zeros elsewhere. Any dtype.
-Status Trilu(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Trilu>(a.node));
-  const int64_t upper = at->upper, k = at->k;
-  const Shape& s = a.out.shape();
-  if (s.size() < 2) return internal_error(op_prefix(a.node) + "input must have rank >= 2 " + ir::node_ref(a.node));
-  const int64_t R = s[s.size() - 2], C = s[s.size() - 1];
-  const int64_t mats = dims_product(s, 0, s.size() - 2);
-  const size_t es = elem_size(a.out);
-  std::memset(a.out.data, 0, a.out.type.bytes());
-  for (int64_t m = 0; m < mats; ++m)
-    for (int64_t i = 0; i < R; ++i)
-      for (int64_t j = 0; j < C; ++j) {
-        const bool keep = upper ? j - i >= k : j - i <= k;
-        const size_t off = static_cast<size_t>((m * R + i) * C + j) * es;
-        if (keep) std::memcpy(a.out.data + off, a.in[0].data + off, es);
-      }
-  return Status::ok();
-}
-
 
 // cache_write: rows [..., T, D] into cache [..., S, D] at rows position.., in place (the cache is
 // the model's state, ir::writes_input); the value is the cache, copied out only when the output
@@ -253,6 +234,60 @@ Status CacheWrite(const KernelArgs& a) {
     std::memcpy(cache + static_cast<size_t>(o * S + position) * row, rows + static_cast<size_t>(o * T) * row,
                 static_cast<size_t>(T) * row);
   if (a.out.data != cache) std::memcpy(a.out.data, cache, static_cast<size_t>(outer * S) * row);
+  return Status::ok();
+}
+
+Status Broadcast(const KernelArgs& a) {
+  const Shape& os = a.out.shape();
+  const std::array<Strides, 1> st = {broadcast_strides(a.in[0].shape(), os)};
+  const size_t es = dtype_size(a.out.type.dtype);
+  const std::byte* x = a.in[0].data;
+  std::byte* out = a.out.data;
+  for_each_index(os, st, [&](int64_t n, const std::array<int64_t, 1>& off) {
+    std::memcpy(out + static_cast<size_t>(n) * es, x + static_cast<size_t>(off[0]) * es, es);
+  });
+  return Status::ok();
+}
+
+Status Pad(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Pad>(a.node));
+  const int64_t axis_attr = at->axis, before = at->before;
+  const Shape& xs = a.in[0].shape();
+  VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, xs.size()));
+  // View both as [outer, axis, inner] blocks.
+  const int64_t outer = dims_product(xs, 0, axis);
+  const int64_t inner = dims_product(xs, axis + 1, xs.size());
+  const int64_t in_len = xs[axis];
+  const int64_t out_len = a.out.shape()[axis];
+  const float* x = in_f32(a, 0);
+  float* out = out_f32(a);
+  std::fill_n(out, a.out.numel(), 0.0f);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(out + (o * out_len + before) * inner, x + o * in_len * inner,
+                static_cast<size_t>(in_len * inner) * sizeof(float));
+  return Status::ok();
+}
+
+Status EmbeddingGrad(const KernelArgs& a) {
+  const TensorRef& ids = a.in[0];
+  const int64_t rows = a.out.shape()[0];
+  const int64_t D = a.out.shape()[1];
+  if (a.workspace.size() < static_cast<size_t>(rows * D) * sizeof(double))
+    return internal_error(op_prefix(a.node) + "workspace too small " + ir::node_ref(a.node));
+  // Sum in double, positions in index order, then round once: deterministic and accurate.
+  auto* acc = reinterpret_cast<double*>(a.workspace.data());
+  std::fill_n(acc, rows * D, 0.0);
+  const float* dy = a.in[1].as<const float>();
+  for (int64_t p = 0; p < ids.numel(); ++p) {
+    const int64_t id = read_index(ids, p);
+    if (id < 0 || id >= rows)
+      return invalid_argument(op_prefix(a.node) + "id " + std::to_string(id) + " at flat position " + std::to_string(p) +
+                              " is outside [0, " + std::to_string(rows) + ") " + ir::node_ref(a.node));
+    for (int64_t d = 0; d < D; ++d) acc[id * D + d] += dy[p * D + d];
+  }
+  float* out = out_f32(a);
+  for (int64_t i = 0; i < rows * D; ++i) out[i] = static_cast<float>(acc[i]);
   return Status::ok();
 }
 

@@ -1,5 +1,7 @@
-// Reference layer_norm and rms_norm over the last axis; statistics in double, two passes.
+// Reference layer_norm and rms_norm over the last axis and their gradients; statistics in
+// double, two passes.
 #include <cmath>
+#include <vector>
 
 #include "backends/cpu/ref_util.h"
 
@@ -72,6 +74,54 @@ Status rms_norm_rows(const KernelArgs& a, double eps, int64_t r0, int64_t r1) {
     for (int64_t d = 0; d < D; ++d) out[r * D + d] = static_cast<float>(xr[d] * inv * gamma[d]);
   }
   return Status::ok();
+}
+
+Status norm_grad_rows(const KernelArgs& a, bool center, double eps, int64_t r0, int64_t r1) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  const int64_t D = a.in[0].shape().back();
+  const float* x = in_f32(a, 0);
+  const float* gamma = in_f32(a, 1);
+  const float* dy = in_f32(a, 2);
+  float* out = out_f32(a);
+  std::vector<double> xhat(static_cast<size_t>(D));
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * D;
+    const float* dyr = dy + r * D;
+    double mean = 0.0;
+    if (center) {
+      for (int64_t d = 0; d < D; ++d) mean += xr[d];
+      mean /= static_cast<double>(D);
+    }
+    double var = 0.0;
+    for (int64_t d = 0; d < D; ++d) var += (xr[d] - mean) * (xr[d] - mean);
+    var /= static_cast<double>(D);
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    double g_mean = 0.0, gx_mean = 0.0;
+    for (int64_t d = 0; d < D; ++d) {
+      xhat[static_cast<size_t>(d)] = (xr[d] - mean) * rstd;
+      const double g = static_cast<double>(dyr[d]) * gamma[d];
+      g_mean += g;
+      gx_mean += g * xhat[static_cast<size_t>(d)];
+    }
+    g_mean /= static_cast<double>(D);
+    gx_mean /= static_cast<double>(D);
+    for (int64_t d = 0; d < D; ++d) {
+      const double g = static_cast<double>(dyr[d]) * gamma[d];
+      const double centered = center ? g - g_mean : g;
+      out[r * D + d] = static_cast<float>(rstd * (centered - xhat[static_cast<size_t>(d)] * gx_mean));
+    }
+  }
+  return Status::ok();
+}
+
+Status LayerNormGrad(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LayerNormGrad>(a.node));
+  return norm_grad_rows(a, true, at->eps, 0, last_axis_rows(a));
+}
+
+Status RmsNormGrad(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::RmsNormGrad>(a.node));
+  return norm_grad_rows(a, false, at->eps, 0, last_axis_rows(a));
 }
 
 }  // namespace volta::cpu::ref

@@ -1,4 +1,4 @@
-// Reference where (three-way broadcast select) and causal_mask.
+// Reference selection kernels: where (three-way broadcast select), equal, causal_mask, trilu.
 #include <cstring>
 #include <limits>
 
@@ -56,6 +56,45 @@ Status CausalMask(const KernelArgs& a) {
       }
     }
   }
+  return Status::ok();
+}
+
+Status Equal(const KernelArgs& a) {
+  const Shape& os = a.out.shape();
+  const std::array<Strides, 2> st = {broadcast_strides(a.in[0].shape(), os), broadcast_strides(a.in[1].shape(), os)};
+  const TensorRef& x = a.in[0];
+  const TensorRef& y = a.in[1];
+  float* out = out_f32(a);
+  for_each_index(os, st, [&](int64_t n, const std::array<int64_t, 2>& off) {
+    bool eq = false;
+    switch (x.type.dtype) {
+      case DType::f32: eq = x.as<const float>()[off[0]] == y.as<const float>()[off[1]]; break;
+      case DType::i32: eq = x.as<const int32_t>()[off[0]] == y.as<const int32_t>()[off[1]]; break;
+      case DType::i64: eq = x.as<const int64_t>()[off[0]] == y.as<const int64_t>()[off[1]]; break;
+      case DType::f64: eq = x.as<const double>()[off[0]] == y.as<const double>()[off[1]]; break;
+    }
+    out[n] = eq ? 1.0f : 0.0f;
+  });
+  return Status::ok();
+}
+
+// Keeps x[..., i, j] where j - i >= k (upper) or j - i <= k (lower); zeros elsewhere. Any dtype.
+Status Trilu(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Trilu>(a.node));
+  const int64_t upper = at->upper, k = at->k;
+  const Shape& s = a.out.shape();
+  if (s.size() < 2) return internal_error(op_prefix(a.node) + "input must have rank >= 2 " + ir::node_ref(a.node));
+  const int64_t R = s[s.size() - 2], C = s[s.size() - 1];
+  const int64_t mats = dims_product(s, 0, s.size() - 2);
+  const size_t es = dtype_size(a.out.type.dtype);
+  std::memset(a.out.data, 0, a.out.type.bytes());
+  for (int64_t m = 0; m < mats; ++m)
+    for (int64_t i = 0; i < R; ++i)
+      for (int64_t j = 0; j < C; ++j) {
+        const bool keep = upper ? j - i >= k : j - i <= k;
+        const size_t off = static_cast<size_t>((m * R + i) * C + j) * es;
+        if (keep) std::memcpy(a.out.data + off, a.in[0].data + off, es);
+      }
   return Status::ok();
 }
 

@@ -1,5 +1,5 @@
-// Reference softmax / log_softmax over one axis, max-subtracted so large logits stay finite.
-// The tensor is viewed as [outer, n, inner] around the axis.
+// Reference softmax / log_softmax over one axis, max-subtracted so large logits stay finite, and
+// the softmax gradient. The tensor is viewed as [outer, n, inner] around the axis.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -55,6 +55,31 @@ Status Softmax(const KernelArgs& a) {
 Status LogSoftmax(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::LogSoftmax>(a.node));
   return softmax_impl(a, true, at->axis, 1.0, std::nullopt);
+}
+
+// dx = scale * y * (dy - sum over the axis of dy * y), the axis viewed as [outer, n, inner].
+Status SoftmaxGrad(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::SoftmaxGrad>(a.node));
+  const int64_t axis_attr = at->axis;
+  const double scale = at->scale;
+  const Shape& s = a.in[0].shape();
+  VOLTA_ASSIGN_OR_RETURN(const size_t axis, normalize_axis(a.node, axis_attr, s.size()));
+  const int64_t outer = dims_product(s, 0, axis), n = s[axis], inner = dims_product(s, axis + 1, s.size());
+  const float* y = in_f32(a, 0);
+  const float* dy = in_f32(a, 1);
+  float* out = out_f32(a);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * n * inner + i;
+      double dot = 0.0;
+      for (int64_t k = 0; k < n; ++k) dot += static_cast<double>(dy[base + k * inner]) * y[base + k * inner];
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t e = base + k * inner;
+        out[e] = static_cast<float>(scale * y[e] * (dy[e] - dot));
+      }
+    }
+  return Status::ok();
 }
 
 }  // namespace volta::cpu::ref

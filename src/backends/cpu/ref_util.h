@@ -140,6 +140,17 @@ inline int64_t read_index(const TensorRef& t, int64_t i) {
 // in the whole-tensor kernel, so the bits are too.
 int64_t last_axis_rows(const KernelArgs& a);
 
+// out[i] = f(double(x[i])) rounded once to f32, over the whole f32 input 0.
+template <typename F>
+Status map_unary(const KernelArgs& a, F f) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  const float* x = in_f32(a, 0);
+  float* out = out_f32(a);
+  const int64_t n = a.out.numel();
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(f(static_cast<double>(x[i])));
+  return Status::ok();
+}
+
 // An attention node's attributes and geometry (ref_attention.cpp; attention.cpp uses it too):
 // q [groups..., T, D]; keys and values in up to two blocks per group: block 0 (k, v) holds
 // cap[0] rows of which the first used[0] are read (`prefix`), block 1 (k2, v2) cap[1] = used[1]
@@ -161,6 +172,9 @@ Result<AttentionArgs> attention_grad_args(const KernelArgs& a);
 // of x as [rows, D] (ref_attention.cpp; the CPU backend runs ranges on threads).
 Result<int64_t> rope_position(const KernelArgs& a);
 void rope_rows(const KernelArgs& a, int64_t position, int64_t r0, int64_t r1);
+// The rows of cross_entropy(_grad) whose target is not ignore_index, after checking every other
+// target is in [0, C) (an error names the first that is not, and the node).
+Result<int64_t> count_targets(const KernelArgs& a, std::optional<int64_t> ignore_index);
 // The node's parsed `program` (fused_elementwise); an error names the node.
 Result<ir::ElementwiseProgram> elementwise_program(const KernelArgs& a);
 Status layer_norm_rows(const KernelArgs& a, double eps, int64_t r0, int64_t r1);

@@ -1,4 +1,5 @@
-// Elementwise kernels: every op of category Unary or Binary in ops.def, and gelu. Each element is
+// Elementwise kernels, mirroring ref_elementwise.cpp: every op of category Unary or Binary in
+// ops.def. Each element is
 // ir/scalar_math.h's double evaluation rounded once to f32, the same functions the CPU reference
 // evaluates (for + - * / that is the correctly rounded result).
 #include "backends/cuda/launch.cuh"
@@ -20,13 +21,6 @@ template <ir::Op op>
 __global__ void unary_kernel(const float* x, float* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     out[i] = static_cast<float>(ir::scalar_unary<op>(static_cast<double>(x[i])));
-}
-
-__global__ void gelu_kernel(const float* x, float* out, int64_t n, bool tanh_form) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const double v = x[i];
-    out[i] = static_cast<float>(tanh_form ? ir::gelu_tanh(v) : ir::gelu_erf(v));
-  }
 }
 
 }  // namespace
@@ -57,12 +51,6 @@ cudaError_t launch_unary(ir::Op op, const float* x, float* out, int64_t n, cudaS
     err = cudaGetLastError();
   });
   return err;
-}
-
-cudaError_t launch_gelu(const float* x, float* out, int64_t n, bool tanh_form, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  gelu_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, out, n, tanh_form);
-  return cudaGetLastError();
 }
 
 }  // namespace volta::cuda

@@ -16,6 +16,9 @@ inline unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(std::min<int64_t>(blocks, int64_t{1} << 20));
 }
 
+// Blocks for one block per row (a grid-stride loop over rows past the cap).
+inline unsigned row_grid(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20)); }
+
 // Offset of operand k at flat row-major index i of idx.dims.
 __device__ inline int64_t strided_offset(const StridedIndex& idx, int k, int64_t i) {
   int64_t off = 0;

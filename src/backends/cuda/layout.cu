@@ -1,5 +1,7 @@
-// Layout kernels, mirroring ref_layout.cpp: they move elements, never change them. Slice,
-// concat and reshape are strided copies done with cudaMemcpy2DAsync in cuda_backend.cpp.
+// Layout kernels, mirroring ref_layout.cpp: permutes, gathers and the cache write move elements,
+// never change them (slice, concat and reshape are strided copies done with cudaMemcpy2DAsync in
+// cuda_backend.cpp). The embedding gradient gives each output row one owner block that walks the
+// positions in index order (no atomics), so it has the CPU reference's summation order and bits.
 #include "backends/cuda/launch.cuh"
 
 namespace volta::cuda {
@@ -27,6 +29,30 @@ __global__ void cache_write_kernel(uint32_t* cache, const uint32_t* rows, const 
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t o = i / (T * words), rest = i % (T * words);
     cache[(o * S + p) * words + rest] = rows[i];
+  }
+}
+
+// Block b owns output rows b, b + grid, ...; the ids pass through shared memory a tile at a time.
+template <typename Id>
+__global__ void __launch_bounds__(kThreads) embedding_grad_kernel(const Id* __restrict__ ids, int64_t P,
+                                                                  const float* __restrict__ dy, float* __restrict__ out,
+                                                                  int64_t rows, int64_t D) {
+  __shared__ int64_t tile[kThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    for (int64_t d0 = 0; d0 < D; d0 += kThreads) {
+      const int64_t d = d0 + threadIdx.x;
+      double acc = 0.0;
+      for (int64_t p0 = 0; p0 < P; p0 += kThreads) {
+        const int64_t count = P - p0 < kThreads ? P - p0 : kThreads;
+        __syncthreads();  // the previous tile has been read
+        if (threadIdx.x < count) tile[threadIdx.x] = static_cast<int64_t>(ids[p0 + threadIdx.x]);
+        __syncthreads();
+        if (d < D)
+          for (int64_t j = 0; j < count; ++j)
+            if (tile[j] == r) acc += dy[(p0 + j) * D + d];
+      }
+      if (d < D) out[r * D + d] = static_cast<float>(acc);
+    }
   }
 }
 
@@ -65,6 +91,16 @@ cudaError_t launch_gather_rows(const void* table, const void* ids, bool ids_i64,
   } else {
     gather_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(t, static_cast<const int32_t*>(ids), o, n, words);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding_grad(const void* ids, bool ids_i64, int64_t n_ids, const float* dy, float* out, int64_t rows,
+                                  int64_t D, cudaStream_t stream) {
+  if (rows == 0 || D == 0) return cudaSuccess;
+  if (ids_i64)
+    embedding_grad_kernel<<<row_grid(rows), kThreads, 0, stream>>>(static_cast<const int64_t*>(ids), n_ids, dy, out, rows, D);
+  else
+    embedding_grad_kernel<<<row_grid(rows), kThreads, 0, stream>>>(static_cast<const int32_t*>(ids), n_ids, dy, out, rows, D);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,4 @@
-// Cross-entropy forward and backward, mirroring ref_loss.cpp / ref_grad.cpp: max-subtracted
+// Cross-entropy forward and backward, mirroring ref_loss.cpp: max-subtracted
 // log-sum-exp in double, one block per row. The forward's mean is a second, single-block pass
 // over the per-row losses in a fixed order (strided per-thread sums, then a tree), so the loss
 // has the same bits from run to run.
@@ -74,8 +74,6 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const float* __restrict_
     }
   }
 }
-
-unsigned row_grid(int64_t rows) { return static_cast<unsigned>(rows < (1 << 20) ? rows : (1 << 20)); }
 
 }  // namespace
 

@@ -1,8 +1,12 @@
-// Optimizer updates, mirroring ref_optim.cpp (semantics in include/volta/optim.h): every
+// The training step's kernels, mirroring ref_optim.cpp: the global gradient norm's sum of squares
+// over a fixed two-level tree, the step counter, and the optimizer updates (semantics in
+// include/volta/optim.h): every
 // element is updated in double from its own values only, so the bits never depend on the
 // launch shape. The run-time scalars (norm, lr, step) are read on the device; thread 0 of each
 // block turns them into the clipping factor and bias corrections, as optimizer_update_node does
 // on the CPU.
+#include <cmath>
+
 #include "backends/cuda/launch.cuh"
 
 namespace volta::cuda {
@@ -55,6 +59,36 @@ __global__ void adam_kernel(OptimDesc d, float* __restrict__ p, const float* __r
   }
 }
 
+__global__ void __launch_bounds__(kThreads) squares_chunk_kernel(const float* __restrict__ x, int64_t n,
+                                                                 double* __restrict__ partials) {
+  __shared__ double buf[kThreads];
+  const int64_t begin = blockIdx.x * kSquaresChunk;
+  const int64_t end = begin + kSquaresChunk < n ? begin + kSquaresChunk : n;
+  double s = 0.0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) s += static_cast<double>(x[i]) * x[i];
+  s = block_reduce(s, buf, [](double a, double b) { return a + b; });
+  if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+__global__ void __launch_bounds__(kThreads) sum_kernel(const double* __restrict__ partials, int64_t n, double* __restrict__ out) {
+  __shared__ double buf[kThreads];
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) s += partials[i];
+  s = block_reduce(s, buf, [](double a, double b) { return a + b; });
+  if (threadIdx.x == 0) out[0] = s;
+}
+
+__global__ void norm_of_sums_kernel(const double* sums, int64_t n, double* out) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += sums[i];
+  out[0] = sqrt(s);
+}
+
+__global__ void increment_kernel(int64_t* counter, int64_t* out) {
+  counter[0] += 1;
+  out[0] = counter[0];
+}
+
 }  // namespace
 
 cudaError_t launch_optimizer_update(const OptimDesc& d, float* param, const float* grad, float* state0, float* state1,
@@ -62,6 +96,24 @@ cudaError_t launch_optimizer_update(const OptimDesc& d, float* param, const floa
   if (n == 0) return cudaSuccess;
   if (d.kind == 0) sgd_kernel<<<grid_for(n), kThreads, 0, stream>>>(d, param, grad, state0, n);
   else adam_kernel<<<grid_for(n), kThreads, 0, stream>>>(d, param, grad, state0, state1, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_norm_of_sums(const double* sums, int64_t n, double* out, cudaStream_t stream) {
+  norm_of_sums_kernel<<<1, 1, 0, stream>>>(sums, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_increment(int64_t* counter, int64_t* out, cudaStream_t stream) {
+  increment_kernel<<<1, 1, 0, stream>>>(counter, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sum_of_squares(const float* x, int64_t n, double* partials, double* out, cudaStream_t stream) {
+  const int64_t chunks = squares_partials(n);
+  squares_chunk_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(x, n, partials);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  sum_kernel<<<1, kThreads, 0, stream>>>(partials, chunks, out);
   return cudaGetLastError();
 }
 

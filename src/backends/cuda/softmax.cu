@@ -1,5 +1,6 @@
-// Softmax / log_softmax, mirroring ref_softmax.cpp: max-subtracted, in double, one block per
-// row; the row max and the sum of exponentials are tree reductions in a fixed order.
+// Softmax / log_softmax and the softmax gradient, mirroring ref_softmax.cpp: max-subtracted, in
+// double, one block per row; the row max, the sum of exponentials and the gradient's dot product
+// are tree reductions in a fixed order.
 #include <cmath>
 
 #include "backends/cuda/launch.cuh"
@@ -30,12 +31,35 @@ __global__ void __launch_bounds__(kThreads) softmax_kernel(const float* __restri
   }
 }
 
+__global__ void __launch_bounds__(kThreads) softmax_grad_kernel(const float* __restrict__ y, const float* __restrict__ dy,
+                                                                float* __restrict__ out, int64_t outer, int64_t n,
+                                                                int64_t inner, double scale) {
+  __shared__ double buf[kThreads];
+  for (int64_t r = blockIdx.x; r < outer * inner; r += gridDim.x) {
+    const int64_t base = (r / inner) * n * inner + r % inner;
+    double dot = 0.0;
+    for (int64_t k = threadIdx.x; k < n; k += kThreads) dot += static_cast<double>(dy[base + k * inner]) * y[base + k * inner];
+    dot = block_reduce(dot, buf, [](double a, double b) { return a + b; });
+    for (int64_t k = threadIdx.x; k < n; k += kThreads) {
+      const int64_t e = base + k * inner;
+      out[e] = static_cast<float>(scale * y[e] * (dy[e] - dot));
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_softmax(const float* x, float* out, const SoftmaxDesc& d, cudaStream_t stream) {
   const int64_t rows = d.outer * d.inner;
   if (rows == 0 || d.n == 0) return cudaSuccess;
   softmax_kernel<<<static_cast<unsigned>(rows < (1 << 20) ? rows : (1 << 20)), kThreads, 0, stream>>>(x, out, d);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_softmax_grad(const float* y, const float* dy, float* out, int64_t outer, int64_t n, int64_t inner,
+                                double scale, cudaStream_t stream) {
+  if (outer * inner == 0 || n == 0) return cudaSuccess;
+  softmax_grad_kernel<<<row_grid(outer * inner), kThreads, 0, stream>>>(y, dy, out, outer, n, inner, scale);
   return cudaGetLastError();
 }
 

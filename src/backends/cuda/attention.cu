@@ -1,4 +1,4 @@
-// Rotary position embeddings, mirroring ref_attention.cpp's rope_rows: one thread per pair
+// The attention family, mirroring ref_attention.cpp. Rotary position embeddings (rope_rows): one thread per pair
 // (x1, x2) of a row, each product rounded to f32 before the add (no fused multiply-add), so the
 // bits are the CPU's.
 #include <cmath>

@@ -1,0 +1,79 @@
+// Activations and their gradients, mirroring ref_activation.cpp: gelu, swiglu, and the fused
+// backward kernels of relu, gelu, silu and swiglu. One thread per element (per (row, j) for
+// swiglu), in double with the reference's f32 roundings (ir/scalar_math.h), so the bits are the
+// CPU reference's.
+#include "backends/cuda/launch.cuh"
+#include "ir/scalar_math.h"
+
+namespace volta::cuda {
+namespace {
+
+__global__ void swiglu_kernel(const float* x, const float* dy, float* out, int64_t rows, int64_t F) {
+  const int64_t n = rows * F;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / F, j = i % F;
+    const double g = x[r * 2 * F + j], u = x[r * 2 * F + F + j];
+    if (dy) ir::swiglu_grads(g, u, dy[i], out + r * 2 * F + j, out + r * 2 * F + F + j);
+    else out[i] = ir::swiglu_value(g, u);
+  }
+}
+
+__global__ void gelu_kernel(const float* x, float* out, int64_t n, bool tanh_form) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const double v = x[i];
+    out[i] = static_cast<float>(tanh_form ? ir::gelu_tanh(v) : ir::gelu_erf(v));
+  }
+}
+
+__global__ void relu_grad_kernel(const float* x, const float* dy, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void gelu_grad_kernel(const float* x, const float* dy, float* out, int64_t n, bool tanh_form) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const double v = x[i];
+    const double d = tanh_form ? ir::gelu_tanh_derivative(v) : ir::gelu_erf_derivative(v);
+    out[i] = static_cast<float>(d * dy[i]);
+  }
+}
+
+__global__ void silu_grad_kernel(const float* x, const float* dy, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = static_cast<float>(ir::silu_derivative(x[i]) * dy[i]);
+}
+
+}  // namespace
+
+cudaError_t launch_swiglu(const float* x, const float* dy, float* out, int64_t rows, int64_t F, cudaStream_t stream) {
+  const int64_t n = rows * F;
+  if (n == 0) return cudaSuccess;
+  swiglu_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, dy, out, rows, F);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gelu(const float* x, float* out, int64_t n, bool tanh_form, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  gelu_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, out, n, tanh_form);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_relu_grad(const float* x, const float* dy, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  relu_grad_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, dy, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_silu_grad(const float* x, const float* dy, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  silu_grad_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, dy, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gelu_grad(const float* x, const float* dy, float* out, int64_t n, bool tanh_form, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  gelu_grad_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, dy, out, n, tanh_form);
+  return cudaGetLastError();
+}
+
+}  // namespace volta::cuda
