@@ -1,0 +1,179 @@
+// Transposes in registers for the matmul's packing and attention's decode step: the copies that
+// pack a k-contiguous operand into panels (transpose_copy), and the scores of one query row
+// against key rows with each block of keys transposed in registers (key_scores). Compiled per ISA
+// through target attributes, as matmul_kernels.cpp; the scores are the matmul's FMA chains.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/isa.h"
+#include "backends/cpu/matmul.h"
+
+namespace volta::cpu {
+
+namespace {
+
+#ifdef VOLTA_MATMUL_X86
+
+// ---- Transposing copies (packing k-contiguous operands) -------------------------------------
+// dst[p * dst_rs + r] = src[r * src_rs + p], and 0 for rows <= r < rows_out: 8 x 8 blocks
+// transposed in ymm registers (AVX is part of both vector ISAs), then a 4 x 8 block, then single
+// values. The zero rows (panel padding) go through the same stores: filled separately, they took
+// one small memset per k.
+
+// Rows r0..r7 (8 values each) become columns: out[j] holds value j of every row.
+VOLTA_TARGET_AVX2 inline void transpose8x8(__m256 (&r)[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0..3, then rows 4..7
+    __m256* u = t + 4 * h;
+    s[4 * h + 0] = _mm256_shuffle_ps(u[0], u[2], _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 1] = _mm256_shuffle_ps(u[0], u[2], _MM_SHUFFLE(3, 2, 3, 2));
+    s[4 * h + 2] = _mm256_shuffle_ps(u[1], u[3], _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 3] = _mm256_shuffle_ps(u[1], u[3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // s[j] (j < 4) holds values j and j + 4 of rows 0..3 in its halves; s[4 + j] those of rows 4..7.
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
+    r[j + 4] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
+  }
+}
+
+// Rows r0 .. r0 + h - 1 (h = 8 or 4) of the output panel, of which the first `live` come from src.
+VOLTA_TARGET_AVX2 inline void transpose_rows(const float* src, int64_t src_rs, int64_t r0, int h, int64_t live,
+                                             int64_t k8, float* dst, int64_t dst_rs) {
+  for (int64_t p = 0; p < k8; p += 8) {
+    __m256 v[8];
+    for (int i = 0; i < 8; ++i) v[i] = i < live ? _mm256_loadu_ps(src + (r0 + i) * src_rs + p) : _mm256_setzero_ps();
+    transpose8x8(v);
+    if (h == 8)
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (p + j) * dst_rs + r0, v[j]);
+    else
+      for (int j = 0; j < 8; ++j) _mm_storeu_ps(dst + (p + j) * dst_rs + r0, _mm256_castps256_ps128(v[j]));
+  }
+}
+
+VOLTA_TARGET_AVX2 void transpose_copy_x86(const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst,
+                                          int64_t dst_rs, int64_t rows_out) {
+  const int64_t k8 = k / 8 * 8;
+  const auto live = [rows](int64_t r0, int h) { return std::clamp<int64_t>(rows - r0, 0, h); };
+  int64_t r0 = 0;
+  for (; r0 + 8 <= rows_out; r0 += 8) transpose_rows(src, src_rs, r0, 8, live(r0, 8), k8, dst, dst_rs);
+  if (r0 + 4 <= rows_out) {
+    transpose_rows(src, src_rs, r0, 4, live(r0, 4), k8, dst, dst_rs);
+    r0 += 4;
+  }
+  for (int64_t r = r0; r < rows_out; ++r)  // the last 0..3 rows
+    for (int64_t p = 0; p < k8; ++p) dst[p * dst_rs + r] = r < rows ? src[r * src_rs + p] : 0.0f;
+  for (int64_t p = k8; p < k; ++p)  // the last 0..7 values of every row
+    for (int64_t r = 0; r < rows_out; ++r) dst[p * dst_rs + r] = r < rows ? src[r * src_rs + p] : 0.0f;
+}
+
+// ---- Scores of one query row against key rows (attention's decode step) -----------------------
+//
+// s[j] = q . k_j as the matmul's FMA chain over d from +0, the keys in the lanes: each block of
+// keys is transposed in registers (no kᵀ panel in memory) and each k value meets q[d] once.
+
+// GCC 12's unpack and shuffle intrinsics pass _mm512_undefined_ps() as the (unused) merge
+// source, which -Wmaybe-uninitialized reports once inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// 16 rows of 16 values become 16 columns: r[j] holds value j of every row.
+VOLTA_TARGET_AVX512 inline void transpose16x16(__m512 (&r)[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4a + c], 128-bit lane L: value 4L + c of rows 4a .. 4a + 3.
+  for (int a = 0; a < 4; ++a) {
+    const __m512* x = t + 4 * a;
+    u[4 * a + 0] = _mm512_shuffle_ps(x[0], x[2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * a + 1] = _mm512_shuffle_ps(x[0], x[2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * a + 2] = _mm512_shuffle_ps(x[1], x[3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * a + 3] = _mm512_shuffle_ps(x[1], x[3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // Value 4L + c of every row: lane L of u[c], u[4 + c], u[8 + c], u[12 + c] (a 4 x 4 transpose
+  // of 128-bit lanes).
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44), v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+}
+
+VOLTA_TARGET_AVX512 void key_scores_avx512(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t keys = std::min<int64_t>(16, n - j0);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t d0 = 0; d0 < D; d0 += 16) {
+      const int64_t w = std::min<int64_t>(16, D - d0);
+      const auto m = static_cast<__mmask16>((1u << w) - 1);
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) r[i] = i < keys ? _mm512_maskz_loadu_ps(m, k[j0 + i] + d0) : _mm512_setzero_ps();
+      transpose16x16(r);
+      for (int64_t d = 0; d < w; ++d) acc = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + d]), r[d], acc);
+    }
+    _mm512_mask_storeu_ps(s + j0, static_cast<__mmask16>((1u << keys) - 1), acc);
+  }
+}
+
+#pragma GCC diagnostic pop
+
+VOLTA_TARGET_AVX2 void key_scores_avx2(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
+  for (int64_t j0 = 0; j0 < n; j0 += 8) {
+    const int64_t keys = std::min<int64_t>(8, n - j0);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t d0 = 0;
+    for (; d0 + 8 <= D; d0 += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = i < keys ? _mm256_loadu_ps(k[j0 + i] + d0) : _mm256_setzero_ps();
+      transpose8x8(r);
+      for (int d = 0; d < 8; ++d) acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + d]), r[d], acc);
+    }
+    alignas(32) float col[8];
+    for (; d0 < D; ++d0) {  // the last 0..7 values of every key
+      for (int i = 0; i < 8; ++i) col[i] = i < keys ? k[j0 + i][d0] : 0.0f;
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0]), _mm256_load_ps(col), acc);
+    }
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc);
+    std::copy_n(out, keys, s + j0);
+  }
+}
+
+#endif  // VOLTA_MATMUL_X86
+
+}  // namespace
+
+void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t rows, int64_t k, float* dst, int64_t dst_rs,
+                    int64_t rows_out) {
+#ifdef VOLTA_MATMUL_X86
+  if (isa != MatmulIsa::kScalar) return transpose_copy_x86(src, src_rs, rows, k, dst, dst_rs, rows_out);
+#endif
+  (void)isa;
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t r = 0; r < rows_out; ++r) dst[p * dst_rs + r] = r < rows ? src[r * src_rs + p] : 0.0f;
+}
+
+void key_scores(MatmulIsa isa, const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
+#ifdef VOLTA_MATMUL_X86
+  if (isa == MatmulIsa::kAvx512) return key_scores_avx512(q, D, k, n, s);
+  if (isa == MatmulIsa::kAvx2) return key_scores_avx2(q, D, k, n, s);
+#endif
+  (void)isa;
+  for (int64_t j = 0; j < n; ++j) {
+    float acc = 0.0f;
+    for (int64_t d = 0; d < D; ++d) acc = std::fma(q[d], k[j][d], acc);
+    s[j] = acc;
+  }
+}
+
+}  // namespace volta::cpu
