@@ -280,5 +280,39 @@ TEST(OpTable, KernelFilesAreNamedByOpFamilyAndMirrored) {
   EXPECT_GE(cuda_files, 8);
 }
 
+// conv2d's and the pools' kernels read their window from the typed attributes (no key lookups).
+TEST(OpTable, WindowsComeFromTypedAttributes) {
+  ir::Node pool;
+  pool.op = ir::Op::AvgPool, pool.name = "p";
+  pool.attrs.set("kernel", std::vector<int64_t>{3, 2});
+  pool.attrs.set("strides", std::vector<int64_t>{2, 1});
+  pool.attrs.set("count_include_pad", int64_t{1});
+  auto w = ir::window_of(pool, 2);
+  ASSERT_TRUE(w.is_ok()) << w.status().message();
+  EXPECT_EQ(w->kernel, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(w->strides, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(w->pads, (std::vector<int64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(w->dilations, (std::vector<int64_t>{1, 1}));
+  EXPECT_TRUE(w->count_include_pad);
+  EXPECT_FALSE(w->ceil_mode);
+  ir::Node conv;  // conv2d's kernel is the weight's trailing dims
+  conv.op = ir::Op::Conv2d, conv.name = "c";
+  conv.attrs.set("groups", int64_t{2});
+  conv.attrs.set("dilations", std::vector<int64_t>{2, 2});
+  const std::vector<int64_t> kernel = {5, 5};
+  auto cw = ir::window_of(conv, 2, &kernel);
+  ASSERT_TRUE(cw.is_ok()) << cw.status().message();
+  EXPECT_EQ(cw->kernel, kernel);
+  EXPECT_EQ(cw->groups, 2);
+  EXPECT_EQ(cw->dilations, (std::vector<int64_t>{2, 2}));
+  // A bad window is an error naming the op and the node; a non-window op is an internal error.
+  pool.attrs.set("pads", std::vector<int64_t>{3, 0, 0, 0});
+  EXPECT_ERROR_CONTAINS(ir::window_of(pool, 2), "[avg_pool] pads [3,0,0,0] must be smaller than the window [3,2] (node 'p')");
+  EXPECT_ERROR_CONTAINS(ir::window_of(conv, 2), "[conv2d] has no kernel attribute");
+  ir::Node relu;
+  relu.op = ir::Op::Relu;
+  EXPECT_ERROR_CONTAINS(ir::window_of(relu, 2), "[relu] has no window");
+}
+
 }  // namespace
 }  // namespace volta

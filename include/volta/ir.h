@@ -174,9 +174,11 @@ struct Window {
   // Output extent of spatial dim d for an input extent `in` (>= 1 when the rule accepted it).
   int64_t out_dim(size_t d, int64_t in) const;
 };
-// Reads and checks the window attributes of `op` for `spatial` dims; `kernel` is taken from the
-// attributes (pools) or given (conv2d: the weight's trailing dims).
+// The checked window of `op` for `spatial` dims; `kernel` is taken from the attributes (pools) or
+// given (conv2d: the weight's trailing dims). window_attrs parses `attrs` (the shape rules);
+// window_of reads node n's typed attributes (kernels, the exporter), an error naming the node.
 Result<Window> window_attrs(Op op, const Attrs& attrs, size_t spatial, const std::vector<int64_t>* kernel = nullptr);
+Result<Window> window_of(const Node& n, size_t spatial, const std::vector<int64_t>* kernel = nullptr);
 
 // Numpy-style broadcast of two shapes.
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);

@@ -1,5 +1,5 @@
 // Shared by the shape/dtype rules of ops.cpp and of the op families kept in their own files
-// (infer_attention.cpp): error tagging and the checks every rule makes.
+// (infer_attention.cpp, infer_activation.cpp, infer_window.cpp): error tagging and the checks every rule makes.
 #pragma once
 
 #include <span>
@@ -54,5 +54,9 @@ Result<TensorType> infer_cache_write(std::span<const TensorType> in);
 
 // The gated MLP activations' rules (infer_activation.cpp).
 Result<TensorType> infer_swiglu(Op op, std::span<const TensorType> in);
+
+// The window family's rules: conv2d, the pools and their gradients (infer_window.cpp).
+Result<TensorType> infer_conv2d(Op op, std::span<const TensorType> in, const Attrs& attrs);
+Result<TensorType> infer_pool(Op op, std::span<const TensorType> in, const Attrs& attrs);
 
 }  // namespace volta::ir::rules

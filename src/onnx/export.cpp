@@ -201,7 +201,7 @@ Status Exporter::window(const char* op_type) {
   const size_t spatial = in_type(0).shape.size() - 2;
   std::vector<int64_t> kernel;
   if (n_->op == Op::Conv2d) kernel.assign(in_type(1).shape.begin() + 2, in_type(1).shape.end());
-  VOLTA_ASSIGN_OR_RETURN(ir::Window w, ir::window_attrs(n_->op, n_->attrs, spatial, n_->op == Op::Conv2d ? &kernel : nullptr));
+  VOLTA_ASSIGN_OR_RETURN(ir::Window w, ir::window_of(*n_, spatial, n_->op == Op::Conv2d ? &kernel : nullptr));
   ::onnx::NodeProto* p = node(op_type, all_inputs(), self());
   attr(p, "kernel_shape", w.kernel);
   attr(p, "strides", w.strides);

@@ -41,7 +41,7 @@ Result<ConvGeom> geometry(const KernelArgs& a, const Shape& x, const Shape& w, c
     return internal_error(op_prefix(a.node) + "expects rank-4 operands " + ir::node_ref(a.node));
   ConvGeom g;
   const std::vector<int64_t> kernel = {w[2], w[3]};
-  VOLTA_ASSIGN_OR_RETURN(g.win, ir::window_attrs(a.node.op, a.node.attrs, 2, &kernel));
+  VOLTA_ASSIGN_OR_RETURN(g.win, ir::window_of(a.node, 2, &kernel));
   g.N = x[0], g.C = x[1], g.H = x[2], g.W = x[3];
   g.M = w[0], g.Cg = w[1], g.KH = w[2], g.KW = w[3];
   g.OH = y[2], g.OW = y[3];

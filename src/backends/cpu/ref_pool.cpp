@@ -21,7 +21,7 @@ Result<PoolGeom> geometry(const KernelArgs& a, const Shape& x, const Shape& y) {
   if (x.size() < 3 || x.size() > 5 || y.size() != x.size())
     return internal_error(op_prefix(a.node) + "expects [N, C, spatial...] operands " + ir::node_ref(a.node));
   const size_t sr = x.size() - 2;
-  VOLTA_ASSIGN_OR_RETURN(const ir::Window w, ir::window_attrs(a.node.op, a.node.attrs, sr));
+  VOLTA_ASSIGN_OR_RETURN(const ir::Window w, ir::window_of(a.node, sr));
   PoolGeom g;
   g.planes = x[0] * x[1];
   g.count_include_pad = w.count_include_pad;
