@@ -1,11 +1,11 @@
 // The IR text parser and file loader (parse_graph, load_graph); the printer is text_printer.cpp.
 // See include/volta/text.h.
 //
-// The parser is a single forward scan over the bytes with an explicit cursor: no recursion,
-// no exceptions, every read bounds-checked. Statements are collected first (with the source
-// location of every piece that can be wrong), then names are resolved (forward references
-// are allowed), then computed types are inferred in topological order and checked against
-// the declared ones.
+// The parser is a single forward scan over the bytes with an explicit cursor (text_lexer.h): no
+// recursion, no exceptions, every read bounds-checked. Statements are collected first (with the
+// source location of every piece that can be wrong), then names are resolved (forward references
+// are allowed), then computed types are inferred in topological order and checked against the
+// declared ones.
 #include "volta/text.h"
 
 #include <cerrno>
@@ -21,25 +21,13 @@
 
 #include "io/file.h"
 #include "ir/text_internal.h"
+#include "ir/text_lexer.h"
 #include "volta/verify.h"
 
 namespace volta::ir {
 namespace {
 
-using text::checked_numel;
-using text::kMaxDim;
-using text::kMaxRank;
-
-// ---- Lexical helpers -----------------------------------------------------------------------
-
-bool is_ident_start(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_ident_char(char c) { return is_ident_start(c) || is_digit(c) || c == '.'; }
-
-struct Loc {
-  int64_t line = 1;
-  int64_t col = 1;
-};
+using namespace text;
 
 struct Literal {  // a number as written, checked when its type is known
   std::string_view text;
@@ -65,130 +53,15 @@ struct Stmt {
   Attrs attrs;
 };
 
-class Parser {
+class Parser : Lexer {
  public:
-  Parser(std::string_view text, std::string_view source) : s_(text), source_(source) {}
+  Parser(std::string_view text, std::string_view source) : Lexer(text, source) {}
 
   Result<Graph> run();
   // verify_graph on the parsed graph, its error pointed at the line of the node it names.
   Status verify(const Graph& g) const;
 
  private:
-  // -- cursor --
-  bool at_end() const { return pos_ >= s_.size(); }
-  char peek() const { return at_end() ? '\0' : s_[pos_]; }
-  char peek_at(size_t off) const { return pos_ + off < s_.size() ? s_[pos_ + off] : '\0'; }
-  Loc loc() const { return {line_, static_cast<int64_t>(pos_ - line_start_) + 1}; }
-  // Spaces, tabs, carriage returns and comments; never crosses a newline.
-  void skip_ws() {
-    while (!at_end()) {
-      char c = s_[pos_];
-      if (c == ' ' || c == '\t' || c == '\r') {
-        ++pos_;
-      } else if (c == '#') {
-        while (!at_end() && s_[pos_] != '\n') ++pos_;
-      } else {
-        break;
-      }
-    }
-  }
-  // Whitespace, comments and newlines.
-  void skip_blank() {
-    for (;;) {
-      skip_ws();
-      if (at_end() || s_[pos_] != '\n') return;
-      ++pos_;
-      ++line_;
-      line_start_ = pos_;
-    }
-  }
-  bool at_eol() const { return at_end() || s_[pos_] == '\n'; }
-
-  std::string_view take_ident() {
-    size_t start = pos_;
-    if (!at_end() && is_ident_start(s_[pos_])) {
-      ++pos_;
-      while (!at_end() && is_ident_char(s_[pos_])) ++pos_;
-    }
-    return s_.substr(start, pos_ - start);
-  }
-
-  // A number-like run: [-+]?[A-Za-z0-9_.]* with a sign allowed after e/E in numeric runs.
-  std::string_view take_number() {
-    size_t start = pos_;
-    if (!at_end() && (s_[pos_] == '-' || s_[pos_] == '+')) ++pos_;
-    bool numeric = !at_end() && (is_digit(s_[pos_]) || s_[pos_] == '.');
-    while (!at_end()) {
-      char c = s_[pos_];
-      if (is_ident_char(c)) {
-        ++pos_;
-      } else if ((c == '+' || c == '-') && numeric && pos_ > start &&
-                 (s_[pos_ - 1] == 'e' || s_[pos_ - 1] == 'E')) {
-        ++pos_;
-      } else {
-        break;
-      }
-    }
-    return s_.substr(start, pos_ - start);
-  }
-
-  // What the cursor sits on, for "but found X".
-  std::string found() const {
-    if (at_end()) return "end of input";
-    char c = s_[pos_];
-    if (c == '\n') return "end of line";
-    size_t end = pos_;
-    if (is_ident_char(c) || c == '-' || c == '+') {
-      ++end;
-      while (end < s_.size() && is_ident_char(s_[end])) ++end;
-    } else if (c == '%') {
-      ++end;
-      while (end < s_.size() && is_ident_char(s_[end])) ++end;
-    } else {
-      ++end;
-    }
-    return describe(s_.substr(pos_, end - pos_));
-  }
-
-  static std::string describe(std::string_view tok) {
-    std::string out = "'";
-    size_t limit = 40;
-    for (size_t i = 0; i < tok.size() && i < limit; ++i) {
-      unsigned char c = static_cast<unsigned char>(tok[i]);
-      if (c >= 0x20 && c < 0x7f) {
-        out += static_cast<char>(c);
-      } else {
-        char buf[8];
-        std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-        out += buf;
-      }
-    }
-    if (tok.size() > limit) out += "...";
-    out += "'";
-    return out;
-  }
-
-  // "<source>:<line>:<col>:", how every error names its place.
-  std::string where(Loc at) const {
-    return std::string(source_) + ":" + std::to_string(at.line) + ":" + std::to_string(at.col) + ":";
-  }
-  Status error(Loc at, const std::string& msg) const { return parse_error(where(at) + " " + msg); }
-  Status expected(const std::string& what) const { return error(loc(), "expected " + what + " but found " + found()); }
-  // After a list item: ',' (true: another item follows) or `close` (false: the list ended), each
-  // consumed; anything else is "expected <what>".
-  Result<bool> list_continues(char close, const char* what) {
-    if (take(',')) return true;
-    if (take(close)) return false;
-    return expected(what);
-  }
-  // Consumes `c` when it is next.
-  bool take(char c) {
-    if (peek() != c || at_end()) return false;
-    ++pos_;
-    return true;
-  }
-  Status expect_char(char c) { return take(c) ? Status::ok() : expected(std::string("'") + c + "'"); }
-
   // -- grammar --
   Status parse_header();
   Status parse_statement();
@@ -200,12 +73,6 @@ class Parser {
   Status parse_int(std::string_view tok, Loc at, int64_t& out) const;
   Status finish(Graph& g);
   Status build_constant(const Stmt& st, Node& n) const;
-
-  std::string_view s_;
-  std::string_view source_;
-  size_t pos_ = 0;
-  int64_t line_ = 1;
-  size_t line_start_ = 0;
 
   std::string graph_name_;
   std::vector<Stmt> stmts_;
@@ -286,60 +153,6 @@ Status Parser::parse_int(std::string_view tok, Loc at, int64_t& out) const {
     return error(at, "integer " + describe(tok) + " is out of range for a 64-bit integer");
   }
   return Status::ok();
-}
-
-// Classifies a number token. Returns false when it is not a well-formed number.
-// is_float: contains '.', an exponent, or is inf/nan.
-bool classify_number(std::string_view tok, bool& is_float) {
-  std::string_view b = tok;
-  if (!b.empty() && (b[0] == '-' || b[0] == '+')) b.remove_prefix(1);
-  if (b == "inf" || b == "nan") {
-    is_float = true;
-    return true;
-  }
-  size_t i = 0;
-  size_t int_digits = 0;
-  size_t frac_digits = 0;
-  is_float = false;
-  while (i < b.size() && is_digit(b[i])) ++i, ++int_digits;
-  if (i < b.size() && b[i] == '.') {
-    is_float = true;
-    ++i;
-    while (i < b.size() && is_digit(b[i])) ++i, ++frac_digits;
-  }
-  if (int_digits + frac_digits == 0) return false;
-  if (i < b.size() && (b[i] == 'e' || b[i] == 'E')) {
-    is_float = true;
-    ++i;
-    if (i < b.size() && (b[i] == '+' || b[i] == '-')) ++i;
-    size_t exp_digits = 0;
-    while (i < b.size() && is_digit(b[i])) ++i, ++exp_digits;
-    if (exp_digits == 0) return false;
-  }
-  return i == b.size();
-}
-
-template <typename F>
-bool parse_float_text(std::string_view tok, F& out) {
-  bool negative = false;
-  std::string_view b = tok;
-  if (!b.empty() && (b[0] == '-' || b[0] == '+')) {
-    negative = b[0] == '-';
-    b.remove_prefix(1);
-  }
-  if (b == "inf") {
-    out = negative ? -std::numeric_limits<F>::infinity() : std::numeric_limits<F>::infinity();
-    return true;
-  }
-  if (b == "nan") {
-    out = std::numeric_limits<F>::quiet_NaN();
-    return true;
-  }
-  F v{};
-  auto r = std::from_chars(b.data(), b.data() + b.size(), v);
-  if (r.ec != std::errc() || r.ptr != b.data() + b.size()) return false;
-  out = negative ? -v : v;
-  return true;
 }
 
 Status Parser::parse_attr_value(AttrValue& out) {
