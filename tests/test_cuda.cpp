@@ -161,7 +161,7 @@ CompileOptions cuda_compile_options() {
 
 TEST(CudaCapabilities, CoverTinyLMPrefillAndDecode) {
   const Capabilities caps = cuda::capabilities();
-  EXPECT_EQ(caps.determinism, DeterminismLevel::Bitwise);
+  EXPECT_EQ(cuda::kernel_info(ir::Node{}).level, Determinism::Strict);
   const model::TinyLMConfig c;  // shakespeare-char
   auto prefill = model::build_tinylm_prefill(c, 2, 10);
   auto decode = model::build_tinylm_decode(c, 2);
@@ -210,6 +210,7 @@ class CapabilitiesOnly final : public Backend {
   Result<std::shared_ptr<std::byte>> allocate(size_t) override { return unavailable("no device"); }
   Status copy_in(std::byte*, const std::byte*, size_t) override { return unavailable("no device"); }
   Status copy_out(std::byte*, const std::byte*, size_t) override { return unavailable("no device"); }
+  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& n) const override { return cuda::kernel_info(n); }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cuda::workspace_bytes(g, n); }
   Status execute(const ir::Node&, std::span<const TensorRef>, const TensorRef&, std::span<std::byte>) override {
     return unavailable("no device");

@@ -239,7 +239,7 @@ TEST(OpTable, BackendCapabilitiesComeFromTheirKernelTables) {
   auto cpu = make_cpu_backend();
   for (int i = 0; i < ir::kNumOps; ++i) {
     const auto op = static_cast<ir::Op>(i);
-    EXPECT_NE(cpu::fast_kernel(op), nullptr) << ir::op_name(op);
+    EXPECT_NE(cpu::cpu_kernel(op).run, nullptr) << ir::op_name(op);
     EXPECT_EQ(cpu->capabilities().supports(op), !ir::is_leaf(op)) << ir::op_name(op);
   }
   const Capabilities cuda = cuda::capabilities();

@@ -13,11 +13,7 @@
 namespace volta {
 namespace {
 
-ir::Graph mlp() {
-  auto g = ir::load_graph(test::source_path("examples/mlp.vir"));
-  EXPECT_TRUE(g.is_ok()) << g.status().message();
-  return *g;
-}
+ir::Graph mlp() { return test::load_example("mlp.vir"); }
 
 TEST(Runtime, RunsTheMlpAndMatchesNodeByNodeReference) {
   ir::Graph g = mlp();

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "volta/text.h"
+
 namespace volta::test {
 
 std::string read_file(const std::string& path) {
@@ -38,5 +40,11 @@ int run_command(const std::string& cmd, std::string* out, std::string* err) {
 }
 
 std::string source_path(const std::string& rel) { return std::string(VOLTA_SOURCE_DIR) + "/" + rel; }
+
+ir::Graph load_example(const std::string& file) {
+  auto g = ir::load_graph(source_path("examples/" + file));
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  return g.is_ok() ? *g : ir::Graph{};
+}
 
 }  // namespace volta::test

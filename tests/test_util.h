@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "volta/ir.h"
 #include "volta/status.h"
 
 // EXPECT that `expr` (a Status or Result) failed and its message contains `needle`.
@@ -40,4 +41,6 @@ std::string read_file(const std::string& path);
 // Runs a shell command, returns its exit code and fills stdout/stderr.
 int run_command(const std::string& cmd, std::string* out, std::string* err = nullptr);
 std::string source_path(const std::string& rel);  // VOLTA_SOURCE_DIR/rel
+// examples/<file> parsed; a failure fails the test (and gives an empty graph).
+ir::Graph load_example(const std::string& file);
 }  // namespace volta::test

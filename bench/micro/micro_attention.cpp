@@ -31,7 +31,7 @@ void BM_DecodeAttention(benchmark::State& state) {
   for (Tensor* t : {&q, &kc, &vc, &k2, &v2, &len}) in.push_back({t->raw(), t->type()});
   const TensorRef out{y.raw(), y.type()};
   for (auto _ : state) {
-    const Status st = cpu::fast_kernel(ir::Op::Attention)(cpu::KernelArgs{node, in, out, {}});
+    const Status st = cpu::cpu_kernel(ir::Op::Attention).run(cpu::KernelArgs{node, in, out, {}});
     if (!st.is_ok()) state.SkipWithError(st.message().c_str());
     benchmark::DoNotOptimize(y.raw());
   }

@@ -16,7 +16,7 @@ struct Op {
   ir::Node node;
   std::vector<TensorRef> in;
   TensorRef out;
-  Status run() const { return cpu::fast_kernel(node.op)(cpu::KernelArgs{node, in, out, {}}); }
+  Status run() const { return cpu::cpu_kernel(node.op).run(cpu::KernelArgs{node, in, out, {}}); }
 };
 
 Op make(ir::Op op, std::vector<Tensor*> in, Tensor& out, ir::Attrs attrs = {}) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "volta/determinism.h"
 #include "volta/ir.h"
 
 namespace volta {
@@ -20,15 +21,12 @@ struct TensorRef {
   const Shape& shape() const { return type.shape; }
 };
 
-enum class DeterminismLevel { Bitwise, RunToRun, None };
-
 struct Capabilities {
   std::vector<ir::Op> ops;  // ops with a kernel
   // Op variants beyond the op list that passes may write, e.g. "matmul.epilogue" (a bias input
   // and an activation on matmul).
   std::vector<std::string> features;
-  std::vector<DType> dtypes;
-  DeterminismLevel determinism = DeterminismLevel::Bitwise;
+  std::vector<DType> dtypes;  // the dtypes its kernels take and give; planning refuses others
   bool supports(ir::Op op) const;
   bool has(std::string_view feature) const;
 };
@@ -52,6 +50,8 @@ class Backend {
   virtual Status copy_in(std::byte* dst, const std::byte* host_src, size_t bytes) = 0;
   virtual Status copy_out(std::byte* host_dst, const std::byte* src, size_t bytes) = 0;
 
+  // The kernel execute() runs for `node` (an op the backend supports).
+  virtual KernelInfo kernel_info(const ir::Graph& g, const ir::Node& node) const = 0;
   // Workspace bytes `node` needs beyond its inputs and output.
   virtual size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const = 0;
   // Runs one node. Shapes were verified before planning; data-dependent problems

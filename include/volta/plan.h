@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "volta/determinism.h"
 #include "volta/ir.h"
 
 namespace volta::plan {
@@ -79,6 +80,8 @@ struct ExecutionPlan {
   ir::Graph graph;                 // the verified, optimised graph this plan runs
   uint64_t graph_hash = 0;         // graph + pipeline
   std::string backend;             // the backend it was planned for
+  Determinism determinism = Determinism::Strict;  // the level asked for; every kernel meets it
+  std::vector<KernelInfo> kernels;  // the kernel of each node, indexed by node id (leaves: none)
   std::vector<int32_t> schedule;   // non-leaf node ids in execution order
   std::vector<Buffer> values;      // indexed by node id
   std::vector<Buffer> workspaces;  // indexed by step; bytes == 0 when none

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ class State;
 struct CompileOptions {
   passes::PipelineOptions pipeline;
   plan::PlanOptions plan;
+  // The level every kernel of the plan must meet; unset: the runtime's (Runtime::determinism).
+  std::optional<Determinism> determinism;
 };
 
 // Named tensors for the graph's inputs and params.
@@ -50,12 +53,16 @@ size_t available_memory();  // MemAvailable of /proc/meminfo in bytes; 0 when un
 
 class Runtime {
  public:
-  explicit Runtime(std::unique_ptr<Backend> backend);
-  static Result<Runtime> create(DeviceKind kind, const ir::Graph* g = nullptr);
+  // `determinism`: the level its plans promise unless a compile asks for another (strict unless
+  // told; the CLI reads --deterministic or VOLTA_DETERMINISTIC).
+  explicit Runtime(std::unique_ptr<Backend> backend, Determinism determinism = Determinism::Strict);
+  static Result<Runtime> create(DeviceKind kind, const ir::Graph* g = nullptr,
+                                Determinism determinism = Determinism::Strict);
 
   Backend& backend() { return *backend_; }
   plan::PlanCache& cache() { return *cache_; }
   size_t memory_limit() const { return memory_limit_; }  // 0: none
+  Determinism determinism() const { return determinism_; }
 
   // verify_graph, the pass pipeline and planning, cached by (hash, shapes, backend, flags).
   // Fails if the backend lacks a kernel for any op, naming op, node and backend.
@@ -94,6 +101,7 @@ class Runtime {
   NumericsPolicy numerics_ = NumericsPolicy::Off;
   NumericsReport numerics_report_;
   size_t memory_limit_ = 0;
+  Determinism determinism_ = Determinism::Strict;
   Status check_memory(const plan::ExecutionPlan& p) const;
   Result<std::vector<Tensor>> run_plan(const plan::ExecutionPlan& p, const Bindings& bindings, State* state);
   std::shared_ptr<std::byte> arena_;  // reused across runs, grown when a plan needs more

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "volta/determinism.h"
 #include "volta/onnx.h"
 #include "volta/profiler.h"
 #include "volta/status.h"
@@ -16,6 +17,8 @@ struct GlobalFlags {
   std::string device;  // empty: VOLTA_DEVICE or cpu
   int threads = 0;     // CPU threads; 0: one per hardware thread
   std::string memory_limit;  // bytes with optional K/M/G; empty: the available memory
+  std::string deterministic;  // --deterministic LEVEL; empty: VOLTA_DETERMINISTIC or strict
+  Determinism determinism = Determinism::Strict;  // the level resolved from those, before any command runs
 };
 
 // --profile FILE.json / --profile-summary on commands that run models: attaches a Profiler to

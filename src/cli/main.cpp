@@ -87,11 +87,15 @@ int main(int argc, char** argv) {
     app.add_option("--threads", global.threads, "CPU threads (default: one per hardware thread); results do not depend on it");
     const char* limit_help = "Most memory a plan may need, in bytes (suffix K, M or G; default: the available memory)";
     app.add_option("--memory-limit", global.memory_limit, limit_help);
+    const char* det_help = "strict | run-to-run | off: what the run promises about its bits; planning refuses kernels "
+                           "below it (default: $VOLTA_DETERMINISTIC, else strict)";
+    app.add_option("--deterministic", global.deterministic, det_help);
     // Global flags are accepted before or after the subcommand.
     for (auto& [sub, action] : commands) {
       sub->add_option("--device", global.device, "cpu | cuda | auto");
       sub->add_option("--threads", global.threads, "CPU threads (default: one per hardware thread)");
       sub->add_option("--memory-limit", global.memory_limit, limit_help);
+      sub->add_option("--deterministic", global.deterministic, det_help);
     }
 
     check_values(app);
@@ -100,7 +104,10 @@ int main(int argc, char** argv) {
     std::string command;
     for (int i = 1; i < argc; ++i) {
       std::string word = argv[i];
-      if (word == "--device" || word == "--threads" || word == "--memory-limit") { ++i; continue; }
+      if (word == "--device" || word == "--threads" || word == "--memory-limit" || word == "--deterministic") {
+        ++i;
+        continue;
+      }
       if (word.rfind("-", 0) == 0) continue;
       bool known = false;
       for (auto& [sub, action] : commands) known = known || sub->get_name() == word;
@@ -129,6 +136,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     volta::set_cpu_threads(global.threads);
+    if (auto level = volta::determinism_from_flag_or_env(global.deterministic); level.is_ok()) {
+      global.determinism = *level;
+    } else {
+      std::fprintf(stderr, "volta: error: %s\n", level.status().message().c_str());
+      return 2;
+    }
     if (!global.memory_limit.empty()) {
       auto limit = volta::cli::parse_bytes(global.memory_limit, "--memory-limit");
       if (!limit.is_ok() || *limit == 0) {

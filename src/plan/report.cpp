@@ -1,5 +1,10 @@
 // Text and JSON views of a plan, for `volta inspect` and golden tests.
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "volta/plan.h"
@@ -37,14 +42,40 @@ std::string format_memory_report(const MemoryReport& m) {
   return out;
 }
 
+namespace {
+
+// The kernel planned for node `id` (none when the plan has no record of it).
+KernelInfo kernel_of(const ExecutionPlan& p, int32_t id) {
+  return static_cast<size_t>(id) < p.kernels.size() ? p.kernels[static_cast<size_t>(id)] : KernelInfo{"?", p.determinism};
+}
+
+// "2 cpu (strict), 1 reference (strict)": the kernels of the schedule by variant and level, in
+// order of first use.
+std::string kernel_summary(const ExecutionPlan& p) {
+  std::vector<std::pair<std::string, int64_t>> counts;
+  for (int32_t id : p.schedule) {
+    const KernelInfo k = kernel_of(p, id);
+    const std::string key = k.variant + " (" + determinism_name(k.level) + ")";
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == key; });
+    if (it == counts.end()) counts.emplace_back(key, 1);
+    else ++it->second;
+  }
+  std::string out;
+  for (const auto& [key, n] : counts) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + key;
+  return out;
+}
+
+}  // namespace
+
 std::string format_plan(const ExecutionPlan& p) {
-  std::string out = "schedule (" + std::to_string(p.schedule.size()) + " steps, backend " + p.backend + ")\n";
-  out += "  step  op                value                           type                   class          offset       bytes  live\n";
+  std::string out = "schedule (" + std::to_string(p.schedule.size()) + " steps, backend " + p.backend + ", determinism " +
+                    determinism_name(p.determinism) + "; kernels: " + kernel_summary(p) + ")\n";
+  out += "  step  op                kernel      value                           type                   class          offset       bytes  live\n";
   for (size_t s = 0; s < p.schedule.size(); ++s) {
     const ir::Node& n = p.graph.node(p.schedule[s]);
     const Buffer& b = p.values[static_cast<size_t>(n.id)];
-    out += "  " + rpad(std::to_string(s), 4) + "  " + pad(ir::op_name(n.op), 18) + pad("%" + n.name, 32) +
-           pad(n.type.to_string(), 23);
+    out += "  " + rpad(std::to_string(s), 4) + "  " + pad(ir::op_name(n.op), 18) + pad(kernel_of(p, n.id).variant, 12) +
+           pad("%" + n.name, 32) + pad(n.type.to_string(), 23);
     if (b.view_of >= 0) {
       out += "view of %" + p.graph.node(b.view_of).name;
       if (b.view_offset > 0) out += " + " + std::to_string(b.view_offset) + " bytes";
@@ -55,7 +86,7 @@ std::string format_plan(const ExecutionPlan& p) {
            std::to_string(b.first_step) + ".." + std::to_string(b.last_step) + "\n";
     const Buffer& ws = p.workspaces[s];
     if (ws.bytes > 0)
-      out += "        " + pad("(workspace)", 50) + pad("", 23) + pad("temp", 11) + rpad(std::to_string(ws.offset), 10) +
+      out += "        " + pad("", 12) + pad("(workspace)", 50) + pad("", 23) + pad("temp", 11) + rpad(std::to_string(ws.offset), 10) +
              rpad(std::to_string(ws.bytes), 12) + "\n";
   }
   return out + format_memory_report(p.memory);
@@ -67,6 +98,7 @@ std::string plan_to_json(const ExecutionPlan& p, int indent) {
   j["graph"] = p.graph.name;
   j["hash"] = hash_to_hex(p.graph_hash);
   j["backend"] = p.backend;
+  j["determinism"] = determinism_name(p.determinism);
   j["peak_bytes"] = p.memory.peak_bytes;
   j["naive_bytes"] = p.memory.naive_bytes;
   j["arena_bytes"] = p.memory.arena_bytes;
@@ -86,7 +118,9 @@ std::string plan_to_json(const ExecutionPlan& p, int indent) {
   for (size_t s = 0; s < p.schedule.size(); ++s) {
     const ir::Node& n = p.graph.node(p.schedule[s]);
     const Buffer& b = p.values[static_cast<size_t>(n.id)];
-    ordered_json step = {{"step", s},          {"op", ir::op_name(n.op)},  {"value", n.name},
+    const KernelInfo k = kernel_of(p, n.id);
+    ordered_json step = {{"step", s},          {"op", ir::op_name(n.op)},  {"kernel", k.variant},
+                         {"kernel_level", determinism_name(k.level)},      {"value", n.name},
                          {"type", n.type.to_string()}, {"class", mem_class_name(b.cls)}, {"offset", b.offset},
                          {"bytes", b.bytes},   {"first_step", b.first_step}, {"last_step", b.last_step}};
     if (p.workspaces[s].bytes > 0) step["workspace"] = {{"offset", p.workspaces[s].offset}, {"bytes", p.workspaces[s].bytes}};

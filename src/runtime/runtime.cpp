@@ -65,15 +65,15 @@ size_t available_memory() {
   return 0;
 }
 
-Runtime::Runtime(std::unique_ptr<Backend> backend)
-    : backend_(std::move(backend)), cache_(std::make_unique<plan::PlanCache>()) {
+Runtime::Runtime(std::unique_ptr<Backend> backend, Determinism determinism)
+    : backend_(std::move(backend)), cache_(std::make_unique<plan::PlanCache>()), determinism_(determinism) {
   memory_limit_ = volta::memory_limit();
   if (memory_limit_ == 0 && backend_->host_memory()) memory_limit_ = available_memory();
 }
 
-Result<Runtime> Runtime::create(DeviceKind kind, const ir::Graph* g) {
+Result<Runtime> Runtime::create(DeviceKind kind, const ir::Graph* g, Determinism determinism) {
   VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, select_backend(kind, g));
-  return Runtime(std::move(backend));
+  return Runtime(std::move(backend), determinism);
 }
 
 namespace {
@@ -85,15 +85,28 @@ std::string bound_shapes(const ir::Graph& g) {
   return s;
 }
 
-Status check_capabilities(const ir::Graph& g, const Backend& backend) {
+// Every op has a kernel, every value a dtype the backend takes, and every kernel meets `level`.
+// Returns the kernel of each node (indexed by id), as the plan records and reports them.
+Result<std::vector<KernelInfo>> check_capabilities(const ir::Graph& g, const Backend& backend, Determinism level) {
   const Capabilities& caps = backend.capabilities();
+  auto has_dtype = [&caps](DType d) { return std::find(caps.dtypes.begin(), caps.dtypes.end(), d) != caps.dtypes.end(); };
+  std::vector<KernelInfo> kernels(g.nodes.size());
   for (const ir::Node& n : g.nodes) {
+    const std::string what = "[" + std::string(ir::op_name(n.op)) + "] backend '" + backend.name() + "' ";
+    if (!has_dtype(n.type.dtype))
+      return unimplemented(what + "does not take dtype " + dtype_name(n.type.dtype) + " " + ir::node_ref(n) +
+                           " with type " + n.type.to_string());
     if (ir::is_leaf(n.op)) continue;
     if (!caps.supports(n.op))
-      return unimplemented("[" + std::string(ir::op_name(n.op)) + "] backend '" + backend.name() +
-                           "' has no kernel for this op " + ir::node_ref(n) + " with type " + n.type.to_string());
+      return unimplemented(what + "has no kernel for this op " + ir::node_ref(n) + " with type " + n.type.to_string());
+    KernelInfo k = backend.kernel_info(g, n);
+    if (k.level < level)
+      return unimplemented(what + "kernel '" + k.variant + "' is only " + determinism_name(k.level) +
+                                 " deterministic, below the " + determinism_name(level) + " level asked for " +
+                                 ir::node_ref(n) + " (--deterministic or VOLTA_DETERMINISTIC)");
+    kernels[static_cast<size_t>(n.id)] = std::move(k);
   }
-  return Status::ok();
+  return kernels;
 }
 
 }  // namespace
@@ -121,8 +134,10 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Gr
                                               [&caps](const std::string& f) { return caps.has(f); });
   opts.plan.device = !backend_->host_memory();
   const std::string sig = passes::pipeline_signature(opts.pipeline);
+  const Determinism level = opts.determinism.value_or(determinism_);
   plan::PlanKey key{passes::graph_hash(g, sig), bound_shapes(g), backend_->name(),
-                    sig + ";budget=" + std::to_string(opts.plan.memory_budget_bytes)};
+                    sig + ";budget=" + std::to_string(opts.plan.memory_budget_bytes) + ";determinism=" +
+                        determinism_name(level)};
   if (auto cached = cache_->find(key)) {
     VOLTA_RETURN_IF_ERROR(check_memory(*cached));
     return cached;
@@ -132,11 +147,13 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Gr
   Status valid = ir::verify_graph(optimized);
   if (!valid.is_ok()) return internal_error("the pass pipeline produced an invalid graph: " + valid.message());
   VOLTA_RETURN_IF_ERROR(ir::bind_typed_attrs(optimized));
-  VOLTA_RETURN_IF_ERROR(check_capabilities(optimized, *backend_));
+  VOLTA_ASSIGN_OR_RETURN(std::vector<KernelInfo> kernels, check_capabilities(optimized, *backend_, level));
   const Backend& backend = *backend_;
   auto workspace = [&backend](const ir::Graph& graph, const ir::Node& n) { return backend.workspace_bytes(graph, n); };
   VOLTA_ASSIGN_OR_RETURN(plan::ExecutionPlan p,
                          plan::make_plan(std::move(optimized), key.graph_hash, backend_->name(), workspace, opts.plan));
+  p.determinism = level;
+  p.kernels = std::move(kernels);
   VOLTA_RETURN_IF_ERROR(plan::verify_schedule(p.graph, p.schedule));
   VOLTA_RETURN_IF_ERROR(plan::verify_allocation(p));
   VOLTA_RETURN_IF_ERROR(check_memory(p));
@@ -149,7 +166,8 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile_keyed(const 
                                                                           const std::function<Result<ir::Graph>()>& build,
                                                                           const CompileOptions& opts) {
   const std::string full = key + "|" + passes::pipeline_signature(opts.pipeline) + "|budget=" +
-                           std::to_string(opts.plan.memory_budget_bytes);
+                           std::to_string(opts.plan.memory_budget_bytes) + "|determinism=" +
+                           determinism_name(opts.determinism.value_or(determinism_));
   if (auto it = keyed_.find(full); it != keyed_.end()) return it->second;
   VOLTA_ASSIGN_OR_RETURN(ir::Graph g, build());
   VOLTA_ASSIGN_OR_RETURN(auto p, compile(g, opts));

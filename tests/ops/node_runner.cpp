@@ -43,6 +43,9 @@ class ReferenceBackend final : public Backend {
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override { return host_->allocate(bytes); }
   Status copy_in(std::byte* dst, const std::byte* src, size_t bytes) override { return host_->copy_in(dst, src, bytes); }
   Status copy_out(std::byte* dst, const std::byte* src, size_t bytes) override { return host_->copy_out(dst, src, bytes); }
+  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& /*node*/) const override {
+    return {"reference", Determinism::Strict};
+  }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const override {
     return cpu::reference_workspace_bytes(g, node);
   }

@@ -16,10 +16,9 @@ class CpuBackend final : public Backend {
   CpuBackend() {
     // The ops of its kernel table (every op: a reference kernel each, linked or the build fails).
     for (int i = 0; i < ir::kNumOps; ++i)
-      if (const auto op = static_cast<ir::Op>(i); !ir::is_leaf(op) && cpu::fast_kernel(op)) caps_.ops.push_back(op);
+      if (const auto op = static_cast<ir::Op>(i); !ir::is_leaf(op) && cpu::cpu_kernel(op).run) caps_.ops.push_back(op);
     caps_.features = {"matmul.epilogue"};
-    caps_.dtypes = {DType::f32, DType::i32, DType::i64};
-    caps_.determinism = DeterminismLevel::Bitwise;
+    caps_.dtypes = {DType::f32, DType::f64, DType::i32, DType::i64};
   }
 
   std::string name() const override { return "cpu"; }
@@ -43,6 +42,10 @@ class CpuBackend final : public Backend {
     return Status::ok();
   }
 
+  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& node) const override {
+    const cpu::KernelEntry k = cpu::cpu_kernel(node.op);
+    return {k.variant, k.level};
+  }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const override {
     if (node.op == ir::Op::Matmul) return cpu::matmul_workspace_bytes(g, node);
     return cpu::reference_workspace_bytes(g, node);
@@ -50,7 +53,7 @@ class CpuBackend final : public Backend {
   Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
                  std::span<std::byte> workspace) override {
     try {  // kernels' own scratch (and a worker thread's) may fail to allocate
-      return cpu::fast_kernel(node.op)(cpu::KernelArgs{node, inputs, output, workspace});
+      return cpu::cpu_kernel(node.op).run(cpu::KernelArgs{node, inputs, output, workspace});
     } catch (const std::bad_alloc&) {
       return out_of_memory("[" + std::string(ir::op_name(node.op)) + "] out of memory for scratch space " + ir::node_ref(node));
     }

@@ -33,12 +33,14 @@ Kernel reference_kernel(ir::Op op) {
 
 namespace {
 
-// The kernel table the backend runs: the reference kernels, then its own where it has one.
-std::array<Kernel, ir::kNumOps> fast_kernels() {
-  std::array<Kernel, ir::kNumOps> t = kReferenceKernels;
+// The kernel table the backend runs: the reference kernels, then its own where it has one. Every
+// kernel here is strict: one reduction order per output element, tasks fixed by the shape.
+std::array<KernelEntry, ir::kNumOps> cpu_kernels() {
+  std::array<KernelEntry, ir::kNumOps> t;
+  for (size_t i = 0; i < t.size(); ++i) t[i] = {kReferenceKernels[i], "reference", Determinism::Strict};
+  auto set = [&](ir::Op op, Kernel k) { t[static_cast<size_t>(op)] = {k, "cpu", Determinism::Strict}; };
   for (size_t i = 0; i < t.size(); ++i)
-    if (const Kernel k = elementwise_kernel(static_cast<ir::Op>(i))) t[i] = k;
-  auto set = [&](ir::Op op, Kernel k) { t[static_cast<size_t>(op)] = k; };
+    if (const Kernel k = elementwise_kernel(static_cast<ir::Op>(i))) set(static_cast<ir::Op>(i), k);
   using ir::Op;
   set(Op::FusedElementwise, fused_elementwise);
   set(Op::Gelu, gelu);
@@ -68,10 +70,10 @@ std::array<Kernel, ir::kNumOps> fast_kernels() {
 
 }  // namespace
 
-Kernel fast_kernel(ir::Op op) {
-  static const std::array<Kernel, ir::kNumOps> table = fast_kernels();
+KernelEntry cpu_kernel(ir::Op op) {
+  static const std::array<KernelEntry, ir::kNumOps> table = cpu_kernels();
   const auto i = static_cast<size_t>(op);
-  return i < table.size() ? table[i] : nullptr;
+  return i < table.size() ? table[i] : KernelEntry{};
 }
 
 size_t reference_workspace_bytes(const ir::Graph& /*g*/, const ir::Node& node) {

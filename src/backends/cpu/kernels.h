@@ -47,9 +47,16 @@ Kernel reference_kernel(ir::Op op);
 // Workspace bytes the reference kernel of `node` needs (0 for most ops).
 size_t reference_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 
+// One entry of the CPU backend's kernel table: the kernel, its name in plan reports ("cpu" for
+// the backend's own, "reference") and the determinism level it meets.
+struct KernelEntry {
+  Kernel run = nullptr;
+  const char* variant = "";
+  Determinism level = Determinism::Strict;
+};
 // The kernel the CPU backend runs for `op`: its own where it has one, the reference kernel
 // otherwise (the table is in kernels.cpp).
-Kernel fast_kernel(ir::Op op);
+KernelEntry cpu_kernel(ir::Op op);
 
 // The CPU backend's own kernels, one file per op family, mirroring the reference kernels
 // (ref_<family>.cpp) and the CUDA backend (cuda/<family>.cu). Each is checked against the

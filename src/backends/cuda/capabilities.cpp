@@ -15,9 +15,12 @@ Capabilities capabilities() {
   VOLTA_CUDA_KERNELS(VOLTA_CUDA_KERNEL)
 #undef VOLTA_CUDA_KERNEL
   caps.dtypes = {DType::f32, DType::i32, DType::i64, DType::f64};
-  caps.determinism = DeterminismLevel::Bitwise;
   return caps;
 }
+
+// Every CUDA kernel is Volta's own, with launch shapes fixed by the problem's shape and fixed
+// reduction orders: strict.
+KernelInfo kernel_info(const ir::Node& /*n*/) { return {"cuda", Determinism::Strict}; }
 
 // Cross-entropy keeps one double per row for its fixed-order mean; grad_norm the chunk sums of
 // each gradient and one sum per gradient.

@@ -7,9 +7,11 @@
 namespace volta::cuda {
 
 // Ops with a CUDA kernel (src/backends/cuda/*.cu); planning refuses every other op by name.
-// Determinism is Bitwise: every kernel reduces in a fixed order (no atomics, fixed block
-// sizes independent of the device), so two runs on the same GPU give identical bytes.
 Capabilities capabilities();
+// The kernel of node n (Backend::kernel_info). Every kernel is strict: it reduces in a fixed
+// order (no atomics, launch shapes fixed by the problem's shape, never by the device), so runs
+// give identical bytes.
+KernelInfo kernel_info(const ir::Node& n);
 
 // Workspace bytes the CUDA kernel of `n` needs (Backend::workspace_bytes): planning, and so the
 // planned device peak, is computable without a device.

@@ -48,6 +48,7 @@ class CudaBackend final : public Backend {
     return stream_.synchronize("CUDA execution before a device-to-host copy");
   }
   Status synchronize() override { return stream_.synchronize("CUDA execution"); }
+  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& n) const override { return cuda::kernel_info(n); }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cuda::workspace_bytes(g, n); }
 
   // Every input is in device memory: the runtime binds the state's buffers, resident params and
