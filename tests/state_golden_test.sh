@@ -10,8 +10,9 @@ golden=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 # Logs are hashed on the fields they had when the hashes were recorded: timings are dropped, and
-# so is grad_norm from the TinyLM log (the one Trainer logs it for every recipe since).
-strip() { sed -E 's/,"tokens_per_s":[^,}]*//; s/,"elapsed_s":[^,}]*//' "$1"; }
+# so are grad_norm from the TinyLM log (the one Trainer logs it for every recipe since) and the
+# determinism level (strict, logged since the policy exists).
+strip() { sed -E 's/,"tokens_per_s":[^,}]*//; s/,"elapsed_s":[^,}]*//; s/,"determinism":"strict"//' "$1"; }
 strip_lm() { strip "$1" | sed -E 's/,"grad_norm":[^,}]*//'; }
 h() { sha256sum | cut -c1-16; }
 {

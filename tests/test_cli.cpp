@@ -278,6 +278,35 @@ TEST(CliTrain, SpiralsLossFallsAndLogsAreIdenticalAcrossRuns) {
   std::remove(b.c_str());
 }
 
+// The determinism level, from --deterministic (before or after the command) or
+// VOLTA_DETERMINISTIC, is recorded in the plan report, every line of the training log and the
+// checkpoint's metadata.
+TEST(CliTrain, TheDeterminismLevelIsRecordedInTheLogTheCheckpointAndThePlan) {
+  const std::string dir = ::testing::TempDir() + "det_" + std::to_string(::getpid());
+  const std::string lm = "train --recipe shakespeare-char --layers 1 --heads 1 --channels 8 --context 8 --batch 2 --steps 2 "
+                         "--eval-every 2 --eval-iters 1 --data " + test::source_path("data/tinyshakespeare.txt") + " --out ";
+  for (const char* level : {"run-to-run", "strict"}) {
+    const std::string out = dir + "_" + level;
+    Cli r = std::string(level) == "strict" ? volta(lm + out) : volta("--deterministic " + std::string(level) + " " + lm + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::istringstream lines(test::read_file(out + "/log.jsonl"));
+    std::string line;
+    int n = 0;
+    for (; std::getline(lines, line); ++n) EXPECT_EQ(nlohmann::json::parse(line)["determinism"], level) << line;
+    EXPECT_EQ(n, 2);
+    auto ck = io::load_checkpoint(out + "/last.safetensors");
+    ASSERT_OK(ck);
+    EXPECT_EQ(ck->metadata.at("determinism"), level);
+    std::filesystem::remove_all(out);
+  }
+  Cli json = volta("inspect " + test::source_path("examples/mlp.vir") + " --json --deterministic off");
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out)["determinism"], "off");
+  Cli bad = volta("--deterministic sometimes inspect " + test::source_path("examples/mlp.vir"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "volta: error: --deterministic: unknown determinism level 'sometimes' (expected strict, run-to-run or off)\n");
+}
+
 TEST(CliTrain, BadFlagsAreOneLineErrors) {
   const std::vector<BadCase> cases = {
       {"train --recipe nope", 1, "--recipe: unknown recipe 'nope' (available: mlp-spirals, shakespeare-char)"},

@@ -122,7 +122,9 @@ Status Trainer::save(const std::string& path) {
     VOLTA_ASSIGN_OR_RETURN(TrainState s, session_->snapshot());
     saved_ = std::move(s);
   }
-  return io::save_checkpoint(state_checkpoint(*saved_, best_, task_->checkpoint_metadata()), path);
+  std::map<std::string, std::string> metadata = task_->checkpoint_metadata();
+  metadata["determinism"] = determinism_name(rt_->determinism());  // the level its steps were planned for
+  return io::save_checkpoint(state_checkpoint(*saved_, best_, std::move(metadata)), path);
 }
 
 Result<StepReport> Trainer::step() {
@@ -147,6 +149,7 @@ Result<StepReport> Trainer::step() {
   if (log_.is_open()) {
     nlohmann::ordered_json line = {{"step", r.step}, {"train_loss", r.stats.loss}, {"lr", r.stats.lr}, {"grad_norm", r.stats.grad_norm}};
     if (r.val_loss) line["val_loss"] = *r.val_loss;
+    line["determinism"] = determinism_name(rt_->determinism());
     line["tokens_per_s"] = r.tokens_per_s;
     line["elapsed_s"] = std::chrono::duration<double>(Clock::now() - started_).count();
     log_ << line.dump() << "\n";
