@@ -307,6 +307,36 @@ TEST(CliTrain, TheDeterminismLevelIsRecordedInTheLogTheCheckpointAndThePlan) {
   EXPECT_EQ(bad.err, "volta: error: --deterministic: unknown determinism level 'sometimes' (expected strict, run-to-run or off)\n");
 }
 
+// --trace-hashes on any command; diff-trace finds two trainings at 1 and 2 threads identical and
+// names the first node where a differently seeded one departs.
+TEST(CliTrain, TraceHashesAndDiffTrace) {
+  const std::string dir = ::testing::TempDir() + "trace_cli_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string train = " train --recipe mlp-spirals --steps 3 --seed ";
+  const std::vector<std::pair<std::string, std::string>> runs = {{"--threads 1 --trace-hashes ", "/t1.jsonl"},
+                                                                  {"--threads 2 --trace-values --trace-hashes ", "/t2.jsonl"}};
+  for (const auto& [flags, file] : runs) {
+    Cli r = volta(flags + dir + file + train + "1");
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  Cli r3 = volta("--trace-hashes " + dir + "/s2.jsonl" + train + "2");
+  ASSERT_EQ(r3.code, 0) << r3.err;
+  Cli same = volta("diff-trace " + dir + "/t1.jsonl " + dir + "/t2.jsonl");
+  EXPECT_EQ(same.code, 0) << same.err;
+  EXPECT_EQ(same.out.rfind("traces identical: ", 0), 0u) << same.out;
+  Cli differ = volta("diff-trace " + dir + "/t1.jsonl " + dir + "/s2.jsonl");
+  EXPECT_EQ(differ.code, 1);
+  EXPECT_EQ(differ.out.rfind("first difference after ", 0), 0u) << differ.out;
+  EXPECT_NE(differ.err.find("volta diff-trace: error: the traces differ at run 0"), std::string::npos) << differ.err;
+  Cli lonely = volta("--trace-values inspect " + test::source_path("examples/mlp.vir"));
+  EXPECT_EQ(lonely.code, 2);
+  EXPECT_EQ(lonely.err, "volta: error: --trace-values needs --trace-hashes FILE\n");
+  Cli dirout = volta("--trace-hashes " + dir + " inspect " + test::source_path("examples/mlp.vir"));
+  EXPECT_EQ(dirout.code, 1);
+  EXPECT_NE(dirout.err.find("--trace-hashes"), std::string::npos) << dirout.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliTrain, BadFlagsAreOneLineErrors) {
   const std::vector<BadCase> cases = {
       {"train --recipe nope", 1, "--recipe: unknown recipe 'nope' (available: mlp-spirals, shakespeare-char)"},

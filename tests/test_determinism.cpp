@@ -1,14 +1,20 @@
 // The determinism policy (include/volta/determinism.h): its names and sources, and planning that
 // refuses kernels below the level asked for, and dtypes a backend does not take.
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
+
+#include <unistd.h>
 
 #include "test_util.h"
 #include "volta/determinism.h"
 #include "volta/plan.h"
 #include "volta/runtime.h"
 #include "volta/text.h"
+#include "volta/trace.h"
 
 namespace volta {
 namespace {
@@ -128,6 +134,78 @@ TEST(Determinism, PlanningRefusesDtypesTheBackendDoesNotTake) {
                            "ids.vir");
   ASSERT_OK(g);
   EXPECT_ERROR_CONTAINS(rt.compile(*g), "[input] backend 'test-backend' does not take dtype i64 (node 'i'");
+}
+
+// The CPU backend with one deliberately perturbed kernel: the output of node `victim` has the
+// lowest bit of its first element flipped.
+class Perturbed final : public Backend {
+ public:
+  explicit Perturbed(std::string victim) : cpu_(make_cpu_backend()), victim_(std::move(victim)) {}
+  std::string name() const override { return "perturbed"; }
+  const Capabilities& capabilities() const override { return cpu_->capabilities(); }
+  Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
+  Status copy_in(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_in(d, s, n); }
+  Status copy_out(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_out(d, s, n); }
+  KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n) const override { return cpu_->kernel_info(g, n); }
+  size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cpu_->workspace_bytes(g, n); }
+  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws) override {
+    VOLTA_RETURN_IF_ERROR(cpu_->execute(n, in, out, ws));
+    if (n.name == victim_ && out.numel() > 0) out.data[0] ^= std::byte{1};
+    return Status::ok();
+  }
+
+ private:
+  std::unique_ptr<Backend> cpu_;
+  std::string victim_;
+};
+
+// Runs the MLP twice (two runs in one trace) on `backend`, tracing hashes and values into `path`.
+void traced_runs(std::unique_ptr<Backend> backend, const std::string& path) {
+  const ir::Graph g = mlp();
+  Runtime rt(std::move(backend));
+  auto trace = HashTrace::create(path, true);
+  ASSERT_OK(trace);
+  rt.set_trace(trace->get());
+  auto p = rt.compile(g);
+  ASSERT_OK(p);
+  auto params = init_params(g, 3);
+  ASSERT_OK(params);
+  auto inputs = random_inputs(g, 4);
+  ASSERT_OK(inputs);
+  Bindings b = *params;
+  for (auto& [name, t] : *inputs) b[name] = t;
+  for (int i = 0; i < 2; ++i) ASSERT_OK(rt.run(**p, b));
+}
+
+// diff-trace names the first node whose output differs (run, step, op, type), with the largest
+// difference when the values were kept; identical runs compare equal record for record.
+TEST(Determinism, DiffTraceNamesTheFirstDivergingNode) {
+  const std::string dir = ::testing::TempDir() + "trace_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  traced_runs(make_cpu_backend(), dir + "/a.jsonl");
+  traced_runs(make_cpu_backend(), dir + "/b.jsonl");
+  traced_runs(std::make_unique<Perturbed>("h"), dir + "/c.jsonl");
+  auto same = diff_traces(dir + "/a.jsonl", dir + "/b.jsonl");
+  ASSERT_OK(same);
+  EXPECT_TRUE(same->same);
+  EXPECT_EQ(same->records, 6);  // 3 executed nodes (after the epilogue fusion), 2 runs
+  auto d = diff_traces(dir + "/a.jsonl", dir + "/c.jsonl");
+  ASSERT_OK(d);
+  EXPECT_FALSE(d->same);
+  EXPECT_EQ(d->records, 0);
+  EXPECT_EQ(d->where, "run 0 (graph mlp), step 0, node 'h' (matmul), f32[8,16]");
+  ASSERT_TRUE(d->max_abs_diff.has_value());
+  EXPECT_GT(*d->max_abs_diff, 0.0);
+  EXPECT_LT(*d->max_abs_diff, 1e-5);  // one bit of a float near 1
+  EXPECT_NE(d->what.find("at element 0"), std::string::npos) << d->what;
+  // A trace of other work is named as such; a file that is not a trace is an error.
+  std::ofstream(dir + "/short.jsonl") << "{\"run\":0,\"graph\":\"other\",\"step\":0,\"node\":\"h\",\"op\":\"matmul\",\"type\":\"f32[8,16]\",\"hash\":\"x\"}\n";
+  auto other = diff_traces(dir + "/a.jsonl", dir + "/short.jsonl");
+  ASSERT_OK(other);
+  EXPECT_NE(other->what.find("the traces ran different work: graph \"mlp\""), std::string::npos) << other->what;
+  std::ofstream(dir + "/bad.jsonl") << "not json\n";
+  EXPECT_ERROR_CONTAINS(diff_traces(dir + "/a.jsonl", dir + "/bad.jsonl"), "bad.jsonl:1: not a trace record");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "volta/passes.h"
 #include "volta/plan.h"
 #include "volta/profiler.h"
+#include "volta/trace.h"
 
 namespace volta {
 
@@ -84,6 +85,8 @@ class Runtime {
   // Records every executed node while set (nullptr: off). The profiler must outlive its use.
   void set_profiler(Profiler* p) { profiler_ = p; }
   Profiler* profiler() const { return profiler_; }
+  // Records a hash of every executed node's output while set (nullptr: off; --trace-hashes).
+  void set_trace(HashTrace* t) { trace_ = t; }
 
   const TransferStats& transfers() const { return transfers_; }
 
@@ -98,11 +101,13 @@ class Runtime {
   std::unique_ptr<plan::PlanCache> cache_;
   std::map<std::string, std::shared_ptr<const plan::ExecutionPlan>> keyed_;
   Profiler* profiler_ = nullptr;
+  HashTrace* trace_ = nullptr;
   NumericsPolicy numerics_ = NumericsPolicy::Off;
   NumericsReport numerics_report_;
   size_t memory_limit_ = 0;
   Determinism determinism_ = Determinism::Strict;
   Status check_memory(const plan::ExecutionPlan& p) const;
+  Status trace_output(const ir::Node& n, int64_t step, const TensorRef& out, bool device);
   Result<std::vector<Tensor>> run_plan(const plan::ExecutionPlan& p, const Bindings& bindings, State* state);
   std::shared_ptr<std::byte> arena_;  // reused across runs, grown when a plan needs more
   // Per-graph value references (and each step's input references) kept between runs, so a run

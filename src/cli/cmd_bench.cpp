@@ -124,7 +124,7 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   if (f.batch > 0) r.batch = f.batch;
   VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::load_text_data(f.data, r.model.context));
   VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::LMTask> task, train::LMTask::create(r, std::move(data)));
-  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &task->forward(), global.determinism));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &task->forward()));
   Profiler profiler;
   // The recipe's step without evaluation, checkpoints or log: steps 0, 1, ... of seed 1.
   train::TrainerOptions opts = task->trainer_options("");
@@ -166,7 +166,7 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
     VOLTA_ASSIGN_OR_RETURN(params, init_params(g, 1));
   }
   VOLTA_ASSIGN_OR_RETURN(ir::Graph step, model::build_tinylm_decode(c, 1));
-  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &step, global.determinism));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &step));
   Profiler profiler;
   if (f.profile.enabled()) rt.set_profiler(&profiler);
   VOLTA_ASSIGN_OR_RETURN(model::Generator gen, model::Generator::create(rt, c, params));

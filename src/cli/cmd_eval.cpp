@@ -33,7 +33,7 @@ Action add_eval(CLI::App& app, GlobalFlags& global) {
     const train::LMRecipe& r = ck.recipe;
     VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::load_text_data(f->data, r.model.context, &ck.tokenizer));
     VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::LMTask> task, train::LMTask::create(r, std::move(data)));
-    VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &task->forward(), global.determinism));
+    VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &task->forward()));
     State params(rt.backend());  // uploaded once for all the batches
     VOLTA_RETURN_IF_ERROR(params.put_all(ck.state.params, plan::MemClass::Param));
     const auto& split = f->split == "val" ? task->data().val : task->data().train;

@@ -49,7 +49,7 @@ Action add_generate(CLI::App& app, GlobalFlags& global) {
       prompt.erase(prompt.begin(), prompt.end() - c.context);
     }
     VOLTA_ASSIGN_OR_RETURN(ir::Graph step, model::build_tinylm_decode(c, o.batch));  // what --device auto must run
-    VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &step, global.determinism));
+    VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &step));
     Profiler profiler;
     if (f->profile.enabled()) rt.set_profiler(&profiler);
     VOLTA_ASSIGN_OR_RETURN(model::Generator gen, model::Generator::create(rt, c, ck.state.params));

@@ -23,7 +23,7 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
   const train::LMRecipe& r = ck.recipe;
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
   VOLTA_ASSIGN_OR_RETURN(ir::Graph g, model::build_tinylm_loss(r.model, r.batch, r.model.context));
-  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &g, global.determinism));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &g));
   train::TrainingOptions topts;
   topts.optimizer = r.optimizer;
   topts.schedule = r.schedule;
@@ -91,7 +91,7 @@ Action add_inspect(CLI::App& app, GlobalFlags& global) {
     if (is_onnx_file(file)) {
       VOLTA_ASSIGN_OR_RETURN(OnnxRun r, import_onnx(file, flags->inputs, false));
       VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
-      VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &r.model.graph, global.determinism));
+      VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &r.model.graph));
       VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(r.model.graph, opts));
       if (flags->json) {
         std::printf("%s\n", plan::plan_to_json(*plan).c_str());
@@ -114,7 +114,7 @@ Action add_inspect(CLI::App& app, GlobalFlags& global) {
     if (file.size() < 4 || file.compare(file.size() - 4, 4, ".vir") != 0) return inspect_checkpoint(*flags, global, opts);
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     VOLTA_ASSIGN_OR_RETURN(ir::Graph g, ir::load_graph(flags->file));
-    VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &g, global.determinism));
+    VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &g));
     VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(g, opts));
     if (flags->json) {
       std::printf("%s\n", plan::plan_to_json(*plan).c_str());

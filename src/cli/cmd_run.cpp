@@ -87,9 +87,9 @@ std::string file_stem(const std::string& name) {
   return out;
 }
 
-Status run_onnx(const RunFlags& flags, DeviceKind device, Determinism determinism, const CompileOptions& opts) {
+Status run_onnx(const RunFlags& flags, const GlobalFlags& global, DeviceKind device, const CompileOptions& opts) {
   VOLTA_ASSIGN_OR_RETURN(OnnxRun r, import_onnx(flags.file, flags.inputs, true));
-  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &r.model.graph, determinism));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &r.model.graph));
   VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(r.model.graph, opts));
   std::vector<std::string> names, stems, paths;
   for (const onnx::IoValue& io : r.model.outputs) names.push_back(io.name), stems.push_back(file_stem(io.name));
@@ -170,9 +170,9 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
   return [flags, &global]() -> Status {
     VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, flags->pipeline.to_options());
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
-    if (is_onnx_file(flags->file)) return run_onnx(*flags, device, global.determinism, opts);
+    if (is_onnx_file(flags->file)) return run_onnx(*flags, global, device, opts);
     VOLTA_ASSIGN_OR_RETURN(ir::Graph g, ir::load_graph(flags->file));
-    VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &g, global.determinism));
+    VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &g));
     VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(g, opts));
 
     VOLTA_ASSIGN_OR_RETURN(Bindings bindings, init_params(g, flags->seed));

@@ -45,7 +45,7 @@ Status train_spirals(const TrainFlags& f, const GlobalFlags& global, const Profi
   VOLTA_ASSIGN_OR_RETURN(NumericsPolicy numerics, parse_numerics(f.numerics));
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
   VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::SpiralsTask> task, train::SpiralsTask::create(f.spirals, f.seed));
-  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &task->forward(), global.determinism));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &task->forward()));
   rt.set_numerics(numerics);
   Profiler profiler;
   if (profile.enabled()) rt.set_profiler(&profiler);

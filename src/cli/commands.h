@@ -9,6 +9,8 @@
 #include "volta/determinism.h"
 #include "volta/onnx.h"
 #include "volta/profiler.h"
+#include "volta/runtime.h"
+#include "volta/trace.h"
 #include "volta/status.h"
 
 namespace volta::cli {
@@ -19,7 +21,13 @@ struct GlobalFlags {
   std::string memory_limit;  // bytes with optional K/M/G; empty: the available memory
   std::string deterministic;  // --deterministic LEVEL; empty: VOLTA_DETERMINISTIC or strict
   Determinism determinism = Determinism::Strict;  // the level resolved from those, before any command runs
+  std::string trace_hashes;  // --trace-hashes FILE: every node's output hash on every run
+  bool trace_values = false;  // --trace-values: keep the outputs too (FILE.values/), for diff-trace
+  std::shared_ptr<HashTrace> trace;  // opened before any command runs when trace_hashes is set
 };
+
+// The runtime a command runs on: the device, the determinism level and the hash trace of `global`.
+Result<Runtime> new_runtime(const GlobalFlags& global, DeviceKind device, const ir::Graph* g);
 
 // --profile FILE.json / --profile-summary on commands that run models: attaches a Profiler to
 // the runtime and, when the command is done, writes the Chrome trace and prints the table.
@@ -54,5 +62,6 @@ Action add_eval(CLI::App& app, GlobalFlags& global);
 Action add_bench(CLI::App& app, GlobalFlags& global);
 Action add_tune(CLI::App& app, GlobalFlags& global);
 Action add_export(CLI::App& app, GlobalFlags& global);
+Action add_diff_trace(CLI::App& app, GlobalFlags& global);
 
 }  // namespace volta::cli

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/pipeline_flags.h"
+#include "io/file.h"
 #include "volta/backend.h"
 
 namespace {
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
     const std::vector<std::pair<const char*, Adder>> adders = {
         {"inspect", volta::cli::add_inspect}, {"run", volta::cli::add_run},   {"train", volta::cli::add_train},
         {"generate", volta::cli::add_generate}, {"eval", volta::cli::add_eval}, {"bench", volta::cli::add_bench},
-        {"tune", volta::cli::add_tune}, {"export", volta::cli::add_export}};
+        {"tune", volta::cli::add_tune}, {"export", volta::cli::add_export}, {"diff-trace", volta::cli::add_diff_trace}};
     std::vector<std::pair<CLI::App*, volta::cli::Action>> commands;
     std::string names;
     for (const auto& [name, add] : adders) {
@@ -90,12 +91,18 @@ int main(int argc, char** argv) {
     const char* det_help = "strict | run-to-run | off: what the run promises about its bits; planning refuses kernels "
                            "below it (default: $VOLTA_DETERMINISTIC, else strict)";
     app.add_option("--deterministic", global.deterministic, det_help);
+    const char* trace_help = "Write a hash of every executed node's output on every run to FILE (compare two with volta diff-trace)";
+    const char* values_help = "With --trace-hashes, also keep every output in FILE.values/ (diff-trace then measures the difference)";
+    app.add_option("--trace-hashes", global.trace_hashes, trace_help);
+    app.add_flag("--trace-values", global.trace_values, values_help);
     // Global flags are accepted before or after the subcommand.
     for (auto& [sub, action] : commands) {
       sub->add_option("--device", global.device, "cpu | cuda | auto");
       sub->add_option("--threads", global.threads, "CPU threads (default: one per hardware thread)");
       sub->add_option("--memory-limit", global.memory_limit, limit_help);
       sub->add_option("--deterministic", global.deterministic, det_help);
+      sub->add_option("--trace-hashes", global.trace_hashes, trace_help);
+      sub->add_flag("--trace-values", global.trace_values, values_help);
     }
 
     check_values(app);
@@ -104,7 +111,8 @@ int main(int argc, char** argv) {
     std::string command;
     for (int i = 1; i < argc; ++i) {
       std::string word = argv[i];
-      if (word == "--device" || word == "--threads" || word == "--memory-limit" || word == "--deterministic") {
+      if (word == "--device" || word == "--threads" || word == "--memory-limit" || word == "--deterministic" ||
+          word == "--trace-hashes") {
         ++i;
         continue;
       }
@@ -141,6 +149,20 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "volta: error: %s\n", level.status().message().c_str());
       return 2;
+    }
+    if (global.trace_values && global.trace_hashes.empty()) {
+      std::fprintf(stderr, "volta: error: --trace-values needs --trace-hashes FILE\n");
+      return 2;
+    }
+    if (!global.trace_hashes.empty()) {
+      volta::Status ok = volta::io::check_output_path(global.trace_hashes, "--trace-hashes");
+      auto trace = ok.is_ok() ? volta::HashTrace::create(global.trace_hashes, global.trace_values)
+                              : volta::Result<std::unique_ptr<volta::HashTrace>>(ok);
+      if (!trace.is_ok()) {
+        std::fprintf(stderr, "volta: error: %s\n", trace.status().message().c_str());
+        return 1;
+      }
+      global.trace = std::move(trace).value();
     }
     if (!global.memory_limit.empty()) {
       auto limit = volta::cli::parse_bytes(global.memory_limit, "--memory-limit");

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdio>
 
+#include "cli/commands.h"
 #include "volta/text.h"
 
 namespace volta::cli {
@@ -50,6 +51,12 @@ Result<CompileOptions> PipelineFlags::to_options() const {
     VOLTA_ASSIGN_OR_RETURN(opts.plan.memory_budget_bytes, parse_bytes(budget, "--budget"));
   }
   return opts;
+}
+
+Result<Runtime> new_runtime(const GlobalFlags& global, DeviceKind device, const ir::Graph* g) {
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, g, global.determinism));
+  rt.set_trace(global.trace.get());
+  return rt;
 }
 
 }  // namespace volta::cli

@@ -90,7 +90,7 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
   VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::LMTask> task, train::LMTask::create(r, std::move(data)));
   const train::LMRecipe& rr = task->recipe();
 
-  VOLTA_ASSIGN_OR_RETURN(Runtime rt, Runtime::create(device, &task->forward(), global.determinism));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &task->forward()));
   rt.set_numerics(numerics);
   Profiler profiler;
   if (profile.enabled()) rt.set_profiler(&profiler);

@@ -111,6 +111,14 @@ Result<std::vector<KernelInfo>> check_capabilities(const ir::Graph& g, const Bac
 
 }  // namespace
 
+Status Runtime::trace_output(const ir::Node& n, int64_t step, const TensorRef& out, bool device) {
+  const size_t bytes = out.type.bytes();
+  if (!device) return trace_->record(n, step, out.data, bytes);
+  Tensor host = Tensor::empty(out.type.dtype, out.type.shape);
+  VOLTA_RETURN_IF_ERROR(backend_->copy_out(host.raw(), out.data, bytes));
+  return trace_->record(n, step, host.raw(), bytes);
+}
+
 Status Runtime::check_memory(const plan::ExecutionPlan& p) const {
   if (memory_limit_ == 0 || p.memory.peak_bytes <= memory_limit_) return Status::ok();
   std::vector<std::pair<size_t, size_t>> classes;  // (bytes, class)
@@ -307,6 +315,7 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
   for (const plan::Buffer& b : p.values)  // views point into their root's bytes
     if (b.view_of >= 0) refs[static_cast<size_t>(b.node)].data = refs[static_cast<size_t>(b.view_of)].data + b.view_offset;
 
+  if (trace_) trace_->begin_run(g.name);
   cached.inputs.resize(p.schedule.size());
   for (size_t s = 0; s < p.schedule.size(); ++s) {
     const ir::Node& n = g.node(p.schedule[s]);
@@ -327,6 +336,7 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
       VOLTA_RETURN_IF_ERROR(backend_->synchronize());
       profiler_->record(g, n, start, std::chrono::steady_clock::now());
     }
+    if (trace_) VOLTA_RETURN_IF_ERROR(trace_output(n, static_cast<int64_t>(s), refs[static_cast<size_t>(n.id)], device));
     if (numerics_ != NumericsPolicy::Off) {
       VOLTA_RETURN_IF_ERROR(check_numerics(refs[static_cast<size_t>(n.id)],
                                            "[" + std::string(ir::op_name(n.op)) + "] " + ir::node_ref(n) + " output"));

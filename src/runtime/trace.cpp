@@ -1,0 +1,138 @@
+// Hash traces and their comparison (include/volta/trace.h).
+#include "volta/trace.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "io/file.h"
+
+namespace volta {
+
+Result<std::unique_ptr<HashTrace>> HashTrace::create(const std::string& path, bool values) {
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) return not_found("cannot write trace '" + path + "'");
+  if (values) {
+    std::error_code ec;
+    std::filesystem::create_directories(path + ".values", ec);
+    if (ec) return not_found("cannot create '" + path + ".values': " + ec.message());
+  }
+  return std::unique_ptr<HashTrace>(new HashTrace(path, values, std::move(out)));
+}
+
+void HashTrace::begin_run(const std::string& graph) {
+  ++run_;
+  graph_ = graph;
+}
+
+Status HashTrace::record(const ir::Node& n, int64_t step, const std::byte* data, size_t bytes) {
+  nlohmann::ordered_json line = {{"run", run_},          {"graph", graph_},
+                                 {"step", step},         {"node", n.name},
+                                 {"op", ir::op_name(n.op)}, {"type", n.type.to_string()},
+                                 {"hash", "fnv1a64:" + hash_to_hex(fnv1a64(data, bytes))}};
+  out_ << line.dump() << "\n";
+  if (!out_.flush()) return not_found("cannot write trace '" + path_ + "' (disk full?)");
+  if (values_) {
+    const std::string file = path_ + ".values/" + std::to_string(run_) + "." + std::to_string(step) + ".bin";
+    std::ofstream v(file, std::ios::binary | std::ios::trunc);
+    if (!v || !v.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(bytes)) || !v.flush())
+      return not_found("cannot write trace values '" + file + "'");
+  }
+  return Status::ok();
+}
+
+namespace {
+
+Result<std::vector<nlohmann::json>> read_trace(const std::string& path) {
+  VOLTA_ASSIGN_OR_RETURN(const std::string text, io::read_file(path, io::ReadLimits{uint64_t{1} << 34, "trace"}));
+  std::vector<nlohmann::json> records;
+  size_t start = 0, line_no = 1;
+  for (size_t end; start < text.size(); start = end + 1, ++line_no) {
+    end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    if (end == start) continue;
+    nlohmann::json j = nlohmann::json::parse(text.substr(start, end - start), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("hash") || !j["hash"].is_string() || !j.contains("run") ||
+        !j["run"].is_number_integer() || !j.contains("step") || !j["step"].is_number_integer())
+      return parse_error(path + ":" + std::to_string(line_no) + ": not a trace record");
+    records.push_back(std::move(j));
+  }
+  return records;
+}
+
+std::string describe(const nlohmann::json& r) {
+  auto str = [&](const char* k) { return r.contains(k) && r[k].is_string() ? r[k].get<std::string>() : std::string("?"); };
+  return "run " + std::to_string(r["run"].get<int64_t>()) + " (graph " + str("graph") + "), step " +
+         std::to_string(r["step"].get<int64_t>()) + ", node '" + str("node") + "' (" + str("op") + "), " + str("type");
+}
+
+// The largest |a - b| over two value files of the same dtype, and where; none when a file is
+// missing or the dtype is not a number type Volta writes.
+std::optional<std::pair<double, int64_t>> max_abs_diff(const std::string& fa, const std::string& fb, const std::string& type) {
+  auto a = io::read_file(fa, io::ReadLimits{uint64_t{1} << 36, "trace values"});
+  auto b = io::read_file(fb, io::ReadLimits{uint64_t{1} << 36, "trace values"});
+  if (!a.is_ok() || !b.is_ok() || a->size() != b->size()) return std::nullopt;
+  auto scan = [&]<typename T>() -> std::optional<std::pair<double, int64_t>> {
+    const size_t n = a->size() / sizeof(T);
+    double worst = -1.0;
+    int64_t at = 0;
+    for (size_t i = 0; i < n; ++i) {
+      T x, y;
+      std::memcpy(&x, a->data() + i * sizeof(T), sizeof(T));
+      std::memcpy(&y, b->data() + i * sizeof(T), sizeof(T));
+      const double d = std::fabs(static_cast<double>(x) - static_cast<double>(y));
+      const double dd = std::isnan(d) ? INFINITY : d;  // a nan on one side only counts as infinite
+      if (dd > worst) worst = dd, at = static_cast<int64_t>(i);
+    }
+    if (worst < 0) return std::nullopt;
+    return std::make_pair(worst, at);
+  };
+  if (type.starts_with("f32")) return scan.template operator()<float>();
+  if (type.starts_with("f64")) return scan.template operator()<double>();
+  if (type.starts_with("i32")) return scan.template operator()<int32_t>();
+  if (type.starts_with("i64")) return scan.template operator()<int64_t>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<TraceDiff> diff_traces(const std::string& a, const std::string& b) {
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<nlohmann::json> ra, read_trace(a));
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<nlohmann::json> rb, read_trace(b));
+  TraceDiff d;
+  const size_t n = std::min(ra.size(), rb.size());
+  for (size_t i = 0; i < n; ++i, ++d.records) {
+    const nlohmann::json &x = ra[i], &y = rb[i];
+    for (const char* key : {"run", "graph", "step", "node", "op", "type"}) {
+      if (x.value(key, nlohmann::json()) == y.value(key, nlohmann::json())) continue;
+      d.same = false;
+      d.where = describe(x);
+      d.what = std::string("the traces ran different work: ") + key + " " + x.value(key, nlohmann::json()).dump() +
+               " in " + a + ", " + y.value(key, nlohmann::json()).dump() + " in " + b;
+      return d;
+    }
+    if (x["hash"] == y["hash"]) continue;
+    d.same = false;
+    d.where = describe(x);
+    d.what = "hash " + x["hash"].get<std::string>() + " != " + y["hash"].get<std::string>();
+    const std::string file = "/" + std::to_string(x["run"].get<int64_t>()) + "." + std::to_string(x["step"].get<int64_t>()) + ".bin";
+    if (auto m = max_abs_diff(a + ".values" + file, b + ".values" + file, x.value("type", std::string()))) {
+      d.max_abs_diff = m->first;
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.6g", m->first);
+      d.what += std::string("; max |a - b| = ") + buf + " at element " + std::to_string(m->second);
+    }
+    return d;
+  }
+  if (ra.size() != rb.size()) {
+    d.same = false;
+    d.where = "after " + std::to_string(n) + " records";
+    d.what = a + " has " + std::to_string(ra.size()) + " records, " + b + " has " + std::to_string(rb.size());
+  }
+  return d;
+}
+
+}  // namespace volta
