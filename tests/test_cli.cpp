@@ -339,6 +339,9 @@ TEST(CliTrain, TraceHashesAndDiffTrace) {
 
 TEST(CliTrain, BadFlagsAreOneLineErrors) {
   const std::vector<BadCase> cases = {
+      {"train --recipe mlp-spirals --steps 3 --out x", 1, "--out is a shakespeare-char flag; --recipe mlp-spirals does not use it"},
+      {"train --recipe shakespeare-char --log x.jsonl", 1, "--log is a mlp-spirals flag; --recipe shakespeare-char does not use it"},
+      {"train --recipe mlp-spirals --arch llama", 1, "--arch is a shakespeare-char flag"},
       {"train --recipe nope", 1, "--recipe: unknown recipe 'nope' (available: mlp-spirals, shakespeare-char)"},
       {"train --recipe mlp-spirals --lr nan --steps 1", 2, "--lr: 'nan' is not a finite number"},
       {"train --recipe mlp-spirals --loss hinge", 1, "--loss must be ce or mse"},

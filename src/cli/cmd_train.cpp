@@ -128,6 +128,16 @@ Action add_train(CLI::App& app, GlobalFlags& global) {
   return [a, &global]() -> Status {
     TrainFlags fl = a->spirals;
     auto given = [a](const std::string& flag) { return a->cmd->count(flag) > 0; };
+    // A flag of the other recipe (its help names the recipe it is for) is an error, not ignored.
+    for (const CLI::Option* o : a->cmd->get_options()) {
+      const std::string& help = o->get_description();
+      const bool lm_only = help.starts_with("shakespeare-char:") || help.starts_with("shakespeare-char,");
+      const bool spirals_only = help.starts_with("mlp-spirals:");
+      if (o->count() == 0 || (!lm_only && !spirals_only)) continue;
+      if ((lm_only && fl.recipe == "mlp-spirals") || (spirals_only && fl.recipe == "shakespeare-char"))
+        return invalid_argument(o->get_name() + " is a " + (lm_only ? "shakespeare-char" : "mlp-spirals") +
+                                " flag; --recipe " + fl.recipe + " does not use it");
+    }
     if (fl.recipe == "mlp-spirals") {
       if (!given("--batch")) fl.spirals.batch = train::SpiralsConfig{}.batch;
       return train_spirals(fl, global, a->profile);
