@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "volta/backend.h"
 #include "volta/status.h"
@@ -46,5 +47,7 @@ struct TraceDiff {
   std::optional<double> max_abs_diff;  // when both traces kept the values
 };
 Result<TraceDiff> diff_traces(const std::string& a, const std::string& b);
+// The same on two traces' text (a and b name them in messages; values are looked up beside them).
+Result<TraceDiff> diff_trace_texts(std::string_view text_a, std::string_view text_b, const std::string& a, const std::string& b);
 
 }  // namespace volta
