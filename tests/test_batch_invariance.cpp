@@ -8,19 +8,11 @@
 
 #include "model/generate.h"
 #include "test_util.h"
+#include "tiny_lm.h"
 #include "volta/rng.h"
 
 namespace volta {
 namespace {
-
-model::TinyLMConfig gpt() { return {11, 8, 2, 2, 16, false}; }
-model::TinyLMConfig llama() {
-  model::TinyLMConfig c{11, 8, 2, 4, 16, false};
-  c.arch = model::Arch::Llama;
-  c.kv_heads = 2;
-  c.ffn = 24;
-  return c;
-}
 
 // The logits of one sequence: the prefill's at its last position and a decode step's after it.
 struct RowLogits {
@@ -79,8 +71,8 @@ void expect_batch_invariant(const model::TinyLMConfig& c) {
   set_cpu_threads(0);
 }
 
-TEST(BatchInvariance, GptLogitsDoNotDependOnBatchSizeOrRow) { expect_batch_invariant(gpt()); }
-TEST(BatchInvariance, LlamaLogitsDoNotDependOnBatchSizeOrRow) { expect_batch_invariant(llama()); }
+TEST(BatchInvariance, GptLogitsDoNotDependOnBatchSizeOrRow) { expect_batch_invariant(test::tiny_gpt()); }
+TEST(BatchInvariance, LlamaLogitsDoNotDependOnBatchSizeOrRow) { expect_batch_invariant(test::tiny_llama()); }
 
 }  // namespace
 }  // namespace volta

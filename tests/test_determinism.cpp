@@ -172,9 +172,8 @@ void traced_runs(std::unique_ptr<Backend> backend, const std::string& path) {
   ASSERT_OK(params);
   auto inputs = random_inputs(g, 4);
   ASSERT_OK(inputs);
-  Bindings b = *params;
-  for (auto& [name, t] : *inputs) b[name] = t;
-  for (int i = 0; i < 2; ++i) ASSERT_OK(rt.run(**p, b));
+  params->merge(*inputs);
+  for (int i = 0; i < 2; ++i) ASSERT_OK(rt.run(**p, *params));
 }
 
 // diff-trace names the first node whose output differs (run, step, op, type), with the largest

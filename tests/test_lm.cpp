@@ -8,22 +8,15 @@
 #include "cpu_variant.h"
 #include "model/generate.h"
 #include "test_util.h"
+#include "tiny_lm.h"
 #include "train/lm.h"
 #include "volta/rng.h"
 
 namespace volta {
 namespace {
 
-model::TinyLMConfig tiny_config() { return {11, 8, 2, 2, 16, false}; }
-
-// The llama variant: 4 query heads over 2 key/value heads, rope, SwiGLU.
-model::TinyLMConfig tiny_llama() {
-  model::TinyLMConfig c{11, 8, 2, 4, 16, false};
-  c.arch = model::Arch::Llama;
-  c.kv_heads = 2;
-  c.ffn = 24;
-  return c;
-}
+model::TinyLMConfig tiny_config() { return test::tiny_gpt(); }
+using test::tiny_llama;
 
 Bindings tiny_params(const model::TinyLMConfig& c) {
   auto g = model::build_tinylm_loss(c, 1, c.context);

@@ -1,8 +1,9 @@
 // The determinism policy's names and where a run's level comes from (include/volta/determinism.h).
 #include "volta/determinism.h"
 
-#include <cstdlib>
 #include <string>
+
+#include "runtime/flag_or_env.h"
 
 namespace volta {
 
@@ -22,18 +23,7 @@ Result<Determinism> parse_determinism(std::string_view s) {
 }
 
 Result<Determinism> determinism_from_flag_or_env(std::string_view flag) {
-  if (!flag.empty()) {
-    auto d = parse_determinism(flag);
-    if (!d.is_ok()) return invalid_argument("--deterministic: " + d.status().message());
-    return d;
-  }
-  const char* env = std::getenv("VOLTA_DETERMINISTIC");
-  if (env && *env) {
-    auto d = parse_determinism(env);
-    if (!d.is_ok()) return invalid_argument("VOLTA_DETERMINISTIC: " + d.status().message());
-    return d;
-  }
-  return Determinism::Strict;
+  return from_flag_or_env(flag, "--deterministic", "VOLTA_DETERMINISTIC", Determinism::Strict, parse_determinism);
 }
 
 }  // namespace volta

@@ -1,6 +1,5 @@
 // Device selection: explicit choices never fall back; `auto` takes CUDA only when it works.
-#include <cstdlib>
-
+#include "runtime/flag_or_env.h"
 #include "volta/backend.h"
 
 namespace volta {
@@ -34,18 +33,7 @@ const char* device_name(DeviceKind d) {
 }
 
 Result<DeviceKind> device_from_flag_or_env(std::string_view flag) {
-  if (!flag.empty()) {
-    auto d = parse_device(flag);
-    if (!d.is_ok()) return invalid_argument("--device: " + d.status().message());
-    return d;
-  }
-  const char* env = std::getenv("VOLTA_DEVICE");
-  if (env && *env) {
-    auto d = parse_device(env);
-    if (!d.is_ok()) return invalid_argument("VOLTA_DEVICE: " + d.status().message());
-    return d;
-  }
-  return DeviceKind::Cpu;
+  return from_flag_or_env(flag, "--device", "VOLTA_DEVICE", DeviceKind::Cpu, parse_device);
 }
 
 Result<std::unique_ptr<Backend>> select_backend(DeviceKind kind, const ir::Graph* g) {

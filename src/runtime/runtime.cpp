@@ -92,16 +92,16 @@ Result<std::vector<KernelInfo>> check_capabilities(const ir::Graph& g, const Bac
   auto has_dtype = [&caps](DType d) { return std::find(caps.dtypes.begin(), caps.dtypes.end(), d) != caps.dtypes.end(); };
   std::vector<KernelInfo> kernels(g.nodes.size());
   for (const ir::Node& n : g.nodes) {
-    const std::string what = "[" + std::string(ir::op_name(n.op)) + "] backend '" + backend.name() + "' ";
+    auto what = [&] { return "[" + std::string(ir::op_name(n.op)) + "] backend '" + backend.name() + "' "; };
     if (!has_dtype(n.type.dtype))
-      return unimplemented(what + "does not take dtype " + dtype_name(n.type.dtype) + " " + ir::node_ref(n) +
+      return unimplemented(what() + "does not take dtype " + dtype_name(n.type.dtype) + " " + ir::node_ref(n) +
                            " with type " + n.type.to_string());
     if (ir::is_leaf(n.op)) continue;
     if (!caps.supports(n.op))
-      return unimplemented(what + "has no kernel for this op " + ir::node_ref(n) + " with type " + n.type.to_string());
+      return unimplemented(what() + "has no kernel for this op " + ir::node_ref(n) + " with type " + n.type.to_string());
     KernelInfo k = backend.kernel_info(g, n);
     if (k.level < level)
-      return unimplemented(what + "kernel '" + k.variant + "' is only " + determinism_name(k.level) +
+      return unimplemented(what() + "kernel '" + k.variant + "' is only " + determinism_name(k.level) +
                                  " deterministic, below the " + determinism_name(level) + " level asked for " +
                                  ir::node_ref(n) + " (--deterministic or VOLTA_DETERMINISTIC)");
     kernels[static_cast<size_t>(n.id)] = std::move(k);
