@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All tests: install, then
 #   1. Release build (warnings are errors), the whole CTest suite, the kill-and-resume soak and
-#      the stability check (scripts/stability.sh, 5 runs at each thread count);
+#      the stability check (scripts/stability.sh, 5 runs at each thread count, at strict and at
+#      run-to-run);
 #   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. libFuzzer targets built with clang under sanitizers, each run briefly on its corpus.
 # VOLTA_TEST_QUICK=1 runs step 1 only (for quick local loops; CI runs everything).
@@ -18,6 +19,7 @@ bash scripts/line_budget.sh
 if [ "${VOLTA_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
 bash scripts/soak_resume.sh build/release/volta data/tinyshakespeare.txt 5 1
 bash scripts/stability.sh build/release/volta data/tinyshakespeare.txt "${VOLTA_STABILITY_RUNS:-5}"
+bash scripts/stability.sh build/release/volta data/tinyshakespeare.txt "${VOLTA_STABILITY_RUNS:-5}" run-to-run
 
 echo "== [2/3] ASan + UBSan build + tests"
 scripts/build.sh build/sanitize -DCMAKE_BUILD_TYPE=Debug -DVOLTA_SANITIZE=ON -DVOLTA_WERROR=ON

@@ -29,10 +29,13 @@ class CpuVariant final : public Backend {
     return cpu_->copy_in(d, s, n);
   }
   Status copy_out(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_out(d, s, n); }
-  KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n) const override { return cpu_->kernel_info(g, n); }
+  KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level) const override {
+    return cpu_->kernel_info(g, n, level);
+  }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cpu_->workspace_bytes(g, n); }
-  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws) override {
-    return cpu_->execute(n, in, out, ws);
+  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws,
+                 const KernelInfo& k) override {
+    return cpu_->execute(n, in, out, ws, k);
   }
 
  private:

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <sys/stat.h>
@@ -335,6 +336,42 @@ TEST(CliTrain, TraceHashesAndDiffTrace) {
   EXPECT_EQ(dirout.code, 1);
   EXPECT_NE(dirout.err.find("--trace-hashes"), std::string::npos) << dirout.err;
   std::filesystem::remove_all(dir);
+}
+
+// run-to-run lets the weight gradients run split-K: the same bits every run at 2 threads, the
+// strict bits at 1 thread, other bits than strict at 2 (diff-trace names a matmul first), and the
+// training's plan summary says so.
+TEST(CliTrain, RunToRunSplitsTheWeightGradientsAndRepeats) {
+  const std::string dir = ::testing::TempDir() + "rr_cli_" + std::to_string(::getpid());
+  const std::string lm = " train --recipe shakespeare-char --layers 1 --heads 2 --channels 32 --context 32 --batch 8 "
+                         "--steps 3 --eval-every 3 --eval-iters 1 --data " + test::source_path("data/tinyshakespeare.txt") +
+                         " --out " + dir;
+  std::map<std::string, std::map<std::string, Tensor>> params;
+  for (const char* run : {"strict-1", "strict-2", "run-to-run-1", "run-to-run-2", "run-to-run-2b"}) {
+    const std::string name = run, level = name.substr(0, name.rfind('-')), threads = name.substr(name.rfind('-') + 1, 1);
+    Cli r = volta("--deterministic " + level + " --threads " + threads + " --trace-hashes " + dir + "_" + name + ".jsonl" +
+                  lm + "/" + name);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out.find("cpu.split-k (run-to-run)") != std::string::npos, level == "run-to-run") << r.out;
+    auto ck = io::load_checkpoint(dir + "/" + name + "/last.safetensors");
+    ASSERT_OK(ck);
+    params[name] = ck->tensors;
+  }
+  auto same = [&](const std::string& a, const std::string& b) {
+    for (const auto& [name, t] : params[a])
+      if (!t.bitwise_equal(params[b].at(name))) return false;
+    return true;
+  };
+  EXPECT_TRUE(same("strict-1", "strict-2"));
+  EXPECT_TRUE(same("run-to-run-1", "strict-1"));
+  EXPECT_TRUE(same("run-to-run-2", "run-to-run-2b"));
+  EXPECT_FALSE(same("run-to-run-2", "strict-2"));
+  Cli differ = volta("diff-trace " + dir + "_strict-2.jsonl " + dir + "_run-to-run-2.jsonl");
+  EXPECT_EQ(differ.code, 1);
+  EXPECT_NE(differ.out.find(" (matmul), f32["), std::string::npos) << differ.out;
+  std::filesystem::remove_all(dir);
+  for (const char* run : {"strict-1", "strict-2", "run-to-run-1", "run-to-run-2", "run-to-run-2b"})
+    std::filesystem::remove(dir + "_" + run + ".jsonl");
 }
 
 TEST(CliTrain, BadFlagsAreOneLineErrors) {

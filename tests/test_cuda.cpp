@@ -210,9 +210,11 @@ class CapabilitiesOnly final : public Backend {
   Result<std::shared_ptr<std::byte>> allocate(size_t) override { return unavailable("no device"); }
   Status copy_in(std::byte*, const std::byte*, size_t) override { return unavailable("no device"); }
   Status copy_out(std::byte*, const std::byte*, size_t) override { return unavailable("no device"); }
-  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& n) const override { return cuda::kernel_info(n); }
+  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& n, Determinism /*level*/) const override {
+    return cuda::kernel_info(n);
+  }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cuda::workspace_bytes(g, n); }
-  Status execute(const ir::Node&, std::span<const TensorRef>, const TensorRef&, std::span<std::byte>) override {
+  Status execute(const ir::Node&, std::span<const TensorRef>, const TensorRef&, std::span<std::byte>, const KernelInfo&) override {
     return unavailable("no device");
   }
 

@@ -34,13 +34,14 @@ class RunToRunMatmul final : public Backend {
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
   Status copy_in(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_in(d, s, n); }
   Status copy_out(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_out(d, s, n); }
-  KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n) const override {
-    if (n.op == ir::Op::Matmul) return {"test.splitk", Determinism::RunToRun};
-    return cpu_->kernel_info(g, n);
+  KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level) const override {
+    if (n.op == ir::Op::Matmul) return {"test.splitk", Determinism::RunToRun, 0};  // runs the cpu default
+    return cpu_->kernel_info(g, n, level);
   }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cpu_->workspace_bytes(g, n); }
-  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws) override {
-    return cpu_->execute(n, in, out, ws);
+  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws,
+                 const KernelInfo& k) override {
+    return cpu_->execute(n, in, out, ws, k);
   }
 
  private:
@@ -108,7 +109,8 @@ TEST(Determinism, PlanningRefusesKernelsBelowTheLevelAskedFor) {
   EXPECT_ERROR_CONTAINS(loose.compile(g, strict_opts), "below the strict level asked for");
 }
 
-// Every CPU kernel is strict, so a strict plan compiles, and its report says which kernel runs.
+// At strict every CPU kernel is a strict default (no alternative below strict is chosen), so a
+// strict plan compiles, and its report says which kernel runs.
 TEST(Determinism, EveryCpuKernelIsStrictAndReported) {
   Runtime rt(make_cpu_backend());
   auto p = rt.compile(mlp());
@@ -146,10 +148,13 @@ class Perturbed final : public Backend {
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
   Status copy_in(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_in(d, s, n); }
   Status copy_out(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_out(d, s, n); }
-  KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n) const override { return cpu_->kernel_info(g, n); }
+  KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level) const override {
+    return cpu_->kernel_info(g, n, level);
+  }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cpu_->workspace_bytes(g, n); }
-  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws) override {
-    VOLTA_RETURN_IF_ERROR(cpu_->execute(n, in, out, ws));
+  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws,
+                 const KernelInfo& k) override {
+    VOLTA_RETURN_IF_ERROR(cpu_->execute(n, in, out, ws, k));
     if (n.name == victim_ && out.numel() > 0) out.data[0] ^= std::byte{1};
     return Status::ok();
   }

@@ -40,7 +40,7 @@ TEST(Runtime, RunsTheMlpAndMatchesNodeByNodeReference) {
     for (int32_t i : n.inputs) in.push_back({values[static_cast<size_t>(i)].raw(), values[static_cast<size_t>(i)].type()});
     Tensor v = Tensor::zeros(n.type.dtype, n.type.shape);
     std::vector<std::byte> ws(cpu->workspace_bytes(g, n));
-    ASSERT_OK(cpu->execute(n, in, TensorRef{v.raw(), v.type()}, ws));
+    ASSERT_OK(cpu->execute(n, in, TensorRef{v.raw(), v.type()}, ws, cpu->kernel_info(g, n, Determinism::Strict)));
     values[static_cast<size_t>(n.id)] = v;
   }
   EXPECT_TRUE((*out)[0].bitwise_equal(values[static_cast<size_t>(g.outputs[0])]));

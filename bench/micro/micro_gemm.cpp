@@ -5,6 +5,7 @@
 //   build/release/bench/volta_micro --benchmark_filter=Decode
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <vector>
 
 #include "backends/cpu/matmul.h"
@@ -49,8 +50,8 @@ void BM_GemmTransposedA(benchmark::State& state) { time_gemm(state, true); }
 
 // The weight gradient as a training step meets it: A stored [K, M] and B, each iteration on the
 // next of 16 copies (more than L2 holds), so the operands come from L3 as they do after the
-// forward pass has moved on.
-void BM_GemmTransposedACold(benchmark::State& state) {
+// forward pass has moved on. `split_k`: through the run-to-run kernel, one slice of K per thread.
+void time_weight_grad(benchmark::State& state, bool split_k) {
   const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
   set_threads(state, 3);
   constexpr int kCopies = 16;
@@ -61,7 +62,8 @@ void BM_GemmTransposedACold(benchmark::State& state) {
   const auto bl = volta::cpu::matmul_blocking_for(isa, M, N, K);
   int i = 0;
   for (auto _ : state) {
-    volta::cpu::gemm(isa, bl, {a[i].data(), 1, M}, {b[i].data(), N, 1}, c.data(), N, M, N, K);
+    if (split_k) volta::cpu::gemm_split_k(isa, a[i].data(), b[i].data(), c.data(), M, N, K, volta::cpu::num_threads());
+    else volta::cpu::gemm(isa, bl, {a[i].data(), 1, M}, {b[i].data(), N, 1}, c.data(), N, M, N, K);
     benchmark::DoNotOptimize(c.data());
     i = (i + 1) % kCopies;
   }
@@ -69,12 +71,22 @@ void BM_GemmTransposedACold(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_GemmTransposedACold)
-    ->ArgNames({"m", "n", "k", "threads"})
-    ->Args({512, 128, 768, 1})
-    ->Args({128, 512, 768, 1})
-    ->Args({128, 384, 768, 1})
-    ->Unit(benchmark::kMicrosecond);
+void BM_GemmTransposedACold(benchmark::State& state) { time_weight_grad(state, false); }
+void BM_SplitKCold(benchmark::State& state) { time_weight_grad(state, true); }
+
+// TinyLM's weight-gradient shapes (K = batch 12 x context 64) at 1 and 2 threads.
+void weight_grad_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "n", "k", "threads"});
+  for (const int64_t threads : {1, 2})
+    for (const auto& s : {std::array<int64_t, 2>{128, 384}, {128, 128}, {128, 512}, {512, 128}, {128, 65}})
+      b->Args({s[0], s[1], 768, threads});
+  // Smaller and larger products at 2 threads: where splitting starts and stops paying.
+  for (const auto& s : {std::array<int64_t, 3>{32, 96, 256}, {64, 192, 256}, {64, 64, 512}, {128, 384, 256},
+                        {384, 384, 512}, {384, 1152, 4096}})
+    b->Args({s[0], s[1], s[2], 2});
+}
+BENCHMARK(BM_GemmTransposedACold)->Apply(weight_grad_shapes)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SplitKCold)->Apply(weight_grad_shapes)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_Gemm)
     ->ArgNames({"m", "n", "k", "threads"})

@@ -50,14 +50,16 @@ class Backend {
   virtual Status copy_in(std::byte* dst, const std::byte* host_src, size_t bytes) = 0;
   virtual Status copy_out(std::byte* host_dst, const std::byte* src, size_t bytes) = 0;
 
-  // The kernel execute() runs for `node` (an op the backend supports).
-  virtual KernelInfo kernel_info(const ir::Graph& g, const ir::Node& node) const = 0;
+  // The kernel for `node` (an op the backend supports): the fastest one that meets `level`, or
+  // the backend's default kernel when none does (planning then refuses it, naming its level).
+  virtual KernelInfo kernel_info(const ir::Graph& g, const ir::Node& node, Determinism level) const = 0;
   // Workspace bytes `node` needs beyond its inputs and output.
   virtual size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const = 0;
-  // Runs one node. Shapes were verified before planning; data-dependent problems
-  // (an embedding id out of range) come back as errors naming the node.
+  // Runs one node with `kernel`, which kernel_info chose for it. Shapes were verified before
+  // planning; data-dependent problems (an embedding id out of range) come back as errors naming
+  // the node.
   virtual Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
-                         std::span<std::byte> workspace) = 0;
+                         std::span<std::byte> workspace, const KernelInfo& kernel) = 0;
   // Waits for the work execute() queued (device backends run asynchronously). The profiler calls
   // it after every node so each op's time is the device's, not its launch's.
   virtual Status synchronize() { return Status::ok(); }

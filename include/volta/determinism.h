@@ -21,10 +21,12 @@ enum class Determinism : uint8_t {
 };
 
 // The kernel a backend runs for a node: its name (plan reports show it) and the level it meets.
-// Every entry of a backend's kernel table declares both.
+// Every entry of a backend's kernel table declares both. Planning chooses it once; the plan keeps
+// it and hands it back to every execute() of the node, so what runs is what the report shows.
 struct KernelInfo {
-  std::string variant;  // "cpu" (the backend's own), "reference", "cuda", ...
+  std::string variant;  // "cpu" (the backend's own), "reference", "cpu.split-k", "cuda", ...
   Determinism level = Determinism::Strict;
+  int index = 0;  // the backend's own number for the variant (0: its default kernel for the op)
 };
 
 const char* determinism_name(Determinism d);               // "off", "run-to-run", "strict"

@@ -102,6 +102,9 @@ Status verify_allocation(const ExecutionPlan& p);
 // Human-readable schedule + memory plan, and the same as JSON.
 std::string format_plan(const ExecutionPlan& p);
 std::string format_memory_report(const MemoryReport& m);
+// "determinism strict; kernels: 12 cpu (strict), 2 reference (strict)": the level asked for and
+// the schedule's kernels by variant and level, in order of first use.
+std::string format_kernel_summary(const ExecutionPlan& p);
 std::string plan_to_json(const ExecutionPlan& p, int indent = 2);
 
 // Thread-safe cache of plans keyed by (graph hash, bound shapes, backend, flags).

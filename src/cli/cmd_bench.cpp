@@ -81,6 +81,7 @@ Status bench_matmul(const BenchFlags& f, const GlobalFlags& global) {
     // Operands, output and workspace in the backend's memory (device memory on a GPU), so only
     // the kernel is timed; each sample ends with a copy out, which waits for queued work.
     const size_t ws_bytes = backend->workspace_bytes(g, node);
+    const KernelInfo kernel = backend->kernel_info(g, node, global.determinism);
     std::shared_ptr<std::byte> mem[4];
     const size_t sizes[4] = {ta.bytes(), tb.bytes(), tc.bytes(), ws_bytes};
     for (int j = 0; j < 4; ++j) {
@@ -98,7 +99,7 @@ Status bench_matmul(const BenchFlags& f, const GlobalFlags& global) {
     std::vector<double> gflops;
     for (int64_t r = 0; r < f.warmup + f.runs; ++r) {
       const auto t0 = Clock::now();
-      for (int64_t i = 0; i < reps; ++i) VOLTA_RETURN_IF_ERROR(backend->execute(node, in, out, ws));
+      for (int64_t i = 0; i < reps; ++i) VOLTA_RETURN_IF_ERROR(backend->execute(node, in, out, ws, kernel));
       VOLTA_RETURN_IF_ERROR(backend->copy_out(tc.raw(), mem[2].get(), sizeof(float)));
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       if (r >= f.warmup) gflops.push_back(flop * static_cast<double>(reps) / dt / 1e9);

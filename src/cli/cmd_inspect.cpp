@@ -65,9 +65,10 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
   std::printf("%-28s %-16s %12s\n", "tensor", "type", "elements");
   for (const auto& [name, t] : ck.state.params)
     std::printf("%-28s %-16s %12lld\n", name.c_str(), t.type().to_string().c_str(), static_cast<long long>(t.numel()));
-  std::printf("\ntraining step (batch %lld, context %lld): %zu steps, %zu of them %s updates of the state in place\n%s",
+  std::printf("\ntraining step (batch %lld, context %lld): %zu steps, %zu of them %s updates of the state in place\n  %s\n%s",
               static_cast<long long>(r.batch), static_cast<long long>(r.model.context), tp.step->schedule.size(), updates,
-              optim::kind_name(r.optimizer.kind), plan::format_memory_report(tp.step->memory).c_str());
+              optim::kind_name(r.optimizer.kind), plan::format_kernel_summary(*tp.step).c_str(),
+              plan::format_memory_report(tp.step->memory).c_str());
   std::printf("\ninference (prefill of %lld tokens, batch 1): %zu steps\n%s", static_cast<long long>(r.model.context),
               infer_plan->schedule.size(), plan::format_memory_report(infer_plan->memory).c_str());
   std::printf("\ndecode step (one token, batch 1, any position): %zu steps, %zu of them KV-cache writes in place\n%s",

@@ -55,7 +55,8 @@ Status train_spirals(const TrainFlags& f, const GlobalFlags& global, const Profi
               static_cast<long long>(task->data().labels.numel()), static_cast<long long>(f.spirals.classes),
               static_cast<long long>(f.spirals.hidden), static_cast<long long>(f.spirals.batch), f.optimizer.c_str(),
               f.spirals.loss.c_str(), static_cast<long long>(f.steps), trainer->plan().step->backend.c_str());
-  std::printf("%s", plan::format_memory_report(trainer->plan().step->memory).c_str());
+  std::printf("training step: %s\n%s", plan::format_kernel_summary(*trainer->plan().step).c_str(),
+              plan::format_memory_report(trainer->plan().step->memory).c_str());
   const int64_t every = std::max<int64_t>(1, f.steps / 10);
   double first_loss = 0.0, last_loss = 0.0;
   VOLTA_RETURN_IF_ERROR(trainer->run([&](const train::StepReport& s) {

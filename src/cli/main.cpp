@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
       commands.emplace_back(app.get_subcommand(name), std::move(action));
       names += std::string(names.empty() ? "" : ", ") + name;
     }
-    app.add_option("--threads", global.threads, "CPU threads (default: one per hardware thread); results do not depend on it");
+    app.add_option("--threads", global.threads, "CPU threads (default: one per hardware thread); at --deterministic strict results do not depend on it");
     const char* limit_help = "Most memory a plan may need, in bytes (suffix K, M or G; default: the available memory)";
     app.add_option("--memory-limit", global.memory_limit, limit_help);
     const char* det_help = "strict | run-to-run | off: what the run promises about its bits; planning refuses kernels "

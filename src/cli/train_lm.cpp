@@ -112,7 +112,8 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
               static_cast<long long>(rr.model.context), static_cast<long long>(rr.model.vocab), static_cast<long long>(rr.batch),
               static_cast<long long>(trainer->first_step()), static_cast<long long>(rr.steps),
               trainer->plan().step->backend.c_str());
-  std::printf("data %s: %zu train / %zu val tokens\n%s", f.data.c_str(), train_tokens, val_tokens,
+  std::printf("data %s: %zu train / %zu val tokens\ntraining step: %s\n%s", f.data.c_str(), train_tokens, val_tokens,
+              plan::format_kernel_summary(*trainer->plan().step).c_str(),
               plan::format_memory_report(trainer->plan().step->memory).c_str());
   std::fflush(stdout);
 

@@ -51,7 +51,7 @@ KernelInfo kernel_of(const ExecutionPlan& p, int32_t id) {
 
 // "2 cpu (strict), 1 reference (strict)": the kernels of the schedule by variant and level, in
 // order of first use.
-std::string kernel_summary(const ExecutionPlan& p) {
+std::string kernel_counts(const ExecutionPlan& p) {
   std::vector<std::pair<std::string, int64_t>> counts;
   for (int32_t id : p.schedule) {
     const KernelInfo k = kernel_of(p, id);
@@ -67,9 +67,13 @@ std::string kernel_summary(const ExecutionPlan& p) {
 
 }  // namespace
 
+std::string format_kernel_summary(const ExecutionPlan& p) {
+  return std::string("determinism ") + determinism_name(p.determinism) + "; kernels: " + kernel_counts(p);
+}
+
 std::string format_plan(const ExecutionPlan& p) {
-  std::string out = "schedule (" + std::to_string(p.schedule.size()) + " steps, backend " + p.backend + ", determinism " +
-                    determinism_name(p.determinism) + "; kernels: " + kernel_summary(p) + ")\n";
+  std::string out = "schedule (" + std::to_string(p.schedule.size()) + " steps, backend " + p.backend + ", " +
+                    format_kernel_summary(p) + ")\n";
   out += "  step  op                kernel      value                           type                   class          offset       bytes  live\n";
   for (size_t s = 0; s < p.schedule.size(); ++s) {
     const ir::Node& n = p.graph.node(p.schedule[s]);

@@ -99,7 +99,7 @@ Result<std::vector<KernelInfo>> check_capabilities(const ir::Graph& g, const Bac
     if (ir::is_leaf(n.op)) continue;
     if (!caps.supports(n.op))
       return unimplemented(what() + "has no kernel for this op " + ir::node_ref(n) + " with type " + n.type.to_string());
-    KernelInfo k = backend.kernel_info(g, n);
+    KernelInfo k = backend.kernel_info(g, n, level);
     if (k.level < level)
       return unimplemented(what() + "kernel '" + k.variant + "' is only " + determinism_name(k.level) +
                                  " deterministic, below the " + determinism_name(level) + " level asked for " +
@@ -256,6 +256,8 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
   if (p.backend != backend_->name())
     return invalid_argument("plan was made for backend '" + p.backend + "' but this runtime runs '" + backend_->name() + "'");
   const ir::Graph& g = p.graph;
+  if (p.kernels.size() != g.size())  // made by plan::make_plan alone: no kernel was chosen
+    return invalid_argument("plan for graph '" + g.name + "' has no kernel choices (compile it with Runtime::compile)");
   RunRefs& cached = refs_[p.graph_hash];
   std::vector<TensorRef>& refs = cached.values;
   // The last run of this same graph object completed: every type is already right. Otherwise
@@ -331,7 +333,7 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
     const plan::Buffer& ws = p.workspaces[s];
     std::span<std::byte> workspace(arena_.get() + ws.offset, ws.bytes);
     const auto start = profiler_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    VOLTA_RETURN_IF_ERROR(backend_->execute(n, inputs, refs[static_cast<size_t>(n.id)], workspace));
+    VOLTA_RETURN_IF_ERROR(backend_->execute(n, inputs, refs[static_cast<size_t>(n.id)], workspace, p.kernels[static_cast<size_t>(n.id)]));
     if (profiler_) {
       VOLTA_RETURN_IF_ERROR(backend_->synchronize());
       profiler_->record(g, n, start, std::chrono::steady_clock::now());

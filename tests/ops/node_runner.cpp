@@ -43,14 +43,14 @@ class ReferenceBackend final : public Backend {
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override { return host_->allocate(bytes); }
   Status copy_in(std::byte* dst, const std::byte* src, size_t bytes) override { return host_->copy_in(dst, src, bytes); }
   Status copy_out(std::byte* dst, const std::byte* src, size_t bytes) override { return host_->copy_out(dst, src, bytes); }
-  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& /*node*/) const override {
+  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& /*node*/, Determinism /*level*/) const override {
     return {"reference", Determinism::Strict};
   }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const override {
     return cpu::reference_workspace_bytes(g, node);
   }
   Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
-                 std::span<std::byte> workspace) override {
+                 std::span<std::byte> workspace, const KernelInfo& /*kernel*/) override {
     return cpu::reference_kernel(node.op)(cpu::KernelArgs{node, inputs, output, workspace});
   }
 
@@ -82,7 +82,8 @@ Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, cons
   const size_t ws_bytes = be.workspace_bytes(g, n);
   VOLTA_ASSIGN_OR_RETURN(auto ws, be.allocate(ws_bytes));
   VOLTA_ASSIGN_OR_RETURN(auto out_mem, be.allocate(n.type.bytes()));
-  VOLTA_RETURN_IF_ERROR(be.execute(n, up.refs, TensorRef{out_mem.get(), n.type}, std::span<std::byte>(ws.get(), ws_bytes)));
+  VOLTA_RETURN_IF_ERROR(be.execute(n, up.refs, TensorRef{out_mem.get(), n.type}, std::span<std::byte>(ws.get(), ws_bytes),
+                                   be.kernel_info(g, n, Determinism::Strict)));
   VOLTA_RETURN_IF_ERROR(be.synchronize());
   std::vector<Tensor> result;
   for (size_t i = 0; i <= in.size(); ++i) {

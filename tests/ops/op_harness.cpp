@@ -285,7 +285,10 @@ void perf_case(Backend& be, const OpCase& c, Tally& tally) {
   auto ws = be.allocate(ws_bytes);
   auto out = be.allocate(n.type.bytes());
   if (!ws.is_ok() || !out.is_ok()) return report(tally, "FAIL", be.name(), label, "out of memory");
-  auto once = [&] { return be.execute(n, up->refs, TensorRef{out->get(), n.type}, std::span<std::byte>(ws->get(), ws_bytes)); };
+  const KernelInfo kernel = be.kernel_info(g, n, Determinism::Strict);
+  auto once = [&] {
+    return be.execute(n, up->refs, TensorRef{out->get(), n.type}, std::span<std::byte>(ws->get(), ws_bytes), kernel);
+  };
   using clock = std::chrono::steady_clock;
   int64_t reps = 1;
   double best_us = 1e300;

@@ -42,18 +42,21 @@ class CpuBackend final : public Backend {
     return Status::ok();
   }
 
-  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& node) const override {
-    const cpu::KernelEntry k = cpu::cpu_kernel(node.op);
-    return {k.variant, k.level};
+  KernelInfo kernel_info(const ir::Graph& g, const ir::Node& node, Determinism level) const override {
+    return cpu::choose_cpu_kernel(g, node, level);
   }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const override {
     if (node.op == ir::Op::Matmul) return cpu::matmul_workspace_bytes(g, node);
     return cpu::reference_workspace_bytes(g, node);
   }
   Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
-                 std::span<std::byte> workspace) override {
+                 std::span<std::byte> workspace, const KernelInfo& kernel) override {
+    const cpu::Kernel run = cpu::cpu_kernel_at(node.op, kernel.index).run;
+    if (!run)
+      return internal_error("[" + std::string(ir::op_name(node.op)) + "] cpu has no kernel number " +
+                            std::to_string(kernel.index) + " ('" + kernel.variant + "') " + ir::node_ref(node));
     try {  // kernels' own scratch (and a worker thread's) may fail to allocate
-      return cpu::cpu_kernel(node.op).run(cpu::KernelArgs{node, inputs, output, workspace});
+      return run(cpu::KernelArgs{node, inputs, output, workspace});
     } catch (const std::bad_alloc&) {
       return out_of_memory("[" + std::string(ir::op_name(node.op)) + "] out of memory for scratch space " + ir::node_ref(node));
     }

@@ -68,12 +68,39 @@ std::array<KernelEntry, ir::kNumOps> cpu_kernels() {
   return t;
 }
 
+// Faster kernels below strict, each for the nodes its predicate accepts. Planning takes the first
+// that applies when the requested level allows its own; index i + 1 at execute.
+struct Alternative {
+  ir::Op op;
+  KernelEntry entry;
+  bool (*applies)(const ir::Graph& g, const ir::Node& node);
+};
+constexpr Alternative kAlternatives[] = {
+    {ir::Op::Matmul, {matmul_split_k, "cpu.split-k", Determinism::RunToRun}, split_k_applies},
+};
+
 }  // namespace
 
 KernelEntry cpu_kernel(ir::Op op) {
   static const std::array<KernelEntry, ir::kNumOps> table = cpu_kernels();
   const auto i = static_cast<size_t>(op);
   return i < table.size() ? table[i] : KernelEntry{};
+}
+
+KernelInfo choose_cpu_kernel(const ir::Graph& g, const ir::Node& node, Determinism level) {
+  for (size_t i = 0; i < std::size(kAlternatives); ++i) {
+    const Alternative& alt = kAlternatives[i];
+    if (alt.op == node.op && alt.entry.level >= level && alt.applies(g, node))
+      return {alt.entry.variant, alt.entry.level, static_cast<int>(i + 1)};
+  }
+  const KernelEntry k = cpu_kernel(node.op);
+  return {k.variant, k.level, 0};
+}
+
+KernelEntry cpu_kernel_at(ir::Op op, int index) {
+  if (index == 0) return cpu_kernel(op);
+  const auto i = static_cast<size_t>(index - 1);
+  return index > 0 && i < std::size(kAlternatives) && kAlternatives[i].op == op ? kAlternatives[i].entry : KernelEntry{};
 }
 
 size_t reference_workspace_bytes(const ir::Graph& /*g*/, const ir::Node& node) {

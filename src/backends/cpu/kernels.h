@@ -54,9 +54,16 @@ struct KernelEntry {
   const char* variant = "";
   Determinism level = Determinism::Strict;
 };
-// The kernel the CPU backend runs for `op`: its own where it has one, the reference kernel
-// otherwise (the table is in kernels.cpp).
+// The kernel the CPU backend runs for `op` by default: its own where it has one, the reference
+// kernel otherwise (the table is in kernels.cpp). Every default is strict.
 KernelEntry cpu_kernel(ir::Op op);
+
+// The kernel for `node` that planning chooses: the fastest that meets `level`, which is the
+// default unless the level allows one of the faster, less deterministic alternatives (kernels.cpp
+// lists them) and it applies to the node. Its index goes back into cpu_kernel_at at execute.
+KernelInfo choose_cpu_kernel(const ir::Graph& g, const ir::Node& node, Determinism level);
+// The kernel of that index for `op` (0: the default); an empty entry for an unknown index.
+KernelEntry cpu_kernel_at(ir::Op op, int index);
 
 // The CPU backend's own kernels, one file per op family, mirroring the reference kernels
 // (ref_<family>.cpp) and the CUDA backend (cuda/<family>.cu). Each is checked against the
@@ -117,6 +124,9 @@ Status rope(const KernelArgs& a);
 // matmul.cpp, checked against ref::Matmul.
 Status matmul(const KernelArgs& a);
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node);
+// matmul_split_k.cpp: a run-to-run alternative for weight gradients (see there).
+bool split_k_applies(const ir::Graph& g, const ir::Node& node);
+Status matmul_split_k(const KernelArgs& a);
 
 // optim.cpp: float, vectorised.
 double fast_sum_of_squares(const TensorRef& t);

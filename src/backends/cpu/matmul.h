@@ -54,6 +54,12 @@ struct MatView {
 void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
           int64_t K);
 
+// C[M, N] = A^T @ B for A stored [K, M] and B [K, N] (both row-major, C dense), K cut into
+// `parts` slices, each a strict GEMM into its own partial C, the partials then added in slice
+// order (matmul_split_k.cpp). The bits depend on `parts`, so run-to-run only unless it is fixed.
+void gemm_split_k(MatmulIsa isa, const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K,
+                  int64_t parts);
+
 // ---- Microkernels (matmul_kernels.cpp) -------------------------------------------------------
 
 // One register tile: C[rows, cols] (row stride ldc) = or += A[rows, k] @ B[k, cols].

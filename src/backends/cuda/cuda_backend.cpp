@@ -48,13 +48,15 @@ class CudaBackend final : public Backend {
     return stream_.synchronize("CUDA execution before a device-to-host copy");
   }
   Status synchronize() override { return stream_.synchronize("CUDA execution"); }
-  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& n) const override { return cuda::kernel_info(n); }
+  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& n, Determinism /*level*/) const override {
+    return cuda::kernel_info(n);
+  }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cuda::workspace_bytes(g, n); }
 
   // Every input is in device memory: the runtime binds the state's buffers, resident params and
   // constants, and per-plan copies of the inputs.
-  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out,
-                 std::span<std::byte> workspace) override {
+  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace,
+                 const KernelInfo& /*kernel*/) override {  // one kernel per op so far
     const Kernel k = kernel_table()[static_cast<size_t>(n.op)];
     if (!k) return unimplemented(prefix(n) + "no CUDA kernel " + ir::node_ref(n));
     return k(*this, Call{n, in, out, workspace});
