@@ -10,24 +10,14 @@
 
 namespace volta::test {
 
-// The CPU backend in disguise: without an attention kernel (compile must not fuse into an op it
-// lacks), or as a "device" whose memory the runtime must treat as not host memory (it counts
-// what is copied in).
-class CpuVariant final : public Backend {
+// The CPU backend behind another face: every call goes to a real CPU backend. Test backends
+// derive from it and override only what they change.
+class CpuWrapper : public Backend {
  public:
-  enum Kind { kNoAttention, kDevice };
-  explicit CpuVariant(Kind kind) : kind_(kind), cpu_(make_cpu_backend()), caps_(cpu_->capabilities()) {
-    if (kind == kNoAttention) std::erase(caps_.ops, ir::Op::Attention), caps_.features.clear();
-  }
-  std::string name() const override { return kind_ == kDevice ? "fake-device" : "cpu-no-attention"; }
-  const Capabilities& capabilities() const override { return caps_; }
-  bool host_memory() const override { return kind_ != kDevice; }
-  size_t copied_in = 0;
+  CpuWrapper() : cpu_(make_cpu_backend()) {}
+  const Capabilities& capabilities() const override { return cpu_->capabilities(); }
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
-  Status copy_in(std::byte* d, const std::byte* s, size_t n) override {
-    copied_in += n;
-    return cpu_->copy_in(d, s, n);
-  }
+  Status copy_in(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_in(d, s, n); }
   Status copy_out(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_out(d, s, n); }
   KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level) const override {
     return cpu_->kernel_info(g, n, level);
@@ -38,9 +28,30 @@ class CpuVariant final : public Backend {
     return cpu_->execute(n, in, out, ws, k);
   }
 
+ protected:
+  std::unique_ptr<Backend> cpu_;
+};
+
+// The CPU backend in disguise: without an attention kernel (compile must not fuse into an op it
+// lacks), or as a "device" whose memory the runtime must treat as not host memory (it counts
+// what is copied in).
+class CpuVariant final : public CpuWrapper {
+ public:
+  enum Kind { kNoAttention, kDevice };
+  explicit CpuVariant(Kind kind) : kind_(kind), caps_(cpu_->capabilities()) {
+    if (kind == kNoAttention) std::erase(caps_.ops, ir::Op::Attention), caps_.features.clear();
+  }
+  std::string name() const override { return kind_ == kDevice ? "fake-device" : "cpu-no-attention"; }
+  const Capabilities& capabilities() const override { return caps_; }
+  bool host_memory() const override { return kind_ != kDevice; }
+  size_t copied_in = 0;
+  Status copy_in(std::byte* d, const std::byte* s, size_t n) override {
+    copied_in += n;
+    return cpu_->copy_in(d, s, n);
+  }
+
  private:
   Kind kind_;
-  std::unique_ptr<Backend> cpu_;
   Capabilities caps_;
 };
 

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "cpu_variant.h"
 #include "test_util.h"
 #include "volta/determinism.h"
 #include "volta/plan.h"
@@ -24,29 +25,20 @@ ir::Graph mlp() { return test::load_example("mlp.vir"); }
 
 // The CPU backend whose matmul declares itself run-to-run (as a split-K kernel would), and which
 // may refuse a dtype.
-class RunToRunMatmul final : public Backend {
+class RunToRunMatmul final : public test::CpuWrapper {
  public:
   explicit RunToRunMatmul(std::vector<DType> dtypes = {DType::f32, DType::f64, DType::i32, DType::i64})
-      : cpu_(make_cpu_backend()), caps_(cpu_->capabilities()) {
+      : caps_(cpu_->capabilities()) {
     caps_.dtypes = std::move(dtypes);
   }
   std::string name() const override { return "test-backend"; }
   const Capabilities& capabilities() const override { return caps_; }
-  Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
-  Status copy_in(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_in(d, s, n); }
-  Status copy_out(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_out(d, s, n); }
   KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level) const override {
     if (n.op == ir::Op::Matmul) return {"test.splitk", Determinism::RunToRun, 0};  // runs the cpu default
     return cpu_->kernel_info(g, n, level);
   }
-  size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cpu_->workspace_bytes(g, n); }
-  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws,
-                 const KernelInfo& k) override {
-    return cpu_->execute(n, in, out, ws, k);
-  }
 
  private:
-  std::unique_ptr<Backend> cpu_;
   Capabilities caps_;
 };
 
@@ -141,18 +133,10 @@ TEST(Determinism, PlanningRefusesDtypesTheBackendDoesNotTake) {
 
 // The CPU backend with one deliberately perturbed kernel: the output of node `victim` has the
 // lowest bit of its first element flipped.
-class Perturbed final : public Backend {
+class Perturbed final : public test::CpuWrapper {
  public:
-  explicit Perturbed(std::string victim) : cpu_(make_cpu_backend()), victim_(std::move(victim)) {}
+  explicit Perturbed(std::string victim) : victim_(std::move(victim)) {}
   std::string name() const override { return "perturbed"; }
-  const Capabilities& capabilities() const override { return cpu_->capabilities(); }
-  Result<std::shared_ptr<std::byte>> allocate(size_t bytes) override { return cpu_->allocate(bytes); }
-  Status copy_in(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_in(d, s, n); }
-  Status copy_out(std::byte* d, const std::byte* s, size_t n) override { return cpu_->copy_out(d, s, n); }
-  KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level) const override {
-    return cpu_->kernel_info(g, n, level);
-  }
-  size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cpu_->workspace_bytes(g, n); }
   Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws,
                  const KernelInfo& k) override {
     VOLTA_RETURN_IF_ERROR(cpu_->execute(n, in, out, ws, k));
@@ -161,7 +145,6 @@ class Perturbed final : public Backend {
   }
 
  private:
-  std::unique_ptr<Backend> cpu_;
   std::string victim_;
 };
 
@@ -253,16 +236,15 @@ ir::Graph shuffled(const ir::Graph& g, uint64_t seed) {
 // same ones, and every order computes the same bits.
 TEST(Determinism, StatementOrderChangesNoBitAndEachOrderPlansAlike) {
   const ir::Graph g = test::load_example("gpt_block.vir");
-  auto params = init_params(g, 3);
-  ASSERT_OK(params);
-  Bindings in = *params;
-  Tensor tokens = Tensor::zeros(DType::i32, {2, 16});
-  for (int64_t i = 0; i < tokens.numel(); ++i) tokens.data<int32_t>()[i] = static_cast<int32_t>((7 * i + 3) % 65);
-  in["tokens"] = tokens;
+  auto in = init_params(g, 3);
+  ASSERT_OK(in);
+  auto tokens = random_inputs(g, 4);
+  ASSERT_OK(tokens);
+  in->merge(*tokens);
   Runtime rt(make_cpu_backend());
   auto base = rt.compile(g);
   ASSERT_OK(base);
-  auto want = rt.run(**base, in);
+  auto want = rt.run(**base, *in);
   ASSERT_OK(want);
   int other_orders = 0;
   for (uint64_t seed = 1; seed <= 6; ++seed) {
@@ -275,7 +257,7 @@ TEST(Determinism, StatementOrderChangesNoBitAndEachOrderPlansAlike) {
     EXPECT_EQ((*pa)->graph_hash, (*pb)->graph_hash) << "seed " << seed;
     EXPECT_EQ(plan::plan_to_json(**pa, -1), plan::plan_to_json(**pb, -1)) << "seed " << seed;
     other_orders += (*pa)->graph_hash != (*base)->graph_hash;
-    auto got = a.run(**pa, in);
+    auto got = a.run(**pa, *in);
     ASSERT_OK(got);
     ASSERT_EQ(got->size(), want->size());
     for (size_t i = 0; i < got->size(); ++i) EXPECT_TRUE((*got)[i].bitwise_equal((*want)[i])) << "seed " << seed << " output " << i;
