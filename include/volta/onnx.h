@@ -55,6 +55,9 @@ struct ImportOptions {
   // Values of graph inputs that an op needs as constants at import (Reshape's shape, Slice's
   // starts, Clip's bounds, ...). An input consumed only that way does not become an IR input.
   std::map<std::string, Tensor> input_values;
+  // Shapes of graph inputs with dynamic dims (symbolic or unknown): the import specialises the
+  // model to them. A value in input_values binds its input's shape too.
+  std::map<std::string, Shape> input_shapes;
   // f32 initializers of rank >= 1 become trainable params (values in Model::params) instead
   // of constants, so an imported model can be fine-tuned.
   bool initializers_as_params = false;

@@ -297,7 +297,17 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
       int64_t len = in_shape(0)[static_cast<size_t>(axis)];
       return std::vector<Value>{b.slice(dy, axis, before, before + len)};
     }
-    case Op::Equal: return std::vector<Value>{Value{}, Value{}};  // piecewise constant
+    case Op::Equal:
+    case Op::Less:
+    case Op::LessEqual: return std::vector<Value>{Value{}, Value{}};  // piecewise constant
+    case Op::TopK:
+    case Op::ArgMax: return std::vector<Value>{Value{}};  // integer indices
+    case Op::Cumsum: {  // each input element reaches the sums on its other side
+      ir::Attrs back = at;
+      VOLTA_ASSIGN_OR_RETURN(int64_t reverse, at.get_int("reverse", 0));
+      back.set("reverse", int64_t{reverse ? 0 : 1});
+      return std::vector<Value>{b.op(Op::Cumsum, {dy}, back)};
+    }
 
     case Op::Erf: {  // 2 / sqrt(pi) * exp(-x^2)
       Value d = b.mul(scalar(1.1283791670955126), b.exp(b.neg(b.mul(x[0], x[0]))));
@@ -361,6 +371,10 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::OptimizerUpdate:
     case Op::Increment: return no_rule(n, "the training step's state updates are not differentiable");
     case Op::CacheWrite: return no_rule(n, "a KV-cache write is not differentiable");
+    case Op::GatherElements:
+    case Op::GatherNd:
+    case Op::ScatterNd:
+      return no_rule(n, "the index ops of imported models (masks, positions) have no gradient rule yet");
   }
   return internal_error("grad_rule: unknown op");
 }

@@ -1,5 +1,6 @@
 // Shared by the shape/dtype rules of ops.cpp and of the op families kept in their own files
-// (infer_attention.cpp, infer_activation.cpp, infer_window.cpp): error tagging and the checks every rule makes.
+// (infer_attention.cpp, infer_activation.cpp, infer_window.cpp,
+// infer_index.cpp): error tagging and the checks every rule makes.
 #pragma once
 
 #include <span>
@@ -58,5 +59,14 @@ Result<TensorType> infer_swiglu(Op op, std::span<const TensorType> in);
 // The window family's rules: conv2d, the pools and their gradients (infer_window.cpp).
 Result<TensorType> infer_conv2d(Op op, std::span<const TensorType> in, const Attrs& attrs);
 Result<TensorType> infer_pool(Op op, std::span<const TensorType> in, const Attrs& attrs);
+
+// The index family's rules: comparisons, gathers, scatter, cumsum, top_k, arg_max (infer_index.cpp).
+Result<TensorType> infer_compare(Op op, std::span<const TensorType> in);
+Result<TensorType> infer_gather_elements(std::span<const TensorType> in, const Attrs& attrs);
+Result<TensorType> infer_gather_nd(std::span<const TensorType> in, const Attrs& attrs);
+Result<TensorType> infer_scatter_nd(std::span<const TensorType> in, const Attrs& attrs);
+Result<TensorType> infer_cumsum(std::span<const TensorType> in, const Attrs& attrs);
+Result<TensorType> infer_top_k(std::span<const TensorType> in, const Attrs& attrs);
+Result<TensorType> infer_arg_max(std::span<const TensorType> in, const Attrs& attrs);
 
 }  // namespace volta::ir::rules

@@ -558,6 +558,13 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::CacheWrite: return infer_cache_write(in);
     case Op::Rope: return infer_rope(in);
     case Op::Swiglu: case Op::SwigluGrad: return infer_swiglu(op, in);
+    case Op::Less: case Op::LessEqual: return infer_compare(op, in);
+    case Op::GatherElements: return infer_gather_elements(in, attrs);
+    case Op::GatherNd: return infer_gather_nd(in, attrs);
+    case Op::ScatterNd: return infer_scatter_nd(in, attrs);
+    case Op::Cumsum: return infer_cumsum(in, attrs);
+    case Op::TopK: return infer_top_k(in, attrs);
+    case Op::ArgMax: return infer_arg_max(in, attrs);
   }
   return internal_error("infer_type: op without a rule");
 }

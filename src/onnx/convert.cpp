@@ -29,8 +29,12 @@ Status unary(Importer& im, Op op, ir::Attrs attrs) {
   return im.set_output(0, y, kFloat);
 }
 
+bool is_int(ElemType t) { return t == ElemType::kInt32 || t == kInt64; }
+
 Status binary(Importer& im, Op op) {
   VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
+  VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(0));
+  if (is_int(t)) return integer_arithmetic(im, op);
   VOLTA_RETURN_IF_ERROR(require_float(im, 0));
   VOLTA_RETURN_IF_ERROR(require_float(im, 1));
   VOLTA_ASSIGN_OR_RETURN(int32_t a, im.input(0));
@@ -41,6 +45,8 @@ Status binary(Importer& im, Op op) {
 
 Status simple_unary(Importer& im, Op op) {
   VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
+  VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(0));
+  if (is_int(t)) return integer_arithmetic(im, op);
   return unary(im, op);
 }
 
@@ -57,6 +63,8 @@ const ConverterMap& converters() {
     conv::add_vision(t);
     conv::add_constants(t);
     conv::add_layout(t);
+    conv::add_logic(t);
+    conv::add_index(t);
     for (int i = 0; i < ir::kNumOps; ++i) {
       const ir::Op op = static_cast<ir::Op>(i);
       const ir::OpInfo& info = ir::op_info(op);

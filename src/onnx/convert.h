@@ -27,10 +27,16 @@ Status unary(Importer& im, Op op, ir::Attrs attrs = {});
 Status binary(Importer& im, Op op);
 Status simple_unary(Importer& im, Op op);
 
+// Integer Add, Sub, Mul, Div, Neg, Abs, Sign: evaluated at import when the operands are known
+// (shape arithmetic), refused otherwise (convert_logic.cpp).
+Status integer_arithmetic(Importer& im, Op op);
+
 // Each family adds its converters, keyed by ONNX op type.
 void add_math(ConverterMap& t);
 void add_vision(ConverterMap& t);
 void add_constants(ConverterMap& t);
 void add_layout(ConverterMap& t);
+void add_logic(ConverterMap& t);
+void add_index(ConverterMap& t);
 
 }  // namespace volta::onnx::conv

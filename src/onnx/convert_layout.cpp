@@ -118,7 +118,7 @@ Status slice(Importer& im) {
 }
 
 Status split(Importer& im) {
-  VOLTA_RETURN_IF_ERROR(im.allow_attrs({"axis", "split"}));
+  VOLTA_RETURN_IF_ERROR(im.allow_attrs({"axis", "split", "num_outputs"}));
   VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(0));
   VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));
   const Shape s = im.type(x).shape;
@@ -137,6 +137,16 @@ Status split(Importer& im) {
   const auto n = static_cast<int64_t>(im.node().output_size());
   const int64_t dim = s[static_cast<size_t>(axis)];
   if (n < 1) return im.fail("has no outputs");
+  if (im.attr("num_outputs")) {  // opset 18: equal chunks of ceil(dim / n), the last one smaller
+    if (im.opset() < 18) return im.unsupported("attribute 'num_outputs' is new in opset 18");
+    if (!sizes.empty()) return im.fail("both input 'split' and attribute 'num_outputs' are given");
+    VOLTA_ASSIGN_OR_RETURN(int64_t parts, im.attr_int("num_outputs", 0));
+    if (parts != n) return im.fail("num_outputs " + std::to_string(parts) + " differs from the " + std::to_string(n) + " outputs");
+    const int64_t chunk = (dim + n - 1) / n;
+    if (chunk * (n - 1) > dim) return im.fail("dim " + std::to_string(dim) + " does not split into " + std::to_string(n) + " chunks");
+    sizes.assign(static_cast<size_t>(n), chunk);
+    sizes.back() = dim - chunk * (n - 1);
+  }
   if (sizes.empty()) {
     if (dim % n != 0) return im.fail("dim " + std::to_string(dim) + " does not split into " + std::to_string(n) + " equal parts");
     sizes.assign(static_cast<size_t>(n), dim / n);
@@ -254,7 +264,23 @@ Status pad(Importer& im) {
         return im.unsupported("input 2 (constant_value) must be a FLOAT scalar, got " + v.type().to_string());
       value = v.data<float>()[0];
     }
-    if (im.has_input(3)) return im.unsupported("input 3 (axes) is not supported");
+    if (im.has_input(3)) {  // opset 18: pads name only these axes
+      VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> axes, im.ints_input(3));
+      VOLTA_ASSIGN_OR_RETURN(int32_t x0, im.input(0));
+      const size_t rank = im.type(x0).shape.size();
+      if (pads.size() != 2 * axes.size())
+        return im.fail("pads has " + std::to_string(pads.size()) + " values for " + std::to_string(axes.size()) + " axes");
+      std::vector<int64_t> full(2 * rank, 0);
+      std::vector<bool> seen(rank, false);
+      for (size_t i = 0; i < axes.size(); ++i) {
+        VOLTA_ASSIGN_OR_RETURN(int64_t a, axis_for(im, axes[i], rank, "axes entry"));
+        if (seen[static_cast<size_t>(a)]) return im.fail("axis " + std::to_string(axes[i]) + " is listed twice");
+        seen[static_cast<size_t>(a)] = true;
+        full[static_cast<size_t>(a)] = pads[i];
+        full[static_cast<size_t>(a) + rank] = pads[i + axes.size()];
+      }
+      pads = std::move(full);
+    }
   }
   VOLTA_ASSIGN_OR_RETURN(std::string mode, im.attr_string("mode", "constant"));
   if (mode != "constant" && mode != "edge" && mode != "reflect") return im.unsupported("mode '" + mode + "' is not supported");

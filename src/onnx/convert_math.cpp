@@ -27,6 +27,14 @@ Status pow_op(Importer& im) {
   return im.set_output(0, y, kFloat);
 }
 
+// Gelu (opset 20): the erf or tanh form.
+Status gelu(Importer& im) {
+  VOLTA_RETURN_IF_ERROR(im.allow_attrs({"approximate"}));
+  VOLTA_ASSIGN_OR_RETURN(std::string approx, im.attr_string("approximate", "none"));
+  if (approx != "none" && approx != "tanh") return im.fail("attribute 'approximate' must be 'none' or 'tanh', got '" + approx + "'");
+  return unary(im, Op::Gelu, {{"approximate", approx}});
+}
+
 Status leaky_relu(Importer& im) {
   VOLTA_RETURN_IF_ERROR(im.allow_attrs({"alpha"}));
   VOLTA_ASSIGN_OR_RETURN(double alpha, im.attr_float("alpha", 0.01));
@@ -246,7 +254,7 @@ Status cast(Importer& im) {
 Status reduce(Importer& im, Op op) {
   std::vector<int64_t> axes;
   int64_t noop_with_empty = 0;
-  if (op == Op::ReduceSum && im.opset() >= 13) {
+  if ((op == Op::ReduceSum && im.opset() >= 13) || im.opset() >= 18) {  // axes became an input
     VOLTA_RETURN_IF_ERROR(im.allow_attrs({"keepdims", "noop_with_empty_axes"}));
     VOLTA_ASSIGN_OR_RETURN(noop_with_empty, im.attr_int("noop_with_empty_axes", 0));
     if (im.has_input(1)) {
@@ -305,6 +313,7 @@ void add_math(ConverterMap& t) {
       {"Cast", cast},
       {"Clip", clip},
       {"Equal", equal},
+      {"Gelu", gelu},
       {"Gemm", gemm},
       {"LayerNormalization", layer_normalization},
       {"BatchNormalization", batch_normalization},

@@ -11,7 +11,9 @@ namespace volta::onnx {
 
 namespace {
 
-constexpr int64_t kMinOpset = 1, kMaxOpset = 17;
+// Past 17: axes of the reductions and Pad become inputs and Split gains num_outputs (18), Gelu is
+// added (20); the other changes up to 22 add dtypes or ops Volta refuses by name.
+constexpr int64_t kMinOpset = 1, kMaxOpset = 22;
 constexpr int64_t kMaxElements = int64_t{1} << 40;   // any value
 constexpr int64_t kMaxFoldElements = int64_t{1} << 16;  // values evaluated at import
 
@@ -27,9 +29,8 @@ int64_t bounded_numel(const Shape& s) {
 
 std::string quote(const std::string& s) { return "'" + s + "'"; }
 
-// The declared static type of a graph input or output.
-Result<std::pair<ElemType, TensorType>> declared_type(const ::onnx::ValueInfoProto& v, const std::string& what,
-                                                      bool need_shape) {
+// The declared type of a graph input or output; -1 for each dynamic dim, {-1} for no shape.
+Result<std::pair<ElemType, TensorType>> declared_type(const ::onnx::ValueInfoProto& v, const std::string& what) {
   if (!v.type().has_tensor_type())
     return unimplemented(what + " " + quote(v.name()) + " is not a tensor (sequence, map and optional values are not supported)");
   const auto& tt = v.type().tensor_type();
@@ -40,26 +41,63 @@ Result<std::pair<ElemType, TensorType>> declared_type(const ::onnx::ValueInfoPro
   }());
   TensorType t{dt, {}};
   if (!tt.has_shape()) {
-    if (need_shape) return unimplemented(what + " " + quote(v.name()) + " has no static shape");
     t.shape = {-1};
     return std::make_pair(static_cast<ElemType>(tt.elem_type()), t);
   }
   for (const auto& d : tt.shape().dim()) {
     if (!d.has_dim_value()) {
-      if (need_shape)
-        return unimplemented(what + " " + quote(v.name()) + " has a dynamic dimension" +
-                             (d.has_dim_param() ? " '" + d.dim_param() + "'" : std::string()) + "; only static shapes are supported");
       t.shape.push_back(-1);
       continue;
     }
     if (d.dim_value() < 0) return invalid_argument(what + " " + quote(v.name()) + " has a negative dimension");
     t.shape.push_back(d.dim_value());
   }
-  if (need_shape && bounded_numel(t.shape) < 0) return invalid_argument(what + " " + quote(v.name()) + " is too large");
   return std::make_pair(static_cast<ElemType>(tt.elem_type()), t);
 }
 
 }  // namespace
+
+// A graph input's type with its dynamic dims bound: from ImportOptions::input_shapes, else from
+// the value given at import. A symbolic dim (dim_param) takes one size across all inputs.
+Result<std::pair<ElemType, TensorType>> Importer::bound_input_type(const ::onnx::ValueInfoProto& v) {
+  auto decl = declared_type(v, "graph input");
+  if (!decl.is_ok()) return Status(decl.status().code(), origin_ + ": " + decl.status().message());
+  TensorType& t = decl->second;
+  const std::string& name = v.name();
+  const Shape* given = nullptr;
+  if (auto it = options_.input_shapes.find(name); it != options_.input_shapes.end()) given = &it->second;
+  else if (auto iv = options_.input_values.find(name); iv != options_.input_values.end()) given = &iv->second.shape();
+  const auto& dims = v.type().tensor_type().shape().dim();
+  if (given) {
+    if (!v.type().tensor_type().has_shape()) {
+      t.shape = *given;
+    } else if (given->size() != t.shape.size()) {
+      return invalid_argument(origin_ + ": graph input " + quote(name) + " is declared " + t.to_string() + " but is given shape " +
+                              shape_to_string(*given));
+    } else {
+      for (size_t d = 0; d < t.shape.size(); ++d) {
+        if (t.shape[d] >= 0 && t.shape[d] != (*given)[d])
+          return invalid_argument(origin_ + ": graph input " + quote(name) + " is declared " + t.to_string() + " but is given shape " +
+                                  shape_to_string(*given));
+        t.shape[d] = (*given)[d];
+      }
+    }
+  }
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    const std::string param = d < static_cast<size_t>(dims.size()) && dims[static_cast<int>(d)].has_dim_param()
+                                  ? dims[static_cast<int>(d)].dim_param() : std::string();
+    if (t.shape[d] < 0)
+      return unimplemented(origin_ + ": graph input " + quote(name) + " has a dynamic dimension" + (param.empty() ? "" : " " + quote(param)) +
+                           ": give its shape (--shape " + name + "=DIMS, an input file, or ImportOptions::input_shapes)");
+    if (param.empty()) continue;
+    auto [it, fresh] = dim_params_.emplace(param, std::make_pair(t.shape[d], name));
+    if (!fresh && it->second.first != t.shape[d])
+      return invalid_argument(origin_ + ": dimension " + quote(param) + " is " + std::to_string(it->second.first) + " in input " +
+                              quote(it->second.second) + " but " + std::to_string(t.shape[d]) + " in input " + quote(name));
+  }
+  if (bounded_numel(t.shape) < 0) return invalid_argument(origin_ + ": graph input " + quote(name) + " is too large");
+  return decl;
+}
 
 Importer::Importer(const ::onnx::ModelProto& model, const ImportOptions& options, std::string origin)
     : model_(model), options_(options), origin_(std::move(origin)) {}
@@ -70,6 +108,7 @@ Status Importer::fail(const std::string& what) const {
 }
 
 Status Importer::unsupported(const std::string& what) const {
+  last_refusal_ = what;
   Status s = fail(what);
   return unimplemented(s.message());
 }
@@ -107,10 +146,9 @@ Result<int32_t> Importer::materialize(const std::string& name, OnnxValue& v) {
       if (value->numel() <= kMaxFoldElements) known_[static_cast<int32_t>(graph_.nodes.size())] = *value;
     }
   } else {
-    auto decl = declared_type(*v.input, "graph input", true);
-    if (!decl.is_ok()) return Status(decl.status().code(), origin_ + ": " + decl.status().message());
+    VOLTA_ASSIGN_OR_RETURN(auto decl, bound_input_type(*v.input));
     n.op = ir::Op::Input;
-    n.type = decl->second;
+    n.type = decl.second;
   }
   VOLTA_ASSIGN_OR_RETURN(v.id, add_node(std::move(n)));
   return v.id;
@@ -149,7 +187,7 @@ Result<Tensor> Importer::constant_input(size_t k) {
   if (v.input) {
     auto given = options_.input_values.find(name);
     if (given != options_.input_values.end()) {
-      VOLTA_ASSIGN_OR_RETURN(auto decl, declared_type(*v.input, "graph input", true));
+      VOLTA_ASSIGN_OR_RETURN(auto decl, bound_input_type(*v.input));
       if (given->second.type() != decl.second)
         return fail("input " + std::to_string(k) + " " + quote(name) + " is declared " + decl.second.to_string() +
                     " but the value given at import is " + given->second.type().to_string());
@@ -283,6 +321,26 @@ Status Importer::set_output(size_t k, int32_t id, ElemType t) {
   return Status::ok();
 }
 
+// One error for every refused node: the first refusal's own message when it is the only one,
+// else each (op type, reason) with its count and first node names, on one line.
+Status Importer::refusal_report() const {
+  size_t nodes = 0;
+  for (const Refusal& r : refusals_) nodes += r.nodes.size();
+  const std::string unchecked =
+      skipped_ == 0 ? "" : " (" + std::to_string(skipped_) + " node" + (skipped_ == 1 ? "" : "s") + " reading their outputs not checked)";
+  if (nodes == 1) return unimplemented(first_refusal_.message() + unchecked);
+  std::string msg = origin_ + ": " + std::to_string(nodes) + " nodes are not supported, " + std::to_string(refusals_.size()) +
+                    " distinct reason" + (refusals_.size() == 1 ? "" : "s") + unchecked + ": ";
+  for (size_t i = 0; i < refusals_.size(); ++i) {
+    const Refusal& r = refusals_[i];
+    std::string names;
+    for (size_t k = 0; k < r.nodes.size() && k < 3; ++k) names += (k ? ", " : "") + quote(r.nodes[k]);
+    if (r.nodes.size() > 3) names += ", ...";
+    msg += (i ? "; " : "") + r.op_type + " x" + std::to_string(r.nodes.size()) + " (" + names + "): " + r.what;
+  }
+  return unimplemented(msg);
+}
+
 Result<Model> Importer::run() {
   // The default domain's opset decides attribute and input forms.
   bool have_default = false;
@@ -317,7 +375,7 @@ Result<Model> Importer::run() {
       if (it->second.initializer) continue;  // an initializer listed as input (IR < 4): a constant
       return invalid_argument(origin_ + ": graph input " + quote(in.name()) + " is listed twice");
     }
-    auto decl = declared_type(in, "graph input", false);
+    auto decl = declared_type(in, "graph input");
     if (!decl.is_ok()) return Status(decl.status().code(), origin_ + ": " + decl.status().message());
     OnnxValue v;
     v.input = &in;
@@ -329,15 +387,37 @@ Result<Model> Importer::run() {
   for (const auto& n : g.node())
     for (const auto& o : n.output()) reserved_.insert(o);
 
+  std::set<std::string> refused_values;  // outputs of refused (or unchecked) nodes
   for (int i = 0; i < g.node_size(); ++i) {
     node_ = &g.node(i);
     node_index_ = i;
     node_first_id_ = static_cast<int32_t>(graph_.nodes.size());
-    if (!node_->domain().empty() && node_->domain() != "ai.onnx")
-      return unsupported("domain " + quote(node_->domain()) + " is not supported");
-    VOLTA_RETURN_IF_ERROR(convert(*this));
+    bool reads_refused = false;
+    for (const auto& in : node_->input()) reads_refused = reads_refused || refused_values.count(in) != 0;
+    Status s = Status::ok();
+    if (reads_refused) {
+      ++skipped_;
+    } else {
+      last_refusal_.clear();
+      s = !node_->domain().empty() && node_->domain() != "ai.onnx" ? unsupported("domain " + quote(node_->domain()) + " is not supported")
+                                                                  : convert(*this);
+      if (s.is_ok()) continue;
+      if (s.code() != StatusCode::kUnimplemented) return s;
+      const std::string what = last_refusal_.empty() ? s.message() : last_refusal_;
+      const std::string name = node_->name().empty() ? "#" + std::to_string(i) : node_->name();
+      auto it = std::find_if(refusals_.begin(), refusals_.end(),
+                             [&](const Refusal& r) { return r.op_type == node_->op_type() && r.what == what; });
+      if (it == refusals_.end()) refusals_.push_back({node_->op_type(), what, {}}), it = refusals_.end() - 1;
+      it->nodes.push_back(name);
+      if (refusals_.size() == 1 && it->nodes.size() == 1) first_refusal_ = s;
+    }
+    for (const auto& o : node_->output()) {
+      refused_values.insert(o);
+      values_.erase(o);
+    }
   }
   node_ = nullptr;
+  if (!refusals_.empty()) return refusal_report();
 
   Model m;
   m.opset = opset_;
@@ -349,7 +429,7 @@ Result<Model> Importer::run() {
     IoValue io;
     io.name = in->name();
     io.onnx_type = v.type;
-    VOLTA_ASSIGN_OR_RETURN(auto decl, declared_type(*in, "graph input", true));
+    VOLTA_ASSIGN_OR_RETURN(auto decl, bound_input_type(*in));
     io.type = decl.second;
     io.node = v.id;
     m.inputs.push_back(io);
@@ -360,7 +440,7 @@ Result<Model> Importer::run() {
     if (it == values_.end())
       return invalid_argument(origin_ + ": graph output " + quote(out.name()) + " is not produced by any node, input or initializer");
     VOLTA_ASSIGN_OR_RETURN(int32_t id, materialize(out.name(), it->second));
-    VOLTA_ASSIGN_OR_RETURN(auto decl, declared_type(out, "graph output", false));
+    VOLTA_ASSIGN_OR_RETURN(auto decl, declared_type(out, "graph output"));
     const TensorType& got = graph_.node(id).type;
     bool shape_ok = decl.second.shape == Shape{-1} && !out.type().tensor_type().has_shape();
     if (!shape_ok && decl.second.shape.size() == got.shape.size()) {

@@ -63,6 +63,8 @@ class Importer {
   Result<int32_t> add_node(ir::Node n);
   std::string fresh_name(const std::string& base);
   Status convert_node();
+  Status refusal_report() const;
+  Result<std::pair<ElemType, TensorType>> bound_input_type(const ::onnx::ValueInfoProto& v);
 
   const ::onnx::ModelProto& model_;
   const ImportOptions& options_;
@@ -77,6 +79,16 @@ class Importer {
   std::set<std::string> used_;      // IR node names taken
   std::map<int32_t, Tensor> known_;  // IR id -> value known at import
   Bindings params_;
+  std::map<std::string, std::pair<int64_t, std::string>> dim_params_;  // symbolic dim -> size, first input
+  // Refused nodes (kUnimplemented): the import goes on past them so that one error lists them all.
+  struct Refusal {
+    std::string op_type, what;
+    std::vector<std::string> nodes;
+  };
+  std::vector<Refusal> refusals_;  // in first-seen order, one per (op type, reason)
+  mutable std::string last_refusal_;  // what unsupported() said last
+  Status first_refusal_ = Status::ok();
+  int skipped_ = 0;                   // nodes not checked: they read a refused node's output
 };
 
 // Converts the current node of `im` (dispatch on op type); defined in convert.cpp.

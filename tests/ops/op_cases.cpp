@@ -316,6 +316,28 @@ std::vector<OpCase> cases_of(Op op) {
     case Op::CacheWrite:
       return {C({f({2, 8, 4}), f({2, 3, 4}), value(DType::i32, {}, 2)}),
               C({f({1, 2, 6, 8}), f({1, 2, 1, 8}), value(DType::i32, {}, 5)})};
+
+    case Op::Less:
+    case Op::LessEqual: return {C({i32({4, 5}, 3), i32({5}, 3)}), C({distinct({4, 5}), distinct({5})}), C({i64({3, 1}, 4), i64({4}, 4)})};
+    case Op::GatherElements:
+      return {C({f({3, 4}), i64({3, 4}, 3)}), C({f({2, 5, 3}), i32({2, 2, 3}, 5)}, A{{"axis", I(1)}}),
+              C({i64({4, 6}, 50), i64({4, 2}, 6)}, A{{"axis", I(-1)}})};
+    case Op::GatherNd:
+      return {C({f({4, 5, 3}), i64({2, 2}, 4)}), C({f({2, 4, 3}), i64({2, 3, 1}, 4)}, A{{"batch_dims", I(1)}}),
+              C({i32({3, 3}, 9), i32({5, 2}, 3)})};
+    case Op::ScatterNd:
+      return {C({f({5, 3}), i64({2, 1}, 5), f({2, 3})}), C({f({4, 4}), i32({3, 2}, 4), f({3})}),
+              C({f({4, 4}), i32({3, 1}, 4), f({3, 4})}, A{{"reduction", S("add")}}, 1e-6),
+              C({i64({6}, 9), i64({4, 1}, 6), i64({4}, 9)})};
+    case Op::Cumsum:
+      return {C({f({4, 7})}, A{{"axis", I(1)}}, 1e-6), C({f({3, 5, 2})}, A{{"exclusive", I(1)}, {"reverse", I(1)}}, 1e-6),
+              C({f({2, 300})}, A{{"axis", I(-1)}, {"reverse", I(1)}}, 1e-6), C({i64({6}, 9)}), C({i32({2, 5}, 9)}, A{{"axis", I(1)}, {"exclusive", I(1)}})};
+    case Op::TopK:
+      return {C({distinct({4, 9})}, A{{"k", I(3)}}), C({distinct({5, 3, 2})}, A{{"k", I(2)}, {"axis", I(0)}, {"largest", I(0)}}),
+              C({i32({2, 7}, 3)}, A{{"k", I(4)}}), C({distinct({6})}, A{{"k", I(4)}, {"sorted", I(0)}})};
+    case Op::ArgMax:
+      return {C({distinct({4, 9})}, A{{"axis", I(1)}}), C({i32({6, 5}, 3)}, A{{"keepdims", I(0)}, {"select_last_index", I(1)}}),
+              C({distinct({3, 4})}, A{{"largest", I(0)}}), C({i64({3, 8}, 2)}, A{{"axis", I(-1)}, {"largest", I(0)}})};
   }
   return {};
 }
