@@ -210,7 +210,10 @@ TEST(OnnxImport, BadGraphsNameNodeOpOpsetAndInput) {
     mm.input("x", {2}).output("y", {2});
     mm.g().mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
     mm.node("Relu", {"x"}, {"y"}, "r");
-    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "graph input 'x' has a dynamic dimension 'batch'");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "graph input 'x' has a dynamic dimension 'batch': give its shape");
+    onnx::ImportOptions opts;
+    opts.input_shapes["x"] = {3};
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx", opts), "graph output 'y' is declared FLOAT[2]");
   }
   {  // unsupported dtype
     ModelMaker mm;
@@ -235,10 +238,10 @@ TEST(OnnxImport, BadGraphsNameNodeOpOpsetAndInput) {
     EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "MatMul node 'mm' (opset 13): [matmul] inner dims 3 != 4");
   }
   {  // opset out of range
-    ModelMaker mm(18);
+    ModelMaker mm(23);
     mm.input("x", {2}).output("y", {2});
     mm.node("Relu", {"x"}, {"y"}, "r");
-    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "opset 18 is not supported");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "opset 23 is not supported (1 to 22 are)");
   }
   {  // an initializer whose data does not match its dims
     ModelMaker mm;
@@ -328,6 +331,63 @@ TEST(OnnxCli, RunAndInspectOnnxModels) {
     EXPECT_NE(bad.err.find("error:"), std::string::npos) << args << "\n" << bad.err;
   }
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace volta
+
+namespace volta {
+namespace {
+
+// Every refused node is in one error: each (op type, reason) with its count and node names, and
+// the nodes that read a refused value are counted as not checked instead of failing on it.
+TEST(OnnxImport, OneErrorListsEveryRefusedNode) {
+  if (!onnx::available()) GTEST_SKIP();
+  ModelMaker mm;
+  mm.input("x", {2, 3}).output("y", {2, 3}).output("z", {2, 3});
+  mm.node("Hardmax", {"x"}, {"h1"}, "hm1");
+  mm.node("Hardmax", {"x"}, {"h2"}, "hm2");
+  mm.node("Relu", {"h1"}, {"r"}, "reads_refused");
+  set_int(mm.node("Softmax", {"x"}, {"s"}, "sm"), "bogus", 1);
+  mm.node("Add", {"r", "s"}, {"y"}, "add");
+  mm.node("Relu", {"x"}, {"z"}, "fine");
+  auto r = onnx::import_model(mm.bytes(), "m.onnx");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(r.status().message(),
+            "m.onnx: 3 nodes are not supported, 2 distinct reasons (2 nodes reading their outputs not checked): "
+            "Hardmax x2 ('hm1', 'hm2'): op type 'Hardmax' is not supported; Softmax x1 ('sm'): attribute 'bogus' is not supported");
+}
+
+// Opset 18's forms: Split's num_outputs (the last chunk smaller), ReduceMean's axes input and
+// Pad's axes input; opset 20's Gelu.
+TEST(OnnxImport, Opset18FormsImport) {
+  if (!onnx::available()) GTEST_SKIP();
+  ModelMaker mm(20);
+  mm.input("x", {2, 5}).output("a", {2, 2}).output("b", {2, 1}).output("m", {2}).output("p", {2, 7}).output("g", {2, 5});
+  mm.init_i64("axes", {1}, {1}).init_i64("pads", {2}, {1, 1});
+  auto* split = mm.node("Split", {"x"}, {"a0", "a1", "b"}, "split");
+  set_int(split, "num_outputs", 3);
+  set_int(split, "axis", 1);
+  mm.node("Identity", {"a0"}, {"a"}, "id");
+  mm.node("ReduceMean", {"x", "axes"}, {"m0"}, "mean");
+  mm.node("Squeeze", {"m0", "axes"}, {"m"}, "sq");
+  mm.node("Pad", {"x", "pads", "", "axes"}, {"p"}, "pad");
+  mm.node("Gelu", {"x"}, {"g"}, "gelu");
+  auto m = onnx::import_model(mm.bytes(), "m.onnx");
+  ASSERT_OK(m);
+  Runtime rt(make_cpu_backend());
+  auto plan = rt.compile(m->graph);
+  ASSERT_OK(plan);
+  Tensor x = Tensor::from_f32({2, 5}, {1, 2, 3, 4, 5, -1, -2, -3, -4, -5});
+  auto out = rt.run(**plan, {{"x", x}});
+  ASSERT_OK(out);
+  EXPECT_EQ((*out)[0].shape(), (Shape{2, 2}));
+  EXPECT_EQ((*out)[1].data<float>()[0], 5.0f);  // chunks of 2, 2 and 1
+  EXPECT_EQ((*out)[2].data<float>()[1], -3.0f);
+  EXPECT_EQ((*out)[3].data<float>()[0], 0.0f);  // padded on axis 1 only
+  EXPECT_EQ((*out)[3].data<float>()[1], 1.0f);
+  EXPECT_NEAR((*out)[4].data<float>()[0], 0.8413447f, 1e-6);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +66,29 @@ struct ImportOptions {
 
 Result<Model> import_model(std::string_view bytes, const std::string& origin, const ImportOptions& options = {});
 Result<Model> load_model(const std::string& path, const ImportOptions& options = {});
+// A model parsed once and specialised per distinct set of input shapes: a model exported with
+// dynamic (symbolic) dims imports once per shape it is run at, each import cached by its shapes,
+// so compiling the bound graph through one Runtime plans each distinct shape once (the Runtime's
+// plan cache) and a repeated shape costs neither an import nor a plan.
+class ShapedModel {
+ public:
+  static Result<ShapedModel> load(const std::string& path, ImportOptions options = {});
+  static Result<ShapedModel> parse(std::string_view bytes, const std::string& origin, ImportOptions options = {});
+  ShapedModel(ShapedModel&&) noexcept;
+  ShapedModel& operator=(ShapedModel&&) noexcept;
+  ~ShapedModel();
+  // The model with these input shapes (options.input_shapes); inputs with a static shape may
+  // be left out. Shapes differ from the declared ones only in dynamic dims.
+  Result<std::shared_ptr<const Model>> bind(const std::map<std::string, Shape>& shapes);
+  uint64_t hits() const;    // bind() calls answered from the cache
+  uint64_t misses() const;  // bind() calls that imported
+
+ private:
+  struct Impl;
+  explicit ShapedModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 // What a model declares, without importing it (for test runners and `volta inspect`).
 struct ModelInfo {
   std::vector<std::string> op_types;  // of the main graph's nodes, in node order

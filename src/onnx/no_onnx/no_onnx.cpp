@@ -13,6 +13,16 @@ bool available() { return false; }
 Result<Model> import_model(std::string_view, const std::string&, const ImportOptions&) { return absent(); }
 Result<Model> load_model(const std::string&, const ImportOptions&) { return absent(); }
 Result<ModelInfo> read_model_info(std::string_view, const std::string&) { return absent(); }
+struct ShapedModel::Impl {};
+ShapedModel::ShapedModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ShapedModel::ShapedModel(ShapedModel&&) noexcept = default;
+ShapedModel& ShapedModel::operator=(ShapedModel&&) noexcept = default;
+ShapedModel::~ShapedModel() = default;
+Result<ShapedModel> ShapedModel::load(const std::string&, ImportOptions) { return absent(); }
+Result<ShapedModel> ShapedModel::parse(std::string_view, const std::string&, ImportOptions) { return absent(); }
+Result<std::shared_ptr<const Model>> ShapedModel::bind(const std::map<std::string, Shape>&) { return absent(); }
+uint64_t ShapedModel::hits() const { return 0; }
+uint64_t ShapedModel::misses() const { return 0; }
 Result<std::string> export_model(const ir::Graph&, const Bindings&, const ExportOptions&) { return absent(); }
 Status save_model(const std::string&, const ir::Graph&, const Bindings&, const ExportOptions&) { return absent(); }
 Result<TypedTensor> parse_tensor_proto(std::string_view, const std::string&) { return absent(); }

@@ -1,0 +1,151 @@
+// Real exporter output (tests/data/onnx/exports/, made by scripts/make_onnx_exports.py): small
+// BERT and GPT-2 models with random weights exported by transformers + torch.onnx (TorchScript
+// at opsets 14 and 17, dynamo at opset 18, static and dynamic axes) import without surgery and
+// match PyTorch's outputs; dynamic axes bind per shape, each shape imported and planned once.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "test_util.h"
+#include "volta/onnx.h"
+#include "volta/runtime.h"
+
+namespace volta {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kExports = fs::path(VOLTA_SOURCE_DIR) / "tests/data/onnx/exports";
+
+// PyTorch and Volta both compute in f32; their reduction orders differ.
+constexpr double kAtol = 1e-5, kRtol = 1e-4;
+
+struct Set {
+  std::map<std::string, onnx::TypedTensor> inputs;  // in_K_NAME.npy
+  Tensor expected;                                  // out_K.npy
+};
+
+std::vector<Set> sets_of(const fs::path& dir) {
+  std::vector<Set> sets;
+  for (int k = 0;; ++k) {
+    const fs::path out = dir / ("out_" + std::to_string(k) + ".npy");
+    if (!fs::exists(out)) break;
+    Set s;
+    auto e = onnx::read_tensor_file(out.string());
+    EXPECT_TRUE(e.is_ok()) << out;
+    if (!e.is_ok()) break;
+    s.expected = e->tensor;
+    const std::string prefix = "in_" + std::to_string(k) + "_";
+    for (const auto& f : fs::directory_iterator(dir)) {
+      const std::string name = f.path().filename().string();
+      if (name.rfind(prefix, 0) != 0) continue;
+      auto t = onnx::read_tensor_file(f.path().string());
+      EXPECT_TRUE(t.is_ok()) << f.path();
+      if (t.is_ok()) s.inputs[name.substr(prefix.size(), name.size() - prefix.size() - 4)] = *t;
+    }
+    sets.push_back(std::move(s));
+  }
+  return sets;
+}
+
+std::map<std::string, Shape> shapes_of(const Set& s) {
+  std::map<std::string, Shape> out;
+  for (const auto& [name, t] : s.inputs) out[name] = t.tensor.shape();
+  return out;
+}
+
+// Runs `m` on the set's inputs; the output tensor.
+Result<Tensor> run(Runtime& rt, const onnx::Model& m, const Set& s) {
+  VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(m.graph));
+  Bindings b = m.params;
+  for (const onnx::IoValue& io : m.inputs) {
+    if (io.node < 0) continue;
+    auto it = s.inputs.find(io.name);
+    if (it == s.inputs.end()) return invalid_argument("no input file for " + io.name);
+    VOLTA_ASSIGN_OR_RETURN(b[io.name], onnx::as_input(it->second, io, io.name));
+  }
+  VOLTA_ASSIGN_OR_RETURN(auto outs, rt.run(*plan, b));
+  return outs.at(0);
+}
+
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  double worst = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double g = got.data<float>()[i], w = want.data<float>()[i];
+    const double err = std::fabs(g - w);
+    worst = std::max(worst, err);
+    ASSERT_LE(err, kAtol + kRtol * std::fabs(w)) << what << " element " << i << ": " << g << " vs PyTorch " << w;
+  }
+  std::printf("%-40s %-14s max abs diff vs PyTorch %.2e\n", what.c_str(), shape_to_string(got.shape()).c_str(), worst);
+}
+
+TEST(OnnxExports, EveryExportMatchesPyTorchAndRepeatsBitwise) {
+  if (!onnx::available()) GTEST_SKIP();
+  std::vector<fs::path> dirs;
+  for (const auto& d : fs::directory_iterator(kExports)) dirs.push_back(d.path());
+  std::sort(dirs.begin(), dirs.end());
+  ASSERT_GE(dirs.size(), 6u);
+  for (const fs::path& dir : dirs) {
+    const std::vector<Set> sets = sets_of(dir);
+    ASSERT_FALSE(sets.empty()) << dir;
+    for (size_t k = 0; k < sets.size(); ++k) {
+      const std::string what = dir.filename().string() + " set " + std::to_string(k);
+      onnx::ImportOptions opts;  // as `volta run` imports: the inputs' files bind the dynamic dims
+      for (const auto& [name, t] : sets[k].inputs) opts.input_values[name] = t.tensor;
+      auto m = onnx::load_model((dir / "model.onnx").string(), opts);
+      ASSERT_TRUE(m.is_ok()) << what << ": " << m.status().message();
+      Runtime rt(make_cpu_backend());
+      auto a = run(rt, *m, sets[k]);
+      ASSERT_TRUE(a.is_ok()) << what << ": " << a.status().message();
+      expect_close(*a, sets[k].expected, what);
+      auto b = run(rt, *m, sets[k]);
+      ASSERT_OK(b);
+      EXPECT_TRUE(a->bitwise_equal(*b)) << what;
+    }
+  }
+}
+
+// One parse, one import and one plan per distinct shape: a repeated shape hits both caches. The
+// two exporters of the same BERT (TorchScript opset 17, dynamo opset 18) compute the same bits.
+TEST(OnnxExports, DynamicAxesBindPerShapeOncePerShape) {
+  if (!onnx::available()) GTEST_SKIP();
+  const fs::path dir = kExports / "bert_torchscript_opset17_dynamic";
+  const std::vector<Set> sets = sets_of(dir);
+  ASSERT_EQ(sets.size(), 2u);
+  ASSERT_NE(shapes_of(sets[0]), shapes_of(sets[1]));
+  auto model = onnx::ShapedModel::load((dir / "model.onnx").string());
+  ASSERT_OK(model);
+  Runtime rt(make_cpu_backend());
+  std::vector<Tensor> first;
+  for (size_t k : {0u, 1u, 0u, 1u}) {
+    auto m = model->bind(shapes_of(sets[k]));
+    ASSERT_OK(m);
+    auto y = run(rt, **m, sets[k]);
+    ASSERT_OK(y);
+    expect_close(*y, sets[k].expected, "bound set " + std::to_string(k));
+    if (first.size() < 2) first.push_back(*y);
+    else EXPECT_TRUE(y->bitwise_equal(first[k])) << "set " << k;
+  }
+  EXPECT_EQ(model->misses(), 2u);
+  EXPECT_EQ(model->hits(), 2u);
+  EXPECT_EQ(rt.cache().misses(), 2u);
+  EXPECT_EQ(rt.cache().hits(), 2u);
+
+  auto dynamo = onnx::ShapedModel::load((kExports / "bert_dynamo_dynamic/model.onnx").string());
+  ASSERT_OK(dynamo);
+  auto m = dynamo->bind(shapes_of(sets[1]));
+  ASSERT_OK(m);
+  auto y = run(rt, **m, sets[1]);
+  ASSERT_OK(y);
+  EXPECT_TRUE(y->bitwise_equal(first[1]));
+
+  // Unbound, and bound inconsistently: errors naming the dim.
+  EXPECT_ERROR_CONTAINS(model->bind({}), "graph input 'input_ids' has a dynamic dimension 'batch': give its shape (--shape input_ids=");
+  EXPECT_ERROR_CONTAINS(model->bind({{"input_ids", {2, 16}}, {"attention_mask", {2, 8}}}),
+                        "dimension 'sequence' is 16 in input 'input_ids' but 8 in input 'attention_mask'");
+  EXPECT_ERROR_CONTAINS(model->bind({{"input_ids", {2, 16, 1}}, {"attention_mask", {2, 16}}}), "but is given shape [2,16,1]");
+}
+
+}  // namespace
+}  // namespace volta
