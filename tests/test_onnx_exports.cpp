@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "cli_util.h"
 #include "test_util.h"
 #include "volta/onnx.h"
 #include "volta/runtime.h"
@@ -145,6 +146,31 @@ TEST(OnnxExports, DynamicAxesBindPerShapeOncePerShape) {
   EXPECT_ERROR_CONTAINS(model->bind({{"input_ids", {2, 16}}, {"attention_mask", {2, 8}}}),
                         "dimension 'sequence' is 16 in input 'input_ids' but 8 in input 'attention_mask'");
   EXPECT_ERROR_CONTAINS(model->bind({{"input_ids", {2, 16, 1}}, {"attention_mask", {2, 16}}}), "but is given shape [2,16,1]");
+}
+
+}  // namespace
+}  // namespace volta
+
+namespace volta {
+namespace {
+
+// The CLI on a dynamic export: `inspect --shape` binds the dims, `run` binds them from its input
+// files, and an unbound or malformed shape is one line naming the flag.
+TEST(OnnxExports, CliBindsDynamicDimsFromShapesAndInputFiles) {
+  if (!onnx::available()) GTEST_SKIP();
+  const std::string dir = "tests/data/onnx/exports/gpt2_dynamo_dynamic/";
+  Cli r = volta("inspect " + dir + "model.onnx --shape input_ids=3x5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("input  input_ids            INT64[3,5]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("output out                  FLOAT[3,5,100]"), std::string::npos) << r.out;
+  r = volta("run " + dir + "model.onnx --input input_ids=" + dir + "in_1_input_ids.npy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("out                  FLOAT[1,9,100]"), std::string::npos) << r.out;
+  expect_bad_cases({
+      {"inspect " + dir + "model.onnx", 1, "graph input 'input_ids' has a dynamic dimension 'batch': give its shape (--shape input_ids=DIMS"},
+      {"inspect " + dir + "model.onnx --shape input_ids=3x", 1, "--shape: expected NAME=DIMS such as input_ids=1x128, got 'input_ids=3x'"},
+      {"inspect " + dir + "model.onnx --shape input_ids=3x5x2", 1, "is declared INT64[batch,sequence] but is given shape [3,5,2]"},
+  });
 }
 
 }  // namespace

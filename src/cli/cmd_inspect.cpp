@@ -15,6 +15,7 @@ struct InspectFlags {
   std::string file;
   bool json = false;
   std::vector<std::string> inputs;  // ONNX: values of inputs that feed shape operands
+  std::vector<std::string> shapes;  // ONNX: NAME=DIMS for inputs with dynamic dims
   PipelineFlags pipeline;
 };
 // A TinyLM checkpoint: config, params, and the training and inference memory plans.
@@ -84,13 +85,15 @@ Action add_inspect(CLI::App& app, GlobalFlags& global) {
   cmd->add_option("file", flags->file, "Model in the IR text format (.vir), an ONNX model (.onnx) or a TinyLM checkpoint")->required();
   cmd->add_option("--input", flags->inputs,
                   "ONNX models: NAME=FILE.pb|.npy gives a graph input a value at import (for inputs that set shapes)");
+  cmd->add_option("--shape", flags->shapes,
+                  "ONNX models: NAME=DIMS (e.g. input_ids=1x128) binds the dynamic dims of a graph input for this import");
   cmd->add_flag("--json", flags->json, "Print one JSON object (with peak_bytes and naive_bytes)");
   flags->pipeline.add_to(*cmd);
   return [flags, &global]() -> Status {
     VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, flags->pipeline.to_options());
     const std::string& file = flags->file;
     if (is_onnx_file(file)) {
-      VOLTA_ASSIGN_OR_RETURN(OnnxRun r, import_onnx(file, flags->inputs, false));
+      VOLTA_ASSIGN_OR_RETURN(OnnxRun r, import_onnx(file, flags->inputs, false, flags->shapes));
       VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
       VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &r.model.graph));
       VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(r.model.graph, opts));

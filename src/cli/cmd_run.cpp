@@ -121,9 +121,30 @@ Status run_onnx(const RunFlags& flags, const GlobalFlags& global, DeviceKind dev
 
 bool is_onnx_file(const std::string& path) { return std::filesystem::path(path).extension() == ".onnx"; }
 
-Result<OnnxRun> import_onnx(const std::string& file, const std::vector<std::string>& input_specs, bool require_all) {
+Result<std::pair<std::string, Shape>> parse_shape_spec(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  const auto bad = [&] { return invalid_argument("--shape: expected NAME=DIMS such as input_ids=1x128, got '" + spec + "'"); };
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) return bad();
+  Shape shape;
+  size_t pos = eq + 1;
+  while (pos <= spec.size()) {
+    const size_t x = std::min(spec.find('x', pos), spec.size());
+    const std::string dim = spec.substr(pos, x - pos);
+    if (dim.empty() || dim.size() > 12 || dim.find_first_not_of("0123456789") != std::string::npos) return bad();
+    shape.push_back(std::stoll(dim));
+    pos = x + 1;
+  }
+  return std::make_pair(spec.substr(0, eq), shape);
+}
+
+Result<OnnxRun> import_onnx(const std::string& file, const std::vector<std::string>& input_specs, bool require_all,
+                            const std::vector<std::string>& shape_specs) {
   OnnxRun r;
   onnx::ImportOptions opts;
+  for (const std::string& spec : shape_specs) {
+    VOLTA_ASSIGN_OR_RETURN(auto named, parse_shape_spec(spec));
+    opts.input_shapes[named.first] = named.second;
+  }
   std::map<std::string, onnx::TypedTensor> files;
   for (const std::string& spec : input_specs) {
     const size_t eq = spec.find('=');

@@ -52,7 +52,8 @@ struct OnnxRun {
   bool npy = false;  // the inputs were .npy files, so outputs are written as .npy too
 };
 bool is_onnx_file(const std::string& path);
-Result<OnnxRun> import_onnx(const std::string& file, const std::vector<std::string>& input_specs, bool require_all);
+Result<OnnxRun> import_onnx(const std::string& file, const std::vector<std::string>& input_specs, bool require_all,
+                            const std::vector<std::string>& shape_specs = {});
 
 Action add_inspect(CLI::App& app, GlobalFlags& global);
 Action add_run(CLI::App& app, GlobalFlags& global);

@@ -57,6 +57,19 @@ Result<std::pair<ElemType, TensorType>> declared_type(const ::onnx::ValueInfoPro
 
 }  // namespace
 
+// "INT64[batch,sequence]": a declared type as written, symbolic dims by name, unknown ones as ?.
+std::string declared_string(const ::onnx::ValueInfoProto& v) {
+  const auto& tt = v.type().tensor_type();
+  std::string s = elem_type_name(tt.elem_type());
+  if (!tt.has_shape()) return s + " (no shape)";
+  s += "[";
+  for (int d = 0; d < tt.shape().dim_size(); ++d) {
+    const auto& dim = tt.shape().dim(d);
+    s += (d ? "," : "") + (dim.has_dim_value() ? std::to_string(dim.dim_value()) : dim.has_dim_param() ? dim.dim_param() : "?");
+  }
+  return s + "]";
+}
+
 // A graph input's type with its dynamic dims bound: from ImportOptions::input_shapes, else from
 // the value given at import. A symbolic dim (dim_param) takes one size across all inputs.
 Result<std::pair<ElemType, TensorType>> Importer::bound_input_type(const ::onnx::ValueInfoProto& v) {
@@ -72,13 +85,13 @@ Result<std::pair<ElemType, TensorType>> Importer::bound_input_type(const ::onnx:
     if (!v.type().tensor_type().has_shape()) {
       t.shape = *given;
     } else if (given->size() != t.shape.size()) {
-      return invalid_argument(origin_ + ": graph input " + quote(name) + " is declared " + t.to_string() + " but is given shape " +
+      return invalid_argument(origin_ + ": graph input " + quote(name) + " is declared " + declared_string(v) + " but is given shape " +
                               shape_to_string(*given));
     } else {
       for (size_t d = 0; d < t.shape.size(); ++d) {
         if (t.shape[d] >= 0 && t.shape[d] != (*given)[d])
-          return invalid_argument(origin_ + ": graph input " + quote(name) + " is declared " + t.to_string() + " but is given shape " +
-                                  shape_to_string(*given));
+          return invalid_argument(origin_ + ": graph input " + quote(name) + " is declared " + declared_string(v) +
+                                  " but is given shape " + shape_to_string(*given));
         t.shape[d] = (*given)[d];
       }
     }
@@ -87,7 +100,7 @@ Result<std::pair<ElemType, TensorType>> Importer::bound_input_type(const ::onnx:
     const std::string param = d < static_cast<size_t>(dims.size()) && dims[static_cast<int>(d)].has_dim_param()
                                   ? dims[static_cast<int>(d)].dim_param() : std::string();
     if (t.shape[d] < 0)
-      return unimplemented(origin_ + ": graph input " + quote(name) + " has a dynamic dimension" + (param.empty() ? "" : " " + quote(param)) +
+      return invalid_argument(origin_ + ": graph input " + quote(name) + " has a dynamic dimension" + (param.empty() ? "" : " " + quote(param)) +
                            ": give its shape (--shape " + name + "=DIMS, an input file, or ImportOptions::input_shapes)");
     if (param.empty()) continue;
     auto [it, fresh] = dim_params_.emplace(param, std::make_pair(t.shape[d], name));
@@ -386,6 +399,7 @@ Result<Model> Importer::run() {
   }
   for (const auto& n : g.node())
     for (const auto& o : n.output()) reserved_.insert(o);
+  for (const auto* in : inputs) VOLTA_RETURN_IF_ERROR(bound_input_type(*in).status());  // every dynamic dim bound
 
   std::set<std::string> refused_values;  // outputs of refused (or unchecked) nodes
   for (int i = 0; i < g.node_size(); ++i) {
@@ -464,8 +478,6 @@ Result<Model> Importer::run() {
   return m;
 }
 
-namespace {
-
 Result<::onnx::ModelProto> parse_model(std::string_view bytes, const std::string& origin) {
   ::onnx::ModelProto model;
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
@@ -476,7 +488,6 @@ Result<::onnx::ModelProto> parse_model(std::string_view bytes, const std::string
   return model;
 }
 
-}  // namespace
 
 Result<Model> import_model(std::string_view bytes, const std::string& origin, const ImportOptions& options) {
   VOLTA_ASSIGN_OR_RETURN(::onnx::ModelProto model, parse_model(bytes, origin));
@@ -489,51 +500,6 @@ Result<Model> load_model(const std::string& path, const ImportOptions& options) 
   VOLTA_RETURN_IF_ERROR(io::expect_kind(bytes, io::FileKind::Onnx, path));
   return import_model(bytes, path, options);
 }
-
-struct ShapedModel::Impl {
-  ::onnx::ModelProto proto;
-  std::string origin;
-  ImportOptions options;
-  std::map<std::map<std::string, Shape>, std::shared_ptr<const Model>> bound;
-  uint64_t hits = 0, misses = 0;
-};
-
-ShapedModel::ShapedModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-ShapedModel::ShapedModel(ShapedModel&&) noexcept = default;
-ShapedModel& ShapedModel::operator=(ShapedModel&&) noexcept = default;
-ShapedModel::~ShapedModel() = default;
-
-Result<ShapedModel> ShapedModel::parse(std::string_view bytes, const std::string& origin, ImportOptions options) {
-  auto impl = std::make_unique<Impl>();
-  VOLTA_ASSIGN_OR_RETURN(impl->proto, parse_model(bytes, origin));
-  impl->origin = origin;
-  impl->options = std::move(options);
-  return ShapedModel(std::move(impl));
-}
-
-Result<ShapedModel> ShapedModel::load(const std::string& path, ImportOptions options) {
-  VOLTA_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path));
-  VOLTA_RETURN_IF_ERROR(io::expect_kind(bytes, io::FileKind::Onnx, path));
-  return parse(bytes, path, std::move(options));
-}
-
-Result<std::shared_ptr<const Model>> ShapedModel::bind(const std::map<std::string, Shape>& shapes) {
-  if (auto it = impl_->bound.find(shapes); it != impl_->bound.end()) {
-    ++impl_->hits;
-    return it->second;
-  }
-  ImportOptions opts = impl_->options;
-  for (const auto& [name, shape] : shapes) opts.input_shapes[name] = shape;
-  Importer im(impl_->proto, opts, impl_->origin);
-  VOLTA_ASSIGN_OR_RETURN(Model m, im.run());
-  ++impl_->misses;
-  auto shared = std::make_shared<const Model>(std::move(m));
-  impl_->bound.emplace(shapes, shared);
-  return shared;
-}
-
-uint64_t ShapedModel::hits() const { return impl_->hits; }
-uint64_t ShapedModel::misses() const { return impl_->misses; }
 
 Result<ModelInfo> read_model_info(std::string_view bytes, const std::string& origin) {
   VOLTA_ASSIGN_OR_RETURN(::onnx::ModelProto model, parse_model(bytes, origin));

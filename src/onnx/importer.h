@@ -91,6 +91,9 @@ class Importer {
   int skipped_ = 0;                   // nodes not checked: they read a refused node's output
 };
 
+// A ModelProto from bytes; truncated or non-ONNX input is an error naming `origin`.
+Result<::onnx::ModelProto> parse_model(std::string_view bytes, const std::string& origin);
+
 // Converts the current node of `im` (dispatch on op type); defined in convert.cpp.
 Status convert(Importer& im);
 // The ONNX op types convert() knows.
