@@ -175,3 +175,27 @@ TEST(OnnxExports, CliBindsDynamicDimsFromShapesAndInputFiles) {
 
 }  // namespace
 }  // namespace volta
+
+namespace volta {
+namespace {
+
+// `bench model` times any model: an ONNX export with seeded inputs, a .vir model, and refuses
+// flags that do not apply.
+TEST(OnnxExports, BenchModelTimesOnnxAndIrModels) {
+  if (!onnx::available()) GTEST_SKIP();
+  Cli r = volta("bench model tests/data/onnx/exports/gpt2_dynamo_dynamic/model.onnx --shape input_ids=2x7 --runs 3 --warmup 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* key : {"\"bench\":\"model\"", "\"compile_ms\":", "\"first_run_ms\":", "\"median_ms\":", "\"p90_ms\":", "\"runs\":3",
+                          "\"peak_rss_bytes\":", "\"plan_bytes\":"})
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << "\n" << r.out;
+  r = volta("bench model tests/data/twin_outputs.vir --runs 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("steady state median"), std::string::npos) << r.out;
+  expect_bad_cases({
+      {"bench model tests/data/twin_outputs.vir --shape x=1x2", 1, "--shape: only ONNX models have dynamic dims"},
+      {"bench model tests/data/onnx/exports/gpt2_dynamo/model.onnx --runs 0", 1, "--runs must be in [1, 100000], got 0"},
+  });
+}
+
+}  // namespace
+}  // namespace volta

@@ -79,6 +79,9 @@ class Tensor {
 
 // 64-bit FNV-1a over bytes: a stable content hash for outputs, graphs and cache keys.
 uint64_t fnv1a64(const void* data, size_t n, uint64_t seed = 0xcbf29ce484222325ull);
+// A fast content hash of large payloads (imported weights in graph hashes and listings); not
+// fnv1a64, whose byte loop is what artifacts' golden hashes are written in.
+uint64_t content_hash64(const void* data, size_t n);
 inline uint64_t fnv1a64(std::string_view s, uint64_t seed = 0xcbf29ce484222325ull) {
   return fnv1a64(s.data(), s.size(), seed);
 }

@@ -1,4 +1,4 @@
-// `volta bench matmul | train | infer`: warm-up, repeated runs, medians; --json prints one JSON
+// `volta bench matmul | train | infer` (and `model`, bench_model.cpp): warm-up, repeated runs, medians; --json prints one JSON
 // object per line (the keys the peer scripts in ../shared/peers use).
 #include <algorithm>
 #include <chrono>
@@ -215,7 +215,7 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
 
 Action add_bench(CLI::App& app, GlobalFlags& global) {
   auto f = std::make_shared<BenchFlags>();
-  CLI::App* cmd = app.add_subcommand("bench", "Benchmarks: matmul, train, infer");
+  CLI::App* cmd = app.add_subcommand("bench", "Benchmarks: matmul, train, infer, model");
   cmd->require_subcommand(1);
   auto common = [&](CLI::App* sub) {
     sub->add_option("--runs", f->runs, "Timed runs (the median is reported)")->capture_default_str();
@@ -242,12 +242,30 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   inf->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (default: shakespeare-char with seeded weights)");
   inf->add_option("--batch", f->batches, "Batch sizes")->capture_default_str();
   inf->add_option("--kv-cache", f->kv, "Decode with the KV cache: on | off | both")->capture_default_str();
-  for (CLI::App* sub : {mm, tr, inf}) {
+  auto mf = std::make_shared<BenchModelFlags>();
+  CLI::App* md = cmd->add_subcommand("model", "Steady-state latency (median, p90), first run and compile time of any model");
+  md->add_option("file", mf->file, "An ONNX model (.onnx) or a model in the IR text format (.vir)")->required();
+  md->add_option("--input", mf->inputs, "ONNX models: NAME=FILE.pb|.npy binds an input (others get seeded values)");
+  md->add_option("--shape", mf->shapes, "ONNX models: NAME=DIMS (e.g. input_ids=1x128) binds an input's dynamic dims");
+  md->add_option("--runs", mf->runs, "Timed runs")->capture_default_str();
+  md->add_option("--warmup", mf->warmup, "Untimed runs after the first")->capture_default_str();
+  md->add_option("--seed", mf->seed, "Seed of generated inputs and .vir params")->capture_default_str();
+  md->add_flag("--json", mf->json, "One JSON object");
+  mf->profile.add_to(*md);
+  mf->pipeline.add_to(*md);
+  for (CLI::App* sub : {mm, tr, inf, md}) {
     sub->add_option("--device", global.device, "cpu | cuda | auto");
     sub->add_option("--threads", global.threads, "CPU threads");
     sub->add_option("--memory-limit", global.memory_limit, "Most memory a plan may need, in bytes (suffix K, M or G)");
   }
-  return [f, mm, tr, inf, &global]() -> Status {
+  return [f, mf, mm, tr, inf, md, &global]() -> Status {
+    if (md->parsed()) {
+      if (mf->runs < 1 || mf->runs > 100000) return invalid_argument("--runs must be in [1, 100000], got " + std::to_string(mf->runs));
+      if (mf->warmup < 0 || mf->warmup > 100000)
+        return invalid_argument("--warmup must be in [0, 100000], got " + std::to_string(mf->warmup));
+      VOLTA_RETURN_IF_ERROR(mf->profile.check({mf->file}));
+      return bench_model(*mf, global);
+    }
     // Bounded so that a typo (or a value the flag parser saturated) is an error, not a run of years.
     if (f->runs < 1 || f->runs > 100000) return invalid_argument("--runs must be in [1, 100000], got " + std::to_string(f->runs));
     if (f->warmup < 0 || f->warmup > 100000) return invalid_argument("--warmup must be in [0, 100000], got " + std::to_string(f->warmup));

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "cli/pipeline_flags.h"
 #include "volta/determinism.h"
 #include "volta/onnx.h"
 #include "volta/profiler.h"
@@ -54,6 +55,28 @@ struct OnnxRun {
 bool is_onnx_file(const std::string& path);
 Result<OnnxRun> import_onnx(const std::string& file, const std::vector<std::string>& input_specs, bool require_all,
                             const std::vector<std::string>& shape_specs = {});
+
+// Timed runs of one plan (bench_model.cpp): the first run apart, then `warmup` untimed runs,
+// then `runs` timed ones (the profiler, when given, sees only those).
+struct RunTimes {
+  double first_ms = 0, median_ms = 0, p90_ms = 0, min_ms = 0;
+  std::vector<double> ms;       // the timed runs
+  std::vector<Tensor> outputs;  // of the first run
+};
+Result<RunTimes> time_runs(Runtime& rt, const plan::ExecutionPlan& plan, const Bindings& bindings, int64_t runs, int64_t warmup,
+                           Profiler* profiler);
+std::string format_run_times(const RunTimes& t);
+
+struct BenchModelFlags {
+  std::string file;
+  std::vector<std::string> inputs, shapes;  // as run's --input and inspect's --shape
+  int64_t runs = 20, warmup = 3;
+  uint64_t seed = 1;
+  bool json = false;
+  ProfileFlags profile;
+  PipelineFlags pipeline;
+};
+Status bench_model(const BenchModelFlags& f, const GlobalFlags& global);
 
 Action add_inspect(CLI::App& app, GlobalFlags& global);
 Action add_run(CLI::App& app, GlobalFlags& global);

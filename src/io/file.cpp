@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "volta/runtime.h"  // available_memory
@@ -116,7 +117,7 @@ Status expect_kind(std::string_view bytes, FileKind want, const std::string& pat
   return parse_error("'" + path + "' is " + file_kind_name(got) + ", not " + file_kind_name(want));
 }
 
-Result<std::string> read_file(const std::string& path, const ReadLimits& limits) {
+Status read_file_with(const std::string& path, const ReadLimits& limits, const std::function<Status(int fd, uint64_t size)>& reader) {
   const std::string prefix = limits.what.empty() ? "" : limits.what + ": ";
   const std::string name = "'" + path + "'";
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
@@ -137,7 +138,20 @@ Result<std::string> read_file(const std::string& path, const ReadLimits& limits)
   if (avail > 0 && size > avail)
     return out_of_memory(prefix + name + " has " + std::to_string(size) + " bytes, more than the " + std::to_string(avail) +
                          " bytes of memory available");
-  std::string bytes(static_cast<size_t>(size), '\0');
+  return reader(fd, size);
+}
+
+Result<std::string> read_file(const std::string& path, const ReadLimits& limits) {
+  std::string bytes;
+  VOLTA_RETURN_IF_ERROR(read_file_with(path, limits, [&](int fd, uint64_t size) { return read_all(fd, size, path, limits, &bytes); }));
+  return bytes;
+}
+
+Status read_all(int fd, uint64_t size, const std::string& path, const ReadLimits& limits, std::string* out) {
+  const std::string prefix = limits.what.empty() ? "" : limits.what + ": ";
+  const std::string name = "'" + path + "'";
+  std::string& bytes = *out;
+  bytes.assign(static_cast<size_t>(size), '\0');
   size_t done = 0;
   while (done < bytes.size()) {  // a file that shrinks while read ends early; one that grows is cut at its size
     const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
@@ -147,7 +161,7 @@ Result<std::string> read_file(const std::string& path, const ReadLimits& limits)
     done += static_cast<size_t>(n);
   }
   bytes.resize(done);
-  return bytes;
+  return Status::ok();
 }
 
 }  // namespace volta::io

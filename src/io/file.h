@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,11 @@ struct ReadLimits {
 
 // The whole file; errors (prefixed by limits.what) name the path and what is wrong with it.
 Result<std::string> read_file(const std::string& path, const ReadLimits& limits);
+// The same checks, then `reader` reads the open descriptor itself (a parser that streams, so
+// a large file is never held whole); the descriptor is closed after it returns.
+Status read_file_with(const std::string& path, const ReadLimits& limits, const std::function<Status(int fd, uint64_t size)>& reader);
+// The rest of `fd`, up to `size` bytes, into *out (read_file's loop).
+Status read_all(int fd, uint64_t size, const std::string& path, const ReadLimits& limits, std::string* out);
 // A path a command is about to write: fails on a directory or a block device, and on a FIFO
 // that nothing reads (opening it would block until a reader comes); a character device such as
 // /dev/null is fine. Also fails when it is one of `reads`: the files the command reads, or

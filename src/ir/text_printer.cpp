@@ -136,7 +136,7 @@ std::string print_graph(const Graph& g, int64_t max_constant_values) {
       out += "}";
     }
     if (elide)
-      out += "  # " + std::to_string(n.value.numel()) + " values, fnv1a64 " + hash_to_hex(fnv1a64(n.value.raw(), n.value.bytes()));
+      out += "  # " + std::to_string(n.value.numel()) + " values, hash64 " + hash_to_hex(content_hash64(n.value.raw(), n.value.bytes()));
     out += "\n";
   }
   out += "  return";

@@ -1,6 +1,9 @@
 // ONNX ModelProto -> ir::Graph: the import driver. Values are created lazily: a graph input
 // or initializer becomes an IR leaf when a node first reads it as a tensor, so an input that
 // only feeds shape operands (given in ImportOptions::input_values) never becomes an IR input.
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -112,8 +115,8 @@ Result<std::pair<ElemType, TensorType>> Importer::bound_input_type(const ::onnx:
   return decl;
 }
 
-Importer::Importer(const ::onnx::ModelProto& model, const ImportOptions& options, std::string origin)
-    : model_(model), options_(options), origin_(std::move(origin)) {}
+Importer::Importer(const ::onnx::ModelProto& model, const ImportOptions& options, std::string origin, bool consume)
+    : model_(model), consume_(consume), options_(options), origin_(std::move(origin)) {}
 
 Status Importer::fail(const std::string& what) const {
   return invalid_argument(origin_ + ": " + node_->op_type() + " node " + quote(node_->name().empty() ? "#" + std::to_string(node_index_) : node_->name()) +
@@ -148,6 +151,11 @@ Result<int32_t> Importer::materialize(const std::string& name, OnnxValue& v) {
     ElemType t;
     auto value = tensor_from_proto(*v.initializer, origin_ + ": initializer " + quote(name), &t);
     if (!value.is_ok()) return value.status();
+    if (consume_ && value->numel() > kMaxFoldElements) {
+      loaded_[name] = *value;
+      // consume_: the proto is ours. Swapped out, not cleared: clear() keeps the string's capacity.
+      std::string().swap(*const_cast<::onnx::TensorProto*>(v.initializer)->mutable_raw_data());
+    }
     n.type = value->type();
     if (options_.initializers_as_params && value->dtype() == DType::f32 && t == ElemType::kFloat && !value->shape().empty()) {
       n.op = ir::Op::Param;
@@ -194,6 +202,7 @@ Result<Tensor> Importer::constant_input(size_t k) {
   const std::string& name = node_->input(static_cast<int>(k));
   OnnxValue& v = values_.at(name);
   if (v.initializer) {
+    if (auto it = loaded_.find(name); it != loaded_.end()) return it->second;
     ElemType t;
     return tensor_from_proto(*v.initializer, origin_ + ": initializer " + quote(name), &t);
   }
@@ -495,10 +504,28 @@ Result<Model> import_model(std::string_view bytes, const std::string& origin, co
   return im.run();
 }
 
+Result<::onnx::ModelProto> read_model(const std::string& path) {
+  ::onnx::ModelProto model;
+  // Streamed from the descriptor: the file's bytes are never held whole beside the parsed proto.
+  const auto parse = [&](int fd, uint64_t) -> Status {
+    std::string head(16, '\0');
+    const ssize_t n = ::pread(fd, head.data(), head.size(), 0);
+    head.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    VOLTA_RETURN_IF_ERROR(io::expect_kind(head, io::FileKind::Onnx, path));
+    google::protobuf::io::FileInputStream in(fd);
+    if (!model.ParseFromZeroCopyStream(&in))
+      return parse_error(path + ": not an ONNX model (protobuf parse failed; truncated or not a ModelProto)");
+    return Status::ok();
+  };
+  VOLTA_RETURN_IF_ERROR(io::read_file_with(path, {uint64_t{2} << 30, ""}, parse));
+  if (!model.has_graph()) return parse_error(path + ": the model has no graph");
+  return model;
+}
+
 Result<Model> load_model(const std::string& path, const ImportOptions& options) {
-  VOLTA_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path));
-  VOLTA_RETURN_IF_ERROR(io::expect_kind(bytes, io::FileKind::Onnx, path));
-  return import_model(bytes, path, options);
+  VOLTA_ASSIGN_OR_RETURN(::onnx::ModelProto model, read_model(path));
+  Importer im(model, options, path, true);  // the proto's weights are released as they become tensors
+  return im.run();
 }
 
 Result<ModelInfo> read_model_info(std::string_view bytes, const std::string& origin) {

@@ -20,7 +20,9 @@ struct OnnxValue {
 
 class Importer {
  public:
-  Importer(const ::onnx::ModelProto& model, const ImportOptions& options, std::string origin);
+  // consume: `model` is the importer's to empty: each large initializer's bytes are released
+  // once they are a tensor, so the weights are held once, not twice.
+  Importer(const ::onnx::ModelProto& model, const ImportOptions& options, std::string origin, bool consume = false);
   Result<Model> run();
 
   // ---- used by the converters (src/onnx/convert.cpp) ----
@@ -67,6 +69,8 @@ class Importer {
   Result<std::pair<ElemType, TensorType>> bound_input_type(const ::onnx::ValueInfoProto& v);
 
   const ::onnx::ModelProto& model_;
+  bool consume_ = false;
+  std::map<std::string, Tensor> loaded_;  // initializers made tensors (their proto bytes may be gone)
   const ImportOptions& options_;
   std::string origin_;
   int64_t opset_ = 0;
@@ -93,6 +97,8 @@ class Importer {
 
 // A ModelProto from bytes; truncated or non-ONNX input is an error naming `origin`.
 Result<::onnx::ModelProto> parse_model(std::string_view bytes, const std::string& origin);
+// The same from a file, streamed (the file's bytes are never held whole).
+Result<::onnx::ModelProto> read_model(const std::string& path);
 
 // Converts the current node of `im` (dispatch on op type); defined in convert.cpp.
 Status convert(Importer& im);

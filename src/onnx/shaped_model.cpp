@@ -26,9 +26,11 @@ Result<ShapedModel> ShapedModel::parse(std::string_view bytes, const std::string
 }
 
 Result<ShapedModel> ShapedModel::load(const std::string& path, ImportOptions options) {
-  VOLTA_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path));
-  VOLTA_RETURN_IF_ERROR(io::expect_kind(bytes, io::FileKind::Onnx, path));
-  return parse(bytes, path, std::move(options));
+  auto impl = std::make_unique<Impl>();
+  VOLTA_ASSIGN_OR_RETURN(impl->proto, read_model(path));
+  impl->origin = path;
+  impl->options = std::move(options);
+  return ShapedModel(std::move(impl));
 }
 
 Result<std::shared_ptr<const Model>> ShapedModel::bind(const std::map<std::string, Shape>& shapes) {

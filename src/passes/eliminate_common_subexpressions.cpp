@@ -29,14 +29,21 @@ std::string attr_key(const ir::AttrValue& v) {
   }
 }
 
-// A byte-exact description of the expression, used as an ordered-map key.
+constexpr size_t kInlinePayloadBytes = 4096;
+
+// A description of the expression, used as an ordered-map key: byte-exact but for large
+// constants, which also compare their bytes on a match.
 std::string expression_key(const ir::Node& n, const std::vector<int32_t>& inputs) {
   std::string key = std::to_string(static_cast<int>(n.op)) + "|" + n.type.to_string() + "|";
   for (int32_t in : inputs) key += std::to_string(in) + ",";
   key += "|";
   for (const auto& [name, value] : n.attrs.items()) key += name + "=" + attr_key(value) + ";";
-  if (n.op == ir::Op::Constant)
+  // A constant's payload is in the key up to 4 KiB; a larger one (imported weights) by its size and
+  // hash, and a match is checked byte for byte before two are merged.
+  if (n.op == ir::Op::Constant && n.value.bytes() <= kInlinePayloadBytes)
     key.append(reinterpret_cast<const char*>(n.value.raw()), n.value.bytes());
+  else if (n.op == ir::Op::Constant)
+    key += "#" + std::to_string(n.value.bytes()) + ":" + hash_to_hex(content_hash64(n.value.raw(), n.value.bytes()));
   return key;
 }
 
@@ -57,6 +64,7 @@ Result<ir::Graph> eliminate_common_subexpressions(const ir::Graph& g) {
     for (int32_t in : n.inputs) inputs.push_back(replace[static_cast<size_t>(in)]);
     auto [it, inserted] = seen.emplace(expression_key(n, inputs), id);
     // Keep the lowest id of each class so results do not depend on the visiting order.
+    if (!inserted && n.op == ir::Op::Constant && !n.value.bitwise_equal(g.node(it->second).value)) continue;  // a hash collision
     if (!inserted) {
       int32_t keep = std::min(it->second, id), drop = std::max(it->second, id);
       replace[static_cast<size_t>(drop)] = keep;

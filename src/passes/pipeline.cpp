@@ -62,7 +62,10 @@ Result<ir::Graph> run_pipeline(const ir::Graph& g, const PipelineOptions& opts) 
 }
 
 uint64_t graph_hash(const ir::Graph& g, const std::string& pipeline_sig) {
-  return fnv1a64(pipeline_sig, fnv1a64(ir::print_graph(g)));
+  // Large constants (imported weights) enter by their bytes' hash, not as text: printing 90 MB
+  // of floats took seconds. Smaller ones stay printed, so the hashes of built graphs are unchanged.
+  constexpr int64_t kPrintedConstantValues = 4096;
+  return fnv1a64(pipeline_sig, fnv1a64(ir::print_graph(g, kPrintedConstantValues)));
 }
 
 }  // namespace volta::passes
