@@ -153,6 +153,10 @@ Status integer_arithmetic(Importer& im, Op op) {
     if (!s.is_ok()) return im.fail(s.status().message());
     shape = *s;
   }
+  int64_t count = 1;  // evaluated here, so bounded like every value evaluated at import
+  for (int64_t d : shape) count = d > 0 && count > (int64_t{1} << 16) / d ? (int64_t{1} << 16) + 1 : count * d;
+  if (count > (int64_t{1} << 16))
+    return im.unsupported("integer " + im.node().op_type() + " of " + shape_to_string(shape) + " is too large to evaluate at import");
   Tensor out = Tensor::zeros(v[0].dtype(), shape);
   const auto rank = shape.size();
   std::vector<int64_t> idx(rank, 0);
