@@ -72,11 +72,11 @@ grep -B2 -A12 "Failure" "$build/cuda_tests.log" | head -80 | sed 's/^/    /' | t
 
 # The op-test harness on the GPU: every op's parity with the reference kernels (with nan/inf
 # inputs, repeat bits), every gradient rule against finite differences, each kernel's speed.
-for mode in test grad perf; do
+for mode in ${VOLTA_GPU_OPMODES:-test grad perf}; do
   say ""
   say "## Op-test harness: volta_op_tests -b cuda -m $mode"
   say ""
-  "$build/tests/volta_op_tests" -b cuda -m "$mode" >"$build/op_tests_$mode.log" 2>&1 || status=1
+  timeout 240 "$build/tests/volta_op_tests" -b cuda -m "$mode" >"$build/op_tests_$mode.log" 2>&1 || status=1
   if [ "$mode" = perf ]; then
     sed 's/^/    /' "$build/op_tests_$mode.log" | tee -a "$report" >/dev/null
   else
@@ -139,7 +139,9 @@ for cfg in "--layers 4 --heads 4 --channels 128 --context 64 --batch 12" \
            "--layers 6 --heads 6 --channels 384 --context 256 --batch 64"; do
   # shellcheck disable=SC2086
   timeout 300 "$volta" bench train --device cuda $cfg --steps 30 --warmup 5 --json >>"$build/bench_train.jsonl" 2>>"$build/bench_train.err" || status=1
-  for peer in "eager --attention sdpa" "eager --attention unfused" "compile --attention sdpa"; do
+  # VOLTA_GPU_PEERS: the peer modes, separated by '|' (torch.compile's first compile takes a minute).
+  IFS='|' read -ra peer_modes <<<"${VOLTA_GPU_PEERS:-eager --attention sdpa|eager --attention unfused|compile --attention sdpa}"
+  for peer in "${peer_modes[@]}"; do
     # shellcheck disable=SC2086
     timeout 300 python3 bench/gpu_peer.py train --mode $peer $cfg --steps 30 --warmup 10 >>"$build/peer_train.jsonl" \
       2>>"$build/peer_train.err" || echo "(peer $peer failed: $(tail -1 "$build/peer_train.err"))" | tee -a "$report"

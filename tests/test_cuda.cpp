@@ -149,7 +149,7 @@ std::vector<ir::Op> missing_ops(const ir::Graph& g, const Capabilities& caps) {
 }
 
 // The pipeline of CUDA plans, as Runtime::compile derives it: the default one without the fusions
-// (fuse_attention, fuse_matmul_epilogue) whose ops or variants the CUDA backend has no kernel
+// (fuse_matmul_epilogue, fuse_elementwise) whose ops or variants the CUDA backend has no kernel
 // for (see docs/cuda.md).
 CompileOptions cuda_compile_options() {
   CompileOptions o;
@@ -159,43 +159,58 @@ CompileOptions cuda_compile_options() {
   return o;
 }
 
+// Both variants of TinyLM: gpt (shakespeare-char) and llama (grouped queries, rope, SwiGLU).
+std::vector<model::TinyLMConfig> both_variants() {
+  model::TinyLMConfig llama;
+  llama.arch = model::Arch::Llama;
+  model::llama_defaults(llama);
+  return {model::TinyLMConfig{}, llama};
+}
+
 TEST(CudaCapabilities, CoverTinyLMPrefillAndDecode) {
   const Capabilities caps = cuda::capabilities();
   EXPECT_EQ(cuda::kernel_info(ir::Node{}).level, Determinism::Strict);
-  const model::TinyLMConfig c;  // shakespeare-char
-  auto prefill = model::build_tinylm_prefill(c, 2, 10);
-  auto decode = model::build_tinylm_decode(c, 2);
-  ASSERT_OK(prefill);
-  ASSERT_OK(decode);
-  for (const ir::Graph* g : {&*prefill, &*decode}) {
-    // The graphs as built and as the default pipeline rewrites them (fused softmax, ...).
-    auto optimized = passes::run_pipeline(*g, cuda_compile_options().pipeline);
-    ASSERT_OK(optimized);
-    for (const ir::Graph* h : std::initializer_list<const ir::Graph*>{g, &*optimized}) {
-      const std::vector<ir::Op> missing = missing_ops(*h, caps);
-      EXPECT_TRUE(missing.empty()) << "no CUDA kernel for " << ir::op_name(missing.front()) << " in " << h->name;
+  for (const model::TinyLMConfig& c : both_variants()) {
+    auto prefill = model::build_tinylm_prefill(c, 2, 10);
+    auto decode = model::build_tinylm_decode(c, 2);
+    ASSERT_OK(prefill);
+    ASSERT_OK(decode);
+    for (const ir::Graph* g : {&*prefill, &*decode}) {
+      // The graphs as built and as the default pipeline rewrites them (fused softmax, ...).
+      auto optimized = passes::run_pipeline(*g, cuda_compile_options().pipeline);
+      ASSERT_OK(optimized);
+      for (const ir::Graph* h : std::initializer_list<const ir::Graph*>{g, &*optimized}) {
+        const std::vector<ir::Op> missing = missing_ops(*h, caps);
+        EXPECT_TRUE(missing.empty()) << "no CUDA kernel for " << ir::op_name(missing.front()) << " in " << h->name;
+      }
     }
   }
   EXPECT_FALSE(caps.supports(ir::Op::Conv2d));
   EXPECT_FALSE(caps.supports(ir::Op::Mse));
 }
 
-// Forward + backward of the TinyLM loss, with and without biases, as the CUDA pipeline
-// rewrites it: every op has a kernel.
+// Forward + backward of the TinyLM loss, gpt with and without biases and llama, short and long
+// enough for the fused attention, as the CUDA pipeline rewrites it: every op has a kernel.
 TEST(CudaCapabilities, CoverTinyLMTraining) {
   const Capabilities caps = cuda::capabilities();
-  for (bool bias : {false, true}) {
-    model::TinyLMConfig c;
-    c.bias = bias;
-    auto g = model::build_tinylm_loss(c, 2, 16);
-    ASSERT_OK(g);
-    auto gg = autograd::build_backward(*g);
-    ASSERT_OK(gg);
-    auto optimized = passes::run_pipeline(gg->graph, cuda_compile_options().pipeline);
-    ASSERT_OK(optimized);
-    for (const ir::Graph* h : std::initializer_list<const ir::Graph*>{&gg->graph, &*optimized}) {
-      const std::vector<ir::Op> missing = missing_ops(*h, caps);
-      EXPECT_TRUE(missing.empty()) << "no CUDA kernel for " << ir::op_name(missing.front()) << " (bias " << bias << ")";
+  std::vector<model::TinyLMConfig> configs = both_variants();
+  configs.push_back(configs[0]);
+  configs.back().bias = true;
+  for (const model::TinyLMConfig& c0 : configs) {
+    for (int64_t T : {int64_t{16}, int64_t{128}}) {
+      model::TinyLMConfig c = c0;
+      c.context = T;
+      const bool bias = c.bias;
+      auto g = model::build_tinylm_loss(c, 2, T);
+      ASSERT_OK(g);
+      auto gg = autograd::build_backward(*g);
+      ASSERT_OK(gg);
+      auto optimized = passes::run_pipeline(gg->graph, cuda_compile_options().pipeline);
+      ASSERT_OK(optimized);
+      for (const ir::Graph* h : std::initializer_list<const ir::Graph*>{&gg->graph, &*optimized}) {
+        const std::vector<ir::Op> missing = missing_ops(*h, caps);
+        EXPECT_TRUE(missing.empty()) << "no CUDA kernel for " << ir::op_name(missing.front()) << " (bias " << bias << ")";
+      }
     }
   }
 }
@@ -271,9 +286,9 @@ TEST(CudaMemoryGuard, PlannedDevicePeakOfTheReferenceConfigs) {
       {"shakespeare-char", 30835776, 3216384, 6432832, 0, 3216384, 30310912, 6208, 20},
       {"shakespeare-char", 4608, 3216384, 0, 262144, 0, 4608, 128, 260},
       {"shakespeare-char", 147456, 3216384, 0, 8388608, 0, 147456, 192, 8320},
-      {"gpu-gpt", 3150548032, 42980352, 85960768, 0, 42980352, 3145827840, 131136, 20},
-      {"gpu-gpt", 15360, 42980352, 0, 4718592, 0, 13824, 128, 260},
-      {"gpu-gpt", 491520, 42980352, 0, 150994944, 0, 442368, 192, 8320},
+      {"gpu-gpt", 2748486208, 42980352, 85960768, 0, 42980352, 2667677184, 131136, 20},
+      {"gpu-gpt", 13824, 42980352, 0, 4718592, 0, 13824, 128, 260},
+      {"gpu-gpt", 442368, 42980352, 0, 150994944, 0, 442368, 192, 8320},
   };
   ASSERT_EQ(got.size(), std::size(want));
   for (size_t i = 0; i < got.size(); ++i) {
@@ -439,60 +454,84 @@ TEST(CudaTinyLM, GreedyTextIsIdenticalOnCpuAndCuda) {
 
 // ---- Training on a GPU ----------------------------------------------------------------------
 
-// Forward + backward of the TinyLM loss: the loss and every parameter gradient match the CPU,
-// and two CUDA runs give the same bytes.
+// Forward + backward of the TinyLM loss on the CPU and twice on the GPU: the loss and every
+// parameter gradient match the CPU's, and the two CUDA runs give the same bytes. Returns whether
+// the CUDA plan fused the attention's backward (attention_grad).
+bool expect_gradient_parity(const model::TinyLMConfig& c, int64_t batch, const std::string& what) {
+  auto g = model::build_tinylm_loss(c, batch, c.context);
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  auto gg = autograd::build_backward(*g);
+  EXPECT_TRUE(gg.is_ok()) << gg.status().message();
+  auto params = init_params(*g, 11);
+  EXPECT_TRUE(params.is_ok());
+  Bindings b = *params;
+  Tensor tokens = Tensor::zeros(DType::i32, {batch, c.context}), targets = Tensor::zeros(DType::i32, {batch, c.context});
+  for (int64_t i = 0; i < tokens.numel(); ++i) {
+    tokens.data<int32_t>()[i] = static_cast<int32_t>((i * 13 + 5) % c.vocab);
+    targets.data<int32_t>()[i] = static_cast<int32_t>((i * 13 + 18) % c.vocab);
+  }
+  b["tokens"] = tokens;
+  b["targets"] = targets;
+  Runtime cpu(make_cpu_backend());
+  auto pc = cpu.compile(gg->graph);
+  EXPECT_TRUE(pc.is_ok());
+  auto want = cpu.run(**pc, b);
+  EXPECT_TRUE(want.is_ok()) << want.status().message();
+  auto dev = make_cuda_backend();
+  EXPECT_TRUE(dev.is_ok());
+  Runtime cuda(std::move(*dev));
+  auto pg = cuda.compile(gg->graph, cuda_compile_options());
+  EXPECT_TRUE(pg.is_ok()) << pg.status().message();
+  auto got = cuda.run(**pg, b);
+  auto again = cuda.run(**pg, b);
+  EXPECT_TRUE(got.is_ok()) << got.status().message();
+  EXPECT_TRUE(again.is_ok());
+  if (!want.is_ok() || !got.is_ok() || !again.is_ok()) return false;
+  const double dloss = std::fabs((*want)[0].data<float>()[0] - (*got)[0].data<float>()[0]);
+  std::printf("parity training loss (%s): cpu %.7f cuda %.7f diff %.3g\n", what.c_str(), (*want)[0].data<float>()[0],
+              (*got)[0].data<float>()[0], dloss);
+  EXPECT_LT(dloss, 1e-5) << what;
+  double worst = 0;
+  for (size_t i = 0; i < gg->params.size(); ++i) {
+    const Tensor& w = (*want)[i + 1];
+    const Tensor& h = (*got)[i + 1];
+    double scale = 0, diff = 0;
+    for (int64_t k = 0; k < w.numel(); ++k) {
+      scale = std::max(scale, std::fabs(double(w.data<float>()[k])));
+      diff = std::max(diff, std::fabs(double(w.data<float>()[k]) - h.data<float>()[k]));
+    }
+    worst = std::max(worst, diff / (scale + 1e-30));
+    EXPECT_LE(diff, 1e-6 + 1e-4 * scale) << what << ": grad of " << gg->params[i];
+    EXPECT_EQ(std::memcmp(h.raw(), (*again)[i + 1].raw(), h.bytes()), 0) << what << ": two CUDA runs differ: grad of " << gg->params[i];
+  }
+  std::printf("parity training grads (%s): %zu params, worst max|diff| / max|grad| %.3g\n", what.c_str(), gg->params.size(),
+              worst);
+  bool fused = false;
+  for (const ir::Node& n : (*pg)->graph.nodes) fused = fused || n.op == ir::Op::AttentionGrad;
+  return fused;
+}
+
 TEST(CudaTraining, TinyLMGradientsMatchTheCpuAndRepeatBitwise) {
   REQUIRE_CUDA(gpu);
   for (bool bias : {false, true}) {
     model::TinyLMConfig c = small_lm();
     c.bias = bias;
-    auto g = model::build_tinylm_loss(c, 3, c.context);
-    ASSERT_OK(g);
-    auto gg = autograd::build_backward(*g);
-    ASSERT_OK(gg);
-    auto params = init_params(*g, 11);
-    ASSERT_OK(params);
-    Bindings b = *params;
-    Tensor tokens = Tensor::zeros(DType::i32, {3, c.context}), targets = Tensor::zeros(DType::i32, {3, c.context});
-    for (int64_t i = 0; i < tokens.numel(); ++i) {
-      tokens.data<int32_t>()[i] = static_cast<int32_t>((i * 13 + 5) % c.vocab);
-      targets.data<int32_t>()[i] = static_cast<int32_t>((i * 13 + 18) % c.vocab);
-    }
-    b["tokens"] = tokens;
-    b["targets"] = targets;
-    Runtime cpu(make_cpu_backend());
-    auto pc = cpu.compile(gg->graph);
-    ASSERT_OK(pc);
-    auto want = cpu.run(**pc, b);
-    ASSERT_OK(want);
-    auto dev = make_cuda_backend();
-    ASSERT_OK(dev);
-    Runtime cuda(std::move(*dev));
-    auto pg = cuda.compile(gg->graph, cuda_compile_options());
-    ASSERT_OK(pg);
-    auto got = cuda.run(**pg, b);
-    auto again = cuda.run(**pg, b);
-    ASSERT_OK(got);
-    ASSERT_OK(again);
-    const double dloss = std::fabs((*want)[0].data<float>()[0] - (*got)[0].data<float>()[0]);
-    std::printf("parity training loss (bias %d): cpu %.7f cuda %.7f diff %.3g\n", bias, (*want)[0].data<float>()[0],
-                (*got)[0].data<float>()[0], dloss);
-    EXPECT_LT(dloss, 1e-5);
-    double worst = 0;
-    for (size_t i = 0; i < gg->params.size(); ++i) {
-      const Tensor& w = (*want)[i + 1];
-      const Tensor& h = (*got)[i + 1];
-      double scale = 0, diff = 0;
-      for (int64_t k = 0; k < w.numel(); ++k) {
-        scale = std::max(scale, std::fabs(double(w.data<float>()[k])));
-        diff = std::max(diff, std::fabs(double(w.data<float>()[k]) - h.data<float>()[k]));
-      }
-      worst = std::max(worst, diff / (scale + 1e-30));
-      EXPECT_LE(diff, 1e-6 + 1e-4 * scale) << "grad of " << gg->params[i];
-      EXPECT_EQ(std::memcmp(h.raw(), (*again)[i + 1].raw(), h.bytes()), 0) << "two CUDA runs differ: grad of " << gg->params[i];
-    }
-    std::printf("parity training grads (bias %d): %zu params, worst max|diff| / max|grad| %.3g\n", bias, gg->params.size(),
-                worst);
+    expect_gradient_parity(c, 3, bias ? "bias 1" : "bias 0");
+  }
+}
+
+// At 128 keys and more the training graph's attention is fused (attention, attention_grad): the
+// CUDA kernels' gradients match the CPU's unfused ones, for the gpt and the llama variant
+// (grouped queries).
+TEST(CudaTraining, FusedAttentionGradientsMatchTheCpuAndRepeatBitwise) {
+  REQUIRE_CUDA(gpu);
+  for (model::Arch arch : {model::Arch::Gpt, model::Arch::Llama}) {
+    model::TinyLMConfig c = small_lm();
+    c.context = 130;  // ragged against the kernels' blocks of 16 and tiles of 32 rows
+    c.arch = arch;
+    if (arch == model::Arch::Llama) model::llama_defaults(c);
+    EXPECT_TRUE(expect_gradient_parity(c, 2, std::string(model::arch_name(arch)) + ", 130 keys"))
+        << "the CUDA plan did not fuse the attention's backward";
   }
 }
 

@@ -127,11 +127,13 @@ class Runtime {
   struct Resident {
     Tensor host;
     std::shared_ptr<std::byte> device;
+    bool constant = false;  // a graph constant's: kept while the runtime lives
   };
   std::map<const std::byte*, Resident> resident_;
   std::map<std::pair<uint64_t, int32_t>, std::shared_ptr<std::byte>> device_inputs_;  // (graph, input id)
   TransferStats transfers_;
-  Result<std::byte*> resident(const Tensor& host);
+  Result<std::byte*> resident(const Tensor& host, bool constant);
+  void drop_unreachable_residents();
   Result<std::byte*> device_input(const plan::ExecutionPlan& p, const ir::Node& n, const Tensor& host);
 };
 

@@ -67,6 +67,9 @@ class Tensor {
   template <typename T> T* data() { return reinterpret_cast<T*>(storage_.get()); }
   template <typename T> const T* data() const { return reinterpret_cast<const T*>(storage_.get()); }
 
+  // How many tensors share this storage (a device runtime drops its copy of a param nobody
+  // else holds).
+  long use_count() const { return storage_.use_count(); }
   // A deep copy with its own storage.
   Tensor clone() const;
   // Same bytes and type.

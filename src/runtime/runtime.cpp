@@ -221,16 +221,25 @@ Status binding_error(const ir::Graph& g, const Bindings& bindings, const State* 
 
 // Device backends: the resident copy of a param's or constant's bytes, uploaded the first time
 // they are seen.
-Result<std::byte*> Runtime::resident(const Tensor& host) {
+Result<std::byte*> Runtime::resident(const Tensor& host, bool constant) {
   auto it = resident_.find(host.raw());
   if (it == resident_.end() || it->second.host.bytes() != host.bytes()) {
     VOLTA_ASSIGN_OR_RETURN(std::shared_ptr<std::byte> dev, backend_->allocate(host.bytes()));
     VOLTA_RETURN_IF_ERROR(backend_->copy_in(dev.get(), host.raw(), host.bytes()));
     transfers_.h2d_bytes += host.bytes();
     ++transfers_.param_uploads;
-    it = resident_.insert_or_assign(host.raw(), Resident{host, std::move(dev)}).first;
+    it = resident_.insert_or_assign(host.raw(), Resident{host, std::move(dev), false}).first;
   }
+  it->second.constant = it->second.constant || constant;
   return it->second.device.get();
+}
+
+// Device backends: a bound param's copy goes once nobody but the runtime holds its host tensor
+// (nobody can bind it again), so binding fresh tensors run after run does not grow device
+// memory. Constants stay: a cached plan's refs point at their copies.
+void Runtime::drop_unreachable_residents() {
+  for (auto it = resident_.begin(); it != resident_.end();)
+    it = !it->second.constant && it->second.host.use_count() == 1 ? resident_.erase(it) : std::next(it);
 }
 
 // Device backends: input `n` of plan `p` copied into the plan's buffer for it, every run.
@@ -268,6 +277,7 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
   // Device backends: params and constants live in resident copies (uploaded once, kept while
   // the runtime lives), inputs are copied into per-plan buffers every run, outputs copied back.
   const bool device = !backend_->host_memory();
+  if (device) drop_unreachable_residents();
   if (!same_graph) {
     cached.leaves.clear();
     for (const ir::Node& n : g.nodes) {
@@ -275,7 +285,7 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
       if (r.type != n.type) r.type = n.type;
       if (n.op == ir::Op::Constant) r.data = const_cast<std::byte*>(n.value.raw());  // read-only
       if (n.op == ir::Op::Constant && device) {
-        VOLTA_ASSIGN_OR_RETURN(r.data, resident(n.value));
+        VOLTA_ASSIGN_OR_RETURN(r.data, resident(n.value, true));
       }
       if (n.op == ir::Op::Input || n.op == ir::Op::Param) cached.leaves.push_back(n.id);
     }
@@ -299,7 +309,7 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
       return binding_error(g, bindings, state);
     data = const_cast<std::byte*>(it->second.raw());  // kernels never write bound inputs
     if (device) {
-      VOLTA_ASSIGN_OR_RETURN(data, n.op == ir::Op::Input ? device_input(p, n, it->second) : resident(it->second));
+      VOLTA_ASSIGN_OR_RETURN(data, n.op == ir::Op::Input ? device_input(p, n, it->second) : resident(it->second, false));
     }
     ++it;
   }

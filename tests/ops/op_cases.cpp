@@ -220,13 +220,18 @@ std::vector<OpCase> cases_of(Op op) {
       return {C({f({4, 5, 6})}, A{{"axes", V({0, 1})}, {"keepdims", I(1)}}, 2e-6),
               C({f({4, 5, 300})}, A{{"axes", V({0, 1})}}, 2e-6), C({f({4, 5, 6})}, A{{"axes", V({-1})}, {"keepdims", I(1)}}, 2e-6),
               C({f({3, 1000})}, A{{"axes", V({1})}}, 5e-5),  // the CPU's float sum of 1000 terms
-              C({f({4, 5, 6})}, A{{"axes", V({0, 2})}}, 2e-6)};
+              C({f({4, 5, 6})}, A{{"axes", V({0, 2})}}, 2e-6),
+              // training's shapes: a layer norm gain's gradient (columns over every row), a middle
+              // band, long rows; past one block's lanes and strips, ragged ends
+              // (the CPU sums columns in f32: 6000 terms of N(0, 4) cost it up to ~1e-3)
+              C({f({2, 3000, 70})}, A{{"axes", V({0, 1})}}, 2e-3), C({f({3, 500, 40})}, A{{"axes", V({1})}}, 2e-4),
+              C({f({2, 7001})}, A{{"axes", V({-1})}}, 2e-4)};
     case Op::ReduceMean:
       return {C({f({5, 300})}, A{{"axes", V({1})}}, 2e-6), C({f({4, 5, 6})}, A{{"axes", V({0, 2})}, {"keepdims", I(1)}}, 2e-6),
               C({f({2, 3, 4})}, A{{"axes", V({0})}}, 2e-6)};
     case Op::ReduceMax:
       return {C({distinct({5, 4, 3})}, A{{"axes", V({0, 2})}}), C({distinct({6, 7})}, A{{"axes", V({-1})}, {"keepdims", I(1)}}),
-              C({distinct({2, 3, 4})}, A{{"axes", V({1})}})};
+              C({distinct({2, 3, 4})}, A{{"axes", V({1})}}), C({distinct({3, 300, 40})}, A{{"axes", V({0, 1})}})};
 
     case Op::Where:
       return {C({i32({2, 3}, 2), f({2, 3}), f({3})}), C({f({4, 1}), f({1, 5}), f({4, 5})}),

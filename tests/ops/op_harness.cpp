@@ -236,18 +236,24 @@ void grad_case(const std::string& backend, const OpCase& c, Tally& tally) {
   double max_rel = 0, max_abs = 0;
   int64_t checked = 0;
   for (size_t p = 0; p < gg->params.size(); ++p) {
-    Tensor& param = values.at(gg->params[p]);
+    const Tensor param = values.at(gg->params[p]);
     const Tensor& grad = (*analytic)[p + 1];
     const int64_t stride = std::max<int64_t>(1, param.numel() / 64);  // about 64 elements, evenly spread
+    // Each perturbed value is bound as a tensor of its own: a device runtime keeps a param's
+    // upload keyed by its storage and does not re-read a tensor changed in place.
+    auto loss_at = [&](int64_t i, float x) {
+      Tensor t = param.clone();
+      t.data<float>()[i] = x;
+      values.insert_or_assign(gg->params[p], t);
+      auto l = loss();
+      values.insert_or_assign(gg->params[p], param);
+      return l;
+    };
     for (int64_t i = 0; i < param.numel(); i += stride) {
-      float* v = param.data<float>() + i;
-      const float saved = *v, hi = saved + kStep, lo = saved - kStep;
+      const float saved = param.data<float>()[i], hi = saved + kStep, lo = saved - kStep;
       auto mid = loss();
-      *v = hi;
-      auto up = loss();
-      *v = lo;
-      auto down = loss();
-      *v = saved;
+      auto up = loss_at(i, hi);
+      auto down = loss_at(i, lo);
       for (const auto* l : {&mid, &up, &down})
         if (!l->is_ok()) return report(tally, "FAIL", backend, label, l->status().message());
       const double g = grad.data<float>()[i];

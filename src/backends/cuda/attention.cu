@@ -1,12 +1,347 @@
-// The attention family, mirroring ref_attention.cpp. Rotary position embeddings (rope_rows): one thread per pair
-// (x1, x2) of a row, each product rounded to f32 before the add (no fused multiply-add), so the
-// bits are the CPU's.
+// The attention family, mirroring ref_attention.cpp.
+//
+// attention and attention_grad (kernels.h has the contract): a block of 4 warps takes 16 rows
+// (queries; keys for dk and dv), 4 per warp, and walks tiles of 32 rows of the other side held
+// in shared memory, one per lane. A lane's score is a dot product in double rounded to f32, the
+// reference's; a row's statistics come from butterflies over the lanes, after which every lane
+// holds the same value; a row's weighted sums run over the tile's rows in order, in double.
+//
+// rope (rope_rows): one thread per pair (x1, x2) of a row, each product rounded to f32 before the
+// add (no fused multiply-add), so the bits are the CPU's.
 #include <cmath>
 
 #include "backends/cuda/launch.cuh"
 
 namespace volta::cuda {
 namespace {
+
+constexpr int kWarps = 4, kRowsPerWarp = 4, kRows = kWarps * kRowsPerWarp, kTile = 32;
+constexpr int kAttnThreads = kWarps * 32;
+constexpr int kLaneDims = static_cast<int>(kAttentionMaxDim / 32);  // output dims per lane
+constexpr unsigned kFull = 0xffffffffu;
+constexpr double kNegInf = -INFINITY;
+
+__device__ inline double warp_max(double v) {  // NaN-ignoring, as fmax
+  for (int s = 16; s > 0; s >>= 1) v = fmax(v, __shfl_xor_sync(kFull, v, s));
+  return v;
+}
+__device__ inline double warp_sum(double v) {  // every lane ends with the same sum
+  for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(kFull, v, s);
+  return v;
+}
+
+// Rows [0, S1) of one group of k (or v) then rows [0, S2) of k2 (v2), each `width` floats.
+struct Rows {
+  const float* a;
+  const float* b;
+  int64_t split, width;
+  __device__ const float* row(int64_t j) const { return j < split ? a + j * width : b + (j - split) * width; }
+};
+
+// dst[r][0, width) (row stride `stride`) = rows r0 + r of src, zeros past `count` rows.
+__device__ inline void load_rows(float* dst, int stride, const Rows& src, int64_t r0, int64_t count, int n_rows, int width) {
+  for (int t = static_cast<int>(threadIdx.x); t < n_rows * width; t += blockDim.x) {
+    const int r = t / width, c = t % width;
+    dst[r * stride + c] = r < count ? src.row(r0 + r)[c] : 0.0f;
+  }
+}
+
+// The reference's score: the dot product in double, rounded to f32, times the scale in double.
+__device__ inline double score(const float* x, const float* y, int D, double scale) {
+  double s = 0.0;
+  for (int d = 0; d < D; ++d) s = fma(static_cast<double>(x[d]), static_cast<double>(y[d]), s);
+  return scale * static_cast<double>(static_cast<float>(s));
+}
+__device__ inline float dot_f32(const float* x, const float* y, int D) {
+  double s = 0.0;
+  for (int d = 0; d < D; ++d) s = fma(static_cast<double>(x[d]), static_cast<double>(y[d]), s);
+  return static_cast<float>(s);
+}
+
+// A row's softmax statistics over the keys so far: the max m (NaN-ignoring) and the sum l of
+// exp(z - m). While every z is -inf nothing is added: the row's result is nan if that lasts
+// (as the reference's 0/0), and those terms are exact zeros if a finite z comes later.
+__device__ inline void add_scores(double z, double& m, double& l) {
+  const double m_new = fmax(m, warp_max(z));
+  if (m_new == kNegInf) return;
+  const double terms = warp_sum(exp(z - m_new));
+  l = l * exp(m - m_new) + terms;
+  m = m_new;
+}
+
+// The probability the reference stores: f32(exp(z - m) / l).
+__device__ inline float probability(double z, double m, double l) { return static_cast<float>(exp(z - m) / l); }
+
+struct Window {  // the keys of one block's query rows after the run-time position
+  int64_t S1, offset;
+  bool bad;
+};
+__device__ inline Window window(const AttentionDesc& d) {
+  Window w{d.S1, d.offset, false};
+  if (d.position != nullptr) {
+    const int64_t p = *d.position;
+    w.bad = p < 0 || p > d.cap - d.T;
+    w.S1 = p + d.T;
+    w.offset = min(max(d.offset, -d.cap - 1), d.cap) + p;
+  }
+  return w;
+}
+
+// finite[g] = 1 when every row group g reads (q, dy: its own; k, v: its key group's used rows)
+// is finite: then a causal block may skip what the mask zeroes.
+__global__ void __launch_bounds__(kThreads) finite_kernel(const float* q, const float* dy, Rows k, Rows v, int64_t rows_q,
+                                                          int64_t keys, int64_t rep, int64_t group_stride_k,
+                                                          int64_t group_stride_k2, int64_t G, int* finite) {
+  for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {
+    const int64_t kvg = g / rep;
+    Rows kg{k.a + kvg * group_stride_k * k.width, k.b ? k.b + kvg * group_stride_k2 * k.width : nullptr, k.split, k.width};
+    Rows vg{v.a + kvg * group_stride_k * v.width, v.b ? v.b + kvg * group_stride_k2 * v.width : nullptr, v.split, v.width};
+    bool ok = true;
+    for (int64_t t = threadIdx.x; t < rows_q * k.width; t += blockDim.x) {
+      if (q && !isfinite(q[g * rows_q * k.width + t])) ok = false;
+      if (dy && !isfinite(dy[g * rows_q * k.width + t])) ok = false;
+    }
+    for (int64_t t = threadIdx.x; t < keys * k.width; t += blockDim.x)
+      if (!isfinite(kg.row(t / k.width)[t % k.width])) ok = false;
+    for (int64_t t = threadIdx.x; t < keys * v.width; t += blockDim.x)
+      if (!isfinite(vg.row(t / v.width)[t % v.width])) ok = false;
+    ok = __syncthreads_and(ok);
+    if (threadIdx.x == 0) finite[g] = ok ? 1 : 0;
+  }
+}
+
+// ---- attention ----
+// Shared memory: q rows [kRows][D], a key tile [kTile][D + 1], a value tile [kTile][E].
+__global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                                                 const float* __restrict__ v, const float* __restrict__ k2,
+                                                                 const float* __restrict__ v2, float* __restrict__ out,
+                                                                 AttentionDesc d, const int* __restrict__ finite) {
+  extern __shared__ float sm[];
+  const int D = static_cast<int>(d.D), E = static_cast<int>(d.E), Dp = D + 1;
+  float* qs = sm;
+  float* ks = qs + kRows * D;
+  float* vs = ks + kTile * Dp;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t row_blocks = (d.T + kRows - 1) / kRows;
+  const Window w = window(d);
+  const int64_t S = w.S1 + d.S2;
+  for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
+    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows, kvg = g / d.rep;
+    float* o = out + g * d.T * E;
+    if (w.bad) {
+      for (int64_t t = threadIdx.x; t < kRows * E; t += blockDim.x)
+        if (i0 + t / E < d.T) o[(i0 + t / E) * E + t % E] = NAN;
+      continue;
+    }
+    const Rows keys{k + kvg * d.cap * D, k2 ? k2 + kvg * d.S2 * D : nullptr, w.S1, D};
+    const Rows vals{v + kvg * d.cap * E, v2 ? v2 + kvg * d.S2 * E : nullptr, w.S1, E};
+    const bool skip = finite != nullptr && finite[g] != 0;  // only passed for a causal mask with offset >= 0
+    const int64_t end = skip ? min(max(i0 + kRows + w.offset, int64_t{0}), S) : S;  // keys any of the rows keeps
+    const Rows qrows{q + g * d.T * D, nullptr, d.T, D};
+    load_rows(qs, D, qrows, i0, d.T - i0, kRows, D);
+    __syncthreads();
+    const float* my_q = qs + warp * kRowsPerWarp * D;
+    auto z_of = [&](int r, int64_t j, const float* key) {
+      const int64_t i = i0 + warp * kRowsPerWarp + r;
+      return j >= end || (d.causal && j > i + w.offset) ? kNegInf : score(my_q + r * D, key, D, d.scale);
+    };
+    double m[kRowsPerWarp], l[kRowsPerWarp];
+    for (int r = 0; r < kRowsPerWarp; ++r) m[r] = kNegInf, l[r] = 0.0;
+    for (int64_t t0 = 0; t0 < end; t0 += kTile) {
+      load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
+      __syncthreads();
+      for (int r = 0; r < kRowsPerWarp; ++r) add_scores(z_of(r, t0 + lane, ks + lane * Dp), m[r], l[r]);
+      __syncthreads();
+    }
+    double acc[kRowsPerWarp][kLaneDims] = {};
+    for (int64_t t0 = 0; t0 < end; t0 += kTile) {
+      load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
+      load_rows(vs, E, vals, t0, end - t0, kTile, E);
+      __syncthreads();
+      float p[kRowsPerWarp];
+      for (int r = 0; r < kRowsPerWarp; ++r) p[r] = probability(z_of(r, t0 + lane, ks + lane * Dp), m[r], l[r]);
+      const int n = static_cast<int>(min(int64_t{kTile}, end - t0));
+      for (int jj = 0; jj < n; ++jj)
+        for (int r = 0; r < kRowsPerWarp; ++r) {
+          const double pj = __shfl_sync(kFull, p[r], jj);
+#pragma unroll
+          for (int c = 0; c < kLaneDims; ++c)
+            if (lane + 32 * c < E) acc[r][c] = fma(pj, static_cast<double>(vs[jj * E + lane + 32 * c]), acc[r][c]);
+        }
+      __syncthreads();
+    }
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int64_t i = i0 + warp * kRowsPerWarp + r;
+      if (i >= d.T) continue;
+#pragma unroll
+      for (int c = 0; c < kLaneDims; ++c)
+        if (lane + 32 * c < E) o[i * E + lane + 32 * c] = m[r] == kNegInf ? NAN : static_cast<float>(acc[r][c]);
+    }
+  }
+}
+
+// ---- attention_grad, part 1: dq and each query row's statistics ----
+// Shared memory: q and dy rows [kRows][D] each, key and value tiles [kTile][D + 1] each.
+__global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                                                    const float* __restrict__ v, const float* __restrict__ dy,
+                                                                    float* __restrict__ dq, AttentionDesc d,
+                                                                    const int* __restrict__ finite, double* __restrict__ stats) {
+  extern __shared__ float sm[];
+  const int D = static_cast<int>(d.D), Dp = D + 1;
+  float* qs = sm;
+  float* dys = qs + kRows * D;
+  float* ks = dys + kRows * D;
+  float* vs = ks + kTile * Dp;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t T = d.T, row_blocks = (T + kRows - 1) / kRows;
+  for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
+    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows, kvg = g / d.rep;
+    const Rows keys{k + kvg * T * D, nullptr, T, D}, vals{v + kvg * T * D, nullptr, T, D};
+    const bool skip = d.causal && d.offset >= 0 && finite[g] != 0;
+    const int64_t end = skip ? min(max(i0 + kRows + d.offset, int64_t{0}), T) : T;
+    load_rows(qs, D, Rows{q + g * T * D, nullptr, T, D}, i0, T - i0, kRows, D);
+    load_rows(dys, D, Rows{dy + g * T * D, nullptr, T, D}, i0, T - i0, kRows, D);
+    __syncthreads();
+    const float* my_q = qs + warp * kRowsPerWarp * D;
+    const float* my_dy = dys + warp * kRowsPerWarp * D;
+    auto z_of = [&](int r, int64_t j) {
+      const int64_t i = i0 + warp * kRowsPerWarp + r;
+      return j >= end || (d.causal && j > i + d.offset) ? kNegInf : score(my_q + r * D, ks + lane * Dp, D, d.scale);
+    };
+    double m[kRowsPerWarp], l[kRowsPerWarp], pdp[kRowsPerWarp];
+    for (int r = 0; r < kRowsPerWarp; ++r) m[r] = kNegInf, l[r] = 0.0, pdp[r] = 0.0;
+    for (int64_t t0 = 0; t0 < end; t0 += kTile) {
+      load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
+      __syncthreads();
+      for (int r = 0; r < kRowsPerWarp; ++r) add_scores(z_of(r, t0 + lane), m[r], l[r]);
+      __syncthreads();
+    }
+    // sum over the keys of dp * p, dp = dy . v (each rounded to f32 as the reference stores it)
+    for (int64_t t0 = 0; t0 < end; t0 += kTile) {
+      load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
+      load_rows(vs, Dp, vals, t0, end - t0, kTile, D);
+      __syncthreads();
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const float p = probability(z_of(r, t0 + lane), m[r], l[r]);
+        const float dp = t0 + lane < end ? dot_f32(my_dy + r * D, vs + lane * Dp, D) : 0.0f;
+        pdp[r] += warp_sum(static_cast<double>(dp) * p);
+      }
+      __syncthreads();
+    }
+    double acc[kRowsPerWarp][kLaneDims] = {};
+    for (int64_t t0 = 0; t0 < end; t0 += kTile) {
+      load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
+      load_rows(vs, Dp, vals, t0, end - t0, kTile, D);
+      __syncthreads();
+      float ds[kRowsPerWarp];
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const float p = probability(z_of(r, t0 + lane), m[r], l[r]);
+        const float dp = t0 + lane < end ? dot_f32(my_dy + r * D, vs + lane * Dp, D) : 0.0f;
+        ds[r] = static_cast<float>(d.scale * p * (dp - pdp[r]));
+      }
+      const int n = static_cast<int>(min(int64_t{kTile}, end - t0));
+      for (int jj = 0; jj < n; ++jj)
+        for (int r = 0; r < kRowsPerWarp; ++r) {
+          const double dsj = __shfl_sync(kFull, ds[r], jj);
+#pragma unroll
+          for (int c = 0; c < kLaneDims; ++c)
+            if (lane + 32 * c < D) acc[r][c] = fma(dsj, static_cast<double>(ks[jj * Dp + lane + 32 * c]), acc[r][c]);
+        }
+      __syncthreads();
+    }
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int64_t i = i0 + warp * kRowsPerWarp + r;
+      if (i >= T) continue;
+#pragma unroll
+      for (int c = 0; c < kLaneDims; ++c)
+        if (lane + 32 * c < D) dq[(g * T + i) * D + lane + 32 * c] = static_cast<float>(acc[r][c]);
+      if (lane == 0) {
+        double* st = stats + (g * T + i) * 3;
+        st[0] = m[r], st[1] = l[r], st[2] = pdp[r];
+      }
+    }
+  }
+}
+
+// ---- attention_grad, part 2: dk and dv, per key row, over the query rows that see it ----
+// Shared memory: key and value rows [kRows][D] each, q and dy tiles [kTile][D + 1] each, the
+// tile's statistics [kTile][3] (doubles, after the floats).
+__global__ void __launch_bounds__(kAttnThreads) attention_dkv_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                                                     const float* __restrict__ v, const float* __restrict__ dy,
+                                                                     float* __restrict__ dk, float* __restrict__ dv,
+                                                                     AttentionDesc d, const int* __restrict__ finite,
+                                                                     const double* __restrict__ stats) {
+  extern __shared__ float sm[];
+  const int D = static_cast<int>(d.D), Dp = D + 1;
+  float* kr = sm;
+  float* vr = kr + kRows * D;
+  float* qt = vr + kRows * D;
+  float* dyt = qt + kTile * Dp;
+  double* st = reinterpret_cast<double*>(sm + ((2 * kRows * D + 2 * kTile * Dp + 1) / 2) * 2);
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t T = d.T, row_blocks = (T + kRows - 1) / kRows;
+  for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
+    const int64_t g = b / row_blocks, j0 = (b % row_blocks) * kRows, kvg = g / d.rep;
+    const bool skip = d.causal && d.offset >= 0 && finite[g] != 0;
+    const int64_t start = skip ? min(max(j0 - d.offset, int64_t{0}), T) : 0;  // the first query row that sees a key here
+    load_rows(kr, D, Rows{k + kvg * T * D, nullptr, T, D}, j0, T - j0, kRows, D);
+    load_rows(vr, D, Rows{v + kvg * T * D, nullptr, T, D}, j0, T - j0, kRows, D);
+    const Rows qrows{q + g * T * D, nullptr, T, D}, dyrows{dy + g * T * D, nullptr, T, D};
+    double dk_acc[kRowsPerWarp][kLaneDims] = {}, dv_acc[kRowsPerWarp][kLaneDims] = {};
+    for (int64_t t0 = start; t0 < T; t0 += kTile) {
+      load_rows(qt, Dp, qrows, t0, T - t0, kTile, D);
+      load_rows(dyt, Dp, dyrows, t0, T - t0, kTile, D);
+      for (int t = static_cast<int>(threadIdx.x); t < kTile * 3; t += blockDim.x)
+        st[t] = t0 + t / 3 < T ? stats[(g * T + t0) * 3 + t] : 0.0;
+      __syncthreads();
+      const int64_t i = t0 + lane;  // this lane's query row
+      float p[kRowsPerWarp], ds[kRowsPerWarp];
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const int64_t j = j0 + warp * kRowsPerWarp + r;
+        p[r] = ds[r] = 0.0f;
+        if (i >= T || j >= T) continue;
+        const double z = d.causal && j > i + d.offset ? kNegInf : score(qt + lane * Dp, kr + (warp * kRowsPerWarp + r) * D, D, d.scale);
+        p[r] = probability(z, st[lane * 3], st[lane * 3 + 1]);
+        const float dp = dot_f32(dyt + lane * Dp, vr + (warp * kRowsPerWarp + r) * D, D);
+        ds[r] = static_cast<float>(d.scale * p[r] * (dp - st[lane * 3 + 2]));
+      }
+      const int n = static_cast<int>(min(int64_t{kTile}, T - t0));
+      for (int ii = 0; ii < n; ++ii)
+        for (int r = 0; r < kRowsPerWarp; ++r) {
+          const double pi = __shfl_sync(kFull, p[r], ii), dsi = __shfl_sync(kFull, ds[r], ii);
+#pragma unroll
+          for (int c = 0; c < kLaneDims; ++c)
+            if (lane + 32 * c < D) {
+              dv_acc[r][c] = fma(pi, static_cast<double>(dyt[ii * Dp + lane + 32 * c]), dv_acc[r][c]);
+              dk_acc[r][c] = fma(dsi, static_cast<double>(qt[ii * Dp + lane + 32 * c]), dk_acc[r][c]);
+            }
+        }
+      __syncthreads();
+    }
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int64_t j = j0 + warp * kRowsPerWarp + r;
+      if (j >= T) continue;
+#pragma unroll
+      for (int c = 0; c < kLaneDims; ++c)
+        if (lane + 32 * c < D) {
+          dk[(g * T + j) * D + lane + 32 * c] = static_cast<float>(dk_acc[r][c]);
+          dv[(g * T + j) * D + lane + 32 * c] = static_cast<float>(dv_acc[r][c]);
+        }
+    }
+    __syncthreads();  // kr, vr are reloaded by the next block
+  }
+}
+
+// Dynamic shared memory past the default 48 KB needs the kernel's limit raised first.
+template <typename Kernel>
+cudaError_t allow_shared(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
+unsigned attention_grid(const AttentionDesc& d) {
+  return static_cast<unsigned>(std::min<int64_t>(d.G * ((d.T + kRows - 1) / kRows), int64_t{1} << 20));
+}
 
 __global__ void rope_kernel(const float* x, const float* cos, const float* sin, const int32_t* position, float* out,
                             int64_t rows, int64_t T, int64_t half, int64_t table_rows) {
@@ -35,6 +370,46 @@ cudaError_t launch_rope(const float* x, const float* cos, const float* sin, cons
   const int64_t n = rows * half;
   if (n == 0) return cudaSuccess;
   rope_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, cos, sin, position, out, rows, T, half, table_rows);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_attention(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
+                             const AttentionDesc& d, int* finite, cudaStream_t stream) {
+  if (d.G == 0 || d.T == 0 || d.E == 0) return cudaSuccess;
+  if (d.D > kAttentionMaxDim || d.E > kAttentionMaxDim || d.D == 0) return cudaErrorInvalidValue;
+  // Rows that keep no key (offset < 0) are nan, which skipping would lose; a decode step's
+  // window is on the device.
+  const bool skippable = d.causal && d.offset >= 0 && d.position == nullptr;
+  if (skippable) {
+    finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(nullptr, nullptr, Rows{k, k2, d.S1, d.D}, Rows{v, v2, d.S1, d.E},
+                                                           d.T, d.S1 + d.S2, d.rep, d.cap, d.S2, d.G, finite);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  const size_t shared = sizeof(float) * static_cast<size_t>(kRows * d.D + kTile * (d.D + 1) + kTile * d.E);
+  if (cudaError_t e = allow_shared(attention_kernel, shared); e != cudaSuccess) return e;
+  attention_kernel<<<attention_grid(d), kAttnThreads, shared, stream>>>(q, k, v, k2, v2, out, d, skippable ? finite : nullptr);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_attention_grad(const float* q, const float* k, const float* v, const float* dy, float* out,
+                                  const AttentionDesc& d, int* finite, double* stats, cudaStream_t stream) {
+  if (d.G == 0 || d.T == 0 || d.D == 0) return cudaSuccess;
+  if (d.D > kAttentionMaxDim || d.E != d.D) return cudaErrorInvalidValue;
+  if (d.causal && d.offset >= 0) {  // as attention's: only then may blocks skip
+    finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(q, dy, Rows{k, nullptr, d.T, d.D}, Rows{v, nullptr, d.T, d.D}, d.T,
+                                                           d.T, d.rep, d.T, 0, d.G, finite);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  const int64_t n = d.G * d.T * d.D;
+  const size_t dq_shared = sizeof(float) * static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
+  if (cudaError_t e = allow_shared(attention_dq_kernel, dq_shared); e != cudaSuccess) return e;
+  attention_dq_kernel<<<attention_grid(d), kAttnThreads, dq_shared, stream>>>(q, k, v, dy, out, d, finite, stats);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  const size_t floats = static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
+  const size_t dkv_shared = sizeof(float) * ((floats + 1) / 2 * 2) + sizeof(double) * kTile * 3;
+  if (cudaError_t e = allow_shared(attention_dkv_kernel, dkv_shared); e != cudaSuccess) return e;
+  attention_dkv_kernel<<<attention_grid(d), kAttnThreads, dkv_shared, stream>>>(q, k, v, dy, out + n, out + 2 * n, d, finite,
+                                                                                 stats);
   return cudaGetLastError();
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,13 @@ class CudaBackend final : public Backend {
   Status copy_out(std::byte* dst, const std::byte* src, size_t bytes) override {
     if (bytes == 0) return Status::ok();
     VOLTA_RETURN_IF_ERROR(check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_.get()), "cudaMemcpy device to host"));
-    return stream_.synchronize("CUDA execution before a device-to-host copy");
+    VOLTA_RETURN_IF_ERROR(stream_.synchronize("CUDA execution before a device-to-host copy"));
+    return index_errors();
   }
-  Status synchronize() override { return stream_.synchronize("CUDA execution"); }
+  Status synchronize() override {
+    VOLTA_RETURN_IF_ERROR(stream_.synchronize("CUDA execution"));
+    return index_errors();
+  }
   KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& n, Determinism /*level*/) const override {
     return cuda::kernel_info(n);
   }
@@ -115,12 +120,14 @@ class CudaBackend final : public Backend {
     set(Op::CrossEntropy, [](CudaBackend& b, const Call& c) { return b.cross_entropy(c.n, c.in, c.out, c.ws); });
     set(Op::CrossEntropyGrad, [](CudaBackend& b, const Call& c) { return b.cross_entropy(c.n, c.in, c.out, c.ws); });
     set(Op::GradNorm, [](CudaBackend& b, const Call& c) { return b.grad_norm(c.n, c.in, c.out, c.ws); });
-    set(Op::OptimizerUpdate, [](CudaBackend& b, const Call& c) { return b.optimizer_update(c.n, c.in); });
+    set(Op::OptimizerUpdate, [](CudaBackend& b, const Call& c) { return b.optimizer_update(c.n, c.in, c.out); });
     set(Op::Increment, [](CudaBackend& b, const Call& c) { return b.increment(c.n, c.in, c.out); });
     set(Op::CacheWrite, [](CudaBackend& b, const Call& c) { return b.cache_write(c.n, c.in, c.out); });
     set(Op::Rope, [](CudaBackend& b, const Call& c) { return b.rope(c.n, c.in, c.out); });
     set(Op::Swiglu, [](CudaBackend& b, const Call& c) { return b.swiglu(c.n, c.in, c.out); });
     set(Op::SwigluGrad, [](CudaBackend& b, const Call& c) { return b.swiglu(c.n, c.in, c.out); });
+    set(Op::Attention, [](CudaBackend& b, const Call& c) { return b.attention(c.n, c.in, c.out, c.ws); });
+    set(Op::AttentionGrad, [](CudaBackend& b, const Call& c) { return b.attention(c.n, c.in, c.out, c.ws); });
     return t;
   }
 
@@ -214,14 +221,18 @@ class CudaBackend final : public Backend {
   Status cache_write(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     const Shape& c = in[0].shape();
     const size_t r = c.size();
-    if (r < 2 || in[2].type.dtype != DType::i32 || out.data != in[0].data)
-      return internal_error(prefix(n) + "expects a cache of rank >= 2 written in place and an i32 position " + ir::node_ref(n));
+    if (r < 2 || in[2].type.dtype != DType::i32 || out.type.bytes() != in[0].type.bytes())
+      return internal_error(prefix(n) + "expects a cache of rank >= 2 and an i32 position " + ir::node_ref(n));
     const int64_t S = c[r - 2], T = in[1].shape()[r - 2];
     const int64_t row_bytes = c[r - 1] * static_cast<int64_t>(dtype_size(in[0].type.dtype));
     if (row_bytes % 4 != 0) return internal_error(prefix(n) + "rows must be whole 4-byte words " + ir::node_ref(n));
-    return launched(launch_cache_write(in[0].data, in[1].data, in[2].as<const int32_t>(), product(c, 0, r - 2), S, T,
-                                       row_bytes / 4, stream_.get()),
-                    n);
+    VOLTA_RETURN_IF_ERROR(launched(launch_cache_write(in[0].data, in[1].data, in[2].as<const int32_t>(), product(c, 0, r - 2),
+                                                     S, T, row_bytes / 4, stream_.get()),
+                                   n));
+    // Plans alias the output to the cache; a node run on its own (the op-test harness) gets a copy.
+    if (out.data == in[0].data || out.type.bytes() == 0) return Status::ok();
+    return check(cudaMemcpyAsync(out.data, in[0].data, out.type.bytes(), cudaMemcpyDeviceToDevice, stream_.get()),
+                 prefix(n) + ir::node_ref(n));
   }
 
   // x [..., T, D] rotated by rows 0.. (or position..) of the tables. The position stays on the
@@ -232,6 +243,57 @@ class CudaBackend final : public Backend {
     return launched(launch_rope(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(),
                                 in.size() == 4 ? in[3].as<const int32_t>() : nullptr, out.as<float>(), D == 0 ? 0 : in[0].numel() / D,
                                 T, D / 2, in[1].shape()[0], stream_.get()),
+                    n);
+  }
+
+  // attention (q, k, v[, k2, v2 | position]) and attention_grad (q, k, v, dy): shapes as
+  // ref_attention.cpp reads them; the position stays on the device (out of range: nan output,
+  // which TinyLM's position embedding reports by name first, as for rope).
+  Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace) {
+    const bool grad = n.op == Op::AttentionGrad;
+    const bool position = !grad && in.size() == 4;
+    for (size_t i = 0; i < in.size(); ++i)
+      if (in[i].type.dtype != DType::f32 && !(position && i == 3))
+        return internal_error(prefix(n) + "CUDA kernel computes f32 only " + ir::node_ref(n));
+    if (out.type.dtype != DType::f32) return internal_error(prefix(n) + "CUDA kernel computes f32 only " + ir::node_ref(n));
+    AttentionDesc d;
+    std::optional<int64_t> causal_offset, prefix_rows;
+    if (grad) {
+      VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::AttentionGrad>(n));
+      d.scale = at->scale, causal_offset = at->causal_offset;
+    } else {
+      VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Attention>(n));
+      d.scale = at->scale, causal_offset = at->causal_offset, prefix_rows = at->prefix;
+    }
+    d.causal = causal_offset.has_value();
+    d.offset = causal_offset.value_or(0);
+    const Shape& qs = in[0].shape();
+    const size_t r = qs.size();
+    if (r < 2 || in[1].shape().size() != r || in[2].shape().size() != r)
+      return internal_error(prefix(n) + "expects q, k, v of one rank >= 2 " + ir::node_ref(n));
+    d.G = product(qs, 0, r - 2), d.T = qs[r - 2], d.D = qs[r - 1], d.E = in[2].shape()[r - 1];
+    const int64_t kv_groups = product(in[1].shape(), 0, r - 2);
+    d.rep = kv_groups == 0 ? 1 : d.G / kv_groups;
+    d.cap = in[1].shape()[r - 2];
+    d.S1 = prefix_rows.value_or(d.cap);
+    d.S2 = in.size() == 5 ? in[3].shape()[r - 2] : 0;
+    if (position) d.position = in[3].as<const int32_t>();
+    if (d.D > kAttentionMaxDim || d.E > kAttentionMaxDim)
+      return unimplemented(prefix(n) + "the CUDA kernel takes head dims up to " + std::to_string(kAttentionMaxDim) + ", not " +
+                           std::to_string(std::max(d.D, d.E)) + " " + ir::node_ref(n));
+    const size_t need = static_cast<size_t>(attention_workspace_bytes(d.G, d.T, grad));
+    if (workspace.size() < need) return internal_error(prefix(n) + "workspace too small " + ir::node_ref(n));
+    int* finite = reinterpret_cast<int*>(workspace.data());
+    if (grad) {
+      auto* stats = reinterpret_cast<double*>(workspace.data() + attention_flags_bytes(d.G));
+      return launched(launch_attention_grad(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(),
+                                            in[3].as<const float>(), out.as<float>(), d, finite, stats, stream_.get()),
+                      n);
+    }
+    const float* k2 = in.size() == 5 ? in[3].as<const float>() : nullptr;
+    const float* v2 = in.size() == 5 ? in[4].as<const float>() : nullptr;
+    return launched(launch_attention(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(), k2, v2,
+                                     out.as<float>(), d, finite, stream_.get()),
                     n);
   }
 
@@ -325,10 +387,11 @@ class CudaBackend final : public Backend {
     if (table.shape().size() != 2 || !is_integer(ids.type.dtype) || table.type.bytes() % 4 != 0)
       return internal_error(prefix(n) + "expects table [V, D] and integer ids " + ir::node_ref(n));
     const int64_t V = table.shape()[0];
-    VOLTA_RETURN_IF_ERROR(host_indices(n, in[1], "id", V).status());
+    VOLTA_RETURN_IF_ERROR(check_indices(n, ids, "id", V));
     const int64_t count = ids.numel();
     const int64_t words = static_cast<int64_t>(static_cast<size_t>(table.shape()[1]) * dtype_size(table.type.dtype) / 4);
-    return launched(launch_gather_rows(table.data, ids.data, ids.type.dtype == DType::i64, out.data, count, words, stream_.get()), n);
+    return launched(
+        launch_gather_rows(table.data, V, ids.data, ids.type.dtype == DType::i64, out.data, count, words, stream_.get()), n);
   }
 
   Status transpose(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
@@ -399,30 +462,49 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  // Integer indices (ids, targets) copied to the host and checked against [0, bound), except
-  // those equal to `*skip`: an index out of range is an error naming the node, as on the CPU,
-  // and never a wild read on the device.
-  Result<std::vector<int64_t>> host_indices(const ir::Node& n, const TensorRef& idx, const char* what, int64_t bound,
-                                            const int64_t* skip = nullptr) {
+  // Integer indices (ids, targets) checked on the device against [0, bound), entries equal to
+  // `*skip` aside (launch_check_indices): an index out of range is an error naming the node, as
+  // on the CPU, reported at the next synchronisation, and never a wild read on the device.
+  // `counted` (device, or null) gets the number of entries not skipped.
+  Status check_indices(const ir::Node& n, const TensorRef& idx, const char* what, int64_t bound, const int64_t* skip = nullptr,
+                       int64_t* counted = nullptr) {
     if (!is_integer(idx.type.dtype)) return internal_error(prefix(n) + "expects integer indices " + ir::node_ref(n));
-    std::vector<std::byte> host(idx.type.bytes());
-    if (!host.empty()) VOLTA_RETURN_IF_ERROR(copy_out(host.data(), idx.data, host.size()));
-    std::vector<int64_t> v(static_cast<size_t>(idx.numel()));
-    const bool i64 = idx.type.dtype == DType::i64;
-    for (size_t i = 0; i < v.size(); ++i) {
-      v[i] = i64 ? reinterpret_cast<const int64_t*>(host.data())[i] : reinterpret_cast<const int32_t*>(host.data())[i];
-      if ((skip == nullptr || v[i] != *skip) && (v[i] < 0 || v[i] >= bound))
-        return invalid_argument(prefix(n) + what + " " + std::to_string(v[i]) + " at flat position " + std::to_string(i) +
-                                " is outside [0, " + std::to_string(bound) + ") " + ir::node_ref(n));
+    if (!index_error_) {
+      VOLTA_ASSIGN_OR_RETURN(index_error_, allocate(sizeof(IndexError)));
+      const IndexError none;
+      VOLTA_RETURN_IF_ERROR(copy_in(index_error_.get(), reinterpret_cast<const std::byte*>(&none), sizeof none));
     }
-    return v;
+    pending_checks_.push_back(prefix(n) + what + " %v at flat position %p is outside [0, " + std::to_string(bound) + ") " +
+                              ir::node_ref(n));
+    return launched(launch_check_indices(idx.data, idx.type.dtype == DType::i64, idx.numel(), bound, skip != nullptr,
+                                         skip ? *skip : 0, static_cast<int64_t>(pending_checks_.size()) - 1,
+                                         reinterpret_cast<IndexError*>(index_error_.get()), counted, stream_.get()),
+                    n);
+  }
+
+  // After a synchronisation: the first index error of the checks since the last one, if any.
+  Status index_errors() {
+    if (pending_checks_.empty()) return Status::ok();
+    IndexError e;
+    VOLTA_RETURN_IF_ERROR(check(cudaMemcpy(&e, index_error_.get(), sizeof e, cudaMemcpyDeviceToHost), "reading the index checks"));
+    if (e.token < 0 || e.token >= static_cast<int64_t>(pending_checks_.size())) {
+      pending_checks_.clear();
+      return Status::ok();
+    }
+    std::string message = pending_checks_[static_cast<size_t>(e.token)];
+    pending_checks_.clear();
+    message.replace(message.find("%v"), 2, std::to_string(e.value));
+    message.replace(message.find("%p"), 2, std::to_string(e.position));
+    const IndexError none;
+    VOLTA_RETURN_IF_ERROR(check(cudaMemcpy(index_error_.get(), &none, sizeof none, cudaMemcpyHostToDevice), "resetting the index checks"));
+    return invalid_argument(message);
   }
 
   Status embedding_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     if (out.type.dtype != DType::f32 || in[1].type.dtype != DType::f32 || out.shape().size() != 2)
       return internal_error(prefix(n) + "expects f32 dy and a [rows, D] output " + ir::node_ref(n));
     const int64_t rows = out.shape()[0], D = out.shape()[1];
-    VOLTA_RETURN_IF_ERROR(host_indices(n, in[0], "id", rows).status());
+    VOLTA_RETURN_IF_ERROR(check_indices(n, in[0], "id", rows));
     return launched(launch_embedding_grad(in[0].data, in[0].type.dtype == DType::i64, in[0].numel(), in[1].as<const float>(),
                                           out.as<float>(), rows, D, stream_.get()),
                     n);
@@ -439,10 +521,12 @@ class CudaBackend final : public Backend {
     const bool has_ignore = ignore_index.has_value();
     const int64_t ignore = ignore_index.value_or(0);
     const int64_t C = logits.shape().back();
-    VOLTA_ASSIGN_OR_RETURN(const std::vector<int64_t> targets,
-                           host_indices(n, in[1], "target", C, has_ignore ? &ignore : nullptr));
-    const int64_t rows = static_cast<int64_t>(targets.size());
-    const int64_t counted = has_ignore ? rows - std::count(targets.begin(), targets.end(), ignore) : rows;
+    const int64_t rows = in[1].numel();
+    // workspace: the count of rows kept, then (forward) each row's loss
+    if (workspace.size() < sizeof(int64_t) + (n.op == ir::Op::CrossEntropy ? static_cast<size_t>(rows) * sizeof(double) : 0))
+      return internal_error(prefix(n) + "workspace too small " + ir::node_ref(n));
+    auto* counted = reinterpret_cast<int64_t*>(workspace.data());
+    VOLTA_RETURN_IF_ERROR(check_indices(n, in[1], "target", C, has_ignore ? &ignore : nullptr, counted));
     const bool i64 = in[1].type.dtype == DType::i64;
     if (n.op == ir::Op::CrossEntropyGrad) {
       if (in.size() < 3 || in[2].type.dtype != DType::f32)
@@ -451,10 +535,9 @@ class CudaBackend final : public Backend {
                                                 has_ignore, ignore, counted, out.as<float>(), stream_.get()),
                       n);
     }
-    if (workspace.size() < static_cast<size_t>(rows) * sizeof(double))
-      return internal_error(prefix(n) + "workspace too small " + ir::node_ref(n));
     return launched(launch_cross_entropy(logits.as<const float>(), in[1].data, i64, rows, C, has_ignore, ignore, counted,
-                                         reinterpret_cast<double*>(workspace.data()), out.as<float>(), stream_.get()),
+                                         reinterpret_cast<double*>(workspace.data() + sizeof(int64_t)), out.as<float>(),
+                                         stream_.get()),
                     n);
   }
 
@@ -475,7 +558,7 @@ class CudaBackend final : public Backend {
   }
 
   // (param, grad, norm, lr, step[, slot0[, slot1]]): param and slots updated in place.
-  Status optimizer_update(const ir::Node& n, std::span<const TensorRef> in) {
+  Status optimizer_update(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
     VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::OptimizerUpdate>(n));
     VOLTA_ASSIGN_OR_RETURN(const optim::Kind kind, optim::parse_kind(at->kind));
     OptimDesc d;
@@ -489,8 +572,10 @@ class CudaBackend final : public Backend {
     d.step = in[4].as<const int64_t>();
     float* s0 = in.size() > 5 ? in[5].as<float>() : nullptr;
     float* s1 = in.size() > 6 ? in[6].as<float>() : nullptr;
-    return launched(launch_optimizer_update(d, in[0].as<float>(), in[1].as<const float>(), s0, s1, in[0].numel(), stream_.get()),
-                    n);
+    VOLTA_RETURN_IF_ERROR(launched(
+        launch_optimizer_update(d, in[0].as<float>(), in[1].as<const float>(), s0, s1, in[0].numel(), stream_.get()), n));
+    // The f32[] token the increment waits for: 0, as on the CPU.
+    return check(cudaMemsetAsync(out.data, 0, out.type.bytes(), stream_.get()), prefix(n) + ir::node_ref(n));
   }
 
   Status reduce(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, ReduceOp op) {
@@ -504,6 +589,20 @@ class CudaBackend final : public Backend {
       VOLTA_ASSIGN_OR_RETURN(const size_t d, axis_of(n, a, sh.size()));
       reduced[d] = true;
     }
+    // The reduced dims as one band between kept ones (size-1 dims aside): [O, R, I].
+    int64_t band[3] = {1, 1, 1};
+    int part = 0;  // 0: kept dims before the band, 1: the band, 2: kept dims after it
+    bool banded = true;
+    for (size_t d = 0; d < sh.size() && banded; ++d) {
+      if (sh[d] == 1) continue;
+      if (sh[d] == 0) banded = false;
+      if (reduced[d] && part == 2) banded = false;
+      if (reduced[d]) part = 1;
+      if (!reduced[d] && part == 1) part = 2;
+      band[part] *= sh[d];
+    }
+    if (banded && part > 0)
+      return launched(launch_reduce_band(op, in[0].as<const float>(), out.as<float>(), band[0], band[1], band[2], stream_.get()), n);
     StridedIndex kept, red;
     int64_t stride = 1, n_out = 1, n_red = 1;
     std::vector<int64_t> strides(sh.size());
@@ -557,6 +656,8 @@ class CudaBackend final : public Backend {
   Capabilities caps_;
   Stream stream_;
   std::shared_ptr<MemoryPool> pool_;
+  std::shared_ptr<std::byte> index_error_;   // IndexError on the device, allocated at the first check
+  std::vector<std::string> pending_checks_;  // by token: the error text of each check since the last sync
 };
 
 // The ops of the kernel table are exactly those capabilities() reports (kernel_list.h).

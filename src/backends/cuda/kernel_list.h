@@ -13,4 +13,6 @@
   /* the training step's tail on the model's state, and the KV cache */                                \
   K(GradNorm) K(OptimizerUpdate) K(Increment) K(CacheWrite)                                             \
   /* the llama variant's */                                                                             \
-  K(Rope) K(SiluGrad) K(Swiglu) K(SwigluGrad)
+  K(Rope) K(SiluGrad) K(Swiglu) K(SwigluGrad)                                                           \
+  /* fused attention and its gradient */                                                                \
+  K(Attention) K(AttentionGrad)

@@ -73,23 +73,27 @@ cudaError_t launch_norm_grad(const float* x, const float* gamma, const float* dy
 
 // ---- loss.cu ------------------------------------------------------------------------------------
 // Mean over counted rows of -log_softmax(logits[r])[t_r]; rows whose target is the ignore index
-// (has_ignore) are skipped. `row_loss` is `rows` doubles of workspace. Targets were range-checked
-// on the host, which also counted the rows; counted == 0 gives nan, as on the CPU.
+// (has_ignore) are skipped. `row_loss` is `rows` doubles of workspace. `counted` (device) is
+// check_indices' count of the rows kept; counted == 0 gives nan, as on the CPU. A target outside
+// [0, C) (check_indices reports it) makes its row's loss nan.
 cudaError_t launch_cross_entropy(const float* logits, const void* targets, bool targets_i64, int64_t rows, int64_t C,
-                                 bool has_ignore, int64_t ignore, int64_t counted, double* row_loss, float* out,
+                                 bool has_ignore, int64_t ignore, const int64_t* counted, double* row_loss, float* out,
                                  cudaStream_t stream);
 // d loss / d logits = dloss[0] / counted * (softmax(logits[r]) - onehot(t_r)); ignored rows 0.
 cudaError_t launch_cross_entropy_grad(const float* logits, const void* targets, bool targets_i64, const float* dloss,
-                                      int64_t rows, int64_t C, bool has_ignore, int64_t ignore, int64_t counted,
+                                      int64_t rows, int64_t C, bool has_ignore, int64_t ignore, const int64_t* counted,
                                       float* out, cudaStream_t stream);
 
 // ---- reduce.cu ----------------------------------------------------------------------------------
 enum class ReduceOp : int { Sum, Mean, Max };
-// One thread per output element walks its reduced elements in row-major order, accumulating
-// in double (the CPU reference's order). kept: the output dims with the input's strides
+// The general form: one thread per output element walks its reduced elements in row-major
+// order, accumulating in double (the CPU reference's order). kept: the output dims with the input's strides
 // (strides[0]); reduced: the reduced dims with theirs. NaN propagates through max.
 cudaError_t launch_reduce(ReduceOp op, const float* x, float* out, const StridedIndex& kept, int64_t n_out,
                           const StridedIndex& reduced, int64_t n_reduced, cudaStream_t stream);
+// The reduced axes as one contiguous band: x [O, R, I] -> out [O, I], reduced over R, read
+// coalesced with a fixed partition and tree (reduce.cu). R == 0 gives the identity (nan: mean).
+cudaError_t launch_reduce_band(ReduceOp op, const float* x, float* out, int64_t O, int64_t R, int64_t I, cudaStream_t stream);
 
 // ---- layout.cu ----------------------------------------------------------------------------------
 // out[n] = x[off0] for the out-shaped walk idx (strides[0] into x); elements of 4 or 8 bytes.
@@ -99,12 +103,23 @@ cudaError_t launch_permute(const void* x, void* out, int64_t n, int elem_bytes, 
 // when *position is outside [0, S - T].
 cudaError_t launch_cache_write(void* cache, const void* rows, const int32_t* position, int64_t outer, int64_t S, int64_t T,
                                int64_t words, cudaStream_t stream);
-// out row i = table row ids[i]; ids were range-checked on the host. Rows are `words` 4-byte words.
-cudaError_t launch_gather_rows(const void* table, const void* ids, bool ids_i64, void* out, int64_t n_ids,
+// Integer indices (embedding ids, cross-entropy targets) are checked on the device, so a step
+// needs no copy back: check_indices finds the lowest position of ids[0, n) outside [0, bound)
+// (entries equal to `skip` aside) and records it with its value and `token` in `record`,
+// unless an earlier error is recorded there; `counted` (or null) gets the number of entries
+// not equal to `skip`. The backend reads the record at its next synchronisation.
+struct IndexError {
+  int64_t token = -1;  // the backend's number for the node, -1: none
+  int64_t position = 0, value = 0;
+};
+cudaError_t launch_check_indices(const void* ids, bool ids_i64, int64_t n, int64_t bound, bool has_skip, int64_t skip,
+                                 int64_t token, IndexError* record, int64_t* counted, cudaStream_t stream);
+// out row i = table row ids[i] (nan for an id outside the table). Rows are `words` 4-byte words.
+cudaError_t launch_gather_rows(const void* table, int64_t table_rows, const void* ids, bool ids_i64, void* out, int64_t n_ids,
                                int64_t words, cudaStream_t stream);
 // out[rows, D] = sum over positions p with ids[p] == row of dy[p, :], positions in index order,
-// summed in double and rounded once. One block owns each output row: no atomics. Ids were
-// range-checked on the host.
+// summed in double and rounded once. One block owns each output row: no atomics; an id outside
+// [0, rows) matches no row.
 cudaError_t launch_embedding_grad(const void* ids, bool ids_i64, int64_t n_ids, const float* dy, float* out, int64_t rows,
                                   int64_t D, cudaStream_t stream);
 
@@ -122,6 +137,33 @@ struct MatmulDesc {
 cudaError_t launch_matmul(const float* a, const float* b, float* out, const MatmulDesc& d, cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------------------------
+// Fused attention (ref_attention.cpp's semantics): per query row, the scores over the keys, the
+// softmax and the weighted sum without the score matrix in memory. Query group g reads key group
+// g / rep; keys are the first S1 of cap rows of k / v, then the S2 rows of k2 / v2. Each score is
+// the dot product in double rounded to f32 (the reference's), softmax statistics and sums in
+// double, probabilities rounded to f32 as the reference stores them. Blocks of 16 query rows
+// share tiles of 32 keys in shared memory; each row's sums run in a fixed order (lanes, then a
+// butterfly whose every lane holds the same value), so results repeat bitwise and do not depend
+// on the batch. Causal blocks skip the keys (queries, for dk and dv) the mask zeroes when the
+// group's operands are finite (checked per group into `finite`), which changes no bit.
+struct AttentionDesc {
+  int64_t G = 0, T = 0, D = 0, E = 0, rep = 1;  // query groups, query rows, q / k width, v width
+  int64_t cap = 0, S1 = 0, S2 = 0;               // rows per key group of k / v, those used; of k2 / v2
+  bool causal = false;
+  int64_t offset = 0;  // row i keeps keys j <= i + offset
+  double scale = 1.0;
+  const int32_t* position = nullptr;  // device i32 or null: S1 = position + T, offset moved by it
+};
+constexpr int64_t kAttentionMaxDim = 128;  // D and E of the fused kernels
+// out [G, T, E]; `finite` is G ints of workspace. A position outside [0, cap - T] makes the
+// output nan (the host has no copy of it).
+cudaError_t launch_attention(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
+                             const AttentionDesc& d, int* finite, cudaStream_t stream);
+// attention_grad: out [3, G, T, D] = dq, dk, dv (dk, dv per query group); workspace `finite` G
+// ints and `stats` G * T * 3 doubles (each row's max, sum and sum(dp * p)).
+cudaError_t launch_attention_grad(const float* q, const float* k, const float* v, const float* dy, float* out,
+                                  const AttentionDesc& d, int* finite, double* stats, cudaStream_t stream);
+
 // rope: out = x [rows, 2 half] rotated: row r at table row (*position or 0) + r % T of cos, sin
 // [table_rows, half], each product rounded before the add (the CPU's bits). A position outside
 // [0, table_rows - T] makes every output nan.

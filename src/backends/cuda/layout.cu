@@ -13,12 +13,35 @@ __global__ void permute_kernel(const E* x, E* out, int64_t n, StridedIndex idx) 
     out[i] = x[strided_offset(idx, 0, i)];
 }
 
+// An id outside the table (which check_indices reports) reads nothing: its row is nan.
 template <typename Id>
-__global__ void gather_rows_kernel(const uint32_t* table, const Id* ids, uint32_t* out, int64_t n, int64_t words) {
+__global__ void gather_rows_kernel(const uint32_t* table, const Id* ids, uint32_t* out, int64_t n, int64_t words,
+                                   int64_t table_rows) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t row = i / words, w = i % words;
-    out[i] = table[static_cast<int64_t>(ids[row]) * words + w];
+    const int64_t row = i / words, w = i % words, id = static_cast<int64_t>(ids[row]);
+    out[i] = id >= 0 && id < table_rows ? table[id * words + w] : 0x7fc00000u;
   }
+}
+
+// One block: the lowest position whose id is outside [0, bound) (and not `skip`), and how many
+// ids are not `skip`. The first error of the run stays recorded.
+template <typename Id>
+__global__ void __launch_bounds__(kThreads) check_indices_kernel(const Id* ids, int64_t n, int64_t bound, bool has_skip,
+                                                                 int64_t skip, int64_t token, IndexError* record,
+                                                                 int64_t* counted) {
+  __shared__ int64_t buf[kThreads];
+  int64_t first = n, kept = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+    const int64_t v = static_cast<int64_t>(ids[i]);
+    if (has_skip && v == skip) continue;
+    ++kept;
+    if ((v < 0 || v >= bound) && i < first) first = i;
+  }
+  first = block_reduce(first, buf, [](int64_t a, int64_t b) { return a < b ? a : b; });
+  kept = block_reduce(kept, buf, [](int64_t a, int64_t b) { return a + b; });
+  if (threadIdx.x != 0) return;
+  if (counted != nullptr) *counted = kept;
+  if (first < n && record->token < 0) *record = IndexError{token, first, static_cast<int64_t>(ids[first])};
 }
 
 __global__ void cache_write_kernel(uint32_t* cache, const uint32_t* rows, const int32_t* position, int64_t outer, int64_t S,
@@ -80,17 +103,28 @@ cudaError_t launch_permute(const void* x, void* out, int64_t n, int elem_bytes, 
   return cudaGetLastError();
 }
 
-cudaError_t launch_gather_rows(const void* table, const void* ids, bool ids_i64, void* out, int64_t n_ids,
+cudaError_t launch_gather_rows(const void* table, int64_t table_rows, const void* ids, bool ids_i64, void* out, int64_t n_ids,
                                int64_t words, cudaStream_t stream) {
   const int64_t n = n_ids * words;
   if (n == 0) return cudaSuccess;
   const auto* t = static_cast<const uint32_t*>(table);
   auto* o = static_cast<uint32_t*>(out);
   if (ids_i64) {
-    gather_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(t, static_cast<const int64_t*>(ids), o, n, words);
+    gather_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(t, static_cast<const int64_t*>(ids), o, n, words, table_rows);
   } else {
-    gather_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(t, static_cast<const int32_t*>(ids), o, n, words);
+    gather_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(t, static_cast<const int32_t*>(ids), o, n, words, table_rows);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_check_indices(const void* ids, bool ids_i64, int64_t n, int64_t bound, bool has_skip, int64_t skip,
+                                 int64_t token, IndexError* record, int64_t* counted, cudaStream_t stream) {
+  if (ids_i64)
+    check_indices_kernel<<<1, kThreads, 0, stream>>>(static_cast<const int64_t*>(ids), n, bound, has_skip, skip, token, record,
+                                                    counted);
+  else
+    check_indices_kernel<<<1, kThreads, 0, stream>>>(static_cast<const int32_t*>(ids), n, bound, has_skip, skip, token, record,
+                                                    counted);
   return cudaGetLastError();
 }
 

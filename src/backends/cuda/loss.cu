@@ -1,4 +1,5 @@
-// Cross-entropy forward and backward, mirroring ref_loss.cpp: max-subtracted
+// Cross-entropy forward and backward, mirroring ref_loss.cpp (targets checked and counted on the
+// device by check_indices, layout.cu): max-subtracted
 // log-sum-exp in double, one block per row. The forward's mean is a second, single-block pass
 // over the per-row losses in a fixed order (strided per-thread sums, then a tree), so the loss
 // has the same bits from run to run.
@@ -38,26 +39,26 @@ __global__ void __launch_bounds__(kThreads) row_loss_kernel(const float* __restr
     const float* xr = logits + r * C;
     double mx, sum;
     row_stats(xr, C, buf, mx, sum);
-    if (threadIdx.x == 0) row_loss[r] = log(sum) - (static_cast<double>(xr[t]) - mx);
+    if (threadIdx.x == 0) row_loss[r] = t < 0 || t >= C ? NAN : log(sum) - (static_cast<double>(xr[t]) - mx);
   }
 }
 
-__global__ void __launch_bounds__(kThreads) mean_kernel(const double* __restrict__ row_loss, int64_t rows, int64_t counted,
-                                                        float* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads) mean_kernel(const double* __restrict__ row_loss, int64_t rows,
+                                                        const int64_t* __restrict__ counted, float* __restrict__ out) {
   __shared__ double buf[kThreads];
   double s = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += kThreads) s += row_loss[r];
   s = block_reduce(s, buf, [](double a, double b) { return a + b; });
-  if (threadIdx.x == 0) out[0] = static_cast<float>(s / static_cast<double>(counted));  // 0/0 = nan with no rows
+  if (threadIdx.x == 0) out[0] = static_cast<float>(s / static_cast<double>(*counted));  // 0/0 = nan with no rows
 }
 
 template <typename Id>
 __global__ void __launch_bounds__(kThreads) grad_kernel(const float* __restrict__ logits, const void* targets,
                                                         const float* __restrict__ dloss, int64_t rows, int64_t C,
-                                                        bool has_ignore, int64_t ignore, int64_t counted,
+                                                        bool has_ignore, int64_t ignore, const int64_t* __restrict__ counted,
                                                         float* __restrict__ out) {
   __shared__ double buf[kThreads];
-  const double scale = counted ? static_cast<double>(dloss[0]) / static_cast<double>(counted) : 0.0;
+  const double scale = *counted ? static_cast<double>(dloss[0]) / static_cast<double>(*counted) : 0.0;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t t = target_at<Id>(targets, r);
     float* gr = out + r * C;
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const float* __restrict_
 }  // namespace
 
 cudaError_t launch_cross_entropy(const float* logits, const void* targets, bool targets_i64, int64_t rows, int64_t C,
-                                 bool has_ignore, int64_t ignore, int64_t counted, double* row_loss, float* out,
+                                 bool has_ignore, int64_t ignore, const int64_t* counted, double* row_loss, float* out,
                                  cudaStream_t stream) {
   if (rows > 0 && C > 0) {
     if (targets_i64)
@@ -92,7 +93,7 @@ cudaError_t launch_cross_entropy(const float* logits, const void* targets, bool 
 }
 
 cudaError_t launch_cross_entropy_grad(const float* logits, const void* targets, bool targets_i64, const float* dloss,
-                                      int64_t rows, int64_t C, bool has_ignore, int64_t ignore, int64_t counted,
+                                      int64_t rows, int64_t C, bool has_ignore, int64_t ignore, const int64_t* counted,
                                       float* out, cudaStream_t stream) {
   if (rows == 0 || C == 0) return cudaSuccess;
   if (targets_i64)

@@ -26,8 +26,14 @@ __global__ void __launch_bounds__(kThreads) softmax_kernel(const float* __restri
     for (int64_t k = threadIdx.x; k < d.n; k += kThreads) sum += exp(z(k) - mx);
     sum = block_reduce(sum, buf, [](double a, double b) { return a + b; });
     const double log_sum = log(sum);
+    // Masked entries are never read: exactly 0 (-inf for log_softmax) whatever x holds there,
+    // even when the kept part holds nan; a row that keeps nothing is nan (ref_softmax.cpp).
+    const bool none_kept = keep_last < 0;
     for (int64_t k = threadIdx.x; k < d.n; k += kThreads)
-      out[base + k * d.inner] = static_cast<float>(d.as_log ? z(k) - mx - log_sum : exp(z(k) - mx) / sum);
+      out[base + k * d.inner] = static_cast<float>(none_kept      ? NAN
+                                                   : k > keep_last ? (d.as_log ? ninf : 0.0)
+                                                   : d.as_log      ? z(k) - mx - log_sum
+                                                                   : exp(z(k) - mx) / sum);
   }
 }
 

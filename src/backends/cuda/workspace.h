@@ -11,4 +11,11 @@ namespace volta::cuda {
 constexpr int64_t kSquaresChunk = 8192;
 inline int64_t squares_partials(int64_t n) { return n == 0 ? 1 : (n + kSquaresChunk - 1) / kSquaresChunk; }
 
+// attention keeps one int per query group (are its operands finite: may causal blocks skip?),
+// attention_grad also each query row's softmax statistics (3 doubles), after the ints.
+inline int64_t attention_flags_bytes(int64_t groups) { return (groups * 4 + 15) / 16 * 16; }
+inline int64_t attention_workspace_bytes(int64_t groups, int64_t rows, bool grad) {
+  return attention_flags_bytes(groups) + (grad ? groups * rows * 3 * 8 : 0);
+}
+
 }  // namespace volta::cuda
