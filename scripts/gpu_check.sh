@@ -72,11 +72,14 @@ grep -B2 -A12 "Failure" "$build/cuda_tests.log" | head -80 | sed 's/^/    /' | t
 
 # The op-test harness on the GPU: every op's parity with the reference kernels (with nan/inf
 # inputs, repeat bits), every gradient rule against finite differences, each kernel's speed.
-for mode in ${VOLTA_GPU_OPMODES:-test grad perf}; do
+# "test-run-to-run": the kernels a run-to-run plan may choose instead (cuBLAS's SGEMM).
+for mode in ${VOLTA_GPU_OPMODES:-test test-run-to-run grad perf}; do
   say ""
   say "## Op-test harness: volta_op_tests -b cuda -m $mode"
   say ""
-  timeout 240 "$build/tests/volta_op_tests" -b cuda -m "$mode" >"$build/op_tests_$mode.log" 2>&1 || status=1
+  args=(-m "$mode")
+  [ "$mode" = test-run-to-run ] && args=(-m test -l run-to-run -o matmul)
+  timeout 240 "$build/tests/volta_op_tests" -b cuda "${args[@]}" >"$build/op_tests_$mode.log" 2>&1 || status=1
   if [ "$mode" = perf ]; then
     sed 's/^/    /' "$build/op_tests_$mode.log" | tee -a "$report" >/dev/null
   else
@@ -125,6 +128,20 @@ steps=${VOLTA_GPU_TRAIN_STEPS:-2000}
   else
     echo "two 100-step runs: checkpoints DIFFER"; status=1
   fi
+  # The same at run-to-run (cuBLAS GEMMs), and on the GPU-sized GPT (fused attention), 20 steps.
+  for cfg in "shakespeare-char:--recipe shakespeare-char" "gpu-gpt:--recipe shakespeare-char --layers 6 --heads 6 --channels 384 --context 256 --batch 64"; do
+    name=${cfg%%:*}
+    for run in a b; do
+      # shellcheck disable=SC2086
+      timeout 120 "$volta" --deterministic run-to-run train --device cuda ${cfg#*:} --steps 20 --eval-every 10 --eval-iters 2 \
+        --out "$build/rtr_${name}_$run" > "$build/rtr_${name}_$run.log" 2>&1
+    done
+    if [ -f "$build/rtr_${name}_a/last.safetensors" ] && cmp -s "$build/rtr_${name}_a/last.safetensors" "$build/rtr_${name}_b/last.safetensors"; then
+      echo "$name, run-to-run, two 20-step runs: byte-identical checkpoints ($(sha256sum < "$build/rtr_${name}_a/last.safetensors" | cut -c1-16)); $(grep -E '^done' "$build/rtr_${name}_a.log")"
+    else
+      echo "$name, run-to-run, two 20-step runs: checkpoints DIFFER or missing: $(tail -1 "$build/rtr_${name}_a.log")"; status=1
+    fi
+  done
   echo '```'
 } | tee -a "$report"
 say ""
@@ -137,8 +154,12 @@ say ""
 : >"$build/peer_train.jsonl"
 for cfg in "--layers 4 --heads 4 --channels 128 --context 64 --batch 12" \
            "--layers 6 --heads 6 --channels 384 --context 256 --batch 64"; do
-  # shellcheck disable=SC2086
-  timeout 300 "$volta" bench train --device cuda $cfg --steps 30 --warmup 5 --json >>"$build/bench_train.jsonl" 2>>"$build/bench_train.err" || status=1
+  # Volta at strict (its own GEMM) and at run-to-run (cuBLAS SGEMM, TF32 off).
+  for level in strict run-to-run; do
+    # shellcheck disable=SC2086
+    timeout 300 "$volta" --deterministic $level bench train --device cuda $cfg --steps 30 --warmup 5 --json \
+      >>"$build/bench_train.jsonl" 2>>"$build/bench_train.err" || status=1
+  done
   # VOLTA_GPU_PEERS: the peer modes, separated by '|' (torch.compile's first compile takes a minute).
   IFS='|' read -ra peer_modes <<<"${VOLTA_GPU_PEERS:-eager --attention sdpa|eager --attention unfused|compile --attention sdpa}"
   for peer in "${peer_modes[@]}"; do
@@ -156,27 +177,35 @@ def rows(path):
         return []
 key = lambda r: (r["layers"], r["heads"], r["channels"], r["context"], r["batch"])
 volta, peers = rows(sys.argv[1]), rows(sys.argv[2])
-print("| config (L/H/C/ctx/batch) | Volta ms | peer | peer ms (each step waits) | peer ms (queued) | peer / Volta |")
-print("|---|---:|---|---:|---:|---:|")
+for v in volta:
+    print(f"- Volta {'/'.join(map(str, key(v)))} at {v.get('deterministic', 'strict')}: {v['ms_per_step']:.2f} ms/step")
+print()
+print("| config (L/H/C/ctx/batch) | Volta level | Volta ms | peer | peer ms (each step waits) | peer ms (queued) | peer / Volta |")
+print("|---|---|---:|---|---:|---:|---:|")
 for v in volta:
     for p in (p for p in peers if key(p) == key(v)):
         best = min(p["ms_per_step"], p["ms_per_step_pipelined"])
-        print(f"| {'/'.join(map(str, key(v)))} | {v['ms_per_step']:.2f} | {p['peer']} | {p['ms_per_step']:.2f} | "
-              f"{p['ms_per_step_pipelined']:.2f} | {best / v['ms_per_step']:.2f} |")
+        print(f"| {'/'.join(map(str, key(v)))} | {v.get('deterministic', 'strict')} | {v['ms_per_step']:.2f} | {p['peer']} | "
+              f"{p['ms_per_step']:.2f} | {p['ms_per_step_pipelined']:.2f} | {best / v['ms_per_step']:.2f} |")
 if peers:
     print(f"\nPyTorch {peers[0]['torch']}, TF32 {'on' if peers[0]['tf32'] else 'off'}; Volta's CUDA GEMM is fp32 FMA (no TF32).")
 PY
 # Where Volta's step goes on the GPU-sized config (each op synchronised while profiling).
-timeout 300 "$volta" bench train --device cuda --layers 6 --heads 6 --channels 384 --context 256 --batch 64 \
-  --steps 3 --warmup 2 --profile-summary >"$build/train_profile.txt" 2>&1 || status=1
-say ""
-say '```'
-head -40 "$build/train_profile.txt" | tee -a "$report"
-say '```'
+for level in strict run-to-run; do
+  timeout 300 "$volta" --deterministic $level bench train --device cuda --layers 6 --heads 6 --channels 384 --context 256 \
+    --batch 64 --steps 3 --warmup 2 --profile-summary >"$build/train_profile_$level.txt" 2>&1 || status=1
+  say ""
+  say '```'
+  head -32 "$build/train_profile_$level.txt" | tee -a "$report"
+  say '```'
+done
 }
 say ""
 [[ $skip == *" gemm "* ]] || {
-timeout 180 "$volta" bench matmul --device cuda --runs 5 --json >"$build/bench_matmul.jsonl" 2>"$build/bench_matmul.err" || status=1
+for level in strict run-to-run; do
+  timeout 180 "$volta" --deterministic $level bench matmul --device cuda --runs 5 --json >>"$build/bench_matmul.jsonl" \
+    2>>"$build/bench_matmul.err" || status=1
+done
 timeout 180 python3 bench/gpu_peer.py matmul --runs 5 >"$build/peer_matmul.jsonl" 2>"$build/peer_matmul.err" || echo "(peer failed: $(tail -1 "$build/peer_matmul.err"))" | tee -a "$report"
 python3 - "$build/bench_matmul.jsonl" "$build/peer_matmul.jsonl" <<'PY' | tee -a "$report"
 import json, sys
@@ -189,15 +218,20 @@ def rows(path):
     except (OSError, ValueError):
         pass
     return out
-volta, peer = rows(sys.argv[1]), rows(sys.argv[2])
-print("### GEMM, fp32: Volta's CUDA kernel vs cuBLAS through PyTorch (TF32 off), GFLOP/s, median of 5")
+peer = rows(sys.argv[2])
+strict, rtr = {}, {}  # Volta's rows by kernel: its own (strict), cuBLAS (run-to-run)
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    (rtr if r.get("kernel") == "cuda.cublas" else strict)[(r["m"], r["n"], r["k"])] = r
+print("### GEMM, fp32: Volta's CUDA kernels vs cuBLAS through PyTorch (TF32 off), GFLOP/s, median of 5")
 print()
-print("| group | m | n | k | Volta | cuBLAS | Volta / cuBLAS |")
-print("|---|---:|---:|---:|---:|---:|---:|")
-for key, v in volta.items():
-    p = peer.get(key)
-    pg = p["gflops"] if p else float("nan")
-    print(f"| {v['group']} | {key[0]} | {key[1]} | {key[2]} | {v['gflops']:.0f} | {pg:.0f} | {v['gflops'] / pg:.3f} |")
+print("| group | m | n | k | Volta strict (own) | Volta run-to-run (cuda.cublas) | PyTorch cuBLAS | strict / cuBLAS |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
+nan = float("nan")
+for key, v in strict.items():
+    pg = peer[key]["gflops"] if key in peer else nan
+    rg = rtr[key]["gflops"] if key in rtr else nan
+    print(f"| {v['group']} | {key[0]} | {key[1]} | {key[2]} | {v['gflops']:.0f} | {rg:.0f} | {pg:.0f} | {v['gflops'] / pg:.3f} |")
 PY
 }
 say ""

@@ -110,7 +110,8 @@ Status bench_matmul(const BenchFlags& f, const GlobalFlags& global) {
                   static_cast<long long>(s.n), static_cast<long long>(s.k), cpu_threads(), med);
     emit(f.json,
          {{"bench", "matmul"}, {"group", s.group}, {"m", s.m}, {"n", s.n}, {"k", s.k}, {"threads", cpu_threads()},
-          {"gflops", med}, {"gflops_best", *std::max_element(gflops.begin(), gflops.end())}, {"backend", backend->name()}},
+          {"gflops", med}, {"gflops_best", *std::max_element(gflops.begin(), gflops.end())}, {"backend", backend->name()},
+          {"kernel", kernel.variant}},
          text);
   }
   return Status::ok();
@@ -141,15 +142,15 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   const double med = median(ms);
   const double tok_s = static_cast<double>(task->batch_tokens()) / (med / 1000.0);
   const model::TinyLMConfig& c = r.model;
-  char text[240];
-  std::snprintf(text, sizeof text, "train %s %s (%lldL %lldH %lldC ctx %lld, batch %lld): %.2f ms/step (median of %lld), %.0f tokens/s, %d threads, %s",
+  char text[260];
+  std::snprintf(text, sizeof text, "train %s %s (%lldL %lldH %lldC ctx %lld, batch %lld): %.2f ms/step (median of %lld), %.0f tokens/s, %d threads, %s, %s",
                 r.name.c_str(), model::arch_name(c.arch), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
                 static_cast<long long>(c.channels), static_cast<long long>(c.context), static_cast<long long>(r.batch), med,
-                static_cast<long long>(f.steps), tok_s, cpu_threads(), rt.backend().name().c_str());
+                static_cast<long long>(f.steps), tok_s, cpu_threads(), rt.backend().name().c_str(), determinism_name(global.determinism));
   emit(f.json,
        {{"bench", "train"}, {"recipe", r.name}, {"arch", model::arch_name(c.arch)}, {"layers", c.layers}, {"heads", c.heads}, {"channels", c.channels},
         {"context", c.context}, {"batch", r.batch}, {"threads", cpu_threads()}, {"ms_per_step", med}, {"tokens_per_s", tok_s},
-        {"steps", f.steps}, {"backend", rt.backend().name()}},
+        {"steps", f.steps}, {"backend", rt.backend().name()}, {"deterministic", determinism_name(global.determinism)}},
        text);
   return f.profile.finish(profiler);
 }

@@ -73,7 +73,7 @@ Result<Uploaded> upload(Backend& be, const std::vector<Tensor>& in) {
   return u;
 }
 
-Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, const std::vector<Tensor>& in) {
+Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, const std::vector<Tensor>& in, Determinism level) {
   VOLTA_ASSIGN_OR_RETURN(const Uploaded up, upload(be, in));
   std::vector<TensorType> types;
   for (const Tensor& t : in) types.push_back(t.type());
@@ -83,7 +83,7 @@ Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, cons
   VOLTA_ASSIGN_OR_RETURN(auto ws, be.allocate(ws_bytes));
   VOLTA_ASSIGN_OR_RETURN(auto out_mem, be.allocate(n.type.bytes()));
   VOLTA_RETURN_IF_ERROR(be.execute(n, up.refs, TensorRef{out_mem.get(), n.type}, std::span<std::byte>(ws.get(), ws_bytes),
-                                   be.kernel_info(g, n, Determinism::Strict)));
+                                   be.kernel_info(g, n, level)));
   VOLTA_RETURN_IF_ERROR(be.synchronize());
   std::vector<Tensor> result;
   for (size_t i = 0; i <= in.size(); ++i) {
@@ -95,8 +95,8 @@ Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, cons
   return result;
 }
 
-Result<Tensor> run_node(Backend& be, const ir::Node& node, const std::vector<Tensor>& in) {
-  VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> all, run_in_place(be, node, in));
+Result<Tensor> run_node(Backend& be, const ir::Node& node, const std::vector<Tensor>& in, Determinism level) {
+  VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> all, run_in_place(be, node, in, level));
   return std::move(all.back());
 }
 

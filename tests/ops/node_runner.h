@@ -30,8 +30,11 @@ Result<Uploaded> upload(Backend& be, const std::vector<Tensor>& in);
 
 // Runs `node` on `be`: inputs copied in, its workspace allocated, then every input copied back
 // (state-updating nodes write some in place) followed by the output.
-Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, const std::vector<Tensor>& in);
+// The kernel is the one the backend chooses at `level`.
+Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, const std::vector<Tensor>& in,
+                                         Determinism level = Determinism::Strict);
 // The output alone.
-Result<Tensor> run_node(Backend& be, const ir::Node& node, const std::vector<Tensor>& in);
+Result<Tensor> run_node(Backend& be, const ir::Node& node, const std::vector<Tensor>& in,
+                        Determinism level = Determinism::Strict);
 
 }  // namespace volta::test

@@ -18,9 +18,41 @@ Capabilities capabilities() {
   return caps;
 }
 
-// Every CUDA kernel is Volta's own, with launch shapes fixed by the problem's shape and fixed
-// reduction orders: strict.
 KernelInfo kernel_info(const ir::Node& /*n*/) { return {"cuda", Determinism::Strict}; }
+
+KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level) {
+  if (n.op != ir::Op::Matmul || level >= Determinism::Strict || n.inputs.size() != 2) return kernel_info(n);
+  const auto ta = n.attrs.get_int("transpose_a", 0);
+  const bool trans_a = ta.is_ok() && *ta != 0;
+  if (!gemm_batch(g.node(n.inputs[0]).type.shape, g.node(n.inputs[1]).type.shape, n.type.shape, trans_a)) return kernel_info(n);
+  return {"cuda.cublas", Determinism::RunToRun, kCublasMatmul};
+}
+
+std::optional<GemmBatch> gemm_batch(const Shape& a, const Shape& b, const Shape& out, bool trans_a) {
+  if (a.size() < 2 || b.size() < 2 || out.size() < 2) return std::nullopt;
+  const int64_t M = out[out.size() - 2], N = out.back(), K = trans_a ? a[a.size() - 2] : a.back();
+  const Shape batch(out.begin(), out.end() - 2);
+  GemmBatch gb;
+  for (int64_t d : batch) gb.batch *= d;
+  // An operand's batch dims (right-aligned against the output's): all equal to the output's, or
+  // all 1 (or absent).
+  auto stride = [&](const Shape& x, int64_t matrix) -> std::optional<int64_t> {
+    const size_t xb = x.size() - 2;
+    bool all = xb == batch.size(), none = true;
+    for (size_t i = 0; i < xb; ++i) {
+      const int64_t d = x[i], o = batch[batch.size() - xb + i];
+      all = all && d == o;
+      none = none && d == 1;
+    }
+    if (none) return int64_t{0};
+    if (all) return matrix;
+    return std::nullopt;
+  };
+  const auto sa = stride(a, M * K), sb = stride(b, K * N);
+  if (!sa || !sb || !gemm_fits(M, N, K, gb.batch)) return std::nullopt;
+  gb.stride_a = *sa, gb.stride_b = *sb;
+  return gb;
+}
 
 // Cross-entropy keeps the count of its rows kept and (forward) one double per row for its
 // fixed-order mean; grad_norm the chunk sums of each gradient and one sum per gradient;

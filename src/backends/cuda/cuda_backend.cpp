@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/blas.h"
 #include "backends/cuda/capabilities.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/host_checks.h"
@@ -53,15 +54,16 @@ class CudaBackend final : public Backend {
     VOLTA_RETURN_IF_ERROR(stream_.synchronize("CUDA execution"));
     return index_errors();
   }
-  KernelInfo kernel_info(const ir::Graph& /*g*/, const ir::Node& n, Determinism /*level*/) const override {
-    return cuda::kernel_info(n);
+  KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level) const override {
+    return cuda::kernel_info(g, n, level);
   }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cuda::workspace_bytes(g, n); }
 
   // Every input is in device memory: the runtime binds the state's buffers, resident params and
   // constants, and per-plan copies of the inputs.
   Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace,
-                 const KernelInfo& /*kernel*/) override {  // one kernel per op so far
+                 const KernelInfo& kernel) override {
+    if (kernel.index == kCublasMatmul && n.op == Op::Matmul) return cublas_matmul(n, in, out);
     const Kernel k = kernel_table()[static_cast<size_t>(n.op)];
     if (!k) return unimplemented(prefix(n) + "no CUDA kernel " + ir::node_ref(n));
     return k(*this, Call{n, in, out, workspace});
@@ -350,6 +352,33 @@ class CudaBackend final : public Backend {
     broadcast_strides(Shape(as.begin(), as.end() - 2), batch, d.M * d.K, d.batch_index.strides[0]);
     broadcast_strides(Shape(bs.begin(), bs.end() - 2), batch, d.K * d.N, d.batch_index.strides[1]);
     return launched(launch_matmul(in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), d, stream_.get()), n);
+  }
+
+  // The run-to-run variant: one strided-batched SGEMM, row-major operands read as cuBLAS's
+  // column-major transposes (C^T = op(B)^T op(A)^T). The handle, its workspace and the library
+  // come with the first call.
+  Status cublas_matmul(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out) {
+    VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(n));
+    const bool ta = at->transpose_a != 0, tb = at->transpose_b != 0;
+    const Shape& os = out.shape();
+    const auto gb = gemm_batch(in[0].shape(), in[1].shape(), os, ta);
+    if (!gb) return internal_error(prefix(n) + "cuda.cublas was chosen for a batch no strided GEMM covers " + ir::node_ref(n));
+    if (!blas_) {
+      constexpr size_t kWorkspace = size_t{32} << 20;  // fixed for the handle's life: part of the run-to-run promise
+      VOLTA_ASSIGN_OR_RETURN(blas_workspace_, allocate(kWorkspace));
+      VOLTA_ASSIGN_OR_RETURN(blas_, Blas::create(stream_.get(), blas_workspace_.get(), kWorkspace));
+    }
+    const int64_t M = os[os.size() - 2], N = os.back();
+    const int64_t K = ta ? in[0].shape()[in[0].shape().size() - 2] : in[0].shape().back();
+    GemmCall c;
+    c.trans_a = tb, c.trans_b = ta;
+    c.m = N, c.n = M, c.k = K;
+    c.a = in[1].as<const float>(), c.lda = tb ? K : N, c.stride_a = gb->stride_b;
+    c.b = in[0].as<const float>(), c.ldb = ta ? M : K, c.stride_b = gb->stride_a;
+    c.c = out.as<float>(), c.ldc = N, c.stride_c = M * N;
+    c.batch = gb->batch;
+    return blas_->sgemm(c, prefix(n) + "cuBLAS SGEMM " + ir::node_ref(n));
   }
 
   Status softmax(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, bool as_log) {
@@ -656,6 +685,8 @@ class CudaBackend final : public Backend {
   Capabilities caps_;
   Stream stream_;
   std::shared_ptr<MemoryPool> pool_;
+  std::shared_ptr<std::byte> blas_workspace_;  // before blas_: the handle is destroyed first
+  std::unique_ptr<Blas> blas_;
   std::shared_ptr<std::byte> index_error_;   // IndexError on the device, allocated at the first check
   std::vector<std::string> pending_checks_;  // by token: the error text of each check since the last sync
 };

@@ -2,6 +2,7 @@
 // nvcc includes this through kernels.h, the host-only planning code through capabilities.cpp.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 namespace volta::cuda {
@@ -16,6 +17,13 @@ inline int64_t squares_partials(int64_t n) { return n == 0 ? 1 : (n + kSquaresCh
 inline int64_t attention_flags_bytes(int64_t groups) { return (groups * 4 + 15) / 16 * 16; }
 inline int64_t attention_workspace_bytes(int64_t groups, int64_t rows, bool grad) {
   return attention_flags_bytes(groups) + (grad ? groups * rows * 3 * 8 : 0);
+}
+
+// Whether cuBLAS's int dims hold a GEMM (the cuda.cublas matmul variant).
+inline bool gemm_fits(int64_t m, int64_t n, int64_t k, int64_t batch) {
+  for (int64_t v : {m, n, k, batch})
+    if (v <= 0 || v > INT_MAX) return false;
+  return true;
 }
 
 }  // namespace volta::cuda
