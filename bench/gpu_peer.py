@@ -1,9 +1,11 @@
 """GPU peers for scripts/gpu_check.sh, one JSON object per line, fp32 with TF32 off:
   matmul: cuBLAS SGEMM through PyTorch on the suite of `volta bench matmul`, timed with CUDA events;
   train:  the training step of Volta's TinyLM (same architecture and optimizer settings as
-          `volta bench train`) in PyTorch eager and torch.compile, ms per step.
+          `volta bench train`) in PyTorch eager and torch.compile, ms per step;
+  decode: greedy decode with a KV cache in PyTorch eager, tokens/s (as `volta bench infer --kv-cache on`).
 
 Usage: python3 bench/gpu_peer.py matmul [--runs 5]
+       python3 bench/gpu_peer.py decode --batch 1 [--runs 5 --warmup 2]
        python3 bench/gpu_peer.py train --mode eager|compile [--layers 4 --heads 4 --channels 128
                                        --context 64 --batch 12] [--steps 50 --warmup 10]
 """
@@ -149,9 +151,53 @@ def bench_train(a):
                       "gpu": torch.cuda.get_device_name()}), flush=True)
 
 
+@torch.no_grad()
+def bench_decode(a):
+    """Greedy decode with a KV cache, as `volta bench infer --kv-cache on`: a one-token prompt, then
+    context - 1 tokens, each step one token per sequence; tokens/s over the whole generation."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(1)
+    dev = "cuda"
+    m = TinyLM(65, a.context, a.layers, a.heads, a.channels, "sdpa").to(dev).eval()
+    B, H, C, T = a.batch, a.heads, a.channels, a.context
+    D = C // H
+
+    def generate():
+        ks = [torch.zeros(B, H, T, D, device=dev) for _ in m.blocks]
+        vs = [torch.zeros(B, H, T, D, device=dev) for _ in m.blocks]
+        tok = torch.zeros(B, 1, dtype=torch.long, device=dev)
+        for pos in range(T - 1):
+            x = m.wte(tok) + m.wpe.weight[pos]
+            for blk, kc, vc in zip(m.blocks, ks, vs):
+                q, k, v = (t.view(B, 1, H, D).transpose(1, 2) for t in blk.qkv(blk.ln1(x)).split(C, dim=2))
+                kc[:, :, pos:pos + 1] = k
+                vc[:, :, pos:pos + 1] = v
+                y = F.scaled_dot_product_attention(q, kc[:, :, :pos + 1], vc[:, :, :pos + 1])
+                x = x + blk.wo(y.transpose(1, 2).reshape(B, 1, C))
+                x = x + blk.proj(F.gelu(blk.fc(blk.ln2(x))))
+            logits = F.linear(m.lnf(x), m.wte.weight)
+            tok = logits.argmax(-1)
+            tok.cpu()  # each token is read back, as a sampler on the host does
+        return T - 1
+
+    for _ in range(a.warmup):
+        generate()
+    secs = []
+    for _ in range(a.runs):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        n = generate()
+        torch.cuda.synchronize()
+        secs.append(time.perf_counter() - t0)
+    med = statistics.median(secs)
+    print(json.dumps({"bench": "decode", "peer": "torch-eager-sdpa-kvcache", "batch": B, "context": T,
+                      "decode_tokens_per_s": B * n / med, "torch": torch.__version__,
+                      "gpu": torch.cuda.get_device_name()}), flush=True)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["matmul", "train"])
+    p.add_argument("what", choices=["matmul", "train", "decode"])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--mode", choices=["eager", "compile"], default="eager")
     p.add_argument("--attention", choices=["sdpa", "unfused"], default="sdpa")
@@ -165,5 +211,7 @@ if __name__ == "__main__":
     args = p.parse_args()
     if args.what == "matmul":
         bench_matmul(args.runs)
+    elif args.what == "decode":
+        bench_decode(args)
     else:
         bench_train(args)

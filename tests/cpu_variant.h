@@ -55,4 +55,46 @@ class CpuVariant final : public CpuWrapper {
   Capabilities caps_;
 };
 
+// The CPU backend as a device that records: between begin and end, execute() only keeps the
+// call; a replay runs the kept calls. It counts the nodes it ran and the replays.
+class RecordingDevice final : public CpuWrapper {
+ public:
+  struct Call {
+    const ir::Node* node;
+    std::vector<TensorRef> in;
+    TensorRef out;
+    std::span<std::byte> ws;
+    KernelInfo kernel;
+  };
+  struct Calls final : Recording {
+    std::vector<Call> calls;
+  };
+  std::string name() const override { return "fake-recording-device"; }
+  bool host_memory() const override { return false; }
+  bool can_record() const override { return true; }
+  Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> ws,
+                 const KernelInfo& k) override {
+    if (recording_) {
+      recording_->calls.push_back({&n, std::vector<TensorRef>(in.begin(), in.end()), out, ws, k});
+      return Status::ok();
+    }
+    ++executed;
+    return cpu_->execute(n, in, out, ws, k);
+  }
+  Status begin_recording() override {
+    recording_ = std::make_unique<Calls>();
+    return Status::ok();
+  }
+  Result<std::unique_ptr<Recording>> end_recording() override { return std::unique_ptr<Recording>(std::move(recording_)); }
+  Status replay(const Recording& r) override {
+    ++replayed;
+    for (const Call& c : static_cast<const Calls&>(r).calls) VOLTA_RETURN_IF_ERROR(cpu_->execute(*c.node, c.in, c.out, c.ws, c.kernel));
+    return Status::ok();
+  }
+  int64_t executed = 0, replayed = 0;
+
+ private:
+  std::unique_ptr<Calls> recording_;
+};
+
 }  // namespace volta::test

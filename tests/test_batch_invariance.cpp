@@ -49,15 +49,18 @@ Result<RowLogits> row_logits(Runtime& rt, const model::TinyLMConfig& c, const Bi
   return RowLogits{row(p[0]), row(d[0])};
 }
 
-void expect_batch_invariant(const model::TinyLMConfig& c) {
+// On the CPU at 1 and 2 threads, or (cuda) once on the CUDA backend.
+void expect_batch_invariant(const model::TinyLMConfig& c, bool cuda = false) {
   auto g = model::build_tinylm_loss(c, 1, c.context);
   ASSERT_OK(g);
   auto params = init_params(*g, 5);
   ASSERT_OK(params);
   const std::vector<int32_t> seq = {3, 7, 1, 9, 2, 2, 5, 10};
-  for (int threads : {1, 2}) {
+  for (int threads : cuda ? std::vector<int>{0} : std::vector<int>{1, 2}) {
     set_cpu_threads(threads);
-    Runtime rt(make_cpu_backend());
+    auto backend = cuda ? make_cuda_backend() : Result<std::unique_ptr<Backend>>(make_cpu_backend());
+    ASSERT_OK(backend);
+    Runtime rt(std::move(*backend));
     auto alone = row_logits(rt, c, *params, seq, 1, 0);
     ASSERT_OK(alone);
     for (int64_t B = 1; B <= 16; ++B)
@@ -73,6 +76,14 @@ void expect_batch_invariant(const model::TinyLMConfig& c) {
 
 TEST(BatchInvariance, GptLogitsDoNotDependOnBatchSizeOrRow) { expect_batch_invariant(test::tiny_gpt()); }
 TEST(BatchInvariance, LlamaLogitsDoNotDependOnBatchSizeOrRow) { expect_batch_invariant(test::tiny_llama()); }
+
+// The same on CUDA at strict (Volta's own kernels: each output row from its own row, the fused
+// attention per query row).
+TEST(CudaBatchInvariance, LogitsDoNotDependOnBatchSizeOrRow) {
+  if (auto gpu = make_cuda_backend(); !gpu.is_ok()) GTEST_SKIP() << "no CUDA device: " << gpu.status().message();
+  expect_batch_invariant(test::tiny_gpt(), true);
+  expect_batch_invariant(test::tiny_llama(), true);
+}
 
 }  // namespace
 }  // namespace volta

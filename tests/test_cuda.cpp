@@ -472,6 +472,7 @@ TEST(CudaTinyLM, GreedyTextIsIdenticalOnCpuAndCuda) {
   ASSERT_OK(on_cuda->generate({1, 2}, o));
   EXPECT_EQ(cuda.transfers().h2d_bytes - before.h2d_bytes, 2u * 2 * 4 + 5 * (2 * 4 + 4));
   EXPECT_EQ(cuda.transfers().d2h_bytes - before.d2h_bytes, 6u * 2 * static_cast<size_t>(c.vocab) * 4);
+  EXPECT_GT(cuda.replays(), 0) << "decode steps replay their recorded CUDA graph";
 }
 
 // ---- Training on a GPU ----------------------------------------------------------------------
@@ -482,10 +483,12 @@ TEST(CudaTinyLM, GreedyTextIsIdenticalOnCpuAndCuda) {
 bool expect_gradient_parity(const model::TinyLMConfig& c, int64_t batch, const std::string& what) {
   auto g = model::build_tinylm_loss(c, batch, c.context);
   EXPECT_TRUE(g.is_ok()) << g.status().message();
+  if (!g.is_ok()) return false;
   auto gg = autograd::build_backward(*g);
   EXPECT_TRUE(gg.is_ok()) << gg.status().message();
   auto params = init_params(*g, 11);
   EXPECT_TRUE(params.is_ok());
+  if (!gg.is_ok() || !params.is_ok()) return false;
   Bindings b = *params;
   Tensor tokens = Tensor::zeros(DType::i32, {batch, c.context}), targets = Tensor::zeros(DType::i32, {batch, c.context});
   for (int64_t i = 0; i < tokens.numel(); ++i) {
@@ -497,13 +500,16 @@ bool expect_gradient_parity(const model::TinyLMConfig& c, int64_t batch, const s
   Runtime cpu(make_cpu_backend());
   auto pc = cpu.compile(gg->graph);
   EXPECT_TRUE(pc.is_ok());
+  if (!pc.is_ok()) return false;
   auto want = cpu.run(**pc, b);
   EXPECT_TRUE(want.is_ok()) << want.status().message();
   auto dev = make_cuda_backend();
   EXPECT_TRUE(dev.is_ok());
+  if (!dev.is_ok()) return false;
   Runtime cuda(std::move(*dev));
   auto pg = cuda.compile(gg->graph, cuda_compile_options());
   EXPECT_TRUE(pg.is_ok()) << pg.status().message();
+  if (!pg.is_ok()) return false;
   auto got = cuda.run(**pg, b);
   auto again = cuda.run(**pg, b);
   EXPECT_TRUE(got.is_ok()) << got.status().message();
@@ -551,6 +557,7 @@ TEST(CudaTraining, FusedAttentionGradientsMatchTheCpuAndRepeatBitwise) {
     model::TinyLMConfig c = small_lm();
     c.context = 130;  // ragged against the kernels' blocks of 16 and tiles of 32 rows
     c.arch = arch;
+    c.bias = arch == model::Arch::Gpt;  // llama has no biases
     if (arch == model::Arch::Llama) model::llama_defaults(c);
     EXPECT_TRUE(expect_gradient_parity(c, 2, std::string(model::arch_name(arch)) + ", 130 keys"))
         << "the CUDA plan did not fuse the attention's backward";
@@ -583,9 +590,11 @@ TEST(CudaTraining, TheWholeStepMatchesTheCpuAndRepeatsBitwise) {
     std::vector<double> losses;
     train::TrainState end;
     TransferStats per_step;
+    int64_t replays = 0;
   };
-  auto run = [&](std::unique_ptr<Backend> be) -> Run {
+  auto run = [&](std::unique_ptr<Backend> be, bool replay) -> Run {
     Runtime rt(std::move(be));
+    rt.set_replay(replay);
     auto tp = train::compile_training(rt, *g, opts);
     EXPECT_TRUE(tp.is_ok()) << tp.status().message();
     auto init = train::init_state(*tp, *params, 0);
@@ -603,13 +612,16 @@ TEST(CudaTraining, TheWholeStepMatchesTheCpuAndRepeatsBitwise) {
     r.per_step.d2h_bytes = rt.transfers().d2h_bytes - before.d2h_bytes;
     r.per_step.param_uploads = rt.transfers().param_uploads - before.param_uploads;
     r.end = *session->snapshot();
+    r.replays = rt.replays();
     return r;
   };
-  const Run want = run(make_cpu_backend());
-  const Run got = run(std::move(gpu));
+  const Run want = run(make_cpu_backend(), true);
+  const Run got = run(std::move(gpu), true);
   auto gpu2 = make_cuda_backend();
   ASSERT_OK(gpu2);
-  const Run again = run(std::move(*gpu2));
+  const Run again = run(std::move(*gpu2), false);  // node by node: a replayed CUDA graph has the same bits
+  EXPECT_EQ(got.replays, 7) << "steps 2..8 replay the step's recorded CUDA graph";
+  EXPECT_EQ(again.replays, 0);
   double worst_loss = 0;
   for (size_t s = 0; s < want.losses.size(); ++s) worst_loss = std::max(worst_loss, std::fabs(want.losses[s] - got.losses[s]));
   std::printf("parity training step x8 (adamw, clip 1): loss %.6f -> %.6f on the cpu, max |loss diff| %.3g\n", want.losses.front(),
@@ -619,8 +631,8 @@ TEST(CudaTraining, TheWholeStepMatchesTheCpuAndRepeatsBitwise) {
   // by up to ~lr per step (measured on an H100: 1.6e-5 after 8 steps at lr 3e-3).
   double worst = 0;
   for (const auto& [name, t] : want.end.params) worst = std::max(worst, compare(t, got.end.params.at(name), "param " + name, 1e-4));
-  std::printf("parity training step x8: params max |cuda - cpu| / (1 + |cpu|) %.3g; two CUDA runs %s\n", worst,
-              got.end.bitwise_equal(again.end) ? "bitwise identical" : "DIFFER");
+  std::printf("parity training step x8: params max |cuda - cpu| / (1 + |cpu|) %.3g; CUDA graph replays and node by node %s\n",
+              worst, got.end.bitwise_equal(again.end) ? "bitwise identical" : "DIFFER");
   EXPECT_TRUE(got.end.bitwise_equal(again.end));
   EXPECT_EQ(got.losses, again.losses);
   // Per step: tokens + targets + the f64 learning rate up; loss (f32) + norm (f64) + step (i64) down.

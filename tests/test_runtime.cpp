@@ -191,6 +191,57 @@ TEST(Runtime, DeviceBackendsKeepParamsResidentAndCountTransfers) {
   EXPECT_EQ(rt.transfers().param_uploads, uploads + 1);
 }
 
+// A device backend that records: the second run of a plan over the same buffers is recorded and
+// replayed, later runs replay it and read each run's new inputs; a param bound anew moves the
+// buffers and the plan runs node by node again before it is recorded anew.
+TEST(Runtime, DeviceBackendsRecordAPlanRunTwiceAndReplayIt) {
+  auto g = ir::load_graph(test::source_path("examples/gpt_block.vir"));
+  ASSERT_OK(g);
+  auto params = init_params(*g, 2);
+  ASSERT_OK(params);
+  Runtime cpu(make_cpu_backend());
+  auto cplan = cpu.compile(*g);
+  ASSERT_OK(cplan);
+  auto owned = std::make_unique<test::RecordingDevice>();
+  test::RecordingDevice* dev = owned.get();
+  Runtime rt(std::move(owned));
+  auto plan = rt.compile(*g);
+  ASSERT_OK(plan);
+  int64_t nodes = 0;
+  for (const ir::Node& n : (*plan)->graph.nodes) nodes += ir::is_leaf(n.op) ? 0 : 1;
+  auto run_both = [&](uint64_t input_seed) {
+    auto in = random_inputs(*g, input_seed);
+    EXPECT_TRUE(in.is_ok());
+    for (const auto& [name, t] : *params) (*in)[name] = t;  // shared storage: the same buffers
+    auto want = cpu.run(**cplan, *in);
+    auto got = rt.run(**plan, *in);
+    ASSERT_OK(want);
+    ASSERT_OK(got);
+    EXPECT_TRUE((*got)[0].bitwise_equal((*want)[0])) << "inputs " << input_seed;
+  };
+  run_both(1);  // node by node
+  EXPECT_EQ(dev->replayed, 0);
+  const int64_t per_run = dev->executed;
+  EXPECT_GT(per_run, nodes / 2);
+  run_both(2);  // recorded (nothing runs while recording), then replayed
+  run_both(3);  // replayed with new inputs
+  EXPECT_EQ(dev->executed, per_run);
+  EXPECT_EQ(dev->replayed, 2);
+  EXPECT_EQ(rt.replays(), 2);
+  Tensor& w = params->begin()->second;  // a param bound anew: new buffers
+  const Tensor old = w;                  // (kept, so its device copy stays and the new one lands elsewhere)
+  w = w.clone();
+  run_both(4);
+  EXPECT_EQ(dev->executed, 2 * per_run);
+  EXPECT_EQ(dev->replayed, 2);
+  run_both(5);
+  EXPECT_EQ(dev->replayed, 3);
+  rt.set_replay(false);
+  run_both(6);
+  EXPECT_EQ(dev->executed, 3 * per_run);
+  EXPECT_EQ(dev->replayed, 3);
+}
+
 TEST(Runtime, BindingErrorsNameTheValue) {
   ir::Graph g = mlp();
   Runtime rt(make_cpu_backend());

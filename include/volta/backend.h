@@ -35,6 +35,12 @@ enum class DeviceKind { Cpu, Cuda, Auto };
 Result<DeviceKind> parse_device(std::string_view s);  // "cpu" | "cuda" | "auto"
 const char* device_name(DeviceKind d);
 
+// A plan's launches as a device backend recorded them (CUDA graphs), replayed as one.
+class Recording {
+ public:
+  virtual ~Recording() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -63,6 +69,16 @@ class Backend {
   // Waits for the work execute() queued (device backends run asynchronously). The profiler calls
   // it after every node so each op's time is the device's, not its launch's.
   virtual Status synchronize() { return Status::ok(); }
+
+  // Device backends that can record the work execute() queues and replay it in one launch: the
+  // runtime records a plan the second time it runs over the same buffers, then replays it
+  // instead of executing node by node (a decode step, a training step). Between begin and end
+  // execute() only queues (nothing runs); a replay runs exactly the recorded launches, so it
+  // computes the same bits. A failed recording leaves the backend as before begin.
+  virtual bool can_record() const { return false; }
+  virtual Status begin_recording() { return unimplemented(name() + " cannot record launches"); }
+  virtual Result<std::unique_ptr<Recording>> end_recording() { return unimplemented(name() + " cannot record launches"); }
+  virtual Status replay(const Recording& /*r*/) { return unimplemented(name() + " cannot replay launches"); }
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

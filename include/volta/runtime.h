@@ -90,6 +90,14 @@ class Runtime {
 
   const TransferStats& transfers() const { return transfers_; }
 
+  // Device backends that can record (Backend::can_record): a plan run a second time over the
+  // same buffers is recorded, later runs replay it (on by default; off with
+  // VOLTA_REPLAY=off for Runtime::create, or here). Never while profiling, tracing or checking
+  // numerics, which need each node on its own.
+  void set_replay(bool on) { replay_ = on; }
+  bool replay() const { return replay_; }
+  int64_t replays() const { return replays_; }  // runs that replayed a recording
+
   void set_numerics(NumericsPolicy p) { numerics_ = p; }
   NumericsPolicy numerics() const { return numerics_; }
   const NumericsReport& numerics_report() const { return numerics_report_; }
@@ -120,6 +128,19 @@ class Runtime {
     std::vector<int32_t> leaves;                 // input and param ids in name order
   };
   std::map<uint64_t, RunRefs> refs_;
+  Status execute_nodes(const plan::ExecutionPlan& p, RunRefs& cached, bool same_graph, bool device);
+  Status run_or_replay(const plan::ExecutionPlan& p, RunRefs& cached, bool same_graph, bool device);
+  // A plan's recording and the buffers it was recorded over (by graph hash).
+  struct Recorded {
+    const ir::Graph* graph = nullptr;
+    std::vector<TensorRef> refs;  // the value references of its last run
+    std::byte* arena = nullptr;
+    std::unique_ptr<Recording> recording;
+    bool failed = false;  // the backend could not record it: run node by node
+  };
+  std::map<uint64_t, Recorded> recorded_;
+  bool replay_ = true;
+  int64_t replays_ = 0;
   size_t arena_bytes_ = 0;
 
   // Device backends: params and constants uploaded once, by host address; the host tensor is

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <string_view>
 
 #include "volta/op_attrs.h"
 #include "volta/state.h"
@@ -73,7 +75,10 @@ Runtime::Runtime(std::unique_ptr<Backend> backend, Determinism determinism)
 
 Result<Runtime> Runtime::create(DeviceKind kind, const ir::Graph* g, Determinism determinism) {
   VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, select_backend(kind, g));
-  return Runtime(std::move(backend), determinism);
+  Runtime rt(std::move(backend), determinism);
+  if (const char* r = std::getenv("VOLTA_REPLAY"); r != nullptr && (std::string_view(r) == "off" || std::string_view(r) == "0"))
+    rt.set_replay(false);
+  return rt;
 }
 
 namespace {
@@ -261,6 +266,77 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
   }
 }
 
+// Every node of the plan in schedule order (device backends: queued).
+Status Runtime::execute_nodes(const plan::ExecutionPlan& p, RunRefs& cached, bool same_graph, bool device) {
+  const ir::Graph& g = p.graph;
+  std::vector<TensorRef>& refs = cached.values;
+  cached.inputs.resize(p.schedule.size());
+  for (size_t s = 0; s < p.schedule.size(); ++s) {
+    const ir::Node& n = g.node(p.schedule[s]);
+    // A view has nothing to compute; an in-place write (its value its input's bytes) does.
+    if (p.values[static_cast<size_t>(n.id)].view_of >= 0 && !ir::output_is_input(n.op)) continue;
+    std::vector<TensorRef>& inputs = cached.inputs[s];
+    inputs.resize(n.inputs.size());
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const TensorRef& r = refs[static_cast<size_t>(n.inputs[i])];
+      if (!same_graph && inputs[i].type != r.type) inputs[i].type = r.type;
+      inputs[i].data = r.data;
+    }
+    const plan::Buffer& ws = p.workspaces[s];
+    std::span<std::byte> workspace(arena_.get() + ws.offset, ws.bytes);
+    const auto start = profiler_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    VOLTA_RETURN_IF_ERROR(backend_->execute(n, inputs, refs[static_cast<size_t>(n.id)], workspace, p.kernels[static_cast<size_t>(n.id)]));
+    if (profiler_) {
+      VOLTA_RETURN_IF_ERROR(backend_->synchronize());
+      profiler_->record(g, n, start, std::chrono::steady_clock::now());
+    }
+    if (trace_) VOLTA_RETURN_IF_ERROR(trace_output(n, static_cast<int64_t>(s), refs[static_cast<size_t>(n.id)], device));
+    if (numerics_ != NumericsPolicy::Off) {
+      VOLTA_RETURN_IF_ERROR(check_numerics(refs[static_cast<size_t>(n.id)],
+                                           "[" + std::string(ir::op_name(n.op)) + "] " + ir::node_ref(n) + " output"));
+      if (n.op == ir::Op::OptimizerUpdate) {  // the param it wrote in place
+        VOLTA_ASSIGN_OR_RETURN(const std::string kind, n.attrs.get_string("kind", ""));
+        VOLTA_RETURN_IF_ERROR(check_numerics(inputs[0], "[" + kind + "] update of param '" + g.node(n.inputs[0]).name + "'"));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+// Device backends that record: the second run of a plan over the same buffers is recorded and
+// replayed, later ones replay. A plan whose recording fails runs node by node from then on.
+Status Runtime::run_or_replay(const plan::ExecutionPlan& p, RunRefs& cached, bool same_graph, bool device) {
+  const bool may_record = device && replay_ && backend_->can_record() && !profiler_ && !trace_ && numerics_ == NumericsPolicy::Off;
+  if (!may_record) return execute_nodes(p, cached, same_graph, device);
+  Recorded& rec = recorded_[p.graph_hash];
+  const std::vector<TensorRef>& refs = cached.values;
+  auto same_buffers = [&] {
+    if (rec.graph != &p.graph || rec.arena != arena_.get() || rec.refs.size() != refs.size()) return false;
+    for (size_t i = 0; i < refs.size(); ++i)
+      if (rec.refs[i].data != refs[i].data || rec.refs[i].type != refs[i].type) return false;
+    return true;
+  };
+  if (!rec.failed && same_buffers()) {
+    if (!rec.recording) {
+      Status st = backend_->begin_recording();
+      if (st.is_ok()) {
+        st = execute_nodes(p, cached, same_graph, device);
+        auto r = backend_->end_recording();  // always: leaves the recording state
+        if (st.is_ok() && r.is_ok()) rec.recording = std::move(r).value();
+      }
+      if (!rec.recording) rec.failed = true;  // run node by node below, now and from now on
+    }
+    if (rec.recording) {
+      ++replays_;
+      return backend_->replay(*rec.recording);
+    }
+  }
+  rec.recording.reset();
+  VOLTA_RETURN_IF_ERROR(execute_nodes(p, cached, same_graph, device));
+  rec.graph = &p.graph, rec.refs = refs, rec.arena = arena_.get();
+  return Status::ok();
+}
+
 Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, const Bindings& bindings, State* state) {
   if (p.backend != backend_->name())
     return invalid_argument("plan was made for backend '" + p.backend + "' but this runtime runs '" + backend_->name() + "'");
@@ -328,36 +404,7 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
     if (b.view_of >= 0) refs[static_cast<size_t>(b.node)].data = refs[static_cast<size_t>(b.view_of)].data + b.view_offset;
 
   if (trace_) trace_->begin_run(g.name);
-  cached.inputs.resize(p.schedule.size());
-  for (size_t s = 0; s < p.schedule.size(); ++s) {
-    const ir::Node& n = g.node(p.schedule[s]);
-    // A view has nothing to compute; an in-place write (its value its input's bytes) does.
-    if (p.values[static_cast<size_t>(n.id)].view_of >= 0 && !ir::output_is_input(n.op)) continue;
-    std::vector<TensorRef>& inputs = cached.inputs[s];
-    inputs.resize(n.inputs.size());
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      const TensorRef& r = refs[static_cast<size_t>(n.inputs[i])];
-      if (!same_graph && inputs[i].type != r.type) inputs[i].type = r.type;
-      inputs[i].data = r.data;
-    }
-    const plan::Buffer& ws = p.workspaces[s];
-    std::span<std::byte> workspace(arena_.get() + ws.offset, ws.bytes);
-    const auto start = profiler_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    VOLTA_RETURN_IF_ERROR(backend_->execute(n, inputs, refs[static_cast<size_t>(n.id)], workspace, p.kernels[static_cast<size_t>(n.id)]));
-    if (profiler_) {
-      VOLTA_RETURN_IF_ERROR(backend_->synchronize());
-      profiler_->record(g, n, start, std::chrono::steady_clock::now());
-    }
-    if (trace_) VOLTA_RETURN_IF_ERROR(trace_output(n, static_cast<int64_t>(s), refs[static_cast<size_t>(n.id)], device));
-    if (numerics_ != NumericsPolicy::Off) {
-      VOLTA_RETURN_IF_ERROR(check_numerics(refs[static_cast<size_t>(n.id)],
-                                           "[" + std::string(ir::op_name(n.op)) + "] " + ir::node_ref(n) + " output"));
-      if (n.op == ir::Op::OptimizerUpdate) {  // the param it wrote in place
-        VOLTA_ASSIGN_OR_RETURN(const std::string kind, n.attrs.get_string("kind", ""));
-        VOLTA_RETURN_IF_ERROR(check_numerics(inputs[0], "[" + kind + "] update of param '" + g.node(n.inputs[0]).name + "'"));
-      }
-    }
-  }
+  VOLTA_RETURN_IF_ERROR(run_or_replay(p, cached, same_graph, device));
   cached.graph = &g;
   std::vector<Tensor> outputs;
   for (int32_t o : g.outputs) {

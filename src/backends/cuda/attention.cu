@@ -46,16 +46,17 @@ __device__ inline void load_rows(float* dst, int stride, const Rows& src, int64_
   }
 }
 
-// The reference's score: the dot product in double, rounded to f32, times the scale in double.
-__device__ inline double score(const float* x, const float* y, int D, double scale) {
-  double s = 0.0;
-  for (int d = 0; d < D; ++d) s = fma(static_cast<double>(x[d]), static_cast<double>(y[d]), s);
-  return scale * static_cast<double>(static_cast<float>(s));
-}
-__device__ inline float dot_f32(const float* x, const float* y, int D) {
-  double s = 0.0;
-  for (int d = 0; d < D; ++d) s = fma(static_cast<double>(x[d]), static_cast<double>(y[d]), s);
-  return static_cast<float>(s);
+// A warp's kRowsPerWarp dot products, row r of a (a + r * a_step) with row r of b: each the
+// reference's chain over d in order, in double, rounded to f32. The rows' chains interleave, so
+// the multiply-adds of one row wait on each other, not those of all rows.
+__device__ inline void dots(const float* a, int a_step, const float* b, int b_step, int D, float (&out)[kRowsPerWarp]) {
+  double s[kRowsPerWarp] = {};
+  for (int d = 0; d < D; ++d)
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+      s[r] = fma(static_cast<double>(a[r * a_step + d]), static_cast<double>(b[r * b_step + d]), s[r]);
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) out[r] = static_cast<float>(s[r]);
 }
 
 // A row's softmax statistics over the keys so far: the max m (NaN-ignoring) and the sum l of
@@ -141,16 +142,23 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* __
     load_rows(qs, D, qrows, i0, d.T - i0, kRows, D);
     __syncthreads();
     const float* my_q = qs + warp * kRowsPerWarp * D;
-    auto z_of = [&](int r, int64_t j, const float* key) {
-      const int64_t i = i0 + warp * kRowsPerWarp + r;
-      return j >= end || (d.causal && j > i + w.offset) ? kNegInf : score(my_q + r * D, key, D, d.scale);
+    // The scaled scores of this warp's rows against key t0 + lane (-inf where masked).
+    auto scores = [&](int64_t t0, double (&z)[kRowsPerWarp]) {
+      float s[kRowsPerWarp];
+      dots(my_q, D, ks + lane * Dp, 0, D, s);
+      const int64_t j = t0 + lane;
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const int64_t i = i0 + warp * kRowsPerWarp + r;
+        z[r] = j >= end || (d.causal && j > i + w.offset) ? kNegInf : d.scale * static_cast<double>(s[r]);
+      }
     };
-    double m[kRowsPerWarp], l[kRowsPerWarp];
+    double m[kRowsPerWarp], l[kRowsPerWarp], z[kRowsPerWarp];
     for (int r = 0; r < kRowsPerWarp; ++r) m[r] = kNegInf, l[r] = 0.0;
     for (int64_t t0 = 0; t0 < end; t0 += kTile) {
       load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
       __syncthreads();
-      for (int r = 0; r < kRowsPerWarp; ++r) add_scores(z_of(r, t0 + lane, ks + lane * Dp), m[r], l[r]);
+      scores(t0, z);
+      for (int r = 0; r < kRowsPerWarp; ++r) add_scores(z[r], m[r], l[r]);
       __syncthreads();
     }
     double acc[kRowsPerWarp][kLaneDims] = {};
@@ -159,7 +167,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* __
       load_rows(vs, E, vals, t0, end - t0, kTile, E);
       __syncthreads();
       float p[kRowsPerWarp];
-      for (int r = 0; r < kRowsPerWarp; ++r) p[r] = probability(z_of(r, t0 + lane, ks + lane * Dp), m[r], l[r]);
+      scores(t0, z);
+      for (int r = 0; r < kRowsPerWarp; ++r) p[r] = probability(z[r], m[r], l[r]);
       const int n = static_cast<int>(min(int64_t{kTile}, end - t0));
       for (int jj = 0; jj < n; ++jj)
         for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -204,16 +213,30 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float*
     __syncthreads();
     const float* my_q = qs + warp * kRowsPerWarp * D;
     const float* my_dy = dys + warp * kRowsPerWarp * D;
-    auto z_of = [&](int r, int64_t j) {
-      const int64_t i = i0 + warp * kRowsPerWarp + r;
-      return j >= end || (d.causal && j > i + d.offset) ? kNegInf : score(my_q + r * D, ks + lane * Dp, D, d.scale);
+    // The scaled scores of this warp's rows against key t0 + lane (-inf where masked) and, with
+    // the value tile loaded, dp = dy . v (0 past the keys).
+    auto scores = [&](int64_t t0, double (&z)[kRowsPerWarp]) {
+      float s[kRowsPerWarp];
+      dots(my_q, D, ks + lane * Dp, 0, D, s);
+      const int64_t j = t0 + lane;
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const int64_t i = i0 + warp * kRowsPerWarp + r;
+        z[r] = j >= end || (d.causal && j > i + d.offset) ? kNegInf : d.scale * static_cast<double>(s[r]);
+      }
     };
-    double m[kRowsPerWarp], l[kRowsPerWarp], pdp[kRowsPerWarp];
+    auto dps = [&](int64_t t0, float (&dp)[kRowsPerWarp]) {
+      dots(my_dy, D, vs + lane * Dp, 0, D, dp);
+      if (t0 + lane >= end)
+        for (int r = 0; r < kRowsPerWarp; ++r) dp[r] = 0.0f;
+    };
+    double m[kRowsPerWarp], l[kRowsPerWarp], pdp[kRowsPerWarp], z[kRowsPerWarp];
+    float dp[kRowsPerWarp];
     for (int r = 0; r < kRowsPerWarp; ++r) m[r] = kNegInf, l[r] = 0.0, pdp[r] = 0.0;
     for (int64_t t0 = 0; t0 < end; t0 += kTile) {
       load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
       __syncthreads();
-      for (int r = 0; r < kRowsPerWarp; ++r) add_scores(z_of(r, t0 + lane), m[r], l[r]);
+      scores(t0, z);
+      for (int r = 0; r < kRowsPerWarp; ++r) add_scores(z[r], m[r], l[r]);
       __syncthreads();
     }
     // sum over the keys of dp * p, dp = dy . v (each rounded to f32 as the reference stores it)
@@ -221,11 +244,9 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float*
       load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
       load_rows(vs, Dp, vals, t0, end - t0, kTile, D);
       __syncthreads();
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const float p = probability(z_of(r, t0 + lane), m[r], l[r]);
-        const float dp = t0 + lane < end ? dot_f32(my_dy + r * D, vs + lane * Dp, D) : 0.0f;
-        pdp[r] += warp_sum(static_cast<double>(dp) * p);
-      }
+      scores(t0, z);
+      dps(t0, dp);
+      for (int r = 0; r < kRowsPerWarp; ++r) pdp[r] += warp_sum(static_cast<double>(dp[r]) * probability(z[r], m[r], l[r]));
       __syncthreads();
     }
     double acc[kRowsPerWarp][kLaneDims] = {};
@@ -234,11 +255,10 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float*
       load_rows(vs, Dp, vals, t0, end - t0, kTile, D);
       __syncthreads();
       float ds[kRowsPerWarp];
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const float p = probability(z_of(r, t0 + lane), m[r], l[r]);
-        const float dp = t0 + lane < end ? dot_f32(my_dy + r * D, vs + lane * Dp, D) : 0.0f;
-        ds[r] = static_cast<float>(d.scale * p * (dp - pdp[r]));
-      }
+      scores(t0, z);
+      dps(t0, dp);
+      for (int r = 0; r < kRowsPerWarp; ++r)
+        ds[r] = static_cast<float>(d.scale * probability(z[r], m[r], l[r]) * (dp[r] - pdp[r]));
       const int n = static_cast<int>(min(int64_t{kTile}, end - t0));
       for (int jj = 0; jj < n; ++jj)
         for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -295,15 +315,16 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkv_kernel(const float
         st[t] = t0 + t / 3 < T ? stats[(g * T + t0) * 3 + t] : 0.0;
       __syncthreads();
       const int64_t i = t0 + lane;  // this lane's query row
-      float p[kRowsPerWarp], ds[kRowsPerWarp];
+      float p[kRowsPerWarp], ds[kRowsPerWarp], s[kRowsPerWarp], dp[kRowsPerWarp];
+      dots(qt + lane * Dp, 0, kr + warp * kRowsPerWarp * D, D, D, s);
+      dots(dyt + lane * Dp, 0, vr + warp * kRowsPerWarp * D, D, D, dp);
       for (int r = 0; r < kRowsPerWarp; ++r) {
         const int64_t j = j0 + warp * kRowsPerWarp + r;
         p[r] = ds[r] = 0.0f;
         if (i >= T || j >= T) continue;
-        const double z = d.causal && j > i + d.offset ? kNegInf : score(qt + lane * Dp, kr + (warp * kRowsPerWarp + r) * D, D, d.scale);
+        const double z = d.causal && j > i + d.offset ? kNegInf : d.scale * static_cast<double>(s[r]);
         p[r] = probability(z, st[lane * 3], st[lane * 3 + 1]);
-        const float dp = dot_f32(dyt + lane * Dp, vr + (warp * kRowsPerWarp + r) * D, D);
-        ds[r] = static_cast<float>(d.scale * p[r] * (dp - st[lane * 3 + 2]));
+        ds[r] = static_cast<float>(d.scale * p[r] * (dp[r] - st[lane * 3 + 2]));
       }
       const int n = static_cast<int>(min(int64_t{kTile}, T - t0));
       for (int ii = 0; ii < n; ++ii)

@@ -22,6 +22,15 @@ namespace volta {
 namespace cuda {
 namespace {
 
+// An instantiated CUDA graph and the index checks it queues.
+struct Graph final : Recording {
+  cudaGraphExec_t exec = nullptr;
+  std::vector<std::string> checks;
+  ~Graph() override {
+    if (exec) (void)cudaGraphExecDestroy(exec);
+  }
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(Stream stream, std::shared_ptr<MemoryPool> pool)
@@ -58,6 +67,39 @@ class CudaBackend final : public Backend {
     return cuda::kernel_info(g, n, level);
   }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cuda::workspace_bytes(g, n); }
+
+  // CUDA graphs: the stream's launches between begin and end are captured (nothing runs), then
+  // instantiated; a replay launches the whole graph on the stream. The index checks a recording
+  // queued are restored with each replay, so their errors are reported as after a plain run.
+  bool can_record() const override { return true; }
+  Status begin_recording() override {
+    if (!pending_checks_.empty()) VOLTA_RETURN_IF_ERROR(synchronize());  // report, then start from none
+    return check(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+  }
+  Result<std::unique_ptr<Recording>> end_recording() override {
+    cudaGraph_t graph = nullptr;
+    std::vector<std::string> checks;
+    checks.swap(pending_checks_);  // queued, not run
+    cudaError_t err = cudaStreamEndCapture(stream_.get(), &graph);
+    auto rec = std::make_unique<Graph>();
+    if (err == cudaSuccess) {
+      err = cudaGraphInstantiate(&rec->exec, graph, 0);
+      (void)cudaGraphDestroy(graph);
+    }
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();  // a failed capture must not fail the next launch's check
+      return check(err, "recording the plan as a CUDA graph");
+    }
+    rec->checks = std::move(checks);
+    return std::unique_ptr<Recording>(std::move(rec));
+  }
+  Status replay(const Recording& r) override {
+    const auto& rec = static_cast<const Graph&>(r);
+    if (!pending_checks_.empty()) VOLTA_RETURN_IF_ERROR(synchronize());  // the tokens count from 0
+    VOLTA_RETURN_IF_ERROR(check(cudaGraphLaunch(rec.exec, stream_.get()), "cudaGraphLaunch"));
+    pending_checks_ = rec.checks;
+    return Status::ok();
+  }
 
   // Every input is in device memory: the runtime binds the state's buffers, resident params and
   // constants, and per-plan copies of the inputs.
