@@ -59,6 +59,19 @@ __device__ inline void dots(const float* a, int a_step, const float* b, int b_st
   for (int r = 0; r < kRowsPerWarp; ++r) out[r] = static_cast<float>(s[r]);
 }
 
+// acc[r][c] += w[r] of lane jj times rows[jj][lane + 32 c], for the tile's rows jj = 0..n-1 in
+// order: each output's sum over the tile, in double.
+__device__ inline void accumulate(const float (&w)[kRowsPerWarp], const float* rows, int stride, int width, int n, int lane,
+                                  double (&acc)[kRowsPerWarp][kLaneDims]) {
+  for (int jj = 0; jj < n; ++jj)
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const double wj = __shfl_sync(kFull, w[r], jj);
+#pragma unroll
+      for (int c = 0; c < kLaneDims; ++c)
+        if (lane + 32 * c < width) acc[r][c] = fma(wj, static_cast<double>(rows[jj * stride + lane + 32 * c]), acc[r][c]);
+    }
+}
+
 // A row's softmax statistics over the keys so far: the max m (NaN-ignoring) and the sum l of
 // exp(z - m). While every z is -inf nothing is added: the row's result is nan if that lasts
 // (as the reference's 0/0), and those terms are exact zeros if a finite z comes later.
@@ -169,14 +182,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* __
       float p[kRowsPerWarp];
       scores(t0, z);
       for (int r = 0; r < kRowsPerWarp; ++r) p[r] = probability(z[r], m[r], l[r]);
-      const int n = static_cast<int>(min(int64_t{kTile}, end - t0));
-      for (int jj = 0; jj < n; ++jj)
-        for (int r = 0; r < kRowsPerWarp; ++r) {
-          const double pj = __shfl_sync(kFull, p[r], jj);
-#pragma unroll
-          for (int c = 0; c < kLaneDims; ++c)
-            if (lane + 32 * c < E) acc[r][c] = fma(pj, static_cast<double>(vs[jj * E + lane + 32 * c]), acc[r][c]);
-        }
+      accumulate(p, vs, E, E, static_cast<int>(min(int64_t{kTile}, end - t0)), lane, acc);
       __syncthreads();
     }
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -259,14 +265,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float*
       dps(t0, dp);
       for (int r = 0; r < kRowsPerWarp; ++r)
         ds[r] = static_cast<float>(d.scale * probability(z[r], m[r], l[r]) * (dp[r] - pdp[r]));
-      const int n = static_cast<int>(min(int64_t{kTile}, end - t0));
-      for (int jj = 0; jj < n; ++jj)
-        for (int r = 0; r < kRowsPerWarp; ++r) {
-          const double dsj = __shfl_sync(kFull, ds[r], jj);
-#pragma unroll
-          for (int c = 0; c < kLaneDims; ++c)
-            if (lane + 32 * c < D) acc[r][c] = fma(dsj, static_cast<double>(ks[jj * Dp + lane + 32 * c]), acc[r][c]);
-        }
+      accumulate(ds, ks, Dp, D, static_cast<int>(min(int64_t{kTile}, end - t0)), lane, acc);
       __syncthreads();
     }
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -327,16 +326,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkv_kernel(const float
         ds[r] = static_cast<float>(d.scale * p[r] * (dp[r] - st[lane * 3 + 2]));
       }
       const int n = static_cast<int>(min(int64_t{kTile}, T - t0));
-      for (int ii = 0; ii < n; ++ii)
-        for (int r = 0; r < kRowsPerWarp; ++r) {
-          const double pi = __shfl_sync(kFull, p[r], ii), dsi = __shfl_sync(kFull, ds[r], ii);
-#pragma unroll
-          for (int c = 0; c < kLaneDims; ++c)
-            if (lane + 32 * c < D) {
-              dv_acc[r][c] = fma(pi, static_cast<double>(dyt[ii * Dp + lane + 32 * c]), dv_acc[r][c]);
-              dk_acc[r][c] = fma(dsi, static_cast<double>(qt[ii * Dp + lane + 32 * c]), dk_acc[r][c]);
-            }
-        }
+      accumulate(p, dyt, Dp, D, n, lane, dv_acc);
+      accumulate(ds, qt, Dp, D, n, lane, dk_acc);
       __syncthreads();
     }
     for (int r = 0; r < kRowsPerWarp; ++r) {
