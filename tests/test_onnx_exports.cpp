@@ -107,6 +107,40 @@ TEST(OnnxExports, EveryExportMatchesPyTorchAndRepeatsBitwise) {
   }
 }
 
+// The exported chains of GELU (BERT's erf form, GPT-2's tanh form) and LayerNorm become Volta's
+// gelu and layer_norm at import: a plan of these exports has no erf, tanh, pow, sqrt or
+// reduce_mean left, and as many gelu and layer_norm nodes as the models have (2 layers: a GELU
+// and 2 LayerNorms each, and the embeddings' or the final LayerNorm). Their outputs still match
+// PyTorch (EveryExportMatchesPyTorchAndRepeatsBitwise).
+TEST(OnnxExports, ExportedGeluAndLayerNormRunAsVoltasOps) {
+  if (!onnx::available()) GTEST_SKIP();
+  for (const char* name : {"bert_torchscript_opset14", "bert_torchscript_opset17_dynamic", "bert_dynamo", "gpt2_dynamo"}) {
+    const fs::path dir = kExports / name;
+    const std::vector<Set> sets = sets_of(dir);
+    ASSERT_FALSE(sets.empty()) << name;
+    onnx::ImportOptions opts;
+    for (const auto& [input, t] : sets[0].inputs) opts.input_values[input] = t.tensor;
+    auto m = onnx::load_model((dir / "model.onnx").string(), opts);
+    ASSERT_OK(m);
+    Runtime rt(make_cpu_backend());
+    auto plan = rt.compile(m->graph);
+    ASSERT_OK(plan);
+    std::map<ir::Op, int> count;
+    int gelus = 0;  // gelu nodes, and matmuls with a GELU epilogue (fuse_matmul_epilogue folds erf GELUs)
+    for (const ir::Node& n : (*plan)->graph.nodes) {
+      ++count[n.op];
+      gelus += n.op == ir::Op::Gelu || *n.attrs.get_string("activation", "") == "gelu";
+    }
+    EXPECT_EQ(gelus, 2) << name;
+    EXPECT_EQ(count[ir::Op::LayerNorm], 5) << name;
+    for (ir::Op op : {ir::Op::Erf, ir::Op::Tanh, ir::Op::Pow, ir::Op::Sqrt, ir::Op::ReduceMean})
+      EXPECT_EQ(count[op], 0) << name << ": " << ir::op_name(op) << " left";
+    for (const ir::Node& n : (*plan)->graph.nodes)
+      if (n.op == ir::Op::Gelu)
+        EXPECT_EQ(*n.attrs.get_string("approximate", ""), std::string(name).starts_with("gpt2") ? "tanh" : "none") << name;
+  }
+}
+
 // One parse, one import and one plan per distinct shape: a repeated shape hits both caches. The
 // two exporters of the same BERT (TorchScript opset 17, dynamo opset 18) compute the same bits.
 TEST(OnnxExports, DynamicAxesBindPerShapeOncePerShape) {

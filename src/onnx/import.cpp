@@ -482,6 +482,7 @@ Result<Model> Importer::run() {
     m.outputs.push_back(io);
     graph_.outputs.push_back(id);
   }
+  VOLTA_RETURN_IF_ERROR(recognize_exported_forms(graph_));
   m.graph = std::move(graph_);
   m.params = std::move(params_);
   return m;

@@ -18,6 +18,9 @@ struct OnnxValue {
   const ::onnx::TensorProto* initializer = nullptr;
 };
 
+// After import: the exported forms of GELU and LayerNorm become Volta's ops (recognize.cpp).
+Status recognize_exported_forms(ir::Graph& g);
+
 class Importer {
  public:
   // consume: `model` is the importer's to empty: each large initializer's bytes are released
