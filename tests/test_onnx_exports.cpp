@@ -135,9 +135,11 @@ TEST(OnnxExports, ExportedGeluAndLayerNormRunAsVoltasOps) {
     EXPECT_EQ(count[ir::Op::LayerNorm], 5) << name;
     for (ir::Op op : {ir::Op::Erf, ir::Op::Tanh, ir::Op::Pow, ir::Op::Sqrt, ir::Op::ReduceMean})
       EXPECT_EQ(count[op], 0) << name << ": " << ir::op_name(op) << " left";
-    for (const ir::Node& n : (*plan)->graph.nodes)
-      if (n.op == ir::Op::Gelu)
+    for (const ir::Node& n : (*plan)->graph.nodes) {
+      if (n.op == ir::Op::Gelu) {
         EXPECT_EQ(*n.attrs.get_string("approximate", ""), std::string(name).starts_with("gpt2") ? "tanh" : "none") << name;
+      }
+    }
   }
 }
 
