@@ -32,7 +32,7 @@ bool is_scalar(const Graph& g, int32_t id, double want, double rel = 1e-6) {
   return v && std::fabs(*v - want) <= rel * std::fabs(want);
 }
 
-// n's two inputs when it is `op`, in both orders.
+// n is `op` with two inputs.
 bool binary(const Node& n, Op op) { return n.op == op && n.inputs.size() == 2; }
 
 // A reduce_mean over the last axis only, keeping it.

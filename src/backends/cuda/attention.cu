@@ -86,6 +86,37 @@ __device__ inline void add_scores(double z, double& m, double& l) {
 // The probability the reference stores: f32(exp(z - m) / l).
 __device__ inline float probability(double z, double m, double l) { return static_cast<float>(exp(z - m) / l); }
 
+// The warp's query rows i0.. (rows of `q`, stride D) scored against this lane's key j (`key`):
+// scale * q . k as the reference rounds it, -inf where the causal mask drops it or past `end`.
+struct Mask {
+  int64_t end;  // keys from here on are left out (skipped by a causal block, or past the keys)
+  bool causal;
+  int64_t offset;
+  double scale;
+};
+__device__ inline void scaled_scores(const float* q, const float* key, int D, int64_t j, int64_t i0, const Mask& mk,
+                                     double (&z)[kRowsPerWarp]) {
+  float s[kRowsPerWarp];
+  dots(q, D, key, 0, D, s);
+  for (int r = 0; r < kRowsPerWarp; ++r)
+    z[r] = j >= mk.end || (mk.causal && j > i0 + r + mk.offset) ? kNegInf : mk.scale * static_cast<double>(s[r]);
+}
+
+// The first pass over keys [0, end): each of the warp's rows' softmax max m and sum l. `ks` is
+// the block's key tile (row stride Dp).
+__device__ inline void softmax_stats(const float* q, float* ks, int D, int Dp, const Rows& keys, int64_t i0, const Mask& mk,
+                                     int lane, double (&m)[kRowsPerWarp], double (&l)[kRowsPerWarp]) {
+  double z[kRowsPerWarp];
+  for (int r = 0; r < kRowsPerWarp; ++r) m[r] = kNegInf, l[r] = 0.0;
+  for (int64_t t0 = 0; t0 < mk.end; t0 += kTile) {
+    load_rows(ks, Dp, keys, t0, mk.end - t0, kTile, D);
+    __syncthreads();
+    scaled_scores(q, ks + lane * Dp, D, t0 + lane, i0, mk, z);
+    for (int r = 0; r < kRowsPerWarp; ++r) add_scores(z[r], m[r], l[r]);
+    __syncthreads();
+  }
+}
+
 struct Window {  // the keys of one block's query rows after the run-time position
   int64_t S1, offset;
   bool bad;
@@ -155,32 +186,17 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* __
     load_rows(qs, D, qrows, i0, d.T - i0, kRows, D);
     __syncthreads();
     const float* my_q = qs + warp * kRowsPerWarp * D;
-    // The scaled scores of this warp's rows against key t0 + lane (-inf where masked).
-    auto scores = [&](int64_t t0, double (&z)[kRowsPerWarp]) {
-      float s[kRowsPerWarp];
-      dots(my_q, D, ks + lane * Dp, 0, D, s);
-      const int64_t j = t0 + lane;
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const int64_t i = i0 + warp * kRowsPerWarp + r;
-        z[r] = j >= end || (d.causal && j > i + w.offset) ? kNegInf : d.scale * static_cast<double>(s[r]);
-      }
-    };
+    const int64_t my_i0 = i0 + warp * kRowsPerWarp;
+    const Mask mk{end, d.causal, w.offset, d.scale};
     double m[kRowsPerWarp], l[kRowsPerWarp], z[kRowsPerWarp];
-    for (int r = 0; r < kRowsPerWarp; ++r) m[r] = kNegInf, l[r] = 0.0;
-    for (int64_t t0 = 0; t0 < end; t0 += kTile) {
-      load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
-      __syncthreads();
-      scores(t0, z);
-      for (int r = 0; r < kRowsPerWarp; ++r) add_scores(z[r], m[r], l[r]);
-      __syncthreads();
-    }
+    softmax_stats(my_q, ks, D, Dp, keys, my_i0, mk, lane, m, l);
     double acc[kRowsPerWarp][kLaneDims] = {};
     for (int64_t t0 = 0; t0 < end; t0 += kTile) {
       load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
       load_rows(vs, E, vals, t0, end - t0, kTile, E);
       __syncthreads();
       float p[kRowsPerWarp];
-      scores(t0, z);
+      scaled_scores(my_q, ks + lane * Dp, D, t0 + lane, my_i0, mk, z);
       for (int r = 0; r < kRowsPerWarp; ++r) p[r] = probability(z[r], m[r], l[r]);
       accumulate(p, vs, E, E, static_cast<int>(min(int64_t{kTile}, end - t0)), lane, acc);
       __syncthreads();
@@ -219,39 +235,24 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float*
     __syncthreads();
     const float* my_q = qs + warp * kRowsPerWarp * D;
     const float* my_dy = dys + warp * kRowsPerWarp * D;
-    // The scaled scores of this warp's rows against key t0 + lane (-inf where masked) and, with
-    // the value tile loaded, dp = dy . v (0 past the keys).
-    auto scores = [&](int64_t t0, double (&z)[kRowsPerWarp]) {
-      float s[kRowsPerWarp];
-      dots(my_q, D, ks + lane * Dp, 0, D, s);
-      const int64_t j = t0 + lane;
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const int64_t i = i0 + warp * kRowsPerWarp + r;
-        z[r] = j >= end || (d.causal && j > i + d.offset) ? kNegInf : d.scale * static_cast<double>(s[r]);
-      }
-    };
-    auto dps = [&](int64_t t0, float (&dp)[kRowsPerWarp]) {
+    const int64_t my_i0 = i0 + warp * kRowsPerWarp;
+    const Mask mk{end, d.causal, d.offset, d.scale};
+    // With the key and value tiles loaded: the scores and dp = dy . v (0 past the keys).
+    auto scores = [&](int64_t t0, double (&z)[kRowsPerWarp], float (&dp)[kRowsPerWarp]) {
+      scaled_scores(my_q, ks + lane * Dp, D, t0 + lane, my_i0, mk, z);
       dots(my_dy, D, vs + lane * Dp, 0, D, dp);
       if (t0 + lane >= end)
         for (int r = 0; r < kRowsPerWarp; ++r) dp[r] = 0.0f;
     };
-    double m[kRowsPerWarp], l[kRowsPerWarp], pdp[kRowsPerWarp], z[kRowsPerWarp];
+    double m[kRowsPerWarp], l[kRowsPerWarp], pdp[kRowsPerWarp] = {}, z[kRowsPerWarp];
     float dp[kRowsPerWarp];
-    for (int r = 0; r < kRowsPerWarp; ++r) m[r] = kNegInf, l[r] = 0.0, pdp[r] = 0.0;
-    for (int64_t t0 = 0; t0 < end; t0 += kTile) {
-      load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
-      __syncthreads();
-      scores(t0, z);
-      for (int r = 0; r < kRowsPerWarp; ++r) add_scores(z[r], m[r], l[r]);
-      __syncthreads();
-    }
+    softmax_stats(my_q, ks, D, Dp, keys, my_i0, mk, lane, m, l);
     // sum over the keys of dp * p, dp = dy . v (each rounded to f32 as the reference stores it)
     for (int64_t t0 = 0; t0 < end; t0 += kTile) {
       load_rows(ks, Dp, keys, t0, end - t0, kTile, D);
       load_rows(vs, Dp, vals, t0, end - t0, kTile, D);
       __syncthreads();
-      scores(t0, z);
-      dps(t0, dp);
+      scores(t0, z, dp);
       for (int r = 0; r < kRowsPerWarp; ++r) pdp[r] += warp_sum(static_cast<double>(dp[r]) * probability(z[r], m[r], l[r]));
       __syncthreads();
     }
@@ -261,8 +262,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float*
       load_rows(vs, Dp, vals, t0, end - t0, kTile, D);
       __syncthreads();
       float ds[kRowsPerWarp];
-      scores(t0, z);
-      dps(t0, dp);
+      scores(t0, z, dp);
       for (int r = 0; r < kRowsPerWarp; ++r)
         ds[r] = static_cast<float>(d.scale * probability(z[r], m[r], l[r]) * (dp[r] - pdp[r]));
       accumulate(ds, ks, Dp, D, static_cast<int>(min(int64_t{kTile}, end - t0)), lane, acc);

@@ -24,10 +24,10 @@ namespace cuda {
 namespace {
 
 // An instantiated CUDA graph and the index checks it queues.
-struct Graph final : Recording {
+struct CudaGraph final : Recording {
   cudaGraphExec_t exec = nullptr;
   std::vector<std::string> checks;
-  ~Graph() override {
+  ~CudaGraph() override {
     if (exec) (void)cudaGraphExecDestroy(exec);
   }
 };
@@ -82,7 +82,7 @@ class CudaBackend final : public Backend {
     std::vector<std::string> checks;
     checks.swap(pending_checks_);  // queued, not run
     cudaError_t err = cudaStreamEndCapture(stream_.get(), &graph);
-    auto rec = std::make_unique<Graph>();
+    auto rec = std::make_unique<CudaGraph>();
     if (err == cudaSuccess) {
       err = cudaGraphInstantiate(&rec->exec, graph, 0);
       (void)cudaGraphDestroy(graph);
@@ -95,7 +95,7 @@ class CudaBackend final : public Backend {
     return std::unique_ptr<Recording>(std::move(rec));
   }
   Status replay(const Recording& r) override {
-    const auto& rec = static_cast<const Graph&>(r);
+    const auto& rec = static_cast<const CudaGraph&>(r);
     if (!pending_checks_.empty()) VOLTA_RETURN_IF_ERROR(synchronize());  // the tokens count from 0
     VOLTA_RETURN_IF_ERROR(check(cudaGraphLaunch(rec.exec, stream_.get()), "cudaGraphLaunch"));
     pending_checks_ = rec.checks;
