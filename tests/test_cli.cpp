@@ -444,12 +444,12 @@ TEST(CliBench, JsonRowsCarryThePeerKeys) {
   ASSERT_EQ(rows.size(), 1u);
   for (const char* key : {"recipe", "threads", "ms_per_step", "tokens_per_s"}) EXPECT_TRUE(rows[0].contains(key)) << key;
 
-  Cli inf = volta("bench infer --batch 2 --runs 1 --warmup 0 --json");
+  Cli inf = volta("bench infer --batch 2 --runs 1 --warmup 0 --long 40 --json");
   ASSERT_EQ(inf.code, 0) << inf.err;
   rows = json_lines(inf.out);
   ASSERT_EQ(rows.size(), 2u);  // with and without the KV cache
   for (const auto& r : rows)
-    for (const char* key : {"batch", "kv_cache", "prefill_tokens_per_s", "decode_tokens_per_s"}) EXPECT_TRUE(r.contains(key)) << key;
+    for (const char* key : {"batch", "kv_cache", "prefill_tokens_per_s", "decode_tokens_per_s", "long_tokens_per_s"}) EXPECT_TRUE(r.contains(key)) << key;
 
   Cli bad = volta("bench infer --batch 0");
   EXPECT_EQ(bad.code, 1);

@@ -71,7 +71,7 @@ TEST(Generate, GreedyIsIdenticalWithAndWithoutTheKVCache) {
     for (int64_t batch : {1, 3}) {
       model::SampleOptions o;
       o.temperature = 0.0;
-      o.tokens = 20;  // runs past the context of 8: the window slides
+      o.tokens = 20;  // runs past the context of 8: the window moves on twice
       o.batch = batch;
       auto cached = generate(rt, c, params, {1, 2, 3}, o);
       o.kv_cache = false;
@@ -81,6 +81,47 @@ TEST(Generate, GreedyIsIdenticalWithAndWithoutTheKVCache) {
       EXPECT_EQ(*cached, *plain) << model::arch_name(c.arch);
       EXPECT_EQ((*cached)[0].size(), 20u);
     }
+  }
+}
+
+// Past the context the window restarts from its last `keep` tokens. The reference prefills the
+// window a closed form gives for every step and takes the argmax, with no cache involved.
+TEST(Generate, AFullWindowRestartsFromItsLastKeepTokens) {
+  for (const model::TinyLMConfig& c : {tiny_config(), tiny_llama()}) {
+    const Bindings params = tiny_params(c);
+    Runtime rt(make_cpu_backend());
+    auto gen = model::Generator::create(rt, c, params);
+    ASSERT_OK(gen);
+    for (int64_t keep : {int64_t{0}, int64_t{1}, int64_t{3}, c.context}) {
+      const int64_t k = keep > 0 ? keep : c.context / 2;
+      model::SampleOptions o;
+      o.temperature = 0.0;
+      o.tokens = 25;
+      o.keep = keep;
+      auto got = gen->generate({1, 2, 3}, o);
+      ASSERT_OK(got);
+      std::vector<int32_t> seq = {1, 2, 3};
+      for (int64_t step = 0; step < o.tokens; ++step) {
+        const int64_t len = static_cast<int64_t>(seq.size());
+        // The window's first token: 0 until the context is full, then windows of k .. context
+        // tokens, a restart every context - k + 1 tokens (every token when k is the context).
+        const int64_t start = len <= c.context ? 0 : len - k - (len - c.context - 1) % (c.context - k + 1);
+        Tensor tok = Tensor::zeros(DType::i32, {1, len - start});
+        std::copy(seq.begin() + start, seq.end(), tok.data<int32_t>());
+        auto plan = gen->prefill_plan(1, len - start);
+        ASSERT_OK(plan);
+        auto out = rt.run(**plan, {{"tokens", tok}}, &gen->state());
+        ASSERT_OK(out);
+        const float* logits = (*out)[0].data<float>();
+        seq.push_back(static_cast<int32_t>(std::max_element(logits, logits + c.vocab) - logits));
+      }
+      EXPECT_EQ((*got)[0], std::vector<int32_t>(seq.begin() + 3, seq.end())) << model::arch_name(c.arch) << " keep " << keep;
+    }
+    model::SampleOptions wide;
+    wide.keep = c.context + 1;
+    EXPECT_ERROR_CONTAINS(gen->generate({1}, wide), "--keep must be at most the context (8), got 9");
+    wide.keep = -1;
+    EXPECT_ERROR_CONTAINS(gen->generate({1}, wide), "--keep must be >= 0, got -1");
   }
 }
 

@@ -28,6 +28,8 @@ struct BenchFlags {
   std::string checkpoint;
   std::vector<int64_t> batches = {1, 8};
   std::string kv = "both";  // KV-cache settings to time: on | off | both
+  int64_t long_tokens = 500;  // bench infer: a run past the context (0: skip)
+  int64_t keep = 0;           // bench infer: tokens a full window keeps (0: half the context)
   model::TinyLMConfig model;  // bench train: the recipe's model unless flags change it
   std::string arch = "gpt";   // bench train: gpt | llama
   int64_t batch = 0;          // bench train: 0 = the recipe's
@@ -186,26 +188,35 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
     const double prefill_tok_s = static_cast<double>(B * c.context) / median(prefill);
     for (bool kv : {true, false}) {
       if (f.kv != "both" && (f.kv == "on") != kv) continue;
-      // Greedy decode from a one-token prompt up to the full context.
-      model::SampleOptions o;
-      o.temperature = 0.0;
-      o.batch = B;
-      o.tokens = c.context - 1;
-      o.kv_cache = kv;
-      std::vector<double> secs;
-      for (int64_t r = 0; r < f.warmup + f.runs; ++r) {
-        const auto t0 = Clock::now();
-        VOLTA_ASSIGN_OR_RETURN(auto out, gen.generate({0}, o));
-        if (r >= f.warmup) secs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      // Greedy decode from a one-token prompt: up to the full context, then past it.
+      auto tokens_per_s = [&](int64_t tokens) -> Result<double> {
+        model::SampleOptions o;
+        o.temperature = 0.0;
+        o.batch = B;
+        o.tokens = tokens;
+        o.kv_cache = kv;
+        o.keep = f.keep;
+        std::vector<double> secs;
+        for (int64_t r = 0; r < f.warmup + f.runs; ++r) {
+          const auto t0 = Clock::now();
+          VOLTA_ASSIGN_OR_RETURN(auto out, gen.generate({0}, o));
+          if (r >= f.warmup) secs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+        return static_cast<double>(B * tokens) / median(secs);
+      };
+      VOLTA_ASSIGN_OR_RETURN(const double decode_tok_s, tokens_per_s(c.context - 1));
+      double long_tok_s = 0.0;
+      if (f.long_tokens > 0) {
+        VOLTA_ASSIGN_OR_RETURN(long_tok_s, tokens_per_s(f.long_tokens));
       }
-      const double decode_tok_s = static_cast<double>(B * o.tokens) / median(secs);
-      char text[200];
-      std::snprintf(text, sizeof text, "infer batch %lld, kv cache %s: prefill %.0f tokens/s, decode %.0f tokens/s (%d threads)",
-                    static_cast<long long>(B), kv ? "on " : "off", prefill_tok_s, decode_tok_s, cpu_threads());
+      char text[240];
+      std::snprintf(text, sizeof text, "infer batch %lld, kv cache %s: prefill %.0f tokens/s, decode %.0f tokens/s, %lld tokens %.0f tokens/s (%d threads)",
+                    static_cast<long long>(B), kv ? "on " : "off", prefill_tok_s, decode_tok_s, static_cast<long long>(f.long_tokens),
+                    long_tok_s, cpu_threads());
       emit(f.json,
            {{"bench", "infer"}, {"batch", B}, {"kv_cache", kv}, {"prefill_tokens_per_s", prefill_tok_s},
-            {"decode_tokens_per_s", decode_tok_s}, {"threads", cpu_threads()}, {"context", c.context},
-            {"backend", rt.backend().name()}},
+            {"decode_tokens_per_s", decode_tok_s}, {"long_tokens", f.long_tokens}, {"long_tokens_per_s", long_tok_s},
+            {"threads", cpu_threads()}, {"context", c.context}, {"backend", rt.backend().name()}},
            text);
     }
   }
@@ -243,6 +254,8 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   inf->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (default: shakespeare-char with seeded weights)");
   inf->add_option("--batch", f->batches, "Batch sizes")->capture_default_str();
   inf->add_option("--kv-cache", f->kv, "Decode with the KV cache: on | off | both")->capture_default_str();
+  inf->add_option("--long", f->long_tokens, "Also time this many tokens, past the context (0: skip)")->capture_default_str();
+  inf->add_option("--keep", f->keep, "Tokens a full context keeps when it moves on (0: half the context)")->capture_default_str();
   auto mf = std::make_shared<BenchModelFlags>();
   CLI::App* md = cmd->add_subcommand("model", "Steady-state latency (median, p90), first run and compile time of any model");
   md->add_option("file", mf->file, "An ONNX model (.onnx) or a model in the IR text format (.vir)")->required();
@@ -273,6 +286,8 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
     if (f->steps < 1 || f->steps > 100000) return invalid_argument("--steps must be in [1, 100000], got " + std::to_string(f->steps));
     if (f->kv != "on" && f->kv != "off" && f->kv != "both")
       return invalid_argument("--kv-cache must be on, off or both, got '" + f->kv + "'");
+    if (f->long_tokens < 0 || f->long_tokens > 1000000)
+      return invalid_argument("--long must be in [0, 1000000], got " + std::to_string(f->long_tokens));
     for (int64_t b : f->batches)
       if (b < 1 || b > 4096) return invalid_argument("--batch must be in [1, 4096], got " + std::to_string(b));
     VOLTA_RETURN_IF_ERROR(f->profile.check({f->data, f->checkpoint}));

@@ -30,6 +30,9 @@ Action add_generate(CLI::App& app, GlobalFlags& global) {
   cmd->add_option("--seed", f->sample.seed, "Sampling seed (same seed, same text)")->capture_default_str();
   cmd->add_option("--batch", f->sample.batch, "Independent samples of the prompt")->capture_default_str();
   cmd->add_flag("--no-kv-cache", f->no_kv_cache, "Recompute the whole window for every token");
+  cmd->add_option("--keep", f->sample.keep,
+                  "Tokens a full context keeps when it moves on (0: half the context; the context: slide by one token)")
+      ->capture_default_str();
   f->profile.add_to(*cmd);
   return [f, &global]() -> Status {
     VOLTA_RETURN_IF_ERROR(f->profile.check({f->checkpoint}));

@@ -17,6 +17,7 @@ Status validate(const SampleOptions& o, int64_t vocab) {
     return invalid_argument("--top-k must be in [0, " + std::to_string(vocab) + "] (the vocabulary size), got " + std::to_string(o.top_k));
   if (!std::isfinite(o.top_p) || o.top_p <= 0 || o.top_p > 1) return invalid_argument("--top-p must be in (0, 1], got " + std::to_string(o.top_p));
   if (o.batch < 1 || o.batch > 4096) return invalid_argument("--batch must be in [1, 4096], got " + std::to_string(o.batch));
+  if (o.keep < 0) return invalid_argument("--keep must be >= 0, got " + std::to_string(o.keep));
   return Status::ok();
 }
 
@@ -92,21 +93,29 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Generator::decode_plan(int64_
 
 Result<std::vector<std::vector<int32_t>>> Generator::generate(const std::vector<int32_t>& prompt, const SampleOptions& o) {
   VOLTA_RETURN_IF_ERROR(validate(o, c_.vocab));
+  if (o.keep > c_.context)
+    return invalid_argument("--keep must be at most the context (" + std::to_string(c_.context) + "), got " + std::to_string(o.keep));
   if (prompt.empty()) return invalid_argument("the prompt is empty");
   const int64_t B = o.batch;
   VOLTA_RETURN_IF_ERROR(reserve(B));
   std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(B), prompt);
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(B));
-  int64_t cached = 0;  // positions held in the caches (0: none valid)
+  const int64_t keep = o.keep > 0 ? o.keep : std::max<int64_t>(1, c_.context / 2);
+  int64_t start = std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - c_.context);  // the window's first token
+  int64_t cached = 0;  // the window's positions held in the caches (0: none valid)
   const uint64_t stream = stream_for("generate");
   Bindings in;  // this step's inputs; the params and caches are the state's
   Tensor position = Tensor::zeros(DType::i32, {1});
   std::shared_ptr<const plan::ExecutionPlan> step_plan;  // looked up once, not per token
   for (int64_t step = 0; step < o.tokens; ++step) {
     const int64_t len = static_cast<int64_t>(seqs[0].size());
-    const int64_t window = std::min(len, c_.context);
+    // A full window restarts from its last `keep` tokens, so a prefill of `keep` tokens pays for
+    // the next context - keep decode steps. Both paths move the window alike: same text with and
+    // without the cache.
+    if (len - start > c_.context) start = len - keep;
+    const int64_t window = len - start;
     std::vector<Tensor> res;
-    if (o.kv_cache && cached > 0 && cached == len - 1 && len <= c_.context) {
+    if (o.kv_cache && cached > 0 && cached == window - 1) {
       // Decode one position against the caches.
       Tensor tok = Tensor::zeros(DType::i32, {B, 1});
       for (int64_t b = 0; b < B; ++b) tok.data<int32_t>()[b] = seqs[static_cast<size_t>(b)].back();
@@ -118,14 +127,14 @@ Result<std::vector<std::vector<int32_t>>> Generator::generate(const std::vector<
       VOLTA_ASSIGN_OR_RETURN(res, rt_->run(*step_plan, in, &state_));
       cached += 1;
     } else {
-      // Prefill the window (the prompt, or a window that slid past the context).
+      // Prefill the window (the prompt, or the kept tail of a full window).
       Tensor tok = Tensor::zeros(DType::i32, {B, window});
       for (int64_t b = 0; b < B; ++b)
         std::copy_n(seqs[static_cast<size_t>(b)].end() - window, window, tok.data<int32_t>() + b * window);
       in = {{"tokens", std::move(tok)}};
       VOLTA_ASSIGN_OR_RETURN(auto plan, prefill_plan(B, window));
       VOLTA_ASSIGN_OR_RETURN(res, rt_->run(*plan, in, &state_));
-      cached = o.kv_cache && window == len ? window : 0;
+      cached = o.kv_cache ? window : 0;
     }
     const Tensor& logits = res[0];  // [B, V]
     for (int64_t b = 0; b < B; ++b) {

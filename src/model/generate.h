@@ -22,6 +22,9 @@ struct SampleOptions {
   uint64_t seed = 0;
   int64_t batch = 1;         // independent samples of the same prompt
   bool kv_cache = true;
+  // Tokens a full window keeps when it moves on (0: half the context). The context itself slides
+  // the window by one token, re-encoding a whole window per token (the widest view, the slowest).
+  int64_t keep = 0;
 };
 
 // Fails naming the option that is out of range (`vocab` bounds top_k).
@@ -33,9 +36,10 @@ class Generator {
   // backend. The runtime must outlive the generator.
   static Result<Generator> create(Runtime& rt, const TinyLMConfig& c, const Bindings& params);
 
-  // Returns `batch` continuations (new token ids only). The model sees the last `context`
-  // tokens; with the cache, a window that slides past the context is recomputed from scratch,
-  // exactly as without the cache, so greedy output is identical either way.
+  // Returns `batch` continuations (new token ids only). The model sees a window of at most
+  // `context` tokens; when it would overflow, it restarts from its last `keep` tokens (one
+  // prefill), as llama.cpp's context shift does. With or without the cache the window moves
+  // alike, so the output is identical either way.
   Result<std::vector<std::vector<int32_t>>> generate(const std::vector<int32_t>& prompt, const SampleOptions& o);
 
   // Allocates the KV caches for `batch` sequences (zeros), replacing those of another batch size.
