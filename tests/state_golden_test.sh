@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Golden hashes of whole jobs: training checkpoints and the deterministic fields of their logs,
-# eval losses, greedy and sampled generate text (batch 1 and 4), the spirals log, each at 1 and
-# 2 threads. Recorded before the runtime took ownership of the model's state; any change of a
+# eval losses, greedy and sampled generate text (batch 1 and 4; `--keep 64` slides the window past
+# the context, as generation did when they were recorded), the spirals log, each at 1 and 2 threads. Recorded before the runtime took ownership of the model's state; any change of a
 # bit in these jobs fails here. VOLTA_UPDATE_GOLDEN=1 rewrites the golden file.
 set -euo pipefail
 volta=$1
@@ -24,10 +24,11 @@ h() { sha256sum | cut -c1-16; }
     echo "threads $t train best.safetensors $(h < "$run/best.safetensors")"
     echo "threads $t train log.jsonl $(strip_lm "$run/log.jsonl" | h)"
     echo "threads $t eval $("$volta" --threads "$t" eval --checkpoint "$run/last.safetensors" --data "$data" --eval-iters 8 --seed 1 | h)"
-    echo "threads $t generate greedy $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --prompt "ROMEO:" --tokens 80 --temperature 0 | h)"
-    echo "threads $t generate sampled $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --tokens 80 --temperature 0.8 --top-k 40 --seed 3 | h)"
-    echo "threads $t generate batch4 $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --tokens 80 --temperature 0.8 --top-k 40 --seed 3 --batch 4 | h)"
+    echo "threads $t generate greedy $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --prompt "ROMEO:" --tokens 80 --temperature 0 --keep 64 | h)"
+    echo "threads $t generate sampled $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --tokens 80 --temperature 0.8 --top-k 40 --seed 3 --keep 64 | h)"
+    echo "threads $t generate batch4 $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --tokens 80 --temperature 0.8 --top-k 40 --seed 3 --batch 4 --keep 64 | h)"
     echo "threads $t generate no-kv $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --tokens 40 --temperature 0.8 --seed 3 --no-kv-cache | h)"
+    echo "threads $t generate past the context $("$volta" --threads "$t" generate --checkpoint "$run/last.safetensors" --tokens 200 --temperature 0.8 --top-k 40 --seed 3 --batch 2 | h)"
     "$volta" --threads "$t" train --recipe mlp-spirals --steps 100 --seed 1 --log "$dir/spirals$t.jsonl" > /dev/null
     echo "threads $t spirals log $(strip "$dir/spirals$t.jsonl" | h)"
     "$volta" --threads "$t" train --recipe mlp-spirals --steps 60 --seed 2 --optimizer sgd --momentum 0.9 --lr 0.1 \

@@ -78,6 +78,8 @@ double as_double(const Tensor& t, int64_t i) {
     case DType::i32: return t.data<int32_t>()[i];
     case DType::i64: return static_cast<double>(t.data<int64_t>()[i]);
     case DType::f64: return t.data<double>()[i];
+    case DType::bf16: return bf16_to_f32(t.data<uint16_t>()[i]);
+    case DType::f16: return f16_to_f32(t.data<uint16_t>()[i]);
   }
   return 0;
 }

@@ -15,12 +15,28 @@ namespace volta {
 
 // f64 is internal to the training step (the global gradient norm and the learning rate travel
 // as f64[] scalars so their arithmetic stays in double); graphs from users are f32 / i32 / i64.
-enum class DType : uint8_t { f32, i32, i64, f64 };
+// bf16 and f16 are storage dtypes for weights: a matmul's right operand may be one (converted
+// to f32 in registers, accumulated in f32); every other op computes in f32.
+enum class DType : uint8_t { f32, i32, i64, f64, bf16, f16 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 Result<DType> parse_dtype(std::string_view name);
 inline bool is_integer(DType t) { return t == DType::i32 || t == DType::i64; }
+inline bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+// Conversions of the 16-bit storage dtypes, exact where the value fits: widening is exact;
+// narrowing rounds to nearest even, keeps infinities, turns a NaN into a quiet NaN of the same
+// sign, and (f16) overflows to infinity and rounds into subnormals.
+inline float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t f32_to_bf16(float f);
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
 
 // A static shape: every dim is known and >= 0. Rank 0 is a scalar.
 using Shape = std::vector<int64_t>;
@@ -79,6 +95,11 @@ class Tensor {
   TensorType type_;
   std::shared_ptr<std::byte> storage_;  // kAlignment-aligned, at least one byte
 };
+
+// An f32 tensor's values narrowed to bf16 or f16 (`dtype`; any other is returned as is), and a
+// bf16 or f16 tensor widened to f32 (any other as is).
+Tensor narrow_to(const Tensor& t, DType dtype);
+Tensor widen_to_f32(const Tensor& t);
 
 // 64-bit FNV-1a over bytes: a stable content hash for outputs, graphs and cache keys.
 uint64_t fnv1a64(const void* data, size_t n, uint64_t seed = 0xcbf29ce484222325ull);

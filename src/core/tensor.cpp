@@ -13,6 +13,8 @@ size_t dtype_size(DType t) {
     case DType::i32: return 4;
     case DType::i64: return 8;
     case DType::f64: return 8;
+    case DType::bf16: return 2;
+    case DType::f16: return 2;
   }
   return 0;
 }
@@ -23,6 +25,8 @@ const char* dtype_name(DType t) {
     case DType::i32: return "i32";
     case DType::i64: return "i64";
     case DType::f64: return "f64";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
   }
   return "?";
 }
@@ -31,7 +35,80 @@ Result<DType> parse_dtype(std::string_view name) {
   if (name == "f32") return DType::f32;
   if (name == "i32") return DType::i32;
   if (name == "i64") return DType::i64;
-  return invalid_argument("unknown dtype '" + std::string(name) + "' (expected f32, i32 or i64)");
+  if (name == "bf16") return DType::bf16;
+  if (name == "f16") return DType::f16;
+  return invalid_argument("unknown dtype '" + std::string(name) + "' (expected f32, i32, i64, bf16 or f16)");
+}
+
+namespace {
+uint32_t bits_of(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+float float_of(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+}  // namespace
+
+uint16_t f32_to_bf16(float f) {
+  const uint32_t b = bits_of(f);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((b >> 16) | 0x0040u);  // quiet NaN
+  // Round to nearest even: add 0x7fff plus the lowest kept bit; a carry into the exponent is the
+  // correct rounding up (to infinity past the largest finite bf16).
+  return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  // Inf, or NaN made quiet with its payload kept (as the F16C instructions widen it).
+  if (exp == 0x1f) return float_of(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0u));
+  if (exp != 0) return float_of(sign | ((exp + 112) << 23) | (man << 13));
+  // Zero or subnormal: man * 2^-24, exact in f32.
+  const float v = static_cast<float>(man) * 0x1p-24f;
+  return sign ? -v : v;
+}
+
+uint16_t f32_to_f16(float f) {
+  const uint32_t b = bits_of(f);
+  const auto sign = static_cast<uint16_t>((b >> 16) & 0x8000u);
+  const uint32_t a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // quiet NaN
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
+  if (a >= 0x38800000u) {  // normal in f16 (>= 2^-14): re-bias, round the 13 dropped bits
+    const uint32_t r = a - (112u << 23);
+    return static_cast<uint16_t>(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+  }
+  // Subnormal or zero in f16: the value in units of 2^-24, rounded to nearest even. a < 2^-14,
+  // so the scaling by 2^24 is exact and the conversion to an integer rounds once.
+  const float units = float_of(a) * 0x1p24f;
+  const auto whole = static_cast<uint32_t>(units);
+  const float frac = units - static_cast<float>(whole);
+  const uint32_t q = whole + (frac > 0.5f || (frac == 0.5f && (whole & 1u)) ? 1u : 0u);
+  return static_cast<uint16_t>(sign | q);
+}
+
+Tensor narrow_to(const Tensor& t, DType dtype) {
+  if (t.dtype() != DType::f32 || !is_half(dtype)) return t;
+  Tensor out = Tensor::empty(dtype, t.shape());
+  const float* src = t.data<float>();
+  auto* dst = out.data<uint16_t>();
+  const bool bf = dtype == DType::bf16;
+  for (int64_t i = 0; i < t.numel(); ++i) dst[i] = bf ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
+  return out;
+}
+
+Tensor widen_to_f32(const Tensor& t) {
+  if (!is_half(t.dtype())) return t;
+  Tensor out = Tensor::empty(DType::f32, t.shape());
+  const auto* src = t.data<uint16_t>();
+  float* dst = out.data<float>();
+  const bool bf = t.dtype() == DType::bf16;
+  for (int64_t i = 0; i < t.numel(); ++i) dst[i] = bf ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+  return out;
 }
 
 int64_t numel(const Shape& s) {

@@ -29,6 +29,8 @@ const char* safetensors_dtype(DType t) {
     case DType::i32: return "I32";
     case DType::i64: return "I64";
     case DType::f64: return "F64";
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
   }
   return "?";
 }
@@ -37,7 +39,9 @@ Result<DType> from_safetensors_dtype(const std::string& s) {
   if (s == "F32") return DType::f32;
   if (s == "I32") return DType::i32;
   if (s == "I64") return DType::i64;
-  return invalid_argument("unsupported dtype '" + s + "' (Volta reads F32, I32 and I64)");
+  if (s == "BF16") return DType::bf16;
+  if (s == "F16") return DType::f16;
+  return invalid_argument("unsupported dtype '" + s + "' (Volta reads F32, BF16, F16, I32 and I64)");
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace {
 Result<TensorType> infer_matmul(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Matmul;
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "a"));
-  VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));
+  if (!is_half(in[1].dtype)) VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));  // weights may be bf16 / f16
   VOLTA_ASSIGN_OR_RETURN(int64_t ta, tagged(op, attrs.get_int("transpose_a", 0)));
   VOLTA_ASSIGN_OR_RETURN(int64_t tb, tagged(op, attrs.get_int("transpose_b", 0)));
   const Shape& a = in[0].shape;
@@ -390,7 +390,7 @@ Result<TensorType> infer_cast(std::span<const TensorType> in, const Attrs& attrs
   const Op op = Op::Cast;
   VOLTA_ASSIGN_OR_RETURN(std::string to, tagged(op, attrs.get_string("to", "")));
   auto dt = parse_dtype(to);
-  if (!dt.is_ok()) return fail(op, "attribute 'to' must be a dtype (f32, i32, i64), got \"" + to + "\"");
+  if (!dt.is_ok()) return fail(op, "attribute 'to' must be a dtype (f32, i32, i64, bf16, f16), got \"" + to + "\"");
   return TensorType{*dt, in[0].shape};
 }
 
@@ -513,6 +513,10 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     return fail(op, "takes " + want + " inputs but got " + std::to_string(n));
   }
   VOLTA_RETURN_IF_ERROR(check_attrs(op, attrs));
+  for (size_t i = 0; i < in.size(); ++i)
+    if (is_half(in[i].dtype) && !(op == Op::Matmul && i == 1))
+      return fail(op, "input " + std::to_string(i) + " is " + in[i].to_string() +
+                          ": bf16 and f16 values are weights, read only as a matmul's right operand");
   switch (op) {
     case Op::Input:
     case Op::Param:

@@ -389,12 +389,15 @@ Status Parser::build_constant(const Stmt& st, Node& n) const {
     switch (st.type.dtype) {
       case DType::f64:  // the parser never declares f64 (parse_dtype knows f32, i32, i64)
         return error(lit.loc, "f64 constants are not part of the text format");
-      case DType::f32: {
+      case DType::f32:
+      case DType::bf16:
+      case DType::f16: {  // a half constant is the f32 value rounded to nearest even
         float v = 0;
         if (!parse_float_text(lit.text, v)) {
           return error(lit.loc, "number " + describe(lit.text) + " is out of range for f32");
         }
-        t.data<float>()[i] = v;
+        if (st.type.dtype == DType::f32) t.data<float>()[i] = v;
+        else t.data<uint16_t>()[i] = st.type.dtype == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
         break;
       }
       case DType::i32:

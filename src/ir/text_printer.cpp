@@ -92,6 +92,8 @@ std::string payload_text(const Node& n) {
       case DType::i32: items.push_back(int_text(t.data<int32_t>()[i])); break;
       case DType::i64: items.push_back(int_text(t.data<int64_t>()[i])); break;
       case DType::f64: items.push_back(float_text(static_cast<float>(t.data<double>()[i]))); break;
+      case DType::bf16: items.push_back(float_text(bf16_to_f32(t.data<uint16_t>()[i]))); break;
+      case DType::f16: items.push_back(float_text(f16_to_f32(t.data<uint16_t>()[i]))); break;
     }
   }
   if (n.type.shape.empty() && items.size() == 1) return items[0];

@@ -22,6 +22,8 @@ Result<ElemType> elem_type(DType t) {
     case DType::i32: return ElemType::kInt32;
     case DType::i64: return ElemType::kInt64;
     case DType::f64: break;  // internal to the training step, never exported
+    case DType::bf16:
+    case DType::f16: return unimplemented(std::string("export: ") + dtype_name(t) + " weights are not exported (export the f32 model)");
   }
   return internal_error("export: unknown dtype");
 }

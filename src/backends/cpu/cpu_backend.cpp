@@ -18,7 +18,7 @@ class CpuBackend final : public Backend {
     for (int i = 0; i < ir::kNumOps; ++i)
       if (const auto op = static_cast<ir::Op>(i); !ir::is_leaf(op) && cpu::cpu_kernel(op).run) caps_.ops.push_back(op);
     caps_.features = {"matmul.epilogue"};
-    caps_.dtypes = {DType::f32, DType::f64, DType::i32, DType::i64};
+    caps_.dtypes = {DType::f32, DType::f64, DType::i32, DType::i64, DType::bf16, DType::f16};
   }
 
   std::string name() const override { return "cpu"; }

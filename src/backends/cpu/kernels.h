@@ -124,6 +124,13 @@ Status rope(const KernelArgs& a);
 // matmul.cpp, checked against ref::Matmul.
 Status matmul(const KernelArgs& a);
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node);
+// The bias and activation of a matmul node, applied to its output rows of N.
+Status matmul_epilogue(const KernelArgs& a, int64_t N);
+// matmul_half.cpp: bf16 / f16 weights (the right operand), widened to f32 as they are read: the
+// bits of the f32 kernel on the widened weights. Workspace: the widened weights, where the
+// product is not a decode shape (those widen per task into per-thread scratch).
+Status matmul_half_weights(const KernelArgs& a);
+size_t matmul_half_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 // matmul_split_k.cpp: a run-to-run alternative for weight gradients (see there).
 bool split_k_applies(const ir::Graph& g, const ir::Node& node);
 Status matmul_split_k(const KernelArgs& a);

@@ -308,7 +308,7 @@ void small_block_transposed_b(MatmulIsa isa, MatView A, MatView B, float* C, int
   small_blocks(isa, A, {bt, ld, 1}, C, ldc, M, cols, K, /*padded=*/true);
 }
 
-constexpr int64_t kSmallM = 8;                // decode-like shapes (batch <= 8): a row-major B read in place
+constexpr int64_t kSmallM = kGemmSmallM;      // decode-like shapes (batch <= 8): a row-major B read in place
 constexpr int64_t kSmallTaskCols = 128;       // columns of C per small-M task...
 constexpr double kSmallSplitFlops = 1 << 17;  // ...unless the product is smaller: then one task
 constexpr int64_t kMinTasks = 4;        // enough tasks to share out over a few threads...
@@ -418,21 +418,25 @@ void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* 
   gemm_batch(isa, bl, std::span(&g, 1), ldc, M, N, K);
 }
 
+void gemm_small(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K,
+                bool padded) {
+  small_blocks(isa, A, B, C, ldc, M, cols, K, padded);
+}
+
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node) {
   // The kernel packs into per-thread buffers and needs no workspace. It still reserves the
   // [K, N] a transposed right operand took before packing moved to those buffers, which keeps
   // memory plans (and the golden `inspect` outputs) unchanged.
   if (node.inputs.size() < 2) return 0;
   auto d = dims_of(node, g.node(node.inputs[0]).type.shape, node.type.shape);
-  return d.is_ok() && d->tb ? static_cast<size_t>(d->K * d->N) * sizeof(float) : 0;
+  const size_t f32_bytes = d.is_ok() && d->tb ? static_cast<size_t>(d->K * d->N) * sizeof(float) : 0;
+  return f32_bytes + matmul_half_workspace_bytes(g, node);
 }
-
-namespace {
 
 // The fused epilogue: the bias added to every row, then relu / gelu, with the bits of the
 // unfused add and relu / gelu kernels (float adds, the same gelu row kernel). Rows in tasks of
 // about 16384 elements.
-Status epilogue(const KernelArgs& a, int64_t N) {
+Status matmul_epilogue(const KernelArgs& a, int64_t N) {
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
   const std::string& act = at->activation;
   const float* bias = a.in.size() > 2 ? a.in[2].as<const float>() : nullptr;
@@ -450,9 +454,8 @@ Status epilogue(const KernelArgs& a, int64_t N) {
   return Status::ok();
 }
 
-}  // namespace
-
 Status matmul(const KernelArgs& a) {
+  if (is_half(a.in[1].type.dtype)) return matmul_half_weights(a);
   const Shape& as = a.in[0].shape();
   const Shape& bs = a.in[1].shape();
   const Shape& os = a.out.shape();
@@ -464,7 +467,7 @@ Status matmul(const KernelArgs& a) {
     for (size_t i = 0; i + 2 < as.size(); ++i) rows *= as[i];
     gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), {a.in[0].as<const float>(), d.K, 1},
          d.tb ? MatView{B, 1, d.K} : MatView{B, d.N, 1}, a.out.as<float>(), d.N, rows, d.N, d.K);
-    return epilogue(a, d.N);
+    return matmul_epilogue(a, d.N);
   }
   const Shape batch(os.begin(), os.end() - 2);
   const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
@@ -481,14 +484,14 @@ Status matmul(const KernelArgs& a) {
   const int64_t rows = volta::numel(batch) * d.M;
   if (!d.ta && b_shared && a_batch == batch) {
     gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), av, bv, out, d.N, rows, d.N, d.K);
-    return epilogue(a, d.N);
+    return matmul_epilogue(a, d.N);
   }
   std::vector<GemmOperands> mats;
   ref::for_each_index(batch, st, [&](int64_t, const std::array<int64_t, 3>& off) {
     mats.push_back({{A + off[0], av.rs, av.cs}, {B + off[1], bv.rs, bv.cs}, out + off[2]});
   });
   gemm_batch(isa, matmul_blocking_for(isa, d.M, d.N, d.K), mats, d.N, d.M, d.N, d.K);
-  return epilogue(a, d.N);
+  return matmul_epilogue(a, d.N);
 }
 
 }  // namespace volta::cpu

@@ -54,6 +54,17 @@ struct MatView {
 void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
           int64_t K);
 
+// The small-M path (decode shapes, M <= 8) of gemm for one task's columns: C[M, cols] (row
+// stride ldc) = A @ B[:, cols] with a row-major B read in place; `padded`: B's rows are readable
+// (zeros) up to the next whole vector past cols.
+void gemm_small(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K,
+                bool padded);
+constexpr int64_t kGemmSmallM = 8;  // rows the small-M path takes at most
+
+// dst[i] = the f32 value of bf16 or f16 (`bf16`) src[i] for i < n, exactly, with the ISA's
+// conversions (F16C, AVX-512) where it has them.
+void widen_half(MatmulIsa isa, bool bf16, const uint16_t* src, float* dst, int64_t n);
+
 // C[M, N] = A^T @ B for A stored [K, M] and B [K, N] (both row-major, C dense), K cut into
 // `parts` slices, each a strict GEMM into its own partial C, the partials then added in slice
 // order (matmul_split_k.cpp). The bits depend on `parts`, so run-to-run only unless it is fixed.

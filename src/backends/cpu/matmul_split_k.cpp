@@ -31,7 +31,9 @@ thread_local std::vector<float> t_partials;
 }  // namespace
 
 bool split_k_applies(const ir::Graph& g, const ir::Node& node) {
-  if (node.op != ir::Op::Matmul || node.inputs.size() != 2 || node.type.dtype != DType::f32) return false;
+  if (node.op != ir::Op::Matmul || node.inputs.size() != 2 || node.type.dtype != DType::f32 ||
+      g.node(node.inputs[1]).type.dtype != DType::f32)
+    return false;
   auto at = ir::typed_attrs<ir::Op::Matmul>(node);
   if (!at.is_ok() || !(*at)->transpose_a || (*at)->transpose_b || (*at)->activation != "none") return false;
   const Shape& as = g.node(node.inputs[0]).type.shape;

@@ -118,6 +118,8 @@ double read_as_double(const TensorRef& t, int64_t i) {
     case DType::i32: return t.as<const int32_t>()[i];
     case DType::i64: return static_cast<double>(t.as<const int64_t>()[i]);
     case DType::f64: return t.as<const double>()[i];
+    case DType::bf16: return bf16_to_f32(t.as<const uint16_t>()[i]);
+    case DType::f16: return f16_to_f32(t.as<const uint16_t>()[i]);
   }
   return 0.0;
 }
@@ -152,6 +154,8 @@ Status Cast(const KernelArgs& a) {
         case DType::i32: a.out.as<int32_t>()[i] = saturate<int32_t>(v); break;
         case DType::i64: a.out.as<int64_t>()[i] = saturate<int64_t>(v); break;
         case DType::f64: a.out.as<double>()[i] = v; break;
+        case DType::bf16: a.out.as<uint16_t>()[i] = f32_to_bf16(static_cast<float>(v)); break;
+        case DType::f16: a.out.as<uint16_t>()[i] = f32_to_f16(static_cast<float>(v)); break;
       }
     }
   }

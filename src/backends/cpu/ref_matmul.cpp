@@ -9,6 +9,17 @@
 namespace volta::cpu::ref {
 
 Status Matmul(const KernelArgs& a) {
+  if (is_half(a.in[1].type.dtype)) {  // bf16 / f16 weights: the same product on their exact f32 values
+    std::vector<float> wide(static_cast<size_t>(a.in[1].numel()));
+    const bool bf = a.in[1].type.dtype == DType::bf16;
+    for (size_t i = 0; i < wide.size(); ++i) {
+      const uint16_t h = a.in[1].as<const uint16_t>()[i];
+      wide[i] = bf ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+    std::vector<TensorRef> in(a.in.begin(), a.in.end());
+    in[1] = {reinterpret_cast<std::byte*>(wide.data()), {DType::f32, a.in[1].type.shape}};
+    return Matmul(KernelArgs{a.node, in, a.out, a.workspace});
+  }
   VOLTA_RETURN_IF_ERROR(require_f32(a));
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
   const int64_t ta = at->transpose_a, tb = at->transpose_b;

@@ -1,0 +1,140 @@
+// bf16 / f16 weights for the CPU matmul. Weights are read at half the bytes and widened to f32
+// (exact) before the f32 microkernels see them, so every element of C has the bits the f32
+// kernel gives on the widened weights: one FMA chain in k order, accumulated in f32. Decode
+// shapes (M <= 8 against one [K, N] weight) widen each task's columns into per-thread scratch,
+// which stays in L2 while the weights stream from memory at 2 bytes each; other shapes widen
+// the whole weight into the node's workspace once per run and take the f32 path.
+#include <algorithm>
+#include <memory>
+#include <new>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/matmul.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/ref_util.h"
+
+namespace volta::cpu {
+
+namespace {
+
+void widen_scalar(bool bf16, const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// GCC 12's widening intrinsics pass _mm512_undefined as the (unused) merge source, which
+// -Wmaybe-uninitialized reports once inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) void widen_avx512(bool bf16, const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m512 f = bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+    _mm512_storeu_ps(dst + i, f);
+  }
+  widen_scalar(bf16, src + i, dst + i, n - i);
+}
+
+__attribute__((target("avx2,f16c"))) void widen_avx2(bool bf16, const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m256 f = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+    _mm256_storeu_ps(dst + i, f);
+  }
+  widen_scalar(bf16, src + i, dst + i, n - i);
+}
+#pragma GCC diagnostic pop
+#endif
+
+struct Geometry {
+  int64_t rows, N, K;  // C is [rows, N] against one [K, N] weight
+  bool small;          // the decode path
+};
+
+Geometry geometry(const Shape& as, const Shape& bs, const Shape& os, const ir::AttrsOf<ir::Op::Matmul>& at) {
+  Geometry g{1, os.back(), bs[bs.size() - 2], false};
+  for (size_t i = 0; i + 1 < os.size(); ++i) g.rows *= os[i];
+  g.small = bs.size() == 2 && !at.transpose_a && !at.transpose_b && as.size() >= 2 && g.rows <= kGemmSmallM;
+  return g;
+}
+
+// Per-thread scratch for one task's widened columns, 64-byte aligned, grown on demand.
+float* task_scratch(int64_t floats) {
+  struct Free {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  thread_local std::unique_ptr<float, Free> buf;
+  thread_local int64_t cap = 0;
+  if (cap < floats) {
+    buf.reset(static_cast<float*>(::operator new[](static_cast<size_t>(floats) * sizeof(float), std::align_val_t{64})));
+    cap = floats;
+  }
+  return buf.get();
+}
+
+constexpr int64_t kTaskCols = 128;  // columns of C per decode task: the wide small tile's width
+
+}  // namespace
+
+void widen_half(MatmulIsa isa, bool bf16, const uint16_t* src, float* dst, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool f16c = __builtin_cpu_supports("f16c");
+  if (isa == MatmulIsa::kAvx512) return widen_avx512(bf16, src, dst, n);
+  if (isa == MatmulIsa::kAvx2 && f16c) return widen_avx2(bf16, src, dst, n);
+#endif
+  (void)isa;
+  widen_scalar(bf16, src, dst, n);
+}
+
+size_t matmul_half_workspace_bytes(const ir::Graph& g, const ir::Node& node) {
+  if (node.inputs.size() < 2 || !is_half(g.node(node.inputs[1]).type.dtype)) return 0;
+  auto at = ir::typed_attrs<ir::Op::Matmul>(node);
+  const TensorType& b = g.node(node.inputs[1]).type;
+  if (!at.is_ok() || b.shape.size() < 2) return 0;
+  if (geometry(g.node(node.inputs[0]).type.shape, b.shape, node.type.shape, **at).small) return 0;
+  return static_cast<size_t>(b.numel()) * sizeof(float);
+}
+
+Status matmul_half_weights(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
+  const TensorRef& w = a.in[1];
+  const bool bf16 = w.type.dtype == DType::bf16;
+  const Geometry g = geometry(a.in[0].shape(), w.shape(), a.out.shape(), *at);
+  const MatmulIsa isa = matmul_active_isa();
+  const auto* src = w.as<const uint16_t>();
+  if (!g.small) {
+    const size_t bytes = static_cast<size_t>(w.numel()) * sizeof(float);
+    if (a.workspace.size() < bytes)
+      return internal_error(ref::op_prefix(a.node) + "workspace of " + std::to_string(a.workspace.size()) + " bytes, " +
+                            std::to_string(bytes) + " needed for the widened weights " + ir::node_ref(a.node));
+    auto* wide = reinterpret_cast<float*>(a.workspace.data());
+    chunks(w.numel(), [&](int64_t b, int64_t e) { widen_half(isa, bf16, src + b, wide + b, e - b); });
+    std::vector<TensorRef> in(a.in.begin(), a.in.end());
+    in[1] = {reinterpret_cast<std::byte*>(wide), {DType::f32, w.type.shape}};
+    return matmul(KernelArgs{a.node, in, a.out, a.workspace.subspan(bytes)});
+  }
+  const int64_t nw = matmul_narrow_cols(isa);
+  const int64_t tasks = (g.N + kTaskCols - 1) / kTaskCols;
+  const float* A = a.in[0].as<const float>();
+  float* C = a.out.as<float>();
+  parallel_for(tasks, [&](int64_t t) {
+    const int64_t n0 = t * kTaskCols, cols = std::min(kTaskCols, g.N - n0);
+    const int64_t ld = (cols + nw - 1) / nw * nw;  // rows padded with zeros to whole vectors
+    float* b = task_scratch(g.K * ld);
+    for (int64_t k = 0; k < g.K; ++k) {
+      widen_half(isa, bf16, src + k * g.N + n0, b + k * ld, cols);
+      std::fill(b + k * ld + cols, b + (k + 1) * ld, 0.0f);
+    }
+    gemm_small(isa, {A, g.K, 1}, {b, ld, 1}, C + n0, g.N, g.rows, cols, g.K, /*padded=*/true);
+  });
+  return matmul_epilogue(a, g.N);
+}
+
+}  // namespace volta::cpu
