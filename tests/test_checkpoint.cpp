@@ -23,6 +23,8 @@ io::Checkpoint small() {
   c.tensors.emplace("b.weight", a);
   c.tensors.emplace("a.ids", Tensor::from_i64({2}, {7, -1}));
   c.tensors.emplace("z.scalar", Tensor::from_f32({}, {2.5f}));
+  c.tensors.emplace("c.half", narrow_to(a, DType::bf16));
+  c.tensors.emplace("d.half", narrow_to(a, DType::f16));
   return c;
 }
 
@@ -35,7 +37,9 @@ TEST(Checkpoint, RoundTripAndDeterministicBytes) {
   auto back = io::parse_checkpoint(bytes, "mem");
   ASSERT_OK(back);
   EXPECT_EQ(back->metadata.at("note"), "hello");
-  ASSERT_EQ(back->tensors.size(), 3u);
+  ASSERT_EQ(back->tensors.size(), 5u);
+  EXPECT_EQ(back->tensors.at("c.half").type().to_string(), "bf16[3,5]");
+  EXPECT_EQ(back->tensors.at("d.half").type().to_string(), "f16[3,5]");
   for (const auto& [name, t] : small().tensors) EXPECT_TRUE(back->tensors.at(name).bitwise_equal(t)) << name;
   EXPECT_EQ(io::serialize_checkpoint(*back), bytes);
 }
@@ -48,6 +52,8 @@ TEST(Checkpoint, HeaderIsSafetensorsJson) {
   EXPECT_EQ(j["__metadata__"]["format"], "volta.checkpoint");
   EXPECT_EQ(j["__metadata__"]["format_version"], "1");
   EXPECT_EQ(j["b.weight"]["dtype"], "F32");
+  EXPECT_EQ(j["c.half"]["dtype"], "BF16");
+  EXPECT_EQ(j["d.half"]["dtype"], "F16");
   EXPECT_EQ(j["b.weight"]["shape"], nlohmann::json({3, 5}));
   EXPECT_EQ(j["a.ids"]["data_offsets"], nlohmann::json({0, 16}));  // key order: a.ids first
 }
@@ -138,7 +144,8 @@ TEST(Checkpoint, DamageIsExplained) {
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("volta.checkpoint", "other.checkpoint"), "f"), "format is 'other.checkpoint'");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"format_version\":\"1\"", "\"format_version\":\"9\""), "f"),
                         "unsupported format version '9'");
-  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"F32\"", "\"F16\""), "f"), "unsupported dtype 'F16'");
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"F32\"", "\"F8_E4M3\""), "f"), "unsupported dtype 'F8_E4M3'");
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"F32\"", "\"F16\""), "f"), "has 60 bytes but f16[3,5] needs 30");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("[3,5]", "[3,6]"), "f"), "has 60 bytes but f32[3,6] needs 72");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(std::string(8, '\0'), "f"), "not a JSON object");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint("short", "f"), "too short");
@@ -184,6 +191,20 @@ TEST(LMCheckpoint, ShapesMustMatchTheConfig) {
   c = train::to_checkpoint(ck);
   c.tensors.emplace("stray", Tensor::zeros(DType::f32, {1}));
   EXPECT_ERROR_CONTAINS(train::from_checkpoint(c, "x"), "tensors but the model config accounts for");
+  // bf16 / f16 matrices make an inference checkpoint: without optimizer state only, and never a
+  // half vector or a half of another shape.
+  c = train::to_checkpoint(ck);
+  c.tensors["h0.attn.wqkv"] = narrow_to(c.tensors["h0.attn.wqkv"], DType::bf16);
+  EXPECT_ERROR_CONTAINS(train::from_checkpoint(c, "x"), "tensor 'h0.attn.wqkv' is bf16[8,24] but the checkpoint holds optimizer state");
+  train::LMCheckpoint inference = ck;
+  inference.state.slots.clear();
+  inference.state.params["h0.attn.wqkv"] = narrow_to(inference.state.params["h0.attn.wqkv"], DType::f16);
+  auto half = train::from_checkpoint(train::to_checkpoint(inference), "x");
+  ASSERT_OK(half);
+  EXPECT_EQ(train::stored_weights(*half), DType::f16);
+  EXPECT_EQ(train::stored_weights(ck), DType::f32);
+  inference.state.params["lnf.g"] = narrow_to(inference.state.params["lnf.g"], DType::bf16);
+  EXPECT_ERROR_CONTAINS(train::from_checkpoint(train::to_checkpoint(inference), "x"), "tensor 'lnf.g' is bf16[8] but the model config needs f32[8]");
   c = train::to_checkpoint(ck);
   c.metadata["model_config"] = "{\"model\":\"tinylm\"}";
   EXPECT_ERROR_CONTAINS(train::from_checkpoint(c, "x"), "model config has no integer 'vocab'");

@@ -110,6 +110,46 @@ TEST_F(CliLM, GenerateIsSeededAndTheSameWithAndWithoutKVCache) {
   EXPECT_NE(longp.err.find("sees only the last 32"), std::string::npos) << longp.err;
 }
 
+// --weights bf16 / f16: generation and evaluation read the matmul weights at half the bytes; the
+// loss moves by rounding only, and a bad value is a one-line error.
+TEST_F(CliLM, HalfWeightsGenerateAndEvaluate) {
+  ASSERT_EQ(result_.code, 0) << result_.err;
+  const std::string ck = " --checkpoint " + dir_ + "/last.safetensors";
+  auto loss_of = [](const std::string& out) { return std::stod(out.substr(out.find("val loss ") + 9)); };
+  Cli f32 = volta("eval" + ck + " --eval-iters 3");
+  ASSERT_EQ(f32.code, 0) << f32.err;
+  for (const char* w : {"bf16", "f16"}) {
+    Cli e = volta("eval" + ck + " --eval-iters 3 --weights " + w);
+    ASSERT_EQ(e.code, 0) << e.err;
+    EXPECT_NEAR(loss_of(e.out), loss_of(f32.out), 0.02) << w;
+    Cli g = volta("generate" + ck + " --prompt 'ROMEO:' --tokens 40 --temperature 0 --weights " + std::string(w));
+    ASSERT_EQ(g.code, 0) << g.err;
+    EXPECT_EQ(g.out.size(), 6u + 40u + 1u);
+  }
+  Cli bad = volta("generate" + ck + " --weights f8");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--weights must be f32, bf16 or f16, got 'f8'"), std::string::npos) << bad.err;
+
+  // An inference checkpoint with bf16 matmul weights: a quarter of the training checkpoint's
+  // bytes (no optimizer state, half the weight bytes); read as stored, it gives what
+  // --weights bf16 gives on the original, and it cannot be resumed.
+  const std::string inf = dir_ + "/bf16.safetensors";
+  Cli ex = volta("export" + ck + " --safetensors " + inf + " --weights bf16");
+  ASSERT_EQ(ex.code, 0) << ex.err;
+  EXPECT_NE(ex.out.find("matmul weights bf16, no optimizer state"), std::string::npos) << ex.out;
+  EXPECT_LT(std::filesystem::file_size(inf) * 4, std::filesystem::file_size(dir_ + "/last.safetensors"));
+  const std::string greedy = " --prompt 'ROMEO:' --tokens 40 --temperature 0";
+  EXPECT_EQ(volta("generate --checkpoint " + inf + greedy).out, volta("generate" + ck + greedy + " --weights bf16").out);
+  EXPECT_EQ(volta("eval --checkpoint " + inf + " --eval-iters 3").out, volta("eval" + ck + " --eval-iters 3 --weights bf16").out);
+  Cli resume = volta("train --recipe shakespeare-char --resume " + inf + " --out " + dir_ + "/resumed");
+  EXPECT_EQ(resume.code, 1);
+  EXPECT_NE(resume.err.find("holds no optimizer state"), std::string::npos) << resume.err;
+  Cli both = volta("export" + ck + " --safetensors " + inf + " --onnx " + dir_ + "/m.onnx");
+  EXPECT_NE(both.err.find("export needs one of --onnx FILE and --safetensors FILE"), std::string::npos) << both.err;
+  Cli onnx_half = volta("export" + ck + " --onnx " + dir_ + "/m.onnx --weights bf16");
+  EXPECT_NE(onnx_half.err.find("--weights applies to --safetensors"), std::string::npos) << onnx_half.err;
+}
+
 TEST_F(CliLM, EvalAndInspectReadTheCheckpoint) {
   ASSERT_EQ(result_.code, 0) << result_.err;
   Cli e = volta("eval --checkpoint " + dir_ + "/last.safetensors --eval-iters 3");

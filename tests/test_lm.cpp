@@ -84,6 +84,49 @@ TEST(Generate, GreedyIsIdenticalWithAndWithoutTheKVCache) {
   }
 }
 
+// bf16 / f16 weights: the generator narrows the matmul weights once, and its text is the f32
+// generator's on weights rounded the same way, token for token (the kernels' bits are the f32
+// kernels' on the widened weights), with and without the cache.
+TEST(Generate, HalfWeightsGiveTheTextOfF32WeightsRoundedOnce) {
+  for (const model::TinyLMConfig& c : {tiny_config(), tiny_llama()}) {
+    const Bindings params = tiny_params(c);
+    for (DType half : {DType::bf16, DType::f16}) {
+      Runtime rt(make_cpu_backend());
+      auto gen = model::Generator::create(rt, c, params, half);
+      ASSERT_OK(gen);
+      // The weights the plans read as half: every matmul weight, not the GPT's tied embedding.
+      Bindings rounded = params;
+      size_t narrowed = 0;
+      for (auto& [name, t] : rounded) {
+        auto held = gen->state().get(name);
+        ASSERT_OK(held);
+        if (held->dtype() != half) continue;
+        ++narrowed;
+        EXPECT_TRUE(held->bitwise_equal(narrow_to(t, half))) << name;
+        t = widen_to_f32(narrow_to(t, half));
+      }
+      EXPECT_EQ(narrowed, static_cast<size_t>(4 * c.layers + (c.arch == model::Arch::Llama ? 1 : 0))) << dtype_name(half);
+      EXPECT_EQ(gen->state().get("wte")->dtype(), DType::f32);
+      for (bool kv : {true, false}) {
+        model::SampleOptions o;
+        o.temperature = 0.8;
+        o.tokens = 20;
+        o.batch = 2;
+        o.seed = 5;
+        o.kv_cache = kv;
+        auto got = gen->generate({1, 2}, o);
+        auto want = generate(rt, c, rounded, {1, 2}, o);
+        ASSERT_OK(got);
+        ASSERT_OK(want);
+        EXPECT_EQ(*got, *want) << model::arch_name(c.arch) << " " << dtype_name(half) << " kv " << kv;
+      }
+    }
+  }
+  Runtime rt(make_cpu_backend());
+  EXPECT_ERROR_CONTAINS(model::Generator::create(rt, tiny_config(), tiny_params(tiny_config()), DType::i32),
+                        "--weights must be f32, bf16 or f16, got i32");
+}
+
 // Past the context the window restarts from its last `keep` tokens. The reference prefills the
 // window a closed form gives for every step and takes the argmax, with no cache involved.
 TEST(Generate, AFullWindowRestartsFromItsLastKeepTokens) {

@@ -36,6 +36,12 @@ Result<ir::Graph> fuse_elementwise(const ir::Graph& g);
 // `activation` (src/passes/fuse_matmul_epilogue.cpp).
 Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g);
 
+// Weights in a storage dtype, asked for by inference (`--weights`), not part of the pipeline:
+// every param and constant of rank >= 2 read only as matmuls' right operand becomes `dtype`
+// (bf16 or f16): params frozen (their values are the caller's to narrow), constants rounded to
+// nearest even. `converted` (optional) receives the params' names (src/passes/store_weights.cpp).
+Result<ir::Graph> store_weights_as(const ir::Graph& g, DType dtype, std::vector<std::string>* converted = nullptr);
+
 using PassFn = std::function<Result<ir::Graph>(const ir::Graph&)>;
 struct Pass {
   std::string name;

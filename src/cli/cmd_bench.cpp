@@ -30,6 +30,7 @@ struct BenchFlags {
   std::string kv = "both";  // KV-cache settings to time: on | off | both
   int64_t long_tokens = 500;  // bench infer: a run past the context (0: skip)
   int64_t keep = 0;           // bench infer: tokens a full window keeps (0: half the context)
+  std::string weights;          // bench infer: the matmul weights' dtype (empty: as stored)
   model::TinyLMConfig model;  // bench train: the recipe's model unless flags change it
   std::string arch = "gpt";   // bench train: gpt | llama
   int64_t batch = 0;          // bench train: 0 = the recipe's
@@ -161,10 +162,12 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
   model::TinyLMConfig c = train::shakespeare_char().model;
   Bindings params;
+  DType stored = DType::f32;
   if (!f.checkpoint.empty()) {
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f.checkpoint));
     c = ck.recipe.model;
     params = ck.state.params;
+    stored = train::stored_weights(ck);
   } else {
     VOLTA_ASSIGN_OR_RETURN(ir::Graph g, model::build_tinylm_loss(c, 1, c.context));
     VOLTA_ASSIGN_OR_RETURN(params, init_params(g, 1));
@@ -173,7 +176,8 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
   VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &step));
   Profiler profiler;
   if (f.profile.enabled()) rt.set_profiler(&profiler);
-  VOLTA_ASSIGN_OR_RETURN(model::Generator gen, model::Generator::create(rt, c, params));
+  VOLTA_ASSIGN_OR_RETURN(const DType weights, weights_flag(f.weights, stored));
+  VOLTA_ASSIGN_OR_RETURN(model::Generator gen, model::Generator::create(rt, c, params, weights));
   for (int64_t B : f.batches) {
     // Prefill: a full context of B sequences.
     VOLTA_RETURN_IF_ERROR(gen.reserve(B));
@@ -210,13 +214,13 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
         VOLTA_ASSIGN_OR_RETURN(long_tok_s, tokens_per_s(f.long_tokens));
       }
       char text[240];
-      std::snprintf(text, sizeof text, "infer batch %lld, kv cache %s: prefill %.0f tokens/s, decode %.0f tokens/s, %lld tokens %.0f tokens/s (%d threads)",
-                    static_cast<long long>(B), kv ? "on " : "off", prefill_tok_s, decode_tok_s, static_cast<long long>(f.long_tokens),
+      std::snprintf(text, sizeof text, "infer batch %lld, kv cache %s, %s weights: prefill %.0f tokens/s, decode %.0f tokens/s, %lld tokens %.0f tokens/s (%d threads)",
+                    static_cast<long long>(B), kv ? "on " : "off", dtype_name(weights), prefill_tok_s, decode_tok_s, static_cast<long long>(f.long_tokens),
                     long_tok_s, cpu_threads());
       emit(f.json,
            {{"bench", "infer"}, {"batch", B}, {"kv_cache", kv}, {"prefill_tokens_per_s", prefill_tok_s},
             {"decode_tokens_per_s", decode_tok_s}, {"long_tokens", f.long_tokens}, {"long_tokens_per_s", long_tok_s},
-            {"threads", cpu_threads()}, {"context", c.context}, {"backend", rt.backend().name()}},
+            {"threads", cpu_threads()}, {"context", c.context}, {"weights", dtype_name(weights)}, {"backend", rt.backend().name()}},
            text);
     }
   }
@@ -256,6 +260,7 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   inf->add_option("--kv-cache", f->kv, "Decode with the KV cache: on | off | both")->capture_default_str();
   inf->add_option("--long", f->long_tokens, "Also time this many tokens, past the context (0: skip)")->capture_default_str();
   inf->add_option("--keep", f->keep, "Tokens a full context keeps when it moves on (0: half the context)")->capture_default_str();
+  inf->add_option("--weights", f->weights, "Matmul weights in f32, bf16 or f16 (default: as stored, f32 without a checkpoint)");
   auto mf = std::make_shared<BenchModelFlags>();
   CLI::App* md = cmd->add_subcommand("model", "Steady-state latency (median, p90), first run and compile time of any model");
   md->add_option("file", mf->file, "An ONNX model (.onnx) or a model in the IR text format (.vir)")->required();

@@ -1,4 +1,5 @@
 // `volta eval --checkpoint CKPT --data FILE`: validation loss of a TinyLM checkpoint.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -13,6 +14,7 @@ struct EvalFlags {
   int64_t iters = 200;
   uint64_t seed = 0;
   std::string split = "val";
+  std::string weights;  // empty: as the checkpoint stores them
 };
 }  // namespace
 
@@ -24,15 +26,25 @@ Action add_eval(CLI::App& app, GlobalFlags& global) {
   cmd->add_option("--eval-iters", f->iters, "Random batches to average")->capture_default_str();
   cmd->add_option("--seed", f->seed, "Seed of the batch draw")->capture_default_str();
   cmd->add_option("--split", f->split, "val | train")->capture_default_str();
+  cmd->add_option("--weights", f->weights, "Matmul weights in f32, bf16 or f16 (converted once; f32 arithmetic; default: as stored)");
   return [f, &global]() -> Status {
     if (f->split != "val" && f->split != "train") return invalid_argument("--split must be val or train, got '" + f->split + "'");
     if (f->iters < 1 || f->iters > 100000)
       return invalid_argument("--eval-iters must be in [1, 100000], got " + std::to_string(f->iters));
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
+    VOLTA_ASSIGN_OR_RETURN(const DType weights, weights_flag(f->weights, train::stored_weights(ck)));
     const train::LMRecipe& r = ck.recipe;
     VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::load_text_data(f->data, r.model.context, &ck.tokenizer));
     VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::LMTask> task, train::LMTask::create(r, std::move(data)));
+    std::vector<std::string> narrowed;
+    if (weights != DType::f32) {
+      VOLTA_ASSIGN_OR_RETURN(narrowed, task->store_weights_as(weights));
+    }
+    for (auto& [name, t] : ck.state.params) {  // exact widening of stored half weights, then as the plan reads them
+      const bool half = std::find(narrowed.begin(), narrowed.end(), name) != narrowed.end();
+      t = narrow_to(widen_to_f32(t), half ? weights : DType::f32);
+    }
     VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &task->forward()));
     State params(rt.backend());  // uploaded once for all the batches
     VOLTA_RETURN_IF_ERROR(params.put_all(ck.state.params, plan::MemClass::Param));

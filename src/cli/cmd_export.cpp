@@ -1,10 +1,15 @@
 // `volta export --checkpoint CKPT --onnx OUT.onnx`: a TinyLM checkpoint as an ONNX model that
 // maps tokens int32 [batch, seq] to logits float [batch, seq, vocab] at every position. The
 // model carries the checkpoint's model config and tokenizer as metadata.
+// `volta export --checkpoint CKPT --safetensors OUT [--weights bf16|f16]`: an inference
+// checkpoint: the params without optimizer state, the matmul weights in the asked dtype (BF16 /
+// F16 tensors any safetensors reader opens); generate, eval and bench read it.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "io/file.h"
+#include "model/generate.h"
 #include "train/lm.h"
 
 namespace volta::cli {
@@ -13,21 +18,52 @@ namespace {
 struct ExportFlags {
   std::string checkpoint;
   std::string onnx;
+  std::string safetensors;
+  std::string weights;  // --safetensors: empty keeps the checkpoint's
   int64_t batch = 1;
   int64_t seq = 0;  // 0: the model's context
 };
+Bindings widen_all(Bindings params) {
+  for (auto& [name, t] : params) t = widen_to_f32(t);
+  return params;
+}
+
+Status export_safetensors(const ExportFlags& f) {
+  VOLTA_RETURN_IF_ERROR(io::check_output_path(f.safetensors, "--safetensors", {f.checkpoint}));
+  VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f.checkpoint));
+  VOLTA_ASSIGN_OR_RETURN(const DType weights, weights_flag(f.weights, train::stored_weights(ck)));
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, model::matmul_weights(ck.recipe.model));
+  size_t bytes = 0;
+  for (auto& [name, t] : ck.state.params) {
+    const bool half = std::find(matmul.begin(), matmul.end(), name) != matmul.end();
+    t = narrow_to(widen_to_f32(t), half ? weights : DType::f32);
+    bytes += t.bytes();
+  }
+  ck.state.slots.clear();
+  VOLTA_RETURN_IF_ERROR(io::save_checkpoint(train::to_checkpoint(ck), f.safetensors));
+  std::printf("wrote %s: %zu params, %zu bytes, matmul weights %s, no optimizer state\n", f.safetensors.c_str(),
+              ck.state.params.size(), bytes, dtype_name(weights));
+  return Status::ok();
+}
+
 }  // namespace
 
 Action add_export(CLI::App& app, GlobalFlags&) {
   auto f = std::make_shared<ExportFlags>();
-  CLI::App* cmd = app.add_subcommand("export", "Write a TinyLM checkpoint as an ONNX model (tokens -> logits)");
+  CLI::App* cmd = app.add_subcommand("export", "Write a TinyLM checkpoint as an ONNX model (tokens -> logits) or an inference checkpoint");
   cmd->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (.safetensors)")->required();
-  cmd->add_option("--onnx", f->onnx, "ONNX file to write")->required();
+  cmd->add_option("--onnx", f->onnx, "ONNX file to write");
+  cmd->add_option("--safetensors", f->safetensors, "Inference checkpoint to write (no optimizer state)");
+  cmd->add_option("--weights", f->weights, "--safetensors: matmul weights in f32, bf16 or f16 (default: as stored)");
   cmd->add_option("--batch", f->batch, "Batch size of the model's tokens input")->capture_default_str();
   cmd->add_option("--seq", f->seq, "Sequence length of the tokens input (default: the model's context)");
   return [f]() -> Status {
+    if (f->onnx.empty() == f->safetensors.empty()) return invalid_argument("export needs one of --onnx FILE and --safetensors FILE");
+    if (!f->safetensors.empty()) return export_safetensors(*f);
+    if (!f->weights.empty()) return invalid_argument("--weights applies to --safetensors (the ONNX model is f32)");
     VOLTA_RETURN_IF_ERROR(io::check_output_path(f->onnx, "--onnx", {f->checkpoint}));
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
+    ck.state.params = widen_all(ck.state.params);
     const model::TinyLMConfig& c = ck.recipe.model;
     const int64_t seq = f->seq == 0 ? c.context : f->seq;
     if (f->batch < 1 || f->batch > 4096) return invalid_argument("--batch must be in [1, 4096], got " + std::to_string(f->batch));

@@ -8,11 +8,20 @@
 
 namespace volta::cli {
 
+Result<DType> weights_flag(const std::string& flag, DType stored) {
+  if (flag.empty()) return stored;
+  if (flag == "f32") return DType::f32;
+  if (flag == "bf16") return DType::bf16;
+  if (flag == "f16") return DType::f16;
+  return invalid_argument("--weights must be f32, bf16 or f16, got '" + flag + "'");
+}
+
 namespace {
 struct GenerateFlags {
   std::string checkpoint;
   std::string prompt = "\n";
   bool no_kv_cache = false;
+  std::string weights;  // empty: as the checkpoint stores them
   model::SampleOptions sample;
   ProfileFlags profile;
 };
@@ -33,11 +42,13 @@ Action add_generate(CLI::App& app, GlobalFlags& global) {
   cmd->add_option("--keep", f->sample.keep,
                   "Tokens a full context keeps when it moves on (0: half the context; the context: slide by one token)")
       ->capture_default_str();
+  cmd->add_option("--weights", f->weights, "Matmul weights in f32, bf16 or f16 (converted once; f32 arithmetic; default: as stored)");
   f->profile.add_to(*cmd);
   return [f, &global]() -> Status {
     VOLTA_RETURN_IF_ERROR(f->profile.check({f->checkpoint}));
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
+    VOLTA_ASSIGN_OR_RETURN(const DType weights, weights_flag(f->weights, train::stored_weights(ck)));
     const model::TinyLMConfig& c = ck.recipe.model;
     model::SampleOptions o = f->sample;
     o.kv_cache = !f->no_kv_cache;
@@ -55,7 +66,7 @@ Action add_generate(CLI::App& app, GlobalFlags& global) {
     VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &step));
     Profiler profiler;
     if (f->profile.enabled()) rt.set_profiler(&profiler);
-    VOLTA_ASSIGN_OR_RETURN(model::Generator gen, model::Generator::create(rt, c, ck.state.params));
+    VOLTA_ASSIGN_OR_RETURN(model::Generator gen, model::Generator::create(rt, c, ck.state.params, weights));
     VOLTA_ASSIGN_OR_RETURN(auto samples, gen.generate(prompt, o));
     // Byte-exact: the vocabulary may hold NUL, so no C-string writes.
     const std::string shown = ck.tokenizer.decode(prompt);

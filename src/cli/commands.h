@@ -78,6 +78,9 @@ struct BenchModelFlags {
 };
 Status bench_model(const BenchModelFlags& f, const GlobalFlags& global);
 
+// --weights f32 | bf16 | f16: the dtype inference reads matmul weights in; empty: `stored`.
+Result<DType> weights_flag(const std::string& flag, DType stored);
+
 Action add_inspect(CLI::App& app, GlobalFlags& global);
 Action add_run(CLI::App& app, GlobalFlags& global);
 Action add_train(CLI::App& app, GlobalFlags& global);

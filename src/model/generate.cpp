@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "volta/passes.h"
 #include "volta/rng.h"
 
 namespace volta::model {
@@ -50,20 +51,41 @@ int32_t sample_token(const float* logits, int64_t vocab, const SampleOptions& o,
   return order[keep - 1];
 }
 
-Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bindings& params) {
+Result<std::vector<std::string>> matmul_weights(const TinyLMConfig& c) {
+  // The decode graph says which params are read only as matmul weights; the prefill reads them alike.
+  VOLTA_ASSIGN_OR_RETURN(const ir::Graph step, build_tinylm_decode(c, 1));
+  std::vector<std::string> names;
+  VOLTA_RETURN_IF_ERROR(passes::store_weights_as(step, DType::bf16, &names).status());
+  return names;
+}
+
+Result<ir::Graph> Generator::with_weights(Result<ir::Graph> g) const {
+  if (!g.is_ok() || weights_ == DType::f32) return g;
+  return passes::store_weights_as(*g, weights_);
+}
+
+Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bindings& params, DType weights) {
   VOLTA_RETURN_IF_ERROR(validate(c));
+  if (weights != DType::f32 && !is_half(weights))
+    return invalid_argument(std::string("--weights must be f32, bf16 or f16, got ") + dtype_name(weights));
   VOLTA_ASSIGN_OR_RETURN(ir::Graph g, build_tinylm_loss(c, 1, 1));  // the params, by name and type
   for (const ir::Node& n : g.nodes) {
     if (n.op != ir::Op::Param) continue;
     auto it = params.find(n.name);
     if (it == params.end()) return invalid_argument("the model's param '" + n.name + "' is missing");
-    if (it->second.type() != n.type)
-      return invalid_argument("param '" + n.name + "' is " + it->second.type().to_string() + " but the model wants " +
-                              n.type.to_string());
+    const TensorType& t = it->second.type();
+    if (t.shape != n.type.shape || (t.dtype != n.type.dtype && !is_half(t.dtype)))
+      return invalid_argument("param '" + n.name + "' is " + t.to_string() + " but the model wants " + n.type.to_string());
   }
-  Generator gen(rt, c);
-  for (const ir::Node& n : g.nodes)
-    if (n.op == ir::Op::Param) VOLTA_RETURN_IF_ERROR(gen.state_.put(n.name, params.at(n.name), plan::MemClass::Param));
+  Generator gen(rt, c, weights);
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, matmul_weights(c));
+  for (const ir::Node& n : g.nodes) {
+    if (n.op != ir::Op::Param) continue;
+    const bool half = std::find(matmul.begin(), matmul.end(), n.name) != matmul.end();
+    // Half weights from an inference checkpoint are widened (exact) or converted as asked.
+    VOLTA_RETURN_IF_ERROR(gen.state_.put(n.name, narrow_to(widen_to_f32(params.at(n.name)), half ? weights : DType::f32),
+                                         plan::MemClass::Param));
+  }
   return gen;
 }
 
@@ -83,12 +105,12 @@ Status Generator::reserve(int64_t batch) {
 
 Result<std::shared_ptr<const plan::ExecutionPlan>> Generator::prefill_plan(int64_t batch, int64_t T) {
   return rt_->compile_keyed("tinylm.prefill " + config_ + " B=" + std::to_string(batch) + " T=" + std::to_string(T),
-                            [&]() { return build_tinylm_prefill(c_, batch, T); });
+                            [&]() { return with_weights(build_tinylm_prefill(c_, batch, T)); });
 }
 
 Result<std::shared_ptr<const plan::ExecutionPlan>> Generator::decode_plan(int64_t batch) {
   return rt_->compile_keyed("tinylm.decode " + config_ + " B=" + std::to_string(batch),
-                            [&]() { return build_tinylm_decode(c_, batch); });
+                            [&]() { return with_weights(build_tinylm_decode(c_, batch)); });
 }
 
 Result<std::vector<std::vector<int32_t>>> Generator::generate(const std::vector<int32_t>& prompt, const SampleOptions& o) {

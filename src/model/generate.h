@@ -33,8 +33,9 @@ Status validate(const SampleOptions& o, int64_t vocab);
 class Generator {
  public:
   // Uploads `params` (every TinyLM param of `c`, checked by name and type) into a State on rt's
-  // backend. The runtime must outlive the generator.
-  static Result<Generator> create(Runtime& rt, const TinyLMConfig& c, const Bindings& params);
+  // backend. With `weights` bf16 or f16 the matmul weights are narrowed to it once here and the
+  // plans read them so (passes::store_weights_as). The runtime must outlive the generator.
+  static Result<Generator> create(Runtime& rt, const TinyLMConfig& c, const Bindings& params, DType weights = DType::f32);
 
   // Returns `batch` continuations (new token ids only). The model sees a window of at most
   // `context` tokens; when it would overflow, it restarts from its last `keep` tokens (one
@@ -52,13 +53,21 @@ class Generator {
   const TinyLMConfig& config() const { return c_; }
 
  private:
-  Generator(Runtime& rt, const TinyLMConfig& c) : rt_(&rt), c_(c), config_(config_to_json(c)), state_(rt.backend()) {}
+  Generator(Runtime& rt, const TinyLMConfig& c, DType weights)
+      : rt_(&rt), c_(c), config_(config_to_json(c) + " weights=" + dtype_name(weights)), weights_(weights), state_(rt.backend()) {}
+  // `g` with the weights in weights_ (as is for f32).
+  Result<ir::Graph> with_weights(Result<ir::Graph> g) const;
   Runtime* rt_;
   TinyLMConfig c_;
-  std::string config_;  // the model's JSON, part of the plan keys
+  std::string config_;  // the model's JSON and the weights' dtype, part of the plan keys
+  DType weights_;
   State state_;
   int64_t cache_batch_ = 0;  // the batch size the caches hold (0: none yet)
 };
+
+// The params inference reads only as matmul weights, which `--weights bf16 | f16` stores so
+// (every block's matrices and the llama head; not the GPT's tied embedding).
+Result<std::vector<std::string>> matmul_weights(const TinyLMConfig& c);
 
 // Picks a token from one row of logits: argmax at temperature 0, else a draw with uniform `u`
 // from the temperature / top-k / top-p distribution (computed in double).

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "volta/passes.h"
+
 namespace volta::train {
 
 using nlohmann::json;
@@ -139,6 +141,14 @@ Result<double> LMTask::loss(Runtime& rt, State& params, const std::vector<int32_
   return total / static_cast<double>(iters);
 }
 
+Result<std::vector<std::string>> LMTask::store_weights_as(DType dtype) {
+  std::vector<std::string> names;
+  VOLTA_ASSIGN_OR_RETURN(forward_, passes::store_weights_as(forward_, dtype, &names));
+  loss_plan_.reset();
+  loss_rt_ = nullptr;
+  return names;
+}
+
 namespace {
 // What a TinyLM checkpoint carries besides the training state.
 std::map<std::string, std::string> lm_metadata(const LMRecipe& r, const CharTokenizer& tok) {
@@ -203,9 +213,15 @@ Result<LMCheckpoint> from_checkpoint(const io::Checkpoint& c, const std::string&
     if (n.op != ir::Op::Param) continue;
     auto it = c.tensors.find(n.name);
     if (it == c.tensors.end()) return parse_error(source + ": tensor '" + n.name + "' of the model is missing");
-    if (it->second.type() != n.type)
-      return parse_error(source + ": tensor '" + n.name + "' is " + it->second.type().to_string() + " but the model config needs " +
+    // Matmul weights may be stored in bf16 / f16 (`volta export --weights`): an inference
+    // checkpoint, without optimizer state.
+    const TensorType& t = it->second.type();
+    if (t != n.type && !(is_half(t.dtype) && t.shape == n.type.shape && n.type.shape.size() >= 2))
+      return parse_error(source + ": tensor '" + n.name + "' is " + t.to_string() + " but the model config needs " +
                          n.type.to_string());
+    if (is_half(t.dtype) && has_moments)
+      return parse_error(source + ": tensor '" + n.name + "' is " + t.to_string() + " but the checkpoint holds optimizer state "
+                         "(weights in bf16 / f16 are for inference; training checkpoints are f32)");
     out.state.params.emplace(n.name, it->second);
     ++expected;
     if (!has_moments) continue;
@@ -221,6 +237,12 @@ Result<LMCheckpoint> from_checkpoint(const io::Checkpoint& c, const std::string&
     return parse_error(source + ": holds " + std::to_string(c.tensors.size()) + " tensors but the model config accounts for " +
                        std::to_string(expected));
   return out;
+}
+
+DType stored_weights(const LMCheckpoint& c) {
+  for (const auto& [name, t] : c.state.params)
+    if (is_half(t.dtype())) return t.dtype();
+  return DType::f32;
 }
 
 Result<LMCheckpoint> load_lm_checkpoint(const std::string& path) {

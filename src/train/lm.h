@@ -48,6 +48,9 @@ class LMTask : public Task {
   // params held by `params` on rt's backend (`volta eval` and the validation loss).
   Result<double> loss(Runtime& rt, State& params, const std::vector<int32_t>& split, uint64_t seed, std::string_view stream,
                       uint64_t base, int64_t iters);
+  // For evaluation only: the forward graph reads its matmul weights as `dtype` (bf16 / f16,
+  // passes::store_weights_as). Returns the params whose values the caller narrows to it.
+  Result<std::vector<std::string>> store_weights_as(DType dtype);
   // The recipe's steps, cadences, optimizer and schedule, with checkpoints and log.jsonl in `out`.
   TrainerOptions trainer_options(const std::string& out) const;
 
@@ -71,6 +74,9 @@ struct LMCheckpoint {
 };
 
 io::Checkpoint to_checkpoint(const LMCheckpoint& c);
+// The dtype the checkpoint's matmul weights are stored in: bf16 or f16 for an inference
+// checkpoint written by `volta export --weights`, else f32.
+DType stored_weights(const LMCheckpoint& c);
 // Checks the metadata and that every tensor matches the model config (names, shapes,
 // optimizer state) and names what does not.
 Result<LMCheckpoint> from_checkpoint(const io::Checkpoint& c, const std::string& source);

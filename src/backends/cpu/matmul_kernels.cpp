@@ -249,6 +249,81 @@ constexpr std::array<MaskedRowFn, sizeof...(V)> masked_avx2_table(std::integer_s
 constexpr auto kAvx512MaskedRow = masked_avx512_table(std::make_integer_sequence<int, kWideVecs>());
 constexpr auto kAvx2MaskedRow = masked_avx2_table(std::make_integer_sequence<int, kWideVecs>());
 
+// ---- Small-M tiles on bf16 / f16 weights (run_small_half_tile) -------------------------------
+// tile_body's decode tile with B read at 2 bytes per value and widened in registers (exact), so
+// each element is the same FMA chain as the f32 tile on the widened weights.
+
+// GCC 12's widening intrinsics pass _mm512_undefined as the (unused) merge source, which
+// -Wmaybe-uninitialized reports once inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+VOLTA_TARGET_AVX512 inline __m512 widen16(const uint16_t* p, bool bf16) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+}
+#define VOLTA_TARGET_AVX2_F16C __attribute__((target("avx2,fma,f16c")))
+VOLTA_TARGET_AVX2_F16C inline __m256 widen8(const uint16_t* p, bool bf16) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+}
+
+struct Avx512HalfOps {
+  using V = VecOf<16>::type;
+  VOLTA_TARGET_AVX512 V widen(const uint16_t* p, bool bf16) const { return std::bit_cast<V>(widen16(p, bf16)); }
+  VOLTA_TARGET_AVX512 V fma(V x, V b, V c) const { return fmadd(x, b, c); }
+};
+struct Avx2HalfOps {
+  using V = VecOf<8>::type;
+  VOLTA_TARGET_AVX2_F16C V widen(const uint16_t* p, bool bf16) const { return std::bit_cast<V>(widen8(p, bf16)); }
+  VOLTA_TARGET_AVX2_F16C V fma(V x, V b, V c) const {
+    return std::bit_cast<V>(_mm256_fmadd_ps(std::bit_cast<__m256>(x), std::bit_cast<__m256>(b), std::bit_cast<__m256>(c)));
+  }
+};
+
+template <typename V, int W, int R, int NV, bool BF16, typename Ops>
+[[gnu::always_inline]] inline void half_tile_body(const TileArgs& t, Ops ops) {
+  V acc[R][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) {
+      acc[r][j] = V{};
+      if (t.accumulate) std::memcpy(&acc[r][j], t.c + r * t.ldc + j * W, sizeof(V));
+    }
+  const float* a = t.a;
+  const auto* b = reinterpret_cast<const uint16_t*>(t.b);
+  for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
+    V bv[NV];
+#pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) bv[j] = ops.widen(b + j * W, BF16);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V x = V{} + a[r * t.a_rs];
+#pragma GCC unroll 16
+      for (int j = 0; j < NV; ++j) acc[r][j] = ops.fma(x, bv[j], acc[r][j]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) std::memcpy(t.c + r * t.ldc + j * W, &acc[r][j], sizeof(V));
+}
+
+template <int R, bool BF16>
+VOLTA_TARGET_AVX512 void half_tile_avx512(const TileArgs& t) {
+  half_tile_body<VecOf<16>::type, 16, R, kWideVecs, BF16>(t, Avx512HalfOps{});
+}
+template <int R, bool BF16>
+VOLTA_TARGET_AVX2_F16C void half_tile_avx2(const TileArgs& t) {
+  half_tile_body<VecOf<8>::type, 8, R, kWideVecs, BF16>(t, Avx2HalfOps{});
+}
+#pragma GCC diagnostic pop
+// [bf16][rows - 1]
+constexpr TileFn kAvx512HalfB[2][kAvx512WideRows] = {{&half_tile_avx512<1, false>, &half_tile_avx512<2, false>},
+                                                     {&half_tile_avx512<1, true>, &half_tile_avx512<2, true>}};
+constexpr TileFn kAvx2HalfB[2][kAvx2WideRows] = {{&half_tile_avx2<1, false>}, {&half_tile_avx2<1, true>}};
+static_assert(kAvx512WideRows == 2 && kAvx2WideRows == 1, "the half-weight tables list the wide tile's rows");
+
 VOLTA_TARGET_AVX512 void column_edge_avx512(const ColumnEdgeArgs& e) { column_edge_body<__m512>(e, kAvx512Rows, Avx512EdgeOps{}); }
 VOLTA_TARGET_AVX2 void column_edge_avx2(const ColumnEdgeArgs& e) { column_edge_body<__m256>(e, kAvx2Rows, Avx2EdgeOps{}); }
 
@@ -304,6 +379,22 @@ MatmulTile matmul_tile(MatmulIsa isa) {
     case MatmulIsa::kScalar: break;
   }
   return {kScalarRows, kScalarCols};
+}
+
+bool run_small_half_tile(MatmulIsa isa, bool bf16, const TileArgs& t) {
+#ifdef VOLTA_MATMUL_X86
+  static const bool f16c = __builtin_cpu_supports("f16c");
+  if (isa == MatmulIsa::kAvx512 && t.rows >= 1 && t.rows <= kAvx512WideRows) {
+    kAvx512HalfB[bf16][t.rows - 1](t);
+    return true;
+  }
+  if (isa == MatmulIsa::kAvx2 && f16c && t.rows >= 1 && t.rows <= kAvx2WideRows) {
+    kAvx2HalfB[bf16][t.rows - 1](t);
+    return true;
+  }
+#endif
+  (void)isa, (void)bf16, (void)t;
+  return false;
 }
 
 int64_t matmul_small_rows(MatmulIsa isa, bool wide) {

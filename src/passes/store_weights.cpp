@@ -1,0 +1,40 @@
+// Weights in bf16 or f16: a leaf whose every reader takes it as a matmul's right operand is
+// stored at half the bytes; the CPU matmul widens it as it reads (exactly), so results are those
+// of f32 weights rounded once to the storage dtype. Decode reads every weight once per token:
+// half the bytes is up to twice the tokens/s where weights stream from memory.
+#include "volta/passes.h"
+#include "volta/verify.h"
+
+namespace volta::passes {
+
+Result<ir::Graph> store_weights_as(const ir::Graph& g, DType dtype, std::vector<std::string>* converted) {
+  if (!is_half(dtype)) return invalid_argument(std::string("--weights: weights are stored as bf16 or f16, not ") + dtype_name(dtype));
+  // A leaf qualifies while every use is a matmul's input 1 (and it is used at all).
+  std::vector<int> uses(g.size(), 0);
+  std::vector<bool> ok(g.size(), true);
+  for (const ir::Node& n : g.nodes)
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const auto in = static_cast<size_t>(n.inputs[i]);
+      uses[in] += 1;
+      ok[in] = ok[in] && n.op == ir::Op::Matmul && i == 1;
+    }
+  for (int32_t out : g.outputs) ok[static_cast<size_t>(out)] = false;  // a graph output keeps its dtype
+  ir::Graph out = g;
+  for (ir::Node& n : out.nodes) {
+    const auto id = static_cast<size_t>(n.id);
+    if ((n.op != ir::Op::Param && n.op != ir::Op::Constant) || n.type.dtype != DType::f32 || n.type.shape.size() < 2 ||
+        uses[id] == 0 || !ok[id])
+      continue;
+    n.type.dtype = dtype;
+    if (n.op == ir::Op::Constant) {
+      n.value = narrow_to(n.value, dtype);
+      continue;
+    }
+    n.attrs.set("trainable", int64_t{0});
+    if (converted) converted->push_back(n.name);
+  }
+  VOLTA_RETURN_IF_ERROR(ir::verify_graph(out));
+  return out;
+}
+
+}  // namespace volta::passes
