@@ -224,12 +224,21 @@ TEST(OnnxExports, BenchModelTimesOnnxAndIrModels) {
   for (const char* key : {"\"bench\":\"model\"", "\"compile_ms\":", "\"first_run_ms\":", "\"median_ms\":", "\"p90_ms\":", "\"runs\":3",
                           "\"peak_rss_bytes\":", "\"plan_bytes\":"})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << "\n" << r.out;
+  // --weights bf16: the export's matmul weights (GPT-2's nine projections) are stored in bf16,
+  // and the plan's weight bytes shrink.
+  auto plan_bytes = [](const std::string& out) { return std::stoll(out.substr(out.find("\"plan_bytes\":") + 13)); };
+  Cli half = volta("bench model tests/data/onnx/exports/gpt2_dynamo/model.onnx --runs 2 --warmup 0 --json --weights bf16");
+  Cli full = volta("bench model tests/data/onnx/exports/gpt2_dynamo/model.onnx --runs 2 --warmup 0 --json");
+  ASSERT_EQ(half.code, 0) << half.err;
+  EXPECT_NE(half.out.find("\"weights\":\"bf16\",\"weights_narrowed\":9"), std::string::npos) << half.out;
+  EXPECT_LT(plan_bytes(half.out), plan_bytes(full.out));
   r = volta("bench model tests/data/twin_outputs.vir --runs 2");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("steady state median"), std::string::npos) << r.out;
   expect_bad_cases({
       {"bench model tests/data/twin_outputs.vir --shape x=1x2", 1, "--shape: only ONNX models have dynamic dims"},
       {"bench model tests/data/onnx/exports/gpt2_dynamo/model.onnx --runs 0", 1, "--runs must be in [1, 100000], got 0"},
+      {"bench model tests/data/twin_outputs.vir --weights f64", 1, "--weights must be f32, bf16 or f16, got 'f64'"},
   });
 }
 

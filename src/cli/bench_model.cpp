@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "volta/passes.h"
 #include "volta/text.h"
 
 namespace volta::cli {
@@ -77,6 +78,15 @@ Status bench_model(const BenchModelFlags& f, const GlobalFlags& global) {
     VOLTA_ASSIGN_OR_RETURN(graph, ir::load_graph(f.file));
     VOLTA_ASSIGN_OR_RETURN(bindings, init_params(graph, f.seed));
   }
+  VOLTA_ASSIGN_OR_RETURN(const DType weights, weights_flag(f.weights, DType::f32));
+  size_t narrowed = 0;
+  if (weights != DType::f32) {  // constants are narrowed in the graph, bound params here
+    std::vector<std::string> names;
+    VOLTA_ASSIGN_OR_RETURN(graph, passes::store_weights_as(graph, weights, &names));
+    for (const std::string& name : names)
+      if (auto it = bindings.find(name); it != bindings.end()) it->second = narrow_to(it->second, weights);
+    for (const ir::Node& n : graph.nodes) narrowed += n.type.dtype == weights && ir::is_leaf(n.op) ? 1 : 0;
+  }
   // Inputs no file gave: seeded values (integers small enough to index anything).
   VOLTA_ASSIGN_OR_RETURN(Bindings random, random_inputs(graph, f.seed));
   std::vector<std::string> generated;
@@ -94,6 +104,7 @@ Status bench_model(const BenchModelFlags& f, const GlobalFlags& global) {
                                   {"first_run_ms", t.first_ms}, {"median_ms", t.median_ms}, {"p90_ms", t.p90_ms},
                                   {"min_ms", t.min_ms},       {"runs", t.ms.size()},     {"threads", cpu_threads()},
                                   {"peak_rss_bytes", rss},    {"plan_bytes", plan->memory.peak_bytes},
+                                  {"weights", dtype_name(weights)}, {"weights_narrowed", narrowed},
                                   {"backend", rt.backend().name()}};
     std::printf("%s\n", row.dump().c_str());
   } else {
@@ -104,6 +115,7 @@ Status bench_model(const BenchModelFlags& f, const GlobalFlags& global) {
                 static_cast<double>(plan->memory.arena_bytes) / 1e6,
                 static_cast<double>(rss) / 1e6, generated.empty() ? "" : "; seeded values for inputs with no --input:");
     for (const std::string& name : generated) std::printf("  %s %s\n", name.c_str(), bindings.at(name).type().to_string().c_str());
+    if (weights != DType::f32) std::printf("weights: %zu matmul weights in %s\n", narrowed, dtype_name(weights));
   }
   return f.profile.finish(profiler);
 }

@@ -270,6 +270,8 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   md->add_option("--warmup", mf->warmup, "Untimed runs after the first")->capture_default_str();
   md->add_option("--seed", mf->seed, "Seed of generated inputs and .vir params")->capture_default_str();
   md->add_flag("--json", mf->json, "One JSON object");
+  md->add_option("--weights", mf->weights, "Matmul weights (params and constants read only as a matmul's right operand) in f32, bf16 or f16")
+      ->capture_default_str();
   mf->profile.add_to(*md);
   mf->pipeline.add_to(*md);
   for (CLI::App* sub : {mm, tr, inf, md}) {

@@ -73,6 +73,7 @@ struct BenchModelFlags {
   int64_t runs = 20, warmup = 3;
   uint64_t seed = 1;
   bool json = false;
+  std::string weights = "f32";  // matmul weights' dtype (passes::store_weights_as)
   ProfileFlags profile;
   PipelineFlags pipeline;
 };
