@@ -182,7 +182,10 @@ TEST(HalfWeights, OnlyAMatmulsRightOperandMayBeHalfAndHalfParamsAreFrozen) {
   ir::Attrs none;
   ASSERT_OK(ir::infer_type(ir::Op::Matmul, std::vector<TensorType>{f, h}, none));
   EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::Matmul, std::vector<TensorType>{h, f}, none),
-                        "input 0 is bf16[4,4]: bf16 and f16 values are weights, read only as a matmul's right operand");
+                        "input 0 is bf16[4,4]: bf16 and f16 values are weights, read only as a matmul's right operand or a cast");
+  ir::Attrs to_f32;
+  to_f32.set("to", std::string("f32"));
+  ASSERT_OK(ir::infer_type(ir::Op::Cast, std::vector<TensorType>{h}, to_f32));
   EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::Add, std::vector<TensorType>{f, TensorType{DType::f16, {4, 4}}}, none),
                         "input 1 is f16[4,4]");
   // Half params are frozen weights: a trainable one is refused, a frozen one builds.

@@ -514,9 +514,9 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
   }
   VOLTA_RETURN_IF_ERROR(check_attrs(op, attrs));
   for (size_t i = 0; i < in.size(); ++i)
-    if (is_half(in[i].dtype) && !(op == Op::Matmul && i == 1))
+    if (is_half(in[i].dtype) && !(op == Op::Matmul && i == 1) && op != Op::Cast)
       return fail(op, "input " + std::to_string(i) + " is " + in[i].to_string() +
-                          ": bf16 and f16 values are weights, read only as a matmul's right operand");
+                          ": bf16 and f16 values are weights, read only as a matmul's right operand or a cast");
   switch (op) {
     case Op::Input:
     case Op::Param:
