@@ -99,10 +99,10 @@ int64_t matmul_narrow_cols(MatmulIsa isa);
 // matmul_small_cols(isa, wide). The M = 1 (decode) path: many independent chains per row.
 void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t);
 int64_t matmul_small_rows(MatmulIsa isa, bool wide);
-// run_small_tile's wide tile on bf16 or f16 (`bf16`) weights: t.b points at the uint16_t values
-// (b_rs in values), widened in registers, the bits of the f32 tile on the widened weights.
-// False when the ISA has no such kernel (scalar; AVX2 without F16C).
-bool run_small_half_tile(MatmulIsa isa, bool bf16, const TileArgs& t);
+// run_small_tile (wide or half-width) on bf16 or f16 (`bf16`) weights: t.b points at the
+// uint16_t values (b_rs in values), widened in registers, the bits of the f32 tile on the
+// widened weights. False when the ISA has no such kernel (scalar; AVX2 without F16C).
+bool run_small_half_tile(MatmulIsa isa, bool wide, bool bf16, const TileArgs& t);
 // One row of C, `vecs` vectors of matmul_narrow_cols(isa) wide, A any strides, B in place;
 // vecs <= matmul_row_tile_vectors(isa) (0: the ISA has none).
 void run_row_tile(MatmulIsa isa, int64_t vecs, const TileArgs& t);

@@ -124,14 +124,16 @@ Status matmul_half_weights(const KernelArgs& a) {
   const int64_t tasks = (g.N + kTaskCols - 1) / kTaskCols;
   const float* A = a.in[0].as<const float>();
   float* C = a.out.as<float>();
-  const int64_t sc = matmul_small_cols(isa, true), sr = matmul_small_rows(isa, true);
+  // One or two rows: the wide tile; more: the half-width one, whose pass over B serves more rows.
+  const bool wide = g.rows <= matmul_small_rows(isa, true);
+  const int64_t sc = matmul_small_cols(isa, wide), sr = matmul_small_rows(isa, wide);
   parallel_for(tasks, [&](int64_t t) {
     int64_t n0 = t * kTaskCols;
     const int64_t end = std::min(g.N, n0 + kTaskCols);
     // Whole tiles widen in registers; a right edge narrower than a tile widens into scratch.
     for (bool fused = true; n0 + sc <= end && fused; n0 += fused ? sc : 0)
       for (int64_t i = 0; i < g.rows && fused; i += sr)
-        fused = run_small_half_tile(isa, bf16,
+        fused = run_small_half_tile(isa, wide, bf16,
                                     {.rows = std::min(sr, g.rows - i), .k = g.K, .a = A + i * g.K, .a_rs = g.K, .a_cs = 1,
                                      .b = reinterpret_cast<const float*>(src + n0), .b_rs = g.N, .c = C + i * g.N + n0,
                                      .ldc = g.N, .accumulate = false});

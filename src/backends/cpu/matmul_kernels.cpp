@@ -309,20 +309,34 @@ template <typename V, int W, int R, int NV, bool BF16, typename Ops>
     for (int j = 0; j < NV; ++j) std::memcpy(t.c + r * t.ldc + j * W, &acc[r][j], sizeof(V));
 }
 
-template <int R, bool BF16>
+template <int R, int NV, bool BF16>
 VOLTA_TARGET_AVX512 void half_tile_avx512(const TileArgs& t) {
-  half_tile_body<VecOf<16>::type, 16, R, kWideVecs, BF16>(t, Avx512HalfOps{});
+  half_tile_body<VecOf<16>::type, 16, R, NV, BF16>(t, Avx512HalfOps{});
 }
-template <int R, bool BF16>
+template <int R, int NV, bool BF16>
 VOLTA_TARGET_AVX2_F16C void half_tile_avx2(const TileArgs& t) {
-  half_tile_body<VecOf<8>::type, 8, R, kWideVecs, BF16>(t, Avx2HalfOps{});
+  half_tile_body<VecOf<8>::type, 8, R, NV, BF16>(t, Avx2HalfOps{});
 }
 #pragma GCC diagnostic pop
-// [bf16][rows - 1]
-constexpr TileFn kAvx512HalfB[2][kAvx512WideRows] = {{&half_tile_avx512<1, false>, &half_tile_avx512<2, false>},
-                                                     {&half_tile_avx512<1, true>, &half_tile_avx512<2, true>}};
-constexpr TileFn kAvx2HalfB[2][kAvx2WideRows] = {{&half_tile_avx2<1, false>}, {&half_tile_avx2<1, true>}};
-static_assert(kAvx512WideRows == 2 && kAvx2WideRows == 1, "the half-weight tables list the wide tile's rows");
+// The wide and the half-width decode tiles, as run_small_tile has them: [bf16][rows - 1].
+template <int NV, bool BF16, int... R>
+constexpr std::array<TileFn, sizeof...(R)> half_b_avx512(std::integer_sequence<int, R...>) {
+  return {&half_tile_avx512<R + 1, NV, BF16>...};
+}
+template <int NV, bool BF16, int... R>
+constexpr std::array<TileFn, sizeof...(R)> half_b_avx2(std::integer_sequence<int, R...>) {
+  return {&half_tile_avx2<R + 1, NV, BF16>...};
+}
+template <int NV, int Rows>
+struct HalfBTables {
+  static constexpr std::array<TileFn, Rows> avx512[2] = {half_b_avx512<NV, false>(std::make_integer_sequence<int, Rows>()),
+                                                         half_b_avx512<NV, true>(std::make_integer_sequence<int, Rows>())};
+};
+template <int NV, int Rows>
+struct HalfBTablesAvx2 {
+  static constexpr std::array<TileFn, Rows> avx2[2] = {half_b_avx2<NV, false>(std::make_integer_sequence<int, Rows>()),
+                                                       half_b_avx2<NV, true>(std::make_integer_sequence<int, Rows>())};
+};
 
 VOLTA_TARGET_AVX512 void column_edge_avx512(const ColumnEdgeArgs& e) { column_edge_body<__m512>(e, kAvx512Rows, Avx512EdgeOps{}); }
 VOLTA_TARGET_AVX2 void column_edge_avx2(const ColumnEdgeArgs& e) { column_edge_body<__m256>(e, kAvx2Rows, Avx2EdgeOps{}); }
@@ -381,19 +395,20 @@ MatmulTile matmul_tile(MatmulIsa isa) {
   return {kScalarRows, kScalarCols};
 }
 
-bool run_small_half_tile(MatmulIsa isa, bool bf16, const TileArgs& t) {
+bool run_small_half_tile(MatmulIsa isa, bool wide, bool bf16, const TileArgs& t) {
 #ifdef VOLTA_MATMUL_X86
   static const bool f16c = __builtin_cpu_supports("f16c");
-  if (isa == MatmulIsa::kAvx512 && t.rows >= 1 && t.rows <= kAvx512WideRows) {
-    kAvx512HalfB[bf16][t.rows - 1](t);
+  const auto r = static_cast<size_t>(t.rows - 1);
+  if (isa == MatmulIsa::kAvx512 && t.rows >= 1 && t.rows <= matmul_small_rows(isa, wide)) {
+    (wide ? HalfBTables<kWideVecs, kAvx512WideRows>::avx512[bf16][r] : HalfBTables<kHalfVecs, kAvx512HalfRows>::avx512[bf16][r])(t);
     return true;
   }
-  if (isa == MatmulIsa::kAvx2 && f16c && t.rows >= 1 && t.rows <= kAvx2WideRows) {
-    kAvx2HalfB[bf16][t.rows - 1](t);
+  if (isa == MatmulIsa::kAvx2 && f16c && t.rows >= 1 && t.rows <= matmul_small_rows(isa, wide)) {
+    (wide ? HalfBTablesAvx2<kWideVecs, kAvx2WideRows>::avx2[bf16][r] : HalfBTablesAvx2<kHalfVecs, kAvx2HalfRows>::avx2[bf16][r])(t);
     return true;
   }
 #endif
-  (void)isa, (void)bf16, (void)t;
+  (void)isa, (void)wide, (void)bf16, (void)t;
   return false;
 }
 
