@@ -28,7 +28,7 @@ namespace volta::onnx {
 
 // ONNX TensorProto.DataType codes Volta reads and writes. BOOL values live in Volta as f32
 // 0.0 / 1.0 (what `equal` produces and `where` reads).
-enum class ElemType : int32_t { kUndefined = 0, kFloat = 1, kInt32 = 6, kInt64 = 7, kBool = 9 };
+enum class ElemType : int32_t { kUndefined = 0, kFloat = 1, kInt32 = 6, kInt64 = 7, kBool = 9, kFloat16 = 10, kBfloat16 = 16 };
 const char* elem_type_name(int32_t onnx_type);  // "FLOAT", "DOUBLE", ... ("type 42" when unknown)
 // The Volta dtype an ONNX type lives in, or an error for types Volta does not hold.
 Result<DType> volta_dtype(int32_t onnx_type);

@@ -44,7 +44,10 @@ Result<DType> volta_dtype(int32_t t) {
     case 1: case 9: return DType::f32;
     case 6: return DType::i32;
     case 7: return DType::i64;
-    default: return unimplemented(std::string("dtype ") + elem_type_name(t) + " is not supported (FLOAT, INT32, INT64, BOOL are)");
+    case 10: return DType::f16;   // storage dtypes: values feed casts and matmul weights
+    case 16: return DType::bf16;
+    default:
+      return unimplemented(std::string("dtype ") + elem_type_name(t) + " is not supported (FLOAT, FLOAT16, BFLOAT16, INT32, INT64, BOOL are)");
   }
 }
 
@@ -60,7 +63,8 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
   VOLTA_ASSIGN_OR_RETURN(int64_t n, checked_numel(dims, origin));
   const auto count = static_cast<size_t>(n);
   const int32_t t = p.data_type();
-  const size_t file_elem = t == 9 ? 1 : t == 7 ? 8 : 4;
+  const bool half = t == 10 || t == 16;  // without raw_data: one value per int32_data entry
+  const size_t file_elem = t == 9 ? 1 : t == 7 ? 8 : half ? 2 : 4;
   // Never allocate more than the message can fill.
   const size_t available = p.has_raw_data() ? p.raw_data().size()
                            : t == 1         ? static_cast<size_t>(p.float_data_size()) * 4
@@ -84,6 +88,8 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
     for (size_t i = 0; i < count; ++i) out.data<int64_t>()[i] = p.int64_data(static_cast<int>(i));
   } else if (t == 6) {
     for (size_t i = 0; i < count; ++i) out.data<int32_t>()[i] = p.int32_data(static_cast<int>(i));
+  } else if (half) {
+    for (size_t i = 0; i < count; ++i) out.data<uint16_t>()[i] = static_cast<uint16_t>(p.int32_data(static_cast<int>(i)));
   } else {
     for (size_t i = 0; i < count; ++i) out.data<float>()[i] = p.int32_data(static_cast<int>(i)) != 0 ? 1.0f : 0.0f;
   }
@@ -162,7 +168,8 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
   else if (descr == "'<i4'") type = ElemType::kInt32;
   else if (descr == "'<i8'") type = ElemType::kInt64;
   else if (descr == "'|b1'") type = ElemType::kBool;
-  else return unimplemented(origin + ": .npy dtype " + (descr.empty() ? "(missing)" : descr) + " is not supported (<f4, <i4, <i8, |b1 are)");
+  else if (descr == "'<f2'") type = ElemType::kFloat16;
+  else return unimplemented(origin + ": .npy dtype " + (descr.empty() ? "(missing)" : descr) + " is not supported (<f4, <f2, <i4, <i8, |b1 are)");
   if (fortran != "False") return unimplemented(origin + ": Fortran-order .npy files are not supported");
   if (shape_text.size() < 2) return bad(origin, ".npy header has no shape");
   Shape dims;
@@ -178,7 +185,7 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
     dims.push_back(std::stoll(item));
   }
   VOLTA_ASSIGN_OR_RETURN(int64_t n, checked_numel(dims, origin));
-  const size_t elem = type == ElemType::kBool ? 1 : type == ElemType::kInt64 ? 8 : 4;
+  const size_t elem = type == ElemType::kBool ? 1 : type == ElemType::kInt64 ? 8 : type == ElemType::kFloat16 ? 2 : 4;
   const size_t data = start + header_len;
   if (bytes.size() - data != static_cast<size_t>(n) * elem)
     return bad(origin, ".npy data has " + std::to_string(bytes.size() - data) + " bytes but shape " + shape_text +
@@ -199,7 +206,12 @@ Result<std::string> serialize_npy(const Tensor& t, ElemType onnx_type) {
   VOLTA_ASSIGN_OR_RETURN(DType want, volta_dtype(static_cast<int32_t>(onnx_type)));
   if (want != t.dtype())
     return invalid_argument("cannot write " + t.type().to_string() + " as " + elem_type_name(static_cast<int32_t>(onnx_type)));
-  const char* descr = onnx_type == ElemType::kFloat ? "<f4" : onnx_type == ElemType::kInt32 ? "<i4" : onnx_type == ElemType::kInt64 ? "<i8" : "|b1";
+  if (onnx_type == ElemType::kBfloat16) return unimplemented(".npy has no bfloat16 dtype: write the output as .pb");
+  const char* descr = onnx_type == ElemType::kFloat     ? "<f4"
+                      : onnx_type == ElemType::kFloat16 ? "<f2"
+                      : onnx_type == ElemType::kInt32   ? "<i4"
+                      : onnx_type == ElemType::kInt64   ? "<i8"
+                                                        : "|b1";
   std::string shape = "(";
   for (int64_t d : t.shape()) shape += std::to_string(d) + ",";
   if (t.shape().size() > 1) shape.pop_back();
