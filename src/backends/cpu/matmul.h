@@ -1,6 +1,7 @@
-// Internals of the CPU backend's f32 GEMM, shared by the op kernel (matmul.cpp), the microkernels
-// (matmul_kernels.cpp), the packing and key-score transposes (matmul_transpose.cpp), the tuning
-// cache (matmul_tuning.cpp), `volta tune matmul` and the tests.
+// Internals of the CPU backend's f32 GEMM, shared by the op kernel (matmul.cpp; bf16 / f16
+// weights: matmul_half.cpp), the microkernels (matmul_kernels.cpp, matmul_half_kernels.cpp), the
+// packing and key-score transposes (matmul_transpose.cpp), the tuning cache (matmul_tuning.cpp),
+// `volta tune matmul` and the tests.
 //
 // Contract of every path: each element of C is one chain of fused multiply-adds in k order,
 // starting from +0; a K block continues the chain from the value stored in C. So the bits do not

@@ -9,10 +9,6 @@
 #include <new>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/parallel.h"
@@ -21,37 +17,6 @@
 namespace volta::cpu {
 
 namespace {
-
-void widen_scalar(bool bf16, const uint16_t* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-// GCC 12's widening intrinsics pass _mm512_undefined as the (unused) merge source, which
-// -Wmaybe-uninitialized reports once inlined.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f"))) void widen_avx512(bool bf16, const uint16_t* src, float* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    const __m512 f = bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
-    _mm512_storeu_ps(dst + i, f);
-  }
-  widen_scalar(bf16, src + i, dst + i, n - i);
-}
-
-__attribute__((target("avx2,f16c"))) void widen_avx2(bool bf16, const uint16_t* src, float* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    const __m256 f = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
-    _mm256_storeu_ps(dst + i, f);
-  }
-  widen_scalar(bf16, src + i, dst + i, n - i);
-}
-#pragma GCC diagnostic pop
-#endif
 
 struct Geometry {
   int64_t rows, N, K;  // C is [rows, N] against one [K, N] weight
@@ -82,16 +47,6 @@ float* task_scratch(int64_t floats) {
 constexpr int64_t kTaskCols = 128;  // columns of C per decode task: the wide small tile's width
 
 }  // namespace
-
-void widen_half(MatmulIsa isa, bool bf16, const uint16_t* src, float* dst, int64_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool f16c = __builtin_cpu_supports("f16c");
-  if (isa == MatmulIsa::kAvx512) return widen_avx512(bf16, src, dst, n);
-  if (isa == MatmulIsa::kAvx2 && f16c) return widen_avx2(bf16, src, dst, n);
-#endif
-  (void)isa;
-  widen_scalar(bf16, src, dst, n);
-}
 
 size_t matmul_half_workspace_bytes(const ir::Graph& g, const ir::Node& node) {
   if (node.inputs.size() < 2 || !is_half(g.node(node.inputs[1]).type.dtype)) return 0;

@@ -12,55 +12,15 @@
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/matmul_tile.h"
 
 namespace volta::cpu {
 
 namespace {
 
-// Register tiles. AVX-512: 12 x 32 = 24 zmm accumulators + 2 for B + 1 broadcast of the 32
-// registers. AVX2: 6 x 16 = 12 ymm accumulators + 2 + 1 of 16. The small-M (decode) tiles use
-// 4 vectors per row so a single row still has 4 independent FMA chains to hide the latency.
-constexpr int kAvx512Rows = 12, kAvx512Vecs = 2;
-constexpr int kAvx2Rows = 6, kAvx2Vecs = 2;
-// Small-M tiles, wide (8 vectors: long contiguous reads of B) and half as wide (run_small_tile with
-// wide = false; the driver currently uses the wide ones and the one-row edge kernels).
-constexpr int kWideVecs = 8, kAvx512WideRows = 2, kAvx2WideRows = 1;
-constexpr int kHalfVecs = 4, kAvx512HalfRows = 4, kAvx2HalfRows = 2;
-constexpr int kScalarRows = 4, kScalarCols = 16;
+using namespace tile;  // NOLINT: the tile sizes and vector helpers of matmul_tile.h
 
 #ifdef VOLTA_MATMUL_X86
-
-template <int W>
-struct VecOf {
-  typedef float type __attribute__((vector_size(4 * W)));
-};
-
-// acc + a * b rounded once, spelled out: whether a compiler contracts `acc += x * b` into an
-// FMA is its choice (g++ 13 left some uncontracted where g++ 12 did not), and the bits of the
-// chain must not depend on it.
-VOLTA_TARGET_AVX512 inline VecOf<16>::type fmadd(VecOf<16>::type a, VecOf<16>::type b,
-                                                                         VecOf<16>::type c) {
-  return std::bit_cast<VecOf<16>::type>(
-      _mm512_fmadd_ps(std::bit_cast<__m512>(a), std::bit_cast<__m512>(b), std::bit_cast<__m512>(c)));
-}
-VOLTA_TARGET_AVX2 inline VecOf<8>::type fmadd(VecOf<8>::type a, VecOf<8>::type b, VecOf<8>::type c) {
-  return std::bit_cast<VecOf<8>::type>(
-      _mm256_fmadd_ps(std::bit_cast<__m256>(a), std::bit_cast<__m256>(b), std::bit_cast<__m256>(c)));
-}
-
-// x in every lane, as a broadcast. `V{} + x` would also add +0 (the compiler must keep the add:
-// it turns a -0 into +0), one more vector op per FMA row, which held the 12 x 32 tile to about
-// half of the FMA peak.
-template <int W>
-inline typename VecOf<W>::type splat(float x);
-template <>
-VOLTA_TARGET_AVX512 inline VecOf<16>::type splat<16>(float x) {
-  return std::bit_cast<VecOf<16>::type>(_mm512_set1_ps(x));
-}
-template <>
-VOLTA_TARGET_AVX2 inline VecOf<8>::type splat<8>(float x) {
-  return std::bit_cast<VecOf<8>::type>(_mm256_set1_ps(x));
-}
 
 // C[R, NV * W] = or += A[R, k] @ B[k, NV * W]. Inlined into each ISA's entry, whose target
 // attribute decides the registers the vectors live in.
@@ -263,95 +223,6 @@ constexpr std::array<MaskedRowFn, sizeof...(V)> masked_avx2_table(std::integer_s
 constexpr auto kAvx512MaskedRow = masked_avx512_table(std::make_integer_sequence<int, kWideVecs>());
 constexpr auto kAvx2MaskedRow = masked_avx2_table(std::make_integer_sequence<int, kWideVecs>());
 
-// ---- Small-M tiles on bf16 / f16 weights (run_small_half_tile) -------------------------------
-// tile_body's decode tile with B read at 2 bytes per value and widened in registers (exact), so
-// each element is the same FMA chain as the f32 tile on the widened weights.
-
-// GCC 12's widening intrinsics pass _mm512_undefined as the (unused) merge source, which
-// -Wmaybe-uninitialized reports once inlined.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-VOLTA_TARGET_AVX512 inline __m512 widen16(const uint16_t* p, bool bf16) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
-}
-#define VOLTA_TARGET_AVX2_F16C __attribute__((target("avx2,fma,f16c")))
-VOLTA_TARGET_AVX2_F16C inline __m256 widen8(const uint16_t* p, bool bf16) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
-}
-
-struct Avx512HalfOps {
-  using V = VecOf<16>::type;
-  VOLTA_TARGET_AVX512 V widen(const uint16_t* p, bool bf16) const { return std::bit_cast<V>(widen16(p, bf16)); }
-  VOLTA_TARGET_AVX512 V fma(V x, V b, V c) const { return fmadd(x, b, c); }
-};
-struct Avx2HalfOps {
-  using V = VecOf<8>::type;
-  VOLTA_TARGET_AVX2_F16C V widen(const uint16_t* p, bool bf16) const { return std::bit_cast<V>(widen8(p, bf16)); }
-  VOLTA_TARGET_AVX2_F16C V fma(V x, V b, V c) const {
-    return std::bit_cast<V>(_mm256_fmadd_ps(std::bit_cast<__m256>(x), std::bit_cast<__m256>(b), std::bit_cast<__m256>(c)));
-  }
-};
-
-template <typename V, int W, int R, int NV, bool BF16, typename Ops>
-[[gnu::always_inline]] inline void half_tile_body(const TileArgs& t, Ops ops) {
-  V acc[R][NV];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < NV; ++j) {
-      acc[r][j] = V{};
-      if (t.accumulate) std::memcpy(&acc[r][j], t.c + r * t.ldc + j * W, sizeof(V));
-    }
-  const float* a = t.a;
-  const auto* b = reinterpret_cast<const uint16_t*>(t.b);
-  for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
-    V bv[NV];
-#pragma GCC unroll 16
-    for (int j = 0; j < NV; ++j) bv[j] = ops.widen(b + j * W, BF16);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const V x = splat<W>(a[r * t.a_rs]);
-#pragma GCC unroll 16
-      for (int j = 0; j < NV; ++j) acc[r][j] = ops.fma(x, bv[j], acc[r][j]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < NV; ++j) std::memcpy(t.c + r * t.ldc + j * W, &acc[r][j], sizeof(V));
-}
-
-template <int R, int NV, bool BF16>
-VOLTA_TARGET_AVX512 void half_tile_avx512(const TileArgs& t) {
-  half_tile_body<VecOf<16>::type, 16, R, NV, BF16>(t, Avx512HalfOps{});
-}
-template <int R, int NV, bool BF16>
-VOLTA_TARGET_AVX2_F16C void half_tile_avx2(const TileArgs& t) {
-  half_tile_body<VecOf<8>::type, 8, R, NV, BF16>(t, Avx2HalfOps{});
-}
-#pragma GCC diagnostic pop
-// The wide and the half-width decode tiles, as run_small_tile has them: [bf16][rows - 1].
-template <int NV, bool BF16, int... R>
-constexpr std::array<TileFn, sizeof...(R)> half_b_avx512(std::integer_sequence<int, R...>) {
-  return {&half_tile_avx512<R + 1, NV, BF16>...};
-}
-template <int NV, bool BF16, int... R>
-constexpr std::array<TileFn, sizeof...(R)> half_b_avx2(std::integer_sequence<int, R...>) {
-  return {&half_tile_avx2<R + 1, NV, BF16>...};
-}
-template <int NV, int Rows>
-struct HalfBTables {
-  static constexpr std::array<TileFn, Rows> avx512[2] = {half_b_avx512<NV, false>(std::make_integer_sequence<int, Rows>()),
-                                                         half_b_avx512<NV, true>(std::make_integer_sequence<int, Rows>())};
-};
-template <int NV, int Rows>
-struct HalfBTablesAvx2 {
-  static constexpr std::array<TileFn, Rows> avx2[2] = {half_b_avx2<NV, false>(std::make_integer_sequence<int, Rows>()),
-                                                       half_b_avx2<NV, true>(std::make_integer_sequence<int, Rows>())};
-};
-
 VOLTA_TARGET_AVX512 void column_edge_avx512(const ColumnEdgeArgs& e) { column_edge_body<__m512>(e, kAvx512Rows, Avx512EdgeOps{}); }
 VOLTA_TARGET_AVX2 void column_edge_avx2(const ColumnEdgeArgs& e) { column_edge_body<__m256>(e, kAvx2Rows, Avx2EdgeOps{}); }
 
@@ -407,23 +278,6 @@ MatmulTile matmul_tile(MatmulIsa isa) {
     case MatmulIsa::kScalar: break;
   }
   return {kScalarRows, kScalarCols};
-}
-
-bool run_small_half_tile(MatmulIsa isa, bool wide, bool bf16, const TileArgs& t) {
-#ifdef VOLTA_MATMUL_X86
-  static const bool f16c = __builtin_cpu_supports("f16c");
-  const auto r = static_cast<size_t>(t.rows - 1);
-  if (isa == MatmulIsa::kAvx512 && t.rows >= 1 && t.rows <= matmul_small_rows(isa, wide)) {
-    (wide ? HalfBTables<kWideVecs, kAvx512WideRows>::avx512[bf16][r] : HalfBTables<kHalfVecs, kAvx512HalfRows>::avx512[bf16][r])(t);
-    return true;
-  }
-  if (isa == MatmulIsa::kAvx2 && f16c && t.rows >= 1 && t.rows <= matmul_small_rows(isa, wide)) {
-    (wide ? HalfBTablesAvx2<kWideVecs, kAvx2WideRows>::avx2[bf16][r] : HalfBTablesAvx2<kHalfVecs, kAvx2HalfRows>::avx2[bf16][r])(t);
-    return true;
-  }
-#endif
-  (void)isa, (void)wide, (void)bf16, (void)t;
-  return false;
 }
 
 int64_t matmul_small_rows(MatmulIsa isa, bool wide) {

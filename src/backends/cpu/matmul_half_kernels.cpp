@@ -1,0 +1,156 @@
+// Decode tiles on bf16 / f16 weights (run_small_half_tile) and the widening of half values
+// (widen_half): the f32 decode tile of matmul_kernels.cpp with B read at 2 bytes per value and
+// widened in registers (exact), so each element is the same FMA chain as the f32 tile on the
+// widened weights.
+#include <array>
+#include <bit>
+#include <cstring>
+#include <utility>
+
+#include "backends/cpu/matmul.h"
+#include "backends/cpu/matmul_tile.h"
+#include "volta/tensor.h"
+
+namespace volta::cpu {
+
+namespace {
+
+using namespace tile;  // NOLINT: the tile sizes and vector helpers of matmul_tile.h
+
+#ifdef VOLTA_MATMUL_X86
+
+using TileFn = void (*)(const TileArgs&);
+
+// GCC 12's widening intrinsics pass _mm512_undefined as the (unused) merge source, which
+// -Wmaybe-uninitialized reports once inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+VOLTA_TARGET_AVX512 inline __m512 widen16(const uint16_t* p, bool bf16) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+}
+#define VOLTA_TARGET_AVX2_F16C __attribute__((target("avx2,fma,f16c")))
+VOLTA_TARGET_AVX2_F16C inline __m256 widen8(const uint16_t* p, bool bf16) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+}
+
+struct Avx512HalfOps {
+  using V = VecOf<16>::type;
+  VOLTA_TARGET_AVX512 V widen(const uint16_t* p, bool bf16) const { return std::bit_cast<V>(widen16(p, bf16)); }
+  VOLTA_TARGET_AVX512 V fma(V x, V b, V c) const { return fmadd(x, b, c); }
+};
+struct Avx2HalfOps {
+  using V = VecOf<8>::type;
+  VOLTA_TARGET_AVX2_F16C V widen(const uint16_t* p, bool bf16) const { return std::bit_cast<V>(widen8(p, bf16)); }
+  VOLTA_TARGET_AVX2_F16C V fma(V x, V b, V c) const {
+    return std::bit_cast<V>(_mm256_fmadd_ps(std::bit_cast<__m256>(x), std::bit_cast<__m256>(b), std::bit_cast<__m256>(c)));
+  }
+};
+
+template <typename V, int W, int R, int NV, bool BF16, typename Ops>
+[[gnu::always_inline]] inline void half_tile_body(const TileArgs& t, Ops ops) {
+  V acc[R][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) {
+      acc[r][j] = V{};
+      if (t.accumulate) std::memcpy(&acc[r][j], t.c + r * t.ldc + j * W, sizeof(V));
+    }
+  const float* a = t.a;
+  const auto* b = reinterpret_cast<const uint16_t*>(t.b);
+  for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
+    V bv[NV];
+#pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) bv[j] = ops.widen(b + j * W, BF16);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V x = splat<W>(a[r * t.a_rs]);
+#pragma GCC unroll 16
+      for (int j = 0; j < NV; ++j) acc[r][j] = ops.fma(x, bv[j], acc[r][j]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) std::memcpy(t.c + r * t.ldc + j * W, &acc[r][j], sizeof(V));
+}
+
+template <int R, int NV, bool BF16>
+VOLTA_TARGET_AVX512 void half_tile_avx512(const TileArgs& t) {
+  half_tile_body<VecOf<16>::type, 16, R, NV, BF16>(t, Avx512HalfOps{});
+}
+template <int R, int NV, bool BF16>
+VOLTA_TARGET_AVX2_F16C void half_tile_avx2(const TileArgs& t) {
+  half_tile_body<VecOf<8>::type, 8, R, NV, BF16>(t, Avx2HalfOps{});
+}
+#pragma GCC diagnostic pop
+// The wide and the half-width decode tiles, as run_small_tile has them: [bf16][rows - 1].
+template <int NV, bool BF16, int... R>
+constexpr std::array<TileFn, sizeof...(R)> half_b_avx512(std::integer_sequence<int, R...>) {
+  return {&half_tile_avx512<R + 1, NV, BF16>...};
+}
+template <int NV, bool BF16, int... R>
+constexpr std::array<TileFn, sizeof...(R)> half_b_avx2(std::integer_sequence<int, R...>) {
+  return {&half_tile_avx2<R + 1, NV, BF16>...};
+}
+template <int NV, int Rows>
+struct HalfBTables {
+  static constexpr std::array<TileFn, Rows> avx512[2] = {half_b_avx512<NV, false>(std::make_integer_sequence<int, Rows>()),
+                                                         half_b_avx512<NV, true>(std::make_integer_sequence<int, Rows>())};
+};
+template <int NV, int Rows>
+struct HalfBTablesAvx2 {
+  static constexpr std::array<TileFn, Rows> avx2[2] = {half_b_avx2<NV, false>(std::make_integer_sequence<int, Rows>()),
+                                                       half_b_avx2<NV, true>(std::make_integer_sequence<int, Rows>())};
+};
+
+#endif  // VOLTA_MATMUL_X86
+
+void widen_scalar(bool bf16, const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+}
+#ifdef VOLTA_MATMUL_X86
+VOLTA_TARGET_AVX512 void widen_avx512(bool bf16, const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, widen16(src + i, bf16));
+  widen_scalar(bf16, src + i, dst + i, n - i);
+}
+VOLTA_TARGET_AVX2_F16C void widen_avx2(bool bf16, const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, widen8(src + i, bf16));
+  widen_scalar(bf16, src + i, dst + i, n - i);
+}
+#endif
+}  // namespace
+
+void widen_half(MatmulIsa isa, bool bf16, const uint16_t* src, float* dst, int64_t n) {
+#ifdef VOLTA_MATMUL_X86
+  static const bool f16c = __builtin_cpu_supports("f16c");
+  if (isa == MatmulIsa::kAvx512) return widen_avx512(bf16, src, dst, n);
+  if (isa == MatmulIsa::kAvx2 && f16c) return widen_avx2(bf16, src, dst, n);
+#endif
+  (void)isa;
+  widen_scalar(bf16, src, dst, n);
+}
+
+bool run_small_half_tile(MatmulIsa isa, bool wide, bool bf16, const TileArgs& t) {
+#ifdef VOLTA_MATMUL_X86
+  static const bool f16c = __builtin_cpu_supports("f16c");
+  const auto r = static_cast<size_t>(t.rows - 1);
+  if (isa == MatmulIsa::kAvx512 && t.rows >= 1 && t.rows <= matmul_small_rows(isa, wide)) {
+    (wide ? HalfBTables<kWideVecs, kAvx512WideRows>::avx512[bf16][r] : HalfBTables<kHalfVecs, kAvx512HalfRows>::avx512[bf16][r])(t);
+    return true;
+  }
+  if (isa == MatmulIsa::kAvx2 && f16c && t.rows >= 1 && t.rows <= matmul_small_rows(isa, wide)) {
+    (wide ? HalfBTablesAvx2<kWideVecs, kAvx2WideRows>::avx2[bf16][r] : HalfBTablesAvx2<kHalfVecs, kAvx2HalfRows>::avx2[bf16][r])(t);
+    return true;
+  }
+#endif
+  (void)isa, (void)wide, (void)bf16, (void)t;
+  return false;
+}
+
+
+}  // namespace volta::cpu
