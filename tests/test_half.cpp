@@ -163,7 +163,7 @@ TEST(HalfWeights, CpuMatmulHasTheBitsOfTheF32KernelOnTheWidenedWeights) {
     for (cpu::MatmulIsa isa : isas) {
       cpu::set_matmul_isa_override(isa);
       for (DType half : {DType::bf16, DType::f16}) {
-        for (int64_t m : {1, 2, 3, 5, 8, 9, 40})  // decode shapes up to 8 rows, the packed path past them
+        for (int64_t m : {1, 2, 3, 5, 8, 9, 16, 17, 40})  // decode shapes up to 16 rows, the packed path past them
           for (int64_t nn : {1, 17, 65, 128, 200})
             for (int64_t k : {1, 16, 67}) check({{m, k}, {k, nn}, false, false}, half);
         check({{3, 4, 32}, {32, 130}, false, false}, half);      // rows of a batch: one decode product

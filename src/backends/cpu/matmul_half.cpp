@@ -1,9 +1,9 @@
 // bf16 / f16 weights for the CPU matmul. Weights are read at half the bytes and widened to f32
 // (exact) before the f32 microkernels see them, so every element of C has the bits the f32
 // kernel gives on the widened weights: one FMA chain in k order, accumulated in f32. Decode
-// shapes (M <= 8 against one [K, N] weight) widen each task's columns into per-thread scratch,
-// which stays in L2 while the weights stream from memory at 2 bytes each; other shapes widen
-// the whole weight into the node's workspace once per run and take the f32 path.
+// shapes (M <= 16 against one [K, N] weight) read whole tiles of half weights and widen them in
+// registers, right edges through per-thread scratch; other shapes widen the whole weight into
+// the node's workspace once per run and take the f32 path.
 #include <algorithm>
 #include <memory>
 #include <new>
@@ -18,6 +18,11 @@ namespace volta::cpu {
 
 namespace {
 
+constexpr int64_t kTaskCols = 128;  // columns of C per decode task: the wide small tile's width
+// Rows the decode path takes: up to 16 (four passes of the half-width tile over the weights), where
+// the f32 kernel packs past 8: widening the whole weight and packing it again cost more.
+constexpr int64_t kHalfSmallM = 16;
+
 struct Geometry {
   int64_t rows, N, K;  // C is [rows, N] against one [K, N] weight
   bool small;          // the decode path
@@ -26,7 +31,7 @@ struct Geometry {
 Geometry geometry(const Shape& as, const Shape& bs, const Shape& os, const ir::AttrsOf<ir::Op::Matmul>& at) {
   Geometry g{1, os.back(), bs[bs.size() - 2], false};
   for (size_t i = 0; i + 1 < os.size(); ++i) g.rows *= os[i];
-  g.small = bs.size() == 2 && !at.transpose_a && !at.transpose_b && as.size() >= 2 && g.rows <= kGemmSmallM;
+  g.small = bs.size() == 2 && !at.transpose_a && !at.transpose_b && as.size() >= 2 && g.rows <= kHalfSmallM;
   return g;
 }
 
@@ -43,8 +48,6 @@ float* task_scratch(int64_t floats) {
   }
   return buf.get();
 }
-
-constexpr int64_t kTaskCols = 128;  // columns of C per decode task: the wide small tile's width
 
 }  // namespace
 
