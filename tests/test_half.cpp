@@ -15,17 +15,6 @@
 namespace volta {
 namespace {
 
-uint32_t bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-float from_bits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-
 // The nearest of the two neighbours in double, ties to the even one: an oracle that shares no
 // code with the bit tricks of f32_to_bf16 / f32_to_f16.
 template <typename Widen>
@@ -43,14 +32,14 @@ std::vector<float> probe_values() {
   for (int i = 0; i < 200000; ++i) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     const auto b = static_cast<uint32_t>(s >> 32);
-    if ((b & 0x7f800000u) != 0x7f800000u) v.push_back(from_bits(b));  // finite
+    if ((b & 0x7f800000u) != 0x7f800000u) v.push_back(std::bit_cast<float>(b));  // finite
   }
   return v;
 }
 
 TEST(HalfDtypes, Bf16RoundsToNearestEvenAndWidensExactly) {
   for (float x : probe_values()) {
-    const uint32_t b = bits(x);
+    const uint32_t b = std::bit_cast<uint32_t>(x);
     const auto lo = static_cast<uint16_t>(b >> 16);  // truncation toward zero
     const uint16_t got = f32_to_bf16(x);
     if ((lo & 0x7fffu) == 0x7f7fu && (b & 0xffffu) >= 0x8000u) {  // past the largest finite: infinity or it
@@ -58,11 +47,11 @@ TEST(HalfDtypes, Bf16RoundsToNearestEvenAndWidensExactly) {
       continue;
     }
     EXPECT_EQ(got, nearest(x, lo, static_cast<uint16_t>(lo + 1), bf16_to_f32)) << x;
-    EXPECT_EQ(bits(bf16_to_f32(got)) & 0xffffu, 0u);
+    EXPECT_EQ(std::bit_cast<uint32_t>(bf16_to_f32(got)) & 0xffffu, 0u);
   }
   EXPECT_EQ(f32_to_bf16(std::numeric_limits<float>::infinity()), 0x7f80u);
   EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
-  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(from_bits(0x7f800001u)))));  // a NaN whose payload is all dropped bits
+  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(std::bit_cast<float>(0x7f800001u)))));  // a NaN whose payload is all dropped bits
 }
 
 TEST(HalfDtypes, F16RoundTripsEveryValueAndRoundsToNearestEven) {
@@ -104,7 +93,7 @@ TEST(HalfDtypes, EveryIsaWidensEveryBitPatternAsTheScalarCode) {
       cpu::widen_half(isa, bf, all.data() + 3, got.data(), static_cast<int64_t>(all.size()) - 3);  // unaligned, a tail
       for (size_t i = 3; i < all.size(); ++i) {
         const float want = bf ? bf16_to_f32(all[i]) : f16_to_f32(all[i]);
-        ASSERT_EQ(bits(got[i - 3]), bits(want)) << cpu::matmul_isa_name(isa) << (bf ? " bf16 " : " f16 ") << i;
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i - 3]), std::bit_cast<uint32_t>(want)) << cpu::matmul_isa_name(isa) << (bf ? " bf16 " : " f16 ") << i;
       }
     }
   }

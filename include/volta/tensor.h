@@ -1,6 +1,7 @@
 // dtypes, shapes and host tensors with 64-byte aligned storage.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -28,12 +29,7 @@ inline bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
 // Conversions of the 16-bit storage dtypes, exact where the value fits: widening is exact;
 // narrowing rounds to nearest even, keeps infinities, turns a NaN into a quiet NaN of the same
 // sign, and (f16) overflows to infinity and rounds into subnormals.
-inline float bf16_to_f32(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  __builtin_memcpy(&f, &bits, 4);
-  return f;
-}
+inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 uint16_t f32_to_bf16(float f);
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);

@@ -1,8 +1,8 @@
 // `volta eval --checkpoint CKPT --data FILE`: validation loss of a TinyLM checkpoint.
-#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "model/generate.h"
 #include "train/lm.h"
 
 namespace volta::cli {
@@ -41,10 +41,7 @@ Action add_eval(CLI::App& app, GlobalFlags& global) {
     if (weights != DType::f32) {
       VOLTA_ASSIGN_OR_RETURN(narrowed, task->store_weights_as(weights));
     }
-    for (auto& [name, t] : ck.state.params) {  // exact widening of stored half weights, then as the plan reads them
-      const bool half = std::find(narrowed.begin(), narrowed.end(), name) != narrowed.end();
-      t = narrow_to(widen_to_f32(t), half ? weights : DType::f32);
-    }
+    ck.state.params = model::params_as(std::move(ck.state.params), narrowed, weights);
     VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &task->forward()));
     State params(rt.backend());  // uploaded once for all the batches
     VOLTA_RETURN_IF_ERROR(params.put_all(ck.state.params, plan::MemClass::Param));

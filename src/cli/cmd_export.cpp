@@ -4,7 +4,6 @@
 // `volta export --checkpoint CKPT --safetensors OUT [--weights bf16|f16]`: an inference
 // checkpoint: the params without optimizer state, the matmul weights in the asked dtype (BF16 /
 // F16 tensors any safetensors reader opens); generate, eval and bench read it.
-#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -23,22 +22,14 @@ struct ExportFlags {
   int64_t batch = 1;
   int64_t seq = 0;  // 0: the model's context
 };
-Bindings widen_all(Bindings params) {
-  for (auto& [name, t] : params) t = widen_to_f32(t);
-  return params;
-}
-
 Status export_safetensors(const ExportFlags& f) {
   VOLTA_RETURN_IF_ERROR(io::check_output_path(f.safetensors, "--safetensors", {f.checkpoint}));
   VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f.checkpoint));
   VOLTA_ASSIGN_OR_RETURN(const DType weights, weights_flag(f.weights, train::stored_weights(ck)));
   VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, model::matmul_weights(ck.recipe.model));
+  ck.state.params = model::params_as(std::move(ck.state.params), matmul, weights);
   size_t bytes = 0;
-  for (auto& [name, t] : ck.state.params) {
-    const bool half = std::find(matmul.begin(), matmul.end(), name) != matmul.end();
-    t = narrow_to(widen_to_f32(t), half ? weights : DType::f32);
-    bytes += t.bytes();
-  }
+  for (const auto& [name, t] : ck.state.params) bytes += t.bytes();
   ck.state.slots.clear();
   VOLTA_RETURN_IF_ERROR(io::save_checkpoint(train::to_checkpoint(ck), f.safetensors));
   std::printf("wrote %s: %zu params, %zu bytes, matmul weights %s, no optimizer state\n", f.safetensors.c_str(),
@@ -63,7 +54,7 @@ Action add_export(CLI::App& app, GlobalFlags&) {
     if (!f->weights.empty()) return invalid_argument("--weights applies to --safetensors (the ONNX model is f32)");
     VOLTA_RETURN_IF_ERROR(io::check_output_path(f->onnx, "--onnx", {f->checkpoint}));
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
-    ck.state.params = widen_all(ck.state.params);
+    ck.state.params = model::params_as(std::move(ck.state.params), {}, DType::f32);  // the ONNX model is f32
     const model::TinyLMConfig& c = ck.recipe.model;
     const int64_t seq = f->seq == 0 ? c.context : f->seq;
     if (f->batch < 1 || f->batch > 4096) return invalid_argument("--batch must be in [1, 4096], got " + std::to_string(f->batch));

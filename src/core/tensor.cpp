@@ -1,3 +1,4 @@
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,21 +41,8 @@ Result<DType> parse_dtype(std::string_view name) {
   return invalid_argument("unknown dtype '" + std::string(name) + "' (expected f32, i32, i64, bf16 or f16)");
 }
 
-namespace {
-uint32_t bits_of(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-float float_of(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-}  // namespace
-
 uint16_t f32_to_bf16(float f) {
-  const uint32_t b = bits_of(f);
+  const uint32_t b = std::bit_cast<uint32_t>(f);
   if ((b & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((b >> 16) | 0x0040u);  // quiet NaN
   // Round to nearest even: add 0x7fff plus the lowest kept bit; a carry into the exponent is the
   // correct rounding up (to infinity past the largest finite bf16).
@@ -65,15 +53,15 @@ float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
   // Inf, or NaN made quiet with its payload kept (as the F16C instructions widen it).
-  if (exp == 0x1f) return float_of(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0u));
-  if (exp != 0) return float_of(sign | ((exp + 112) << 23) | (man << 13));
+  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0u));
+  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112) << 23) | (man << 13));
   // Zero or subnormal: man * 2^-24, exact in f32.
   const float v = static_cast<float>(man) * 0x1p-24f;
   return sign ? -v : v;
 }
 
 uint16_t f32_to_f16(float f) {
-  const uint32_t b = bits_of(f);
+  const uint32_t b = std::bit_cast<uint32_t>(f);
   const auto sign = static_cast<uint16_t>((b >> 16) & 0x8000u);
   const uint32_t a = b & 0x7fffffffu;
   if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // quiet NaN
@@ -84,7 +72,7 @@ uint16_t f32_to_f16(float f) {
   }
   // Subnormal or zero in f16: the value in units of 2^-24, rounded to nearest even. a < 2^-14,
   // so the scaling by 2^24 is exact and the conversion to an integer rounds once.
-  const float units = float_of(a) * 0x1p24f;
+  const float units = std::bit_cast<float>(a) * 0x1p24f;
   const auto whole = static_cast<uint32_t>(units);
   const float frac = units - static_cast<float>(whole);
   const uint32_t q = whole + (frac > 0.5f || (frac == 0.5f && (whole & 1u)) ? 1u : 0u);

@@ -59,6 +59,14 @@ Result<std::vector<std::string>> matmul_weights(const TinyLMConfig& c) {
   return names;
 }
 
+Bindings params_as(Bindings params, const std::vector<std::string>& matmul, DType weights) {
+  for (auto& [name, t] : params) {
+    const bool half = std::find(matmul.begin(), matmul.end(), name) != matmul.end();
+    t = narrow_to(widen_to_f32(t), half ? weights : DType::f32);
+  }
+  return params;
+}
+
 Result<ir::Graph> Generator::with_weights(Result<ir::Graph> g) const {
   if (!g.is_ok() || weights_ == DType::f32) return g;
   return passes::store_weights_as(*g, weights_);
@@ -79,13 +87,9 @@ Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bi
   }
   Generator gen(rt, c, weights);
   VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, matmul_weights(c));
-  for (const ir::Node& n : g.nodes) {
-    if (n.op != ir::Op::Param) continue;
-    const bool half = std::find(matmul.begin(), matmul.end(), n.name) != matmul.end();
-    // Half weights from an inference checkpoint are widened (exact) or converted as asked.
-    VOLTA_RETURN_IF_ERROR(gen.state_.put(n.name, narrow_to(widen_to_f32(params.at(n.name)), half ? weights : DType::f32),
-                                         plan::MemClass::Param));
-  }
+  const Bindings held = params_as(params, matmul, weights);
+  for (const ir::Node& n : g.nodes)
+    if (n.op == ir::Op::Param) VOLTA_RETURN_IF_ERROR(gen.state_.put(n.name, held.at(n.name), plan::MemClass::Param));
   return gen;
 }
 

@@ -68,6 +68,10 @@ class Generator {
 // The params inference reads only as matmul weights, which `--weights bf16 | f16` stores so
 // (every block's matrices and the llama head; not the GPT's tied embedding).
 Result<std::vector<std::string>> matmul_weights(const TinyLMConfig& c);
+// `params` as plans built for `weights` read them: those named in `matmul` (matmul_weights, or
+// the names store_weights_as returned) in `weights`, every other one in f32. Stored half values
+// (an inference checkpoint) are widened exactly first.
+Bindings params_as(Bindings params, const std::vector<std::string>& matmul, DType weights);
 
 // Picks a token from one row of logits: argmax at temperature 0, else a draw with uniform `u`
 // from the temperature / top-k / top-p distribution (computed in double).

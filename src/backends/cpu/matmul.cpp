@@ -77,7 +77,7 @@ int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 // before reading it, so leftovers from earlier tasks never reach a result.
 class Scratch {
  public:
-  enum Slot { kA, kB, kEdge, kSharedB, kSlots };
+  enum Slot { kA, kB, kEdge, kSharedB, kHalfWeights, kSlots };
   float* get(Slot slot, int64_t floats) {
     const auto n = static_cast<size_t>(floats);
     if (cap_[slot] < n) {
@@ -308,7 +308,7 @@ void small_block_transposed_b(MatmulIsa isa, MatView A, MatView B, float* C, int
   small_blocks(isa, A, {bt, ld, 1}, C, ldc, M, cols, K, /*padded=*/true);
 }
 
-constexpr int64_t kSmallM = kGemmSmallM;      // decode-like shapes (batch <= 8): a row-major B read in place
+constexpr int64_t kSmallM = 8;                // decode-like shapes (batch <= 8): a row-major B read in place
 constexpr int64_t kSmallTaskCols = 128;       // columns of C per small-M task...
 constexpr double kSmallSplitFlops = 1 << 17;  // ...unless the product is smaller: then one task
 constexpr int64_t kMinTasks = 4;        // enough tasks to share out over a few threads...
@@ -423,6 +423,8 @@ void gemm_small(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int6
                 bool padded) {
   small_blocks(isa, A, B, C, ldc, M, cols, K, padded);
 }
+
+float* half_weights_scratch(int64_t floats) { return t_scratch.get(Scratch::kHalfWeights, floats); }
 
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node) {
   // The kernel packs into per-thread buffers and needs no workspace. It still reserves the

@@ -55,12 +55,14 @@ struct MatView {
 void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
           int64_t K);
 
-// The small-M path (decode shapes, M <= 8) of gemm for one task's columns: C[M, cols] (row
-// stride ldc) = A @ B[:, cols] with a row-major B read in place; `padded`: B's rows are readable
-// (zeros) up to the next whole vector past cols.
+// The small-M path of gemm (decode shapes; any M, four rows per pass over B) for one task's
+// columns: C[M, cols] (row stride ldc) = A @ B[:, cols] with a row-major B read in place;
+// `padded`: B's rows are readable (zeros) up to the next whole vector past cols.
 void gemm_small(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K,
                 bool padded);
-constexpr int64_t kGemmSmallM = 8;  // rows the small-M path takes at most
+// This thread's buffer (64-byte aligned, at least `floats` long, one of the packing buffers) for
+// the widened right edge of a decode task on half weights (matmul_half.cpp).
+float* half_weights_scratch(int64_t floats);
 
 // dst[i] = the f32 value of bf16 or f16 (`bf16`) src[i] for i < n, exactly, with the ISA's
 // conversions (F16C, AVX-512) where it has them.

@@ -5,8 +5,6 @@
 // registers, right edges through per-thread scratch; other shapes widen the whole weight into
 // the node's workspace once per run and take the f32 path.
 #include <algorithm>
-#include <memory>
-#include <new>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
@@ -33,20 +31,6 @@ Geometry geometry(const Shape& as, const Shape& bs, const Shape& os, const ir::A
   for (size_t i = 0; i + 1 < os.size(); ++i) g.rows *= os[i];
   g.small = bs.size() == 2 && !at.transpose_a && !at.transpose_b && as.size() >= 2 && g.rows <= kHalfSmallM;
   return g;
-}
-
-// Per-thread scratch for one task's widened columns, 64-byte aligned, grown on demand.
-float* task_scratch(int64_t floats) {
-  struct Free {
-    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
-  thread_local std::unique_ptr<float, Free> buf;
-  thread_local int64_t cap = 0;
-  if (cap < floats) {
-    buf.reset(static_cast<float*>(::operator new[](static_cast<size_t>(floats) * sizeof(float), std::align_val_t{64})));
-    cap = floats;
-  }
-  return buf.get();
 }
 
 }  // namespace
@@ -97,7 +81,7 @@ Status matmul_half_weights(const KernelArgs& a) {
                                      .ldc = g.N, .accumulate = false});
     if (n0 == end) return;
     const int64_t cols = end - n0, ld = (cols + nw - 1) / nw * nw;  // rows padded with zeros to whole vectors
-    float* b = task_scratch(g.K * ld);
+    float* b = half_weights_scratch(g.K * ld);
     for (int64_t k = 0; k < g.K; ++k) {
       widen_half(isa, bf16, src + k * g.N + n0, b + k * ld, cols);
       std::fill(b + k * ld + cols, b + (k + 1) * ld, 0.0f);
