@@ -70,6 +70,45 @@ TEST(GradCheck, TransformerBlock) {
   expect_grad("gpt block (every param, 24 elements each)", test::gradcheck_graph(*g, *values, 24));
 }
 
+// Slices that cut an axis into consecutive pieces (in any order of use) give their gradients
+// back as one concat; a gap, an overlap or another reader of the sliced value keeps the zero
+// pads and their sum. Both are checked against finite differences.
+TEST(Autograd, SlicesCuttingAnAxisGiveOneConcat) {
+  struct Case {
+    std::vector<std::pair<int64_t, int64_t>> pieces;  // [start, end) along axis 1, in order of use
+    bool direct_use;                                   // x also read whole
+    bool concat;
+  };
+  const Case cases[] = {{{{3, 6}, {0, 2}, {2, 3}}, false, true},
+                        {{{0, 6}}, false, false},  // one slice of everything: a pad of nothing
+                        {{{0, 2}, {3, 6}}, false, false},
+                        {{{0, 3}, {2, 6}}, false, false},
+                        {{{0, 2}, {2, 6}}, true, false}};
+  for (const Case& c : cases) {
+    auto model = [&](ModelBuilder& b) {
+      Value x = b.param("x", f32({2, 6, 4}), unit());
+      Value y;
+      for (const auto& [start, end] : c.pieces) {
+        Value part = b.reduce_sum(b.tanh(b.slice(x, 1, start, end)), {1});  // [2, 4]
+        y = y.valid() ? b.add(b.mul(y, part), part) : part;
+      }
+      return c.direct_use ? b.add(y, b.reduce_sum(b.exp(x), {1})) : y;
+    };
+    const std::string what = "slices " + std::to_string(c.pieces.size()) + (c.concat ? " (concat)" : " (pads)");
+    ModelBuilder b;
+    b.output(b.reduce_sum(model(b), {0, 1}));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto gg = autograd::build_backward(*g);
+    ASSERT_OK(gg);
+    EXPECT_EQ(gg->graph.nodes_of(ir::Op::Concat).size(), c.concat ? 1u : 0u) << what;
+    EXPECT_EQ(gg->graph.nodes_of(ir::Op::Pad).empty(), c.concat) << what;
+    ModelBuilder check;
+    const Value y = model(check);
+    expect_grad(what, gradcheck(check, y, {}));
+  }
+}
+
 TEST(Autograd, ForwardGraphIsNeverMutated) {
   auto fwd = ir::load_graph(test::source_path("examples/mlp.vir"));
   ASSERT_OK(fwd);

@@ -1,12 +1,67 @@
 // build_backward: copy the forward graph, seed d loss = 1, walk the nodes in reverse
 // topological order applying each op's rule, and sum the contributions each value receives
-// in that fixed order.
+// in that fixed order. Slices of one value that cut an axis into consecutive pieces (a fused
+// q/k/v projection split into heads) give their gradients back as one concat, not as a zero pad
+// per piece summed: every element is its piece's gradient unchanged, where the pads' sum gives
+// x + 0 (the same but for -0, which becomes +0) after a pass over memory per piece.
+#include <algorithm>
 #include <map>
 
 #include "volta/autograd.h"
 #include "volta/verify.h"
 
 namespace volta::autograd {
+
+namespace {
+
+// One contribution to a value's gradient: a value of its type, or the gradient `v` of a slice of
+// it (`axis`, elements [start, start + length of v)), which still needs its zero padding.
+struct Contribution {
+  Value v;
+  bool slice = false;
+  int64_t axis = 0, start = 0;
+};
+
+Result<Contribution> slice_piece(const ir::Graph& forward, const ir::Node& slice, Value dy) {
+  VOLTA_ASSIGN_OR_RETURN(int64_t axis, slice.attrs.get_int("axis", 0));
+  VOLTA_ASSIGN_OR_RETURN(int64_t start, slice.attrs.get_int("start", 0));
+  const Shape& xs = forward.node(slice.inputs[0]).type.shape;
+  if (axis < 0) axis += static_cast<int64_t>(xs.size());
+  const int64_t dim = xs[static_cast<size_t>(axis)];
+  return Contribution{dy, true, axis, std::clamp(start < 0 ? start + dim : start, int64_t{0}, dim)};
+}
+
+// The gradient of `x` from its contributions: slices that cut one axis into consecutive pieces
+// (each element once) concatenated; otherwise each slice's piece zero-padded, and all summed in
+// arrival order.
+Value sum_contributions(ModelBuilder& b, const ir::Node& x, const std::vector<Contribution>& parts) {
+  auto length = [&](const Contribution& c) { return b.type(c.v).shape[static_cast<size_t>(c.axis)]; };
+  if (parts.size() >= 2 && std::all_of(parts.begin(), parts.end(), [&](const Contribution& c) {
+        return c.slice && c.axis == parts[0].axis;
+      })) {
+    std::vector<Contribution> sorted = parts;
+    std::stable_sort(sorted.begin(), sorted.end(), [](const Contribution& a, const Contribution& c) { return a.start < c.start; });
+    int64_t end = 0;
+    for (const Contribution& c : sorted) end = c.start == end ? end + length(c) : -1;
+    if (end == x.type.shape[static_cast<size_t>(parts[0].axis)]) {
+      std::vector<Value> pieces;
+      for (const Contribution& c : sorted) pieces.push_back(c.v);
+      return b.concat(pieces, parts[0].axis);
+    }
+  }
+  Value sum;
+  for (const Contribution& c : parts) {
+    Value v = c.v;
+    if (c.slice) {
+      const int64_t after = x.type.shape[static_cast<size_t>(c.axis)] - c.start - length(c);
+      v = b.op(ir::Op::Pad, {v}, {{"axis", c.axis}, {"before", c.start}, {"after", after}});
+    }
+    sum = sum.valid() ? b.add(sum, v) : v;
+  }
+  return sum;
+}
+
+}  // namespace
 
 Result<GradientGraph> build_backward(const ir::Graph& forward, const std::string& loss_name) {
   VOLTA_RETURN_IF_ERROR(ir::verify_graph(forward));
@@ -37,31 +92,49 @@ Result<GradientGraph> build_backward(const ir::Graph& forward, const std::string
       for (int32_t in : forward.node(*it).inputs) to_loss[static_cast<size_t>(in)] = true;
 
   ModelBuilder b(forward);
-  std::map<int32_t, Value> grad;  // forward id -> accumulated gradient
-  grad[loss] = b.scalar(1.0f, "grad." + loss_node.name);
+  // forward id -> its gradient's contributions, in arrival order; summed (or concatenated) when
+  // the node is reached, after all its readers.
+  std::map<int32_t, std::vector<Contribution>> pending;
+  std::map<int32_t, Value> grad;  // forward id -> its gradient, once summed
+  pending[loss].push_back({b.scalar(1.0f, "grad." + loss_node.name)});
+  auto gradient = [&](int32_t id) -> Value {
+    auto p = pending.find(id);
+    if (p == pending.end()) return Value{};
+    auto [slot, fresh] = grad.emplace(id, Value{});
+    if (fresh) slot->second = sum_contributions(b, forward.node(id), p->second);
+    return slot->second;
+  };
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const ir::Node node = forward.node(*it);  // a copy: the builder grows the node vector
-    auto g = grad.find(node.id);
-    if (g == grad.end() || ir::is_leaf(node.op)) continue;
+    if (ir::is_leaf(node.op) || !pending.count(node.id)) continue;
     bool any_input_needs = false;
     for (int32_t in : node.inputs) any_input_needs = any_input_needs || from_param[static_cast<size_t>(in)];
     if (!any_input_needs) continue;
-    VOLTA_ASSIGN_OR_RETURN(std::vector<Value> contributions, grad_rule(b, node, Value{node.id}, g->second));
+    const Value dy = gradient(node.id);
+    if (!b.status().is_ok())
+      return Status(b.status().code(), "gradient of " + ir::node_ref(node) + ": " + b.status().message());
+    if (node.op == ir::Op::Slice) {  // kept as a piece: sum_contributions pads it or concatenates
+      const int32_t in = node.inputs[0];
+      if (!from_param[static_cast<size_t>(in)] || !to_loss[static_cast<size_t>(in)]) continue;
+      VOLTA_ASSIGN_OR_RETURN(Contribution piece, slice_piece(forward, node, dy));
+      pending[in].push_back(piece);
+      continue;
+    }
+    VOLTA_ASSIGN_OR_RETURN(std::vector<Value> contributions, grad_rule(b, node, Value{node.id}, dy));
     if (!b.status().is_ok())
       return Status(b.status().code(), "gradient of " + ir::node_ref(node) + ": " + b.status().message());
     for (size_t i = 0; i < node.inputs.size() && i < contributions.size(); ++i) {
       const int32_t in = node.inputs[i];
       if (!contributions[i].valid() || !from_param[static_cast<size_t>(in)] || !to_loss[static_cast<size_t>(in)]) continue;
-      auto [slot, fresh] = grad.emplace(in, contributions[i]);
-      if (!fresh) slot->second = b.add(slot->second, contributions[i]);
+      pending[in].push_back({contributions[i]});
     }
   }
 
   std::vector<std::pair<Value, std::string>> param_grads;
   for (const ir::Node& node : forward.nodes) {
     if (node.op != ir::Op::Param || !from_param[static_cast<size_t>(node.id)]) continue;
-    auto g = grad.find(node.id);
-    Value d = g != grad.end() ? g->second : b.op(ir::Op::Broadcast, {b.scalar(0.0f)}, {{"shape", node.type.shape}});
+    Value d = gradient(node.id);
+    if (!d.valid()) d = b.op(ir::Op::Broadcast, {b.scalar(0.0f)}, {{"shape", node.type.shape}});
     param_grads.emplace_back(d, "grad." + node.name);
     out.params.push_back(node.name);
   }

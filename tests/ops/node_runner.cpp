@@ -82,6 +82,10 @@ Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, cons
   const size_t ws_bytes = be.workspace_bytes(g, n);
   VOLTA_ASSIGN_OR_RETURN(auto ws, be.allocate(ws_bytes));
   VOLTA_ASSIGN_OR_RETURN(auto out_mem, be.allocate(n.type.bytes()));
+  // The output starts as all-ones bytes (a nan in every float), so an element a kernel never
+  // writes shows up instead of passing as the allocator's zero.
+  const std::vector<std::byte> poison(n.type.bytes(), std::byte{0xff});
+  VOLTA_RETURN_IF_ERROR(be.copy_in(out_mem.get(), poison.data(), poison.size()));
   VOLTA_RETURN_IF_ERROR(be.execute(n, up.refs, TensorRef{out_mem.get(), n.type}, std::span<std::byte>(ws.get(), ws_bytes),
                                    be.kernel_info(g, n, level)));
   VOLTA_RETURN_IF_ERROR(be.synchronize());

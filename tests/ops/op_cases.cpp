@@ -194,10 +194,14 @@ std::vector<OpCase> cases_of(Op op) {
     case Op::Slice:
       return {C({f({4, 10, 3})}, A{{"axis", I(1)}, {"start", I(2)}, {"end", I(7)}}),
               C({f({4, 10})}, A{{"axis", I(-1)}, {"start", I(-3)}, {"end", I(10)}}),
-              C({i32({6, 2}, 99)}, A{{"axis", I(0)}, {"start", I(1)}, {"end", I(100)}})};
+              C({i32({6, 2}, 99)}, A{{"axis", I(0)}, {"start", I(1)}, {"end", I(100)}}),
+              // many tasks, cut inside rows (the CPU's are fixed byte ranges of the output)
+              C({f({6, 50, 384})}, A{{"axis", I(2)}, {"start", I(128)}, {"end", I(256)}}),
+              C({f({3, 40000})}, A{{"axis", I(0)}, {"start", I(1)}, {"end", I(3)}})};
     case Op::Concat:
       return {C({f({2, 3, 4}), f({2, 1, 4}), f({2, 5, 4})}, A{{"axis", I(1)}}), C({f({2, 3}), f({4, 3})}),
-              C({i64({2, 2}, 9), i64({2, 3}, 9)}, A{{"axis", I(-1)}})};
+              C({i64({2, 2}, 9), i64({2, 3}, 9)}, A{{"axis", I(-1)}}),
+              C({f({6, 50, 128}), f({6, 50, 100}), f({6, 50, 128})}, A{{"axis", I(-1)}}), C({f({1, 30000}), f({2, 30000})})};
     case Op::Gather:
       return {C({f({5, 4}), i64({3}, 5)}), C({f({2, 5, 3}), i32({2, 2}, 5)}, A{{"axis", I(1)}}),
               C({i32({6}, 50), i32({4}, 6)})};
@@ -247,7 +251,9 @@ std::vector<OpCase> cases_of(Op op) {
       return {C({f({3, 1, 4})}, A{{"shape", V({2, 3, 5, 4})}}), C({i64({1}, 9)}, A{{"shape", V({4, 3})}})};
     case Op::Pad:
       return {C({f({2, 3, 4})}, A{{"axis", I(1)}, {"before", I(2)}, {"after", I(1)}}),
-              C({f({5})}, A{{"axis", I(-1)}, {"before", I(0)}, {"after", I(3)}})};
+              C({f({5})}, A{{"axis", I(-1)}, {"before", I(0)}, {"after", I(3)}}),
+              C({f({6, 50, 128})}, A{{"axis", I(2)}, {"before", I(128)}, {"after", I(128)}}),
+              C({f({2, 30000})}, A{{"axis", I(0)}, {"before", I(1)}, {"after", I(0)}})};
     case Op::Equal: return {C({i32({4, 5}, 3), i32({5}, 3)}), C({distinct({4, 5}), distinct({4, 5})})};
 
     case Op::ReluGrad: return {C({distinct({1000}), f({1000})})};

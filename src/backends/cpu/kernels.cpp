@@ -59,6 +59,9 @@ std::array<KernelEntry, ir::kNumOps> cpu_kernels() {
   set(Op::CrossEntropyGrad, cross_entropy_grad);
   set(Op::ReduceSum, reduce_sum);
   set(Op::Transpose, transpose);
+  set(Op::Slice, slice);
+  set(Op::Pad, pad);
+  set(Op::Concat, concat);
   set(Op::Attention, attention);
   set(Op::AttentionGrad, attention_grad);
   set(Op::Rope, rope);

@@ -114,6 +114,9 @@ bool all_zero(const float* x, int64_t n);
 
 // layout.cpp
 Status transpose(const KernelArgs& a);
+Status slice(const KernelArgs& a);
+Status pad(const KernelArgs& a);
+Status concat(const KernelArgs& a);
 
 // attention.cpp: the same bits as the unfused matmul -> softmax -> matmul and its backward;
 // checked against ref::Attention, ref::AttentionGrad and those compositions. rope on the threads.

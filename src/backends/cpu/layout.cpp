@@ -1,7 +1,10 @@
-// The CPU backend's transpose: permutations that keep the last axis copy whole rows in fixed
-// tasks; others go to the reference kernel.
+// The CPU backend's layout kernels, in fixed tasks over the output:
+// - transpose: permutations that keep the last axis copy whole rows; others go to the reference;
+// - slice, pad and concat along one axis: each output row of the [outer, axis, inner] view is a
+//   list of byte segments (a copy from an input, or zeros), written once each.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
@@ -36,6 +39,93 @@ Status transpose(const KernelArgs& a) {
       std::memcpy(y + static_cast<size_t>(row * inner) * es, x + static_cast<size_t>(off) * es, static_cast<size_t>(inner) * es);
     }
   });
+  return Status::ok();
+}
+
+namespace {
+
+// One piece of an output row: `bytes` copied from src + row * src_row (src == nullptr: zeros).
+struct Segment {
+  const std::byte* src;
+  size_t src_row, bytes;
+};
+
+// Writes `outer` rows, each the concatenation of `segs`, in tasks of about kTaskElements floats'
+// bytes of output cut at fixed byte offsets (so a few huge rows still spread over the threads).
+void write_rows(std::byte* out, int64_t outer, const std::vector<Segment>& segs) {
+  size_t row_bytes = 0;
+  for (const Segment& s : segs) row_bytes += s.bytes;
+  const auto total = static_cast<int64_t>(row_bytes) * outer;
+  if (total == 0) return;
+  parallel_chunks(total, kTaskElements * static_cast<int64_t>(sizeof(float)), [&](int64_t b, int64_t e) {
+    int64_t row = b / static_cast<int64_t>(row_bytes);
+    auto at = static_cast<size_t>(b % static_cast<int64_t>(row_bytes));  // offset in the row
+    for (int64_t pos = b; pos < e; ++row, at = 0) {
+      size_t seg_start = 0;
+      for (const Segment& s : segs) {
+        const size_t seg_end = seg_start + s.bytes;
+        if (at < seg_end && pos < e) {
+          const size_t off = at - seg_start, n = std::min(seg_end - at, static_cast<size_t>(e - pos));
+          std::byte* dst = out + pos;
+          if (s.src) std::memcpy(dst, s.src + static_cast<size_t>(row) * s.src_row + off, n);
+          else std::memset(dst, 0, n);
+          pos += static_cast<int64_t>(n);
+          at += n;
+        }
+        seg_start = seg_end;
+      }
+    }
+  });
+}
+
+int64_t product(const Shape& s, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p *= s[i];
+  return p;
+}
+
+}  // namespace
+
+Status slice(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Slice>(a.node));
+  const Shape& s = a.in[0].shape();
+  VOLTA_ASSIGN_OR_RETURN(const size_t axis, ref::normalize_axis(a.node, at->axis, s.size()));
+  const int64_t dim = s[axis];
+  const int64_t start = std::clamp<int64_t>(at->start < 0 ? at->start + dim : at->start, 0, dim);
+  // The output's extent is the rule's [start, end) length; trusting it keeps copies in bounds.
+  const int64_t len = std::min(a.out.shape()[axis], dim - start);
+  const size_t inner = static_cast<size_t>(product(s, axis + 1, s.size())) * dtype_size(a.out.type.dtype);
+  write_rows(a.out.data, product(s, 0, axis),
+             {{a.in[0].data + static_cast<size_t>(start) * inner, static_cast<size_t>(dim) * inner, static_cast<size_t>(len) * inner}});
+  return Status::ok();
+}
+
+Status pad(const KernelArgs& a) {
+  if (a.out.type.dtype != DType::f32) return ref::Pad(a);
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Pad>(a.node));
+  const Shape& xs = a.in[0].shape();
+  VOLTA_ASSIGN_OR_RETURN(const size_t axis, ref::normalize_axis(a.node, at->axis, xs.size()));
+  const size_t inner = static_cast<size_t>(product(xs, axis + 1, xs.size())) * sizeof(float);
+  const auto in_len = static_cast<size_t>(xs[axis]), out_len = static_cast<size_t>(a.out.shape()[axis]);
+  const auto before = static_cast<size_t>(at->before);
+  if (before + in_len > out_len) return ref::Pad(a);  // the rule fixes out_len; stay on the checked path otherwise
+  write_rows(a.out.data, product(xs, 0, axis),
+             {{nullptr, 0, before * inner}, {a.in[0].data, in_len * inner, in_len * inner},
+              {nullptr, 0, (out_len - before - in_len) * inner}});
+  return Status::ok();
+}
+
+Status concat(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Concat>(a.node));
+  const Shape& os = a.out.shape();
+  VOLTA_ASSIGN_OR_RETURN(const size_t axis, ref::normalize_axis(a.node, at->axis, os.size()));
+  const size_t inner = static_cast<size_t>(product(os, axis + 1, os.size())) * dtype_size(a.out.type.dtype);
+  std::vector<Segment> segs;
+  for (const TensorRef& x : a.in) {
+    const size_t chunk = static_cast<size_t>(x.shape()[axis]) * inner;
+    segs.push_back({x.data, chunk, chunk});
+  }
+  write_rows(a.out.data, product(os, 0, axis), segs);
   return Status::ok();
 }
 
