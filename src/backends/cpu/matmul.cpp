@@ -77,7 +77,7 @@ int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 // before reading it, so leftovers from earlier tasks never reach a result.
 class Scratch {
  public:
-  enum Slot { kA, kB, kEdge, kSharedB, kHalfWeights, kSlots };
+  enum Slot { kA, kB, kEdge, kSharedA, kSharedB, kHalfWeights, kSlots };
   float* get(Slot slot, int64_t floats) {
     const auto n = static_cast<size_t>(floats);
     if (cap_[slot] < n) {
@@ -109,6 +109,18 @@ void pack_a(MatmulIsa isa, MatView A, int64_t rows, int64_t kb, int64_t mr, floa
     }
     for (int64_t p = 0; p < kb; ++p)  // any other strides: write the panel in order
       for (int64_t r = 0; r < h; ++r) dst[p * mr + r] = src[r * A.rs + p * A.cs];
+  }
+}
+
+// A transposed A (A(r, p) at a[p * a_cs + r]) of M rows, K block [p0, p0 + kb) -> panels of `mr`
+// rows (panel i at dst + i * kb, (r, p) at [p * mr + r]), reading the operand one k at a time:
+// the rows of the stored matrix in order, whole.
+VOLTA_ISA_CLONES
+void pack_a_transposed(const float* a, int64_t a_cs, int64_t M, int64_t kb, int64_t mr, float* dst) {
+  for (int64_t p = 0; p < kb; ++p, a += a_cs) {
+    int64_t i = 0;
+    for (; i + mr <= M; i += mr) std::memcpy(dst + i * kb + p * mr, a + i, static_cast<size_t>(mr) * sizeof(float));
+    if (i < M) std::memcpy(dst + i * kb + p * mr, a + i, static_cast<size_t>(M - i) * sizeof(float));
   }
 }
 
@@ -168,8 +180,13 @@ struct PackedB {
 // each K block: pack the task's B columns once (unless packed for all tasks already), then for
 // each mc block of rows pack A and sweep the tiles, each packed B panel (kc x tile cols, L1)
 // against the A panels (mc x kc, L2).
+struct PackedA {
+  const float* data = nullptr;  // K block at p0 starts at data + p0 * ld; this task's panels at row0 * kb
+  int64_t ld = 0, row0 = 0;
+};
+
 void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, const PackedB& shared, float* C,
-                  int64_t ldc, int64_t rows, int64_t cols, int64_t K) {
+                  int64_t ldc, int64_t rows, int64_t cols, int64_t K, const PackedA& sa = {}) {
   const MatmulTile tile = matmul_tile(isa);
   const int64_t kc = std::min(bl.kc, K);
   const int64_t mc = std::min(round_up(bl.mc, tile.rows), round_up(rows, tile.rows));
@@ -198,7 +215,10 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
       const int64_t mrows = std::min(mc, rows - i0);
       MatView a{A.data + i0 * A.rs + p0 * A.cs, A.rs, A.cs};
       int64_t panel_stride = tile.rows * a.rs;  // from one tile's rows to the next
-      if (pack_a_rows) {
+      if (sa.data) {
+        a = {sa.data + p0 * sa.ld + (sa.row0 + i0) * kb, 1, tile.rows};
+        panel_stride = tile.rows * kb;
+      } else if (pack_a_rows) {
         pack_a(isa, a, mrows, kb, tile.rows, ap);
         a = {ap, 1, tile.rows};
         panel_stride = tile.rows * kb;
@@ -314,6 +334,7 @@ constexpr double kSmallSplitFlops = 1 << 17;  // ...unless the product is smalle
 constexpr int64_t kMinTasks = 4;        // enough tasks to share out over a few threads...
 constexpr double kSplitFlops = 1 << 20;  // ...for problems big enough to be worth it
 constexpr int64_t kMaxSharedB = int64_t{1} << 23;  // floats of B packed for all tasks at most (32 MiB)
+constexpr int64_t kMaxSharedA = int64_t{1} << 23;  // and of a transposed A
 constexpr int64_t kSharedPackPanels = 4;           // panels of B per task of that packing pass
 
 // One matrix product of a batch.
@@ -388,13 +409,28 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   const bool share_b = tm > 1 && count * ld * K <= kMaxSharedB;
   float* shared = share_b ? t_scratch.get(Scratch::kSharedB, count * ld * K) : nullptr;
   if (share_b) pack_shared_b(isa, bl, mats, N, K, ld, shared);
+  // A transposed A read by several tasks: packed once for all, in a pass of its own that reads
+  // each K block's rows of the stored matrix in order. Read in place (as before when one task
+  // reads it), such an operand is fetched in short pieces 4 KiB or more apart; when it is cold
+  // (the weight gradient's activation, written long before) the cost of that is a third of the
+  // product.
+  const MatView A0 = mats[0].A;
+  const int64_t mr = matmul_tile(isa).rows, lda = round_up(M, mr), kc = std::min(bl.kc, K);
+  const bool share_a = count == 1 && tm * tn > 1 && A0.rs == 1 && A0.cs != 1 && lda * K <= kMaxSharedA;
+  float* shared_a = share_a ? t_scratch.get(Scratch::kSharedA, lda * K) : nullptr;
+  if (share_a)
+    parallel_for(ceil_div(K, kc), [&](int64_t b) {
+      const int64_t p0 = b * kc;
+      pack_a_transposed(A0.data + p0 * A0.cs, A0.cs, M, std::min(kc, K - p0), mr, shared_a + p0 * lda);
+    });
   parallel_for(count * tm * tn, [&](int64_t t) {
     const int64_t mat = t / (tm * tn);
     const GemmOperands& g = mats[static_cast<size_t>(mat)];
     const int64_t m0 = (t / tn % tm) * mb, n0 = t % tn * nb;
     const PackedB pb = share_b ? PackedB{shared + mat * ld * K, ld, n0} : PackedB{};
     packed_block(isa, bl, {g.A.data + m0 * g.A.rs, g.A.rs, g.A.cs}, {g.B.data + n0 * g.B.cs, g.B.rs, g.B.cs}, pb,
-                 g.C + m0 * ldc + n0, ldc, std::min(mb, M - m0), std::min(nb, N - n0), K);
+                 g.C + m0 * ldc + n0, ldc, std::min(mb, M - m0), std::min(nb, N - n0), K,
+                 share_a ? PackedA{shared_a, lda, m0} : PackedA{});
   });
 }
 
