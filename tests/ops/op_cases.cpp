@@ -190,7 +190,9 @@ std::vector<OpCase> cases_of(Op op) {
       return {C({f({2, 3, 4})}, A{{"shape", V({6, 4})}}), C({i64({2, 3, 4}, 99)}, A{{"shape", V({-1, 2})}})};
     case Op::Transpose:
       return {C({f({2, 3, 4, 5})}, A{{"perm", V({0, 2, 1, 3})}}), C({f({2, 3, 4})}, A{{"perm", V({2, 0, 1})}}),
-              C({i64({3, 4}, 99)}, A{{"perm", V({1, 0})}})};
+              C({i64({3, 4}, 99)}, A{{"perm", V({1, 0})}}),
+              // a head split: rows of the last axis over several tasks (the CPU walks them by odometer)
+              C({f({3, 50, 4, 8})}, A{{"perm", V({0, 2, 1, 3})}}), C({f({7, 3, 20, 5})}, A{{"perm", V({2, 1, 0, 3})}})};
     case Op::Slice:
       return {C({f({4, 10, 3})}, A{{"axis", I(1)}, {"start", I(2)}, {"end", I(7)}}),
               C({f({4, 10})}, A{{"axis", I(-1)}, {"start", I(-3)}, {"end", I(10)}}),

@@ -29,14 +29,25 @@ Status transpose(const KernelArgs& a) {
   const int64_t rows = ref::count(outer);
   const std::byte* x = a.in[0].data;
   std::byte* y = a.out.data;
+  const size_t row_bytes = static_cast<size_t>(inner) * es;
   parallel_for((rows + 255) / 256, [&](int64_t t) {
-    for (int64_t row = t * 256; row < std::min(rows, (t + 1) * 256); ++row) {
-      int64_t rem = row, off = 0;
+    // The source offset of the task's first row, then an odometer over the outer dims.
+    const int64_t r0 = t * 256, r1 = std::min(rows, r0 + 256);
+    std::vector<int64_t> idx(outer.size());
+    int64_t rem = r0, off = 0;
+    for (size_t d = outer.size(); d-- > 0;) {
+      idx[d] = rem % outer[d];
+      off += idx[d] * st[d];
+      rem /= outer[d];
+    }
+    for (int64_t row = r0; row < r1; ++row) {
+      std::memcpy(y + static_cast<size_t>(row) * row_bytes, x + static_cast<size_t>(off) * es, row_bytes);
       for (size_t d = outer.size(); d-- > 0;) {
-        off += (rem % outer[d]) * st[d];
-        rem /= outer[d];
+        off += st[d];
+        if (++idx[d] < outer[d]) break;
+        off -= st[d] * outer[d];
+        idx[d] = 0;
       }
-      std::memcpy(y + static_cast<size_t>(row * inner) * es, x + static_cast<size_t>(off) * es, static_cast<size_t>(inner) * es);
     }
   });
   return Status::ok();

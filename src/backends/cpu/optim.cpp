@@ -15,7 +15,9 @@ using namespace vec;
 
 namespace {
 
-constexpr int64_t kChunk = 16384;  // elements per task; a multiple of the lane count
+constexpr int64_t kChunk = 16384;       // elements per task of the norm (its partial sums); a multiple of the lanes
+constexpr int64_t kUpdateChunk = 4096;  // per task of the updates, whose elements are independent: a
+                                        // 128 x 128 weight is four tasks, not one
 
 VOLTA_VEC_INLINE Vec vsqrt(Vec v) {
   float l[kLanes];
@@ -66,10 +68,10 @@ float squares_chunk(const float* x, int64_t n) {
   });
 }
 
-// f(begin, length) over fixed chunks of kChunk elements.
+// f(begin, length) over fixed chunks of `chunk` elements.
 template <typename F>
-void for_chunks(int64_t n, F&& f) {
-  parallel_chunks(n, kChunk, [&](int64_t b, int64_t e) { f(b, e - b); });
+void for_chunks(int64_t n, F&& f, int64_t chunk = kChunk) {
+  parallel_chunks(n, chunk, [&](int64_t b, int64_t e) { f(b, e - b); });
 }
 
 }  // namespace
@@ -96,7 +98,7 @@ Status fast_optimizer_update(const optim::UpdateStep& u, const TensorRef& param,
       for_chunks(n, [&](int64_t b, int64_t len) {
         sgd_chunk(static_cast<float>(u.lr), static_cast<float>(u.weight_decay), static_cast<float>(u.momentum),
                   static_cast<float>(u.grad_scale), p + b, g + b, buf ? buf + b : nullptr, len);
-      });
+      }, kUpdateChunk);
       return Status::ok();
     }
     case optim::Kind::Adam:
@@ -116,7 +118,7 @@ Status fast_optimizer_update(const optim::UpdateStep& u, const TensorRef& param,
                        static_cast<float>(1.0 - std::pow(u.beta1, static_cast<double>(u.t))),
                        static_cast<float>(1.0 - std::pow(u.beta2, static_cast<double>(u.t))),
                        decoupled};
-      for_chunks(n, [&](int64_t b, int64_t len) { adam_chunk(k, p + b, g + b, m + b, v + b, len); });
+      for_chunks(n, [&](int64_t b, int64_t len) { adam_chunk(k, p + b, g + b, m + b, v + b, len); }, kUpdateChunk);
       return Status::ok();
     }
   }

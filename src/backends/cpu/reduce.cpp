@@ -76,7 +76,8 @@ Status reduce_sum(const KernelArgs& a) {
     chunk_rows(outer, R, [&](int64_t o) { out[o] = row_sum(x + o * R, R); });
     return Status::ok();
   }
-  constexpr int64_t kCols = 256;  // output columns per task
+  // Output columns per task: a [rows, 128] sum (a norm's or bias's gradient) is two tasks, not one.
+  constexpr int64_t kCols = 64;
   const int64_t col_tasks = (inner + kCols - 1) / kCols;
   parallel_for(outer * col_tasks, [&](int64_t t) {
     const int64_t o = t / col_tasks, j0 = (t % col_tasks) * kCols;
