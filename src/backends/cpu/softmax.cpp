@@ -50,12 +50,18 @@ void softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale
     if (!as_log) store_n(y + c, e, std::min(kLanes, C - c));
   }
   const float sum = hsum(acc);
+  // Whole groups up to the row's end, not partial ones up to `valid` (a partial load or store
+  // goes through memory lane by lane): the lanes past `valid` get z = -inf, or 0 * inv, and are
+  // overwritten below anyway.
   if (as_log) {
     const float shift = mx + std::log(sum);
-    for (int64_t c = 0; c < valid; c += kLanes) store_n(y + c, z(c) - splat(shift), std::min(kLanes, valid - c));
+    for (int64_t c = 0; c < valid; c += kLanes) store_n(y + c, z(c) - splat(shift), std::min(kLanes, C - c));
   } else {
     const float inv = 1.0f / sum;
-    map(y, y, valid, 0.0f, [&](Vec v) { return v * splat(inv); });
+    for (int64_t c = 0; c < valid; c += kLanes) {
+      const int64_t k = std::min(kLanes, C - c);
+      store_n(y + c, load_n(y + c, k, 0.0f) * splat(inv), k);
+    }
   }
   std::fill(y + valid, y + C, as_log ? ninf : 0.0f);  // masked entries stay exact whatever the row holds
 }

@@ -50,20 +50,24 @@ VOLTA_VEC_INLINE void store_part(float* p, Vec v, int64_t m) {
 
 VOLTA_VEC_INLINE Vec vmax(Vec a, Vec b) { return a > b ? a : b; }
 
-// Fixed pairwise trees over the 16 lanes.
+// Fixed pairwise trees over the 16 lanes: lane i meets lane i + 8, then i + 4, i + 2, i + 1.
+// Written with half-width shuffles rather than through memory: a row kernel's scalar reads of a
+// vector it had just stored stalled on store forwarding.
+typedef float Vec8 __attribute__((vector_size(32)));
+typedef float Vec4 __attribute__((vector_size(16)));
+typedef float Vec2 __attribute__((vector_size(8)));
 VOLTA_VEC_INLINE float hsum(Vec v) {
-  float l[kLanes];
-  store(l, v);
-  for (int w = kLanes / 2; w >= 1; w /= 2)
-    for (int i = 0; i < w; ++i) l[i] += l[i + w];
-  return l[0];
+  const Vec8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const Vec4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  const Vec2 c = __builtin_shufflevector(b, b, 0, 1) + __builtin_shufflevector(b, b, 2, 3);
+  return c[0] + c[1];
 }
 VOLTA_VEC_INLINE float hmax(Vec v) {
-  float l[kLanes];
-  store(l, v);
-  for (int w = kLanes / 2; w >= 1; w /= 2)
-    for (int i = 0; i < w; ++i) l[i] = l[i] > l[i + w] ? l[i] : l[i + w];
-  return l[0];
+  auto pick = [](auto x, auto y) { return x > y ? x : y; };  // lane-wise, as the scalar l[i] > l[i + w] ? l[i] : l[i + w]
+  const Vec8 a = pick(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
+  const Vec4 b = pick(__builtin_shufflevector(a, a, 0, 1, 2, 3), __builtin_shufflevector(a, a, 4, 5, 6, 7));
+  const Vec2 c = pick(__builtin_shufflevector(b, b, 0, 1), __builtin_shufflevector(b, b, 2, 3));
+  return c[0] > c[1] ? c[0] : c[1];
 }
 
 // exp(x): x = n ln2 + r with n = round(x / ln2), |r| <= ln2/2, exp(r) by a degree-7 Taylor
