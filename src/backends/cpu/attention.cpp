@@ -109,9 +109,13 @@ void keys_by_rows(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, const f
 void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, const float* q, const float* k, int64_t S, float* p) {
   const int64_t T = at.T, D = at.D;
   const MatmulBlocking bl = matmul_blocking_for(isa, T, S, D);
+  // kᵀ packed once for all row blocks (each reads its first keys_seen columns).
+  thread_local std::vector<float> kt;
+  kt.resize(static_cast<size_t>(matmul_packed_b_floats(isa, S, D)));
+  pack_b_once(isa, bl, {k, 1, D}, S, D, kt.data());
   for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
     const int64_t i1 = std::min(T, i0 + kCausalRows);
-    gemm(isa, bl, {q + i0 * D, D, 1}, {k, 1, D}, p + i0 * S, S, i1 - i0, keys_seen(at, i1, S), D);
+    gemm_packed_b(isa, bl, {q + i0 * D, D, 1}, kt.data(), S, p + i0 * S, S, i1 - i0, keys_seen(at, i1, S), D);
   }
   for (int64_t i = 0; i < T; ++i)
     softmax_row(p + i * S, p + i * S, S, at.causal ? i + at.offset + 1 : S, static_cast<float>(at.scale), false);

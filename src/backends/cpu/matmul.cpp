@@ -460,6 +460,25 @@ void gemm_small(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int6
   small_blocks(isa, A, B, C, ldc, M, cols, K, padded);
 }
 
+int64_t matmul_packed_b_floats(MatmulIsa isa, int64_t N, int64_t K) { return round_up(N, matmul_tile(isa).cols) * K; }
+
+void pack_b_once(MatmulIsa isa, const MatmulBlocking& bl, MatView B, int64_t N, int64_t K, float* dst) {
+  const int64_t nr = matmul_tile(isa).cols, ld = round_up(N, nr), kc = std::min(std::max<int64_t>(bl.kc, 1), K);
+  for (int64_t p0 = 0; p0 < K; p0 += kc)  // PackedB's layout: K block at p0 * ld, its panels side by side
+    pack_b(isa, {B.data + p0 * B.rs, B.rs, B.cs}, std::min(kc, K - p0), N, nr, dst + p0 * ld);
+}
+
+void gemm_packed_b(MatmulIsa isa, const MatmulBlocking& bl, MatView A, const float* packed_b, int64_t N_packed, float* C,
+                   int64_t ldc, int64_t M, int64_t n, int64_t K) {
+  if (M == 0 || n == 0) return;
+  if (K == 0) {
+    for (int64_t m = 0; m < M; ++m) std::fill_n(C + m * ldc, n, 0.0f);
+    return;
+  }
+  const MatmulBlocking b{std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
+  packed_block(isa, b, A, {nullptr, 0, 0}, PackedB{packed_b, round_up(N_packed, matmul_tile(isa).cols), 0}, C, ldc, M, n, K);
+}
+
 float* half_weights_scratch(int64_t floats) { return t_scratch.get(Scratch::kHalfWeights, floats); }
 
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node) {

@@ -55,6 +55,15 @@ struct MatView {
 void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
           int64_t K);
 
+// B[K, N] packed once for several products that each read its first columns (a causal
+// attention group's keys, against blocks of query rows): pack_b_once fills `dst` (at least
+// matmul_packed_b_floats(isa, N, K) floats) for blocking `bl`; gemm_packed_b then computes
+// C[M, n] = A @ B[:, :n] for any n <= N on the calling thread alone, with the bits of gemm.
+int64_t matmul_packed_b_floats(MatmulIsa isa, int64_t N, int64_t K);
+void pack_b_once(MatmulIsa isa, const MatmulBlocking& bl, MatView B, int64_t N, int64_t K, float* dst);
+void gemm_packed_b(MatmulIsa isa, const MatmulBlocking& bl, MatView A, const float* packed_b, int64_t N_packed, float* C,
+                   int64_t ldc, int64_t M, int64_t n, int64_t K);
+
 // The small-M path of gemm (decode shapes; any M, four rows per pass over B) for one task's
 // columns: C[M, cols] (row stride ldc) = A @ B[:, cols] with a row-major B read in place;
 // `padded`: B's rows are readable (zeros) up to the next whole vector past cols.
