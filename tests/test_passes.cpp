@@ -526,6 +526,83 @@ TEST(Passes, FusedMatmulEpilogueHasTheBitsOfTheUnfusedGraph) {
   EXPECT_EQ(with_act, 0u);
 }
 
+// gelu_grad(x, matmul(a, b)) folds into the matmul (activation gelu_grad, x its third input)
+// with the bits of the unfused pair, on every ISA, thread count and product path (the packed
+// tasks, a small-M product, a batch of products); in a training graph it is the MLP's backward.
+TEST(Passes, GeluGradFoldsIntoTheMatmulThatMakesItsGradient) {
+  struct Case {
+    Shape a, b;
+    bool transpose_b;
+  };
+  const std::vector<Case> cases = {{{3, 50, 24}, {40, 24}, true}, {{2, 24}, {24, 40}, false}, {{4, 30, 16}, {4, 16, 70}, false}};
+  for (const Case& c : cases) {
+    ModelBuilder b("gelu_grad");
+    Value a = b.input("a", {DType::f32, c.a});
+    Value w = b.input("w", {DType::f32, c.b});
+    Value dy = b.matmul(a, w, "dy", false, c.transpose_b);
+    Value x = b.input("x", b.type(dy));
+    b.output(b.op(ir::Op::GeluGrad, {x, dy}, {}, "dx"));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto values = random_inputs(*g, 5);
+    ASSERT_OK(values);
+    Tensor first;
+    for (auto isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512}) {
+      if (!cpu::matmul_isa_supported(isa)) continue;
+      cpu::set_matmul_isa_override(isa);
+      for (bool fuse : {true, false})
+        for (int threads : {1, 2}) {
+          set_cpu_threads(threads);
+          Runtime rt(make_cpu_backend());
+          CompileOptions opts;
+          if (!fuse) opts.pipeline.disabled = {"fuse_matmul_epilogue"};
+          auto plan = rt.compile(*g, opts);
+          ASSERT_OK(plan);
+          const auto matmuls = (*plan)->graph.nodes_of(ir::Op::Matmul);
+          ASSERT_EQ(matmuls.size(), 1u);
+          EXPECT_EQ((*plan)->graph.nodes_of(ir::Op::GeluGrad).size(), fuse ? 0u : 1u);
+          EXPECT_EQ((*plan)->graph.node(matmuls[0]).attrs.get_string("activation", "none").value(), fuse ? "gelu_grad" : "none");
+          auto out = rt.run(**plan, *values);
+          ASSERT_OK(out);
+          if (!first.defined()) first = (*out)[0];
+          EXPECT_TRUE(first.bitwise_equal((*out)[0])) << shape_to_string(c.a) << " isa " << cpu::matmul_isa_name(isa)
+                                                      << " fuse " << fuse << " threads " << threads;
+        }
+    }
+    cpu::set_matmul_isa_override(std::nullopt);
+    set_cpu_threads(0);
+  }
+  // The MLP's backward: d hidden comes from a matmul whose one reader is gelu_grad.
+  ModelBuilder b("mlp");
+  Value x = b.input("x", {DType::f32, {6, 8}});
+  Value h = b.gelu(b.matmul(x, b.param("w1", {DType::f32, {8, 16}}), "mm1"));
+  Value y = b.matmul(h, b.param("w2", {DType::f32, {16, 5}}), "mm2");
+  b.output(b.mse(y, b.input("t", {DType::f32, {6, 5}})));
+  auto g = b.build();
+  ASSERT_OK(g);
+  auto train = autograd::build_backward(*g);
+  ASSERT_OK(train);
+  auto t = passes::run_pipeline(train->graph, {});
+  ASSERT_OK(t);
+  EXPECT_TRUE(t->nodes_of(ir::Op::GeluGrad).empty()) << ir::print_graph(*t);
+  size_t folded = 0;
+  for (const ir::Node& n : t->nodes)
+    folded += n.op == ir::Op::Matmul && n.attrs.get_string("activation", "none").value() == "gelu_grad";
+  EXPECT_EQ(folded, 1u);
+  // A gelu_grad epilogue whose third input is not x of the result's type is an error.
+  auto bad = ir::parse_graph(R"(graph g {
+  %a: f32[4,8] = input()
+  %w: f32[8,3] = input()
+  %x: f32[3] = input()
+  %y = matmul(%a, %w, %x) {activation="gelu_grad"}
+  return %y
+})",
+                             "test");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("activation gelu_grad needs x f32[4,3] as the third input, got f32[3]"), std::string::npos)
+      << bad.status().message();
+}
+
 // fuse_elementwise: a tree of elementwise ops becomes one node with the bits of the unfused
 // chain (every thread count); a value read twice, a graph output and a broadcast intermediate
 // stay outside the tree; a bad program names the op.

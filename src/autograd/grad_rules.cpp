@@ -153,6 +153,8 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
       VOLTA_ASSIGN_OR_RETURN(int64_t ta, at.get_int("transpose_a", 0));
       VOLTA_ASSIGN_OR_RETURN(int64_t tb, at.get_int("transpose_b", 0));
       VOLTA_ASSIGN_OR_RETURN(std::string act, at.get_string("activation", "none"));
+      if (act == "gelu_grad")
+        return invalid_argument("[matmul] the gelu_grad epilogue is a backward op: it has no gradient " + ir::node_ref(n));
       const bool has_bias = x.size() == 3;
       // The epilogue first: dz, the gradient at the matmul (+ bias) before the activation,
       // recomputed when there is one.

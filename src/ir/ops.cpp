@@ -39,14 +39,19 @@ Result<TensorType> infer_matmul(std::span<const TensorType> in, const Attrs& att
   Shape out = *batch;
   out.push_back(m);
   out.push_back(n);
-  if (in.size() == 3) {
+  VOLTA_ASSIGN_OR_RETURN(std::string act, tagged(op, attrs.get_string("activation", "none")));
+  if (act != "none" && act != "relu" && act != "gelu" && act != "gelu_grad")
+    return fail(op, "attribute 'activation' must be \"none\", \"relu\", \"gelu\" or \"gelu_grad\", got \"" + act + "\"");
+  const TensorType result{DType::f32, out};
+  if (act == "gelu_grad") {  // the third input is gelu's x, of the result's type
+    if (in.size() != 3 || in[2] != result)
+      return fail(op, "activation gelu_grad needs x " + result.to_string() + " as the third input" +
+                          (in.size() == 3 ? ", got " + in[2].to_string() : ""));
+  } else if (in.size() == 3) {
     VOLTA_RETURN_IF_ERROR(require_f32(op, in[2], "bias"));
     if (in[2].shape != Shape{n}) return fail(op, "bias must be [" + std::to_string(n) + "] (one per column), got " + in[2].to_string());
   }
-  VOLTA_ASSIGN_OR_RETURN(std::string act, tagged(op, attrs.get_string("activation", "none")));
-  if (act != "none" && act != "relu" && act != "gelu")
-    return fail(op, "attribute 'activation' must be \"none\", \"relu\" or \"gelu\", got \"" + act + "\"");
-  return TensorType{DType::f32, out};
+  return result;
 }
 
 Result<TensorType> infer_binary(Op op, std::span<const TensorType> in) {

@@ -1,11 +1,15 @@
 // Folds a matmul's elementwise epilogue into it:
 //   add(matmul(a, b), bias) or add(bias, matmul(a, b))  ->  matmul(a, b, bias)
 //   relu(matmul(...)) / gelu(matmul(...))              ->  matmul(...) {activation}
+//   gelu_grad(x, matmul(a, b))                         ->  matmul(a, b, x) {activation=gelu_grad}
 // where bias is an f32 [N] vector (N: the matmul's columns; a [1, ..., 1, N] one is reshaped, a
 // view) and gelu is the erf form. Only when
 // the matmul is the one (live) reader's input, so nothing else needs the value that disappears:
-// a training graph's gelu_grad reads the pre-activation, so there only the bias is folded.
-// The CPU kernel applies the epilogue with the bits of the unfused kernels.
+// a training graph's gelu_grad reads the pre-activation, so there only the bias is folded into
+// the forward matmul; the backward's gelu_grad folds into the matmul that makes its dy (the MLP's
+// d hidden), which then never reaches memory as a whole tensor.
+// The CPU kernel applies the epilogue with the bits of the unfused kernels, on each task's block
+// of the product while it is in cache.
 #include "rewrite.h"
 #include "volta/passes.h"
 
@@ -66,6 +70,18 @@ Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g) {
         fused.inputs = {ab[0], ab[1], bias_id};  // the old matmul loses its reader
         break;
       }
+    } else if (y.op == ir::Op::GeluGrad) {
+      auto approx = y.attrs.get_string("approximate", "none");
+      const ir::Node& m = out.node(y.inputs[1]);
+      if (!approx.is_ok() || *approx != "none" || !plain_matmul(m) || m.inputs.size() != 2 || !readers.one(m.id) ||
+          m.type != y.type || out.node(y.inputs[0]).type != y.type)
+        continue;
+      const int32_t x = y.inputs[0];
+      const std::vector<int32_t> ab = m.inputs;
+      y.op = ir::Op::Matmul;
+      y.attrs = m.attrs;
+      y.attrs.set("activation", std::string("gelu_grad"));
+      y.inputs = {ab[0], ab[1], x};  // the old matmul loses its reader
     } else if (y.op == ir::Op::Relu || y.op == ir::Op::Gelu) {
       auto approx = y.attrs.get_string("approximate", "none");
       const ir::Node& m = out.node(y.inputs[0]);

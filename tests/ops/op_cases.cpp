@@ -86,6 +86,12 @@ std::vector<OpCase> cases_of(Op op) {
           needs("matmul.epilogue", C({f({3, 50, 20}), f({20, 30}), f({30})}, A{{"activation", S("gelu")}}, 1e-5)),
           needs("matmul.epilogue",
                 C({f({2, 20, 7}), f({30, 7}), f({30})}, A{{"transpose_b", I(1)}, {"activation", S("relu")}}, 1e-5)),
+          // x of gelu_grad, times the product: the MLP's backward (many tasks), a small-M product
+          needs("matmul.epilogue", no_grad(C({f({3, 50, 20}), f({90, 20}), f({3, 50, 90})},
+                                             A{{"transpose_b", I(1)}, {"activation", S("gelu_grad")}}, 2e-5),
+                                           "a backward op")),
+          needs("matmul.epilogue",
+                no_grad(C({f({3, 20}), f({20, 30}), f({3, 30})}, A{{"activation", S("gelu_grad")}}, 2e-5), "a backward op")),
           C({f({300, 37}), f({37, 333})}, {}, 1e-5),  // many tiles, ragged edges, a k tail
           C({f({16, 64, 40}), f({16, 40, 50})}, {}, 1e-5),
       };

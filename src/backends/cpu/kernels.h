@@ -84,6 +84,7 @@ Status silu_grad(const KernelArgs& a);
 Status swiglu(const KernelArgs& a);
 Status swiglu_grad(const KernelArgs& a);
 void gelu_erf(const float* x, float* y, int64_t n);
+void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n);  // gelu_grad's, out may be dy
 
 // softmax.cpp. The rows: softmax / log_softmax of scale * x over the first `valid` of C entries
 // (the rest 0 / -inf), and the softmax gradient dx = scale * y * (dy - sum(dy y)).

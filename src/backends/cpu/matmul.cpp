@@ -392,11 +392,14 @@ void pack_shared_b(MatmulIsa isa, const MatmulBlocking& bl, std::span<const Gemm
 }
 
 void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M,
-                int64_t N, int64_t K) {
+                int64_t N, int64_t K, const MatmulEpilogue* ep = nullptr) {
   if (M == 0 || N == 0) return;
+  if (ep && !ep->active()) ep = nullptr;
   if (K == 0) {  // an empty sum
-    for (const GemmOperands& g : mats)
+    for (const GemmOperands& g : mats) {
       for (int64_t m = 0; m < M; ++m) std::fill_n(g.C + m * ldc, N, 0.0f);
+      if (ep) ep->apply(g.C, M, N);
+    }
     return;
   }
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
@@ -412,6 +415,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
       const int64_t cols = std::min(task_cols, N - n0);
       if (g.B.cs == 1) small_blocks(isa, g.A, {g.B.data + n0, g.B.rs, 1}, g.C + n0, ldc, M, cols, K);
       else small_block_transposed_b(isa, g.A, {g.B.data + n0 * g.B.cs, 1, g.B.cs}, g.C + n0, ldc, M, cols, K);
+      if (ep) ep->apply(g.C + n0, M, cols);
     });
     return;
   }
@@ -445,6 +449,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
     packed_block(isa, bl, {g.A.data + m0 * g.A.rs, g.A.rs, g.A.cs}, {g.B.data + n0 * g.B.cs, g.B.rs, g.B.cs}, pb,
                  g.C + m0 * ldc + n0, ldc, std::min(mb, M - m0), std::min(nb, N - n0), K,
                  share_a ? PackedA{shared_a, lda, m0} : PackedA{});
+    if (ep) ep->apply(g.C + m0 * ldc + n0, std::min(mb, M - m0), std::min(nb, N - n0));
   });
 }
 
@@ -464,9 +469,26 @@ Result<Dims> dims_of(const ir::Node& node, const Shape& as, const Shape& os) {
 }  // namespace
 
 void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
-          int64_t K) {
+          int64_t K, const MatmulEpilogue* ep) {
   const GemmOperands g{A, B, C};
-  gemm_batch(isa, bl, std::span(&g, 1), ldc, M, N, K);
+  gemm_batch(isa, bl, std::span(&g, 1), ldc, M, N, K, ep);
+}
+
+void MatmulEpilogue::apply(float* c, int64_t rows, int64_t cols) const {
+  const int64_t off = c - out, col0 = N > 0 ? off % N : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = c + r * N;
+    if (bias)
+      for (int64_t j = 0; j < cols; ++j) row[j] = row[j] + bias[col0 + j];
+    switch (act) {
+      case Act::kNone: break;
+      case Act::kRelu:
+        for (int64_t j = 0; j < cols; ++j) row[j] = std::isnan(row[j]) ? row[j] : (row[j] > 0.0f ? row[j] : 0.0f);
+        break;
+      case Act::kGelu: gelu_erf(row, row, cols); break;
+      case Act::kGeluGrad: gelu_erf_grad(pre + off + r * N, row, row, cols); break;
+    }
+  }
 }
 
 void gemm_small(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K,
@@ -505,24 +527,29 @@ size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node) {
   return f32_bytes + matmul_half_workspace_bytes(g, node);
 }
 
-// The fused epilogue: the bias added to every row, then relu / gelu, with the bits of the
-// unfused add and relu / gelu kernels (float adds, the same gelu row kernel). Rows in tasks of
-// about 16384 elements.
-Status matmul_epilogue(const KernelArgs& a, int64_t N) {
+Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N) {
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
   const std::string& act = at->activation;
-  const float* bias = a.in.size() > 2 ? a.in[2].as<const float>() : nullptr;
-  if ((!bias && act == "none") || N == 0) return Status::ok();
+  MatmulEpilogue ep;
+  ep.act = act == "relu"        ? MatmulEpilogue::Act::kRelu
+           : act == "gelu"      ? MatmulEpilogue::Act::kGelu
+           : act == "gelu_grad" ? MatmulEpilogue::Act::kGeluGrad
+                                : MatmulEpilogue::Act::kNone;
+  if (a.in.size() > 2) (ep.act == MatmulEpilogue::Act::kGeluGrad ? ep.pre : ep.bias) = a.in[2].as<const float>();
+  if (ep.act == MatmulEpilogue::Act::kGeluGrad && !ep.pre)
+    return internal_error("[matmul] the gelu_grad epilogue needs its x input " + ir::node_ref(a.node));
+  ep.out = a.out.as<const float>();
+  ep.N = N;
+  return ep;
+}
+
+// The epilogue over the whole output, after the product (the paths that do not apply it per
+// task): rows in tasks of about 16384 elements.
+Status matmul_epilogue(const KernelArgs& a, int64_t N) {
+  VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, N));
+  if (!ep.active() || N == 0) return Status::ok();
   float* out = a.out.as<float>();
-  const bool relu = act == "relu", gelu = act == "gelu";
-  parallel_rows(a.out.numel() / N, N, 16384, [&](int64_t r) {
-    float* row = out + r * N;
-    if (bias)
-      for (int64_t j = 0; j < N; ++j) row[j] = row[j] + bias[j];
-    if (relu)
-      for (int64_t j = 0; j < N; ++j) row[j] = std::isnan(row[j]) ? row[j] : (row[j] > 0.0f ? row[j] : 0.0f);
-    if (gelu) gelu_erf(row, row, N);
-  });
+  parallel_rows(a.out.numel() / N, N, 16384, [&](int64_t r) { ep.apply(out + r * N, 1, N); });
   return Status::ok();
 }
 
@@ -532,14 +559,15 @@ Status matmul(const KernelArgs& a) {
   const Shape& bs = a.in[1].shape();
   const Shape& os = a.out.shape();
   VOLTA_ASSIGN_OR_RETURN(const Dims d, dims_of(a.node, as, os));
+  VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, d.N));
   const MatmulIsa isa = matmul_active_isa();
   if (bs.size() == 2 && !d.ta) {  // activations [..., M, K] against one weight: one taller product
     const float* B = a.in[1].as<const float>();
     int64_t rows = d.M;
     for (size_t i = 0; i + 2 < as.size(); ++i) rows *= as[i];
     gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), {a.in[0].as<const float>(), d.K, 1},
-         d.tb ? MatView{B, 1, d.K} : MatView{B, d.N, 1}, a.out.as<float>(), d.N, rows, d.N, d.K);
-    return matmul_epilogue(a, d.N);
+         d.tb ? MatView{B, 1, d.K} : MatView{B, d.N, 1}, a.out.as<float>(), d.N, rows, d.N, d.K, &ep);
+    return Status::ok();
   }
   const Shape batch(os.begin(), os.end() - 2);
   const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
@@ -555,15 +583,15 @@ Status matmul(const KernelArgs& a) {
   const bool b_shared = std::all_of(st[1].begin(), st[1].end(), [](int64_t s) { return s == 0; });
   const int64_t rows = volta::numel(batch) * d.M;
   if (!d.ta && b_shared && a_batch == batch) {
-    gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), av, bv, out, d.N, rows, d.N, d.K);
-    return matmul_epilogue(a, d.N);
+    gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), av, bv, out, d.N, rows, d.N, d.K, &ep);
+    return Status::ok();
   }
   std::vector<GemmOperands> mats;
   ref::for_each_index(batch, st, [&](int64_t, const std::array<int64_t, 3>& off) {
     mats.push_back({{A + off[0], av.rs, av.cs}, {B + off[1], bv.rs, bv.cs}, out + off[2]});
   });
-  gemm_batch(isa, matmul_blocking_for(isa, d.M, d.N, d.K), mats, d.N, d.M, d.N, d.K);
-  return matmul_epilogue(a, d.N);
+  gemm_batch(isa, matmul_blocking_for(isa, d.M, d.N, d.K), mats, d.N, d.M, d.N, d.K, &ep);
+  return Status::ok();
 }
 
 }  // namespace volta::cpu

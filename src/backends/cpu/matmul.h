@@ -50,10 +50,27 @@ struct MatView {
   int64_t rs, cs;
 };
 
+// A matmul node's epilogue, applied by each task of the product to its own block of C as soon
+// as the block is final (while it is still in cache): the bias on every row, then relu, gelu, or
+// gelu_grad (C times gelu'(pre)), each element with the bits of the separate add / relu / gelu /
+// gelu_grad kernels. `out` is the node's whole output, dense rows of N (where a block lies in it
+// says which bias and pre elements are its).
+struct MatmulEpilogue {
+  enum class Act { kNone, kRelu, kGelu, kGeluGrad };
+  Act act = Act::kNone;
+  const float* bias = nullptr;  // [N]
+  const float* pre = nullptr;   // gelu_grad's x, laid out as out
+  const float* out = nullptr;
+  int64_t N = 0;
+  bool active() const { return bias != nullptr || act != Act::kNone; }
+  void apply(float* c, int64_t rows, int64_t cols) const;  // c: a block of out, rows of N apart
+};
+
 // C[M, N] (row stride ldc) = A[M, K] @ B[K, N] on the threads of parallel_for, with the given
-// microkernels and blocking. The task list depends on (M, N, K, blocking) only.
+// microkernels and blocking. The task list depends on (M, N, K, blocking) only. `ep` (when
+// active; C must then lie in its output) is applied to each task's block.
 void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
-          int64_t K);
+          int64_t K, const MatmulEpilogue* ep = nullptr);
 
 // B[K, N] packed once for several products that each read its first columns (a causal
 // attention group's keys, against blocks of query rows): pack_b_once fills `dst` (at least

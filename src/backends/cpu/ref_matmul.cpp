@@ -59,14 +59,17 @@ Status Matmul(const KernelArgs& a) {
       }
     }
   });
-  // The epilogue, as the unfused add and relu / gelu would compute it.
+  // The epilogue, as the unfused add and relu / gelu (or gelu_grad) would compute it.
   const std::string& act = at->activation;
-  const float* bias = a.in.size() > 2 ? in_f32(a, 2) : nullptr;
+  const bool gelu_grad = act == "gelu_grad";
+  const float* bias = a.in.size() > 2 && !gelu_grad ? in_f32(a, 2) : nullptr;
+  const float* pre = gelu_grad ? in_f32(a, 2) : nullptr;
   for (int64_t i = 0; i < a.out.numel(); ++i) {
     double x = out[i];
     if (bias) x = static_cast<float>(ir::scalar_binary<ir::Op::Add>(x, static_cast<double>(bias[i % N])));
     if (act == "relu") x = ir::scalar_unary<ir::Op::Relu>(x);
     if (act == "gelu") x = ir::gelu_erf(x);
+    if (gelu_grad) x = ir::gelu_erf_derivative(static_cast<double>(pre[i])) * x;
     out[i] = static_cast<float>(x);
   }
   return Status::ok();

@@ -182,6 +182,11 @@ Status unary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& 
 Status matmul(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, cudaStream_t stream) {
   VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(n));
+  // This backend has no `matmul.epilogue` feature (the pass that writes one is off for it); a
+  // hand-written bias or activation is refused rather than dropped.
+  if (in.size() > 2 || at->activation != "none")
+    return unimplemented(prefix(n) + "a bias or activation epilogue has no CUDA kernel (write the add / activation "
+                                     "as separate ops) " + ir::node_ref(n));
   const int64_t ta = at->transpose_a, tb = at->transpose_b;
   const Shape& as = in[0].shape();
   const Shape& bs = in[1].shape();
