@@ -162,13 +162,13 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   for (const auto& p : passes::pipeline()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
                                              "fuse_attention", "fuse_attention_training", "fuse_matmul_epilogue",
-                                             "fuse_elementwise", "eliminate_dead_code"}));
+                                             "fuse_norm_param_grad", "fuse_elementwise", "eliminate_dead_code"}));
   passes::PipelineOptions opts;
   EXPECT_EQ(passes::pipeline_signature(opts),
             "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,fuse_attention_training,"
-            "fuse_matmul_epilogue,fuse_elementwise,eliminate_dead_code");
+            "fuse_matmul_epilogue,fuse_norm_param_grad,fuse_elementwise,eliminate_dead_code");
   opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_attention_training",
-                   "fuse_matmul_epilogue", "fuse_elementwise"};
+                   "fuse_matmul_epilogue", "fuse_norm_param_grad", "fuse_elementwise"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
   opts.disabled = {"no_such_pass"};
   EXPECT_ERROR_CONTAINS(passes::run_pipeline(parse("graph g {\n %x: f32[1] = input()\n return %x\n}\n"), opts),
@@ -601,6 +601,50 @@ TEST(Passes, GeluGradFoldsIntoTheMatmulThatMakesItsGradient) {
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("activation gelu_grad needs x f32[4,3] as the third input, got f32[3]"), std::string::npos)
       << bad.status().message();
+}
+
+// A norm's parameter gradients (layer_norm with and without beta, rms_norm) fold into one
+// norm_param_grad with the bits of the unfused nodes, at 1 and 2 threads.
+TEST(Passes, NormParamGradsFoldWithTheBitsOfTheUnfusedNodes) {
+  for (int variant = 0; variant < 3; ++variant) {
+    ModelBuilder b("norm");
+    const Shape s = variant == 2 ? Shape{5, 70} : Shape{3, 50, 40};
+    const int64_t D = s.back();
+    Value x = b.input("x", {DType::f32, s});
+    Value gamma = b.param("gamma", {DType::f32, {D}}, ParamInit::normal(1.0));
+    Value y = variant == 0   ? b.layer_norm(x, gamma, b.param("beta", {DType::f32, {D}}, ParamInit::normal(1.0)))
+              : variant == 1 ? b.layer_norm(x, gamma)
+                             : b.rms_norm(x, gamma);
+    b.output(b.mse(y, b.input("t", {DType::f32, s})));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto train = autograd::build_backward(*g);
+    ASSERT_OK(train);
+    auto values = init_params(train->graph, 6);
+    ASSERT_OK(values);
+    auto in = random_inputs(train->graph, 6);
+    ASSERT_OK(in);
+    values->merge(*in);
+    std::vector<Tensor> first;
+    for (bool fuse : {true, false})
+      for (int threads : {1, 2}) {
+        set_cpu_threads(threads);
+        Runtime rt(make_cpu_backend());
+        CompileOptions opts;
+        if (!fuse) opts.pipeline.disabled = {"fuse_norm_param_grad"};
+        auto plan = rt.compile(train->graph, opts);
+        ASSERT_OK(plan);
+        EXPECT_EQ((*plan)->graph.nodes_of(ir::Op::NormParamGrad).size(), fuse ? 1u : 0u) << variant;
+        EXPECT_EQ((*plan)->graph.nodes_of(ir::Op::ReduceSum).size(), fuse ? 0u : variant == 0 ? 2u : 1u) << variant;
+        auto out = rt.run(**plan, *values);
+        ASSERT_OK(out);
+        if (first.empty()) first = *out;
+        for (size_t i = 0; i < out->size(); ++i)
+          EXPECT_TRUE(first[i].bitwise_equal((*out)[i])) << "variant " << variant << " output " << i << " fuse " << fuse
+                                                         << " threads " << threads;
+      }
+    set_cpu_threads(0);
+  }
 }
 
 // fuse_elementwise: a tree of elementwise ops becomes one node with the bits of the unfused

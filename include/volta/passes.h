@@ -35,6 +35,10 @@ Result<ir::Graph> fuse_elementwise(const ir::Graph& g);
 // add(matmul(a, b), bias[N]) -> matmul(a, b, bias), then relu / gelu of a matmul -> its
 // `activation` (src/passes/fuse_matmul_epilogue.cpp).
 Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g);
+// A norm's parameter gradients as autograd writes them (the norm of x with unit gain times dy,
+// summed over the leading axes; dy summed) -> one norm_param_grad(x, dy)
+// (src/passes/fuse_norm_param_grad.cpp).
+Result<ir::Graph> fuse_norm_param_grad(const ir::Graph& g);
 
 // Weights in a storage dtype, asked for by inference (`--weights`), not part of the pipeline:
 // every param and constant of rank >= 2 read only as matmuls' right operand becomes `dtype`

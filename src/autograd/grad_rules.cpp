@@ -365,6 +365,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::AttentionGrad:
     case Op::LayerNormGrad:
     case Op::RmsNormGrad:
+    case Op::NormParamGrad:
     case Op::EmbeddingGrad:
     case Op::CrossEntropyGrad: return no_rule(n, "second-order gradients are not supported");
     case Op::FusedElementwise:

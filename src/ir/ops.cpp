@@ -312,6 +312,15 @@ Result<TensorType> infer_norm_grad(Op op, std::span<const TensorType> in, const 
   return in[0];
 }
 
+Result<TensorType> infer_norm_param_grad(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::NormParamGrad;
+  VOLTA_RETURN_IF_ERROR(infer_norm(op, in.subspan(0, 1), attrs).status());
+  VOLTA_ASSIGN_OR_RETURN(int64_t center, tagged(op, attrs.get_int("center", 1)));
+  if (center != 0 && center != 1) return fail(op, "center must be 0 or 1, got " + std::to_string(center));
+  if (in[1] != in[0]) return fail(op, "dy " + in[1].to_string() + " must match x " + in[0].to_string());
+  return TensorType{DType::f32, {2, in[0].shape.back()}};
+}
+
 Result<TensorType> infer_embedding_grad(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::EmbeddingGrad;
   VOLTA_RETURN_IF_ERROR(require_int(op, in[0], "ids"));
@@ -574,6 +583,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::Cumsum: return infer_cumsum(in, attrs);
     case Op::TopK: return infer_top_k(in, attrs);
     case Op::ArgMax: return infer_arg_max(in, attrs);
+    case Op::NormParamGrad: return infer_norm_param_grad(in, attrs);
   }
   return internal_error("infer_type: op without a rule");
 }

@@ -289,6 +289,10 @@ std::vector<OpCase> cases_of(Op op) {
               C({f({2, 3, 300}), f({300}), f({2, 3, 300})}, A{{"eps", F(1e-3)}}, 2e-6)};
     case Op::RmsNormGrad:
       return {C({f({3, 40, 8}), f({8}), f({3, 40, 8})}, {}, 2e-6), C({f({5, 129}), f({129}), f({5, 129})}, {}, 2e-6)};
+    case Op::NormParamGrad:  // sums over the rows: the CPU's in f32, in order
+      return {no_grad(C({f({6, 50, 40}), f({6, 50, 40})}, {}, 1e-4), "a backward op"),
+              no_grad(C({f({300, 130}), f({300, 130})}, A{{"eps", F(1e-3)}}, 2e-4), "a backward op"),
+              no_grad(C({f({4, 8, 70}), f({4, 8, 70})}, A{{"center", I(0)}}, 1e-4), "a backward op")};
     case Op::EmbeddingGrad:
       return {C({i32({2, 50}, 11), f({2, 50, 16})}, A{{"rows", I(11)}}, 1e-6),
               C({i64({600}, 9), f({600, 300})}, A{{"rows", I(9)}}, 1e-6)};  // runs of ids, D > a CUDA block

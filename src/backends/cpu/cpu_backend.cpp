@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
   }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const override {
     if (node.op == ir::Op::Matmul) return cpu::matmul_workspace_bytes(g, node);
+    if (node.op == ir::Op::NormParamGrad) return cpu::norm_param_grad_workspace_bytes(g, node);
     return cpu::reference_workspace_bytes(g, node);
   }
   Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,

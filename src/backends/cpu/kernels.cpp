@@ -55,6 +55,7 @@ std::array<KernelEntry, ir::kNumOps> cpu_kernels() {
   set(Op::RmsNorm, rms_norm);
   set(Op::LayerNormGrad, layer_norm_grad);
   set(Op::RmsNormGrad, rms_norm_grad);
+  set(Op::NormParamGrad, norm_param_grad);
   set(Op::CrossEntropy, cross_entropy);
   set(Op::CrossEntropyGrad, cross_entropy_grad);
   set(Op::ReduceSum, reduce_sum);

@@ -98,6 +98,8 @@ void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, flo
 Status layer_norm(const KernelArgs& a);
 Status rms_norm(const KernelArgs& a);
 Status layer_norm_grad(const KernelArgs& a);
+Status norm_param_grad(const KernelArgs& a);
+size_t norm_param_grad_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 Status rms_norm_grad(const KernelArgs& a);
 
 // loss.cpp

@@ -60,6 +60,52 @@ void norm_grad_row(const float* x, const float* gamma, const float* dy, float* d
   }
 }
 
+// mean and rstd of one row into m[0], m[1], as norm_row computes them (an ISA clone like it: the
+// clones contract the variance's multiply-adds, the baseline code does not).
+VOLTA_ISA_CLONES
+void norm_moments(const float* x, int64_t D, float eps, bool center, float* m) {
+  const Moments mo = row_moments(x, D, eps, center);
+  m[0] = mo.mean, m[1] = mo.rstd;
+}
+
+// p[j] = dy[j] * xhat[j] for j < n, xhat = (x - mean) * rstd * 1 as norm_row computes it with a
+// unit gain. Out of line so that the caller's sums add the rounded products, as reduce_sum adds
+// the stored output of mul: inlined, the compiler may contract the product and the sum into one
+// FMA (-ffp-contract=fast), which would change the bits.
+__attribute__((noinline)) VOLTA_ISA_CLONES void unit_norm_products(const float* x, const float* dy, float mean, float rstd,
+                                                                   float* p, int64_t n) {
+  for (int64_t d = 0; d < n; d += kLanes) {
+    const int64_t k = std::min(kLanes, n - d);
+    const Vec xhat = (load_n(x + d, k, 0.0f) - splat(mean)) * splat(rstd) * splat(1.0f);
+    store_n(p + d, load_n(dy + d, k, 0.0f) * xhat, k);
+  }
+}
+
+constexpr int64_t kParamGradCols = 64;  // columns per task of norm_param_grad's sums
+
+// Columns [0, n) (n <= kParamGradCols) of norm_param_grad: out[j] = sum over the rows in order of
+// dy * xhat, out[D + j] of dy, each from +0 (x, dy and out start at the task's first column).
+VOLTA_ISA_CLONES
+void norm_param_sums(const float* x, const float* dy, const float* moments, int64_t rows, int64_t D, int64_t n, float* out) {
+  float p[kParamGradCols];
+  Vec dg[kParamGradCols / kLanes], db[kParamGradCols / kLanes];
+  for (int64_t v = 0; v < kParamGradCols / kLanes; ++v) dg[v] = splat(0.0f), db[v] = splat(0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* dyr = dy + r * D;
+    unit_norm_products(x + r * D, dyr, moments[2 * r], moments[2 * r + 1], p, n);
+    for (int64_t c = 0; c < n; c += kLanes) {
+      const int64_t k = std::min(kLanes, n - c);
+      dg[c / kLanes] += load_n(p + c, k, 0.0f);
+      db[c / kLanes] += load_n(dyr + c, k, 0.0f);
+    }
+  }
+  for (int64_t c = 0; c < n; c += kLanes) {
+    const int64_t k = std::min(kLanes, n - c);
+    store_n(out + c, dg[c / kLanes], k);
+    store_n(out + D + c, db[c / kLanes], k);
+  }
+}
+
 namespace {
 
 // layer_norm / rms_norm and their gradients over the last axis, one row at a time.
@@ -83,6 +129,34 @@ Status norm(const KernelArgs& a, bool center, bool grad) {
 }
 
 }  // namespace
+
+// norm_param_grad: the row moments first (tasks of rows, into the workspace), then per task of
+// 64 columns the sums over all rows in order from +0, as reduce_sum sums mul's output.
+size_t norm_param_grad_workspace_bytes(const ir::Graph& g, const ir::Node& node) {
+  if (node.inputs.empty()) return 0;
+  const TensorType& x = g.node(node.inputs[0]).type;
+  const int64_t D = x.shape.empty() ? 0 : x.shape.back();
+  return D > 0 ? static_cast<size_t>(2 * (x.numel() / D)) * sizeof(float) : 0;
+}
+
+Status norm_param_grad(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::NormParamGrad>(a.node));
+  const int64_t D = a.in[0].shape().back(), rows = ref::last_axis_rows(a);
+  if (a.workspace.size() < static_cast<size_t>(2 * rows) * sizeof(float))
+    return internal_error("[norm_param_grad] workspace too small " + ir::node_ref(a.node));
+  const float* x = a.in[0].as<const float>();
+  const float* dy = a.in[1].as<const float>();
+  float* out = a.out.as<float>();
+  auto* moments = reinterpret_cast<float*>(a.workspace.data());  // mean, rstd per row
+  const auto eps = static_cast<float>(at->eps);
+  const bool center = at->center != 0;
+  chunk_rows(rows, D, [&](int64_t r) { norm_moments(x + r * D, D, eps, center, moments + 2 * r); });
+  parallel_for((D + kParamGradCols - 1) / kParamGradCols, [&](int64_t t) {
+    const int64_t j0 = t * kParamGradCols;
+    norm_param_sums(x + j0, dy + j0, moments, rows, D, std::min(kParamGradCols, D - j0), out + j0);
+  });
+  return Status::ok();
+}
 
 Status layer_norm(const KernelArgs& a) { return norm(a, true, false); }
 Status rms_norm(const KernelArgs& a) { return norm(a, false, false); }

@@ -59,6 +59,36 @@ Status layer_norm_rows(const KernelArgs& a, double eps, int64_t r0, int64_t r1) 
   return Status::ok();
 }
 
+// The unfused ops autograd writes, composed: xhat = layer_norm / rms_norm of x with unit gain
+// (those kernels' rows), each dy * xhat rounded to f32 as mul stores it, and reduce_sum's double
+// sums over the rows in order for both rows of the result.
+Status NormParamGrad(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::NormParamGrad>(a.node));
+  const TensorType& xt = a.in[0].type;
+  if (xt.shape.empty() || a.out.numel() != 2 * xt.shape.back())
+    return internal_error(op_prefix(a.node) + "expects x [..., D] and a [2, D] result " + ir::node_ref(a.node));
+  const int64_t D = xt.shape.back(), rows = D == 0 ? 0 : xt.numel() / D;
+  std::vector<float> ones(static_cast<size_t>(D), 1.0f), xhat(static_cast<size_t>(xt.numel()));
+  const TensorRef norm_in[2] = {a.in[0], TensorRef{reinterpret_cast<std::byte*>(ones.data()), {DType::f32, {D}}}};
+  const TensorRef norm_out{reinterpret_cast<std::byte*>(xhat.data()), xt};
+  const KernelArgs na{a.node, norm_in, norm_out, {}};
+  VOLTA_RETURN_IF_ERROR(at->center ? layer_norm_rows(na, at->eps, 0, rows) : rms_norm_rows(na, at->eps, 0, rows));
+  const float* dy = in_f32(a, 1);
+  float* out = out_f32(a);
+  for (int64_t j = 0; j < D; ++j) {
+    double dg = 0.0, db = 0.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float g = dy[r * D + j];
+      dg += static_cast<double>(static_cast<float>(static_cast<double>(g) * xhat[static_cast<size_t>(r * D + j)]));
+      db += g;
+    }
+    out[j] = static_cast<float>(dg);
+    out[D + j] = static_cast<float>(db);
+  }
+  return Status::ok();
+}
+
 Status rms_norm_rows(const KernelArgs& a, double eps, int64_t r0, int64_t r1) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
   VOLTA_ASSIGN_OR_RETURN(const int64_t D, row_length(a));
