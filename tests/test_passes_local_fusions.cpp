@@ -1,0 +1,269 @@
+// The local fusions: the matmul epilogue (bias, activation, gelu_grad), the norms' parameter
+// gradients and trees of elementwise ops, each bitwise against the unfused graph.
+#include <cmath>
+#include <limits>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include "backends/cpu/matmul.h"
+#include "test_util.h"
+#include "volta/autograd.h"
+#include "volta/backend.h"
+#include "volta/builder.h"
+#include "volta/passes.h"
+#include "volta/rng.h"
+#include "volta/runtime.h"
+#include "volta/text.h"
+#include "volta/verify.h"
+
+namespace volta {
+namespace {
+
+ir::Graph parse(const std::string& text) {
+  auto g = ir::parse_graph(text, "test");
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  return g.is_ok() ? *g : ir::Graph{};
+}
+
+// Runs g with the whole pipeline and without `passes`, on every matmul ISA at 1 and 2 threads:
+// check(plan's graph, fused) looks at each plan, and every run's outputs must have the bits of
+// the first.
+void expect_fusion_keeps_bits(const ir::Graph& g, const Bindings& values, const std::set<std::string>& passes,
+                              const std::function<void(const ir::Graph&, bool)>& check, const std::string& what) {
+  std::vector<Tensor> first;
+  for (auto isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512}) {
+    if (!cpu::matmul_isa_supported(isa)) continue;
+    cpu::set_matmul_isa_override(isa);
+    for (bool fuse : {true, false})
+      for (int threads : {1, 2}) {
+        set_cpu_threads(threads);
+        Runtime rt(make_cpu_backend());
+        CompileOptions opts;
+        if (!fuse) opts.pipeline.disabled = passes;
+        auto plan = rt.compile(g, opts);
+        ASSERT_OK(plan);
+        check((*plan)->graph, fuse);
+        auto out = rt.run(**plan, values);
+        ASSERT_OK(out);
+        if (first.empty()) first = *out;
+        for (size_t i = 0; i < out->size(); ++i)
+          EXPECT_TRUE(first[i].bitwise_equal((*out)[i])) << what << ": output " << i << " isa " << cpu::matmul_isa_name(isa)
+                                                         << " fuse " << fuse << " threads " << threads;
+      }
+  }
+  cpu::set_matmul_isa_override(std::nullopt);
+  set_cpu_threads(0);
+}
+
+// The matmul epilogue (bias, relu / gelu) has the bits of the unfused add and activation, for
+// every matmul ISA and thread count; a pre-activation read elsewhere (gelu_grad) stays.
+TEST(Passes, FusedMatmulEpilogueHasTheBitsOfTheUnfusedGraph) {
+  struct Case { bool bias; const char* act; bool transpose_b; Shape x; Shape bias_shape = {40}; };
+  const std::vector<Case> cases = {
+      {true, "", false, {3, 5, 24}},      {true, "gelu", false, {3, 5, 24}}, {false, "relu", true, {7, 24}},
+      {true, "relu", true, {2, 3, 4, 24}}, {false, "gelu", false, {1, 24}},
+      {true, "gelu", false, {6, 24}, {1, 40}},  // ONNX Gemm's [1, N] bias: reshaped (a view) and fused
+  };
+  for (const Case& c : cases) {
+    ModelBuilder b("epilogue");
+    Value x = b.input("x", {DType::f32, c.x});
+    Value w = b.param("w", {DType::f32, c.transpose_b ? Shape{40, 24} : Shape{24, 40}}, ParamInit::normal(0.3));
+    Value y = b.matmul(x, w, "mm", false, c.transpose_b);
+    if (c.bias) y = b.add(y, b.param("bias", {DType::f32, c.bias_shape}, ParamInit::normal(0.5)), "biased");
+    if (std::string(c.act) == "relu") y = b.op(ir::Op::Relu, {y});
+    if (std::string(c.act) == "gelu") y = b.gelu(y);
+    b.output(y);
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto values = init_params(*g, 4);
+    ASSERT_OK(values);
+    auto in = random_inputs(*g, 4);
+    ASSERT_OK(in);
+    values->merge(*in);
+    expect_fusion_keeps_bits(
+        *g, *values, {"fuse_matmul_epilogue", "fuse_elementwise"},
+        [&](const ir::Graph& plan, bool fuse) {
+          size_t nodes = 0;
+          for (const ir::Node& n : plan.nodes) nodes += !ir::is_leaf(n.op) && n.op != ir::Op::Reshape;
+          EXPECT_EQ(nodes, fuse ? 1u : 1u + c.bias + (c.act[0] != 0)) << c.act;
+        },
+        std::string("bias ") + (c.bias ? "1" : "0") + " act '" + c.act + "'");
+  }
+  // Training: gelu_grad reads the pre-activation, so only the bias folds.
+  ModelBuilder b("train");
+  Value x = b.input("x", {DType::f32, {6, 8}});
+  Value h = b.gelu(b.add(b.matmul(x, b.param("w", {DType::f32, {8, 5}}), "mm"), b.param("bias", {DType::f32, {5}})));
+  b.output(b.mse(h, b.input("t", {DType::f32, {6, 5}})));
+  auto g = b.build();
+  ASSERT_OK(g);
+  auto train = autograd::build_backward(*g);
+  ASSERT_OK(train);
+  auto t = passes::run_pipeline(train->graph, {});
+  ASSERT_OK(t);
+  size_t with_bias = 0, with_act = 0;
+  for (const ir::Node& n : t->nodes)
+    if (n.op == ir::Op::Matmul) with_bias += n.inputs.size() == 3, with_act += n.attrs.has("activation");
+  EXPECT_EQ(with_bias, 1u);
+  EXPECT_EQ(with_act, 0u);
+}
+
+// gelu_grad(x, matmul(a, b)) folds into the matmul (activation gelu_grad, x its third input)
+// with the bits of the unfused pair, on every ISA, thread count and product path (the packed
+// tasks, a small-M product, a batch of products); in a training graph it is the MLP's backward.
+TEST(Passes, GeluGradFoldsIntoTheMatmulThatMakesItsGradient) {
+  struct Case {
+    Shape a, b;
+    bool transpose_b;
+  };
+  const std::vector<Case> cases = {{{3, 50, 24}, {40, 24}, true}, {{2, 24}, {24, 40}, false}, {{4, 30, 16}, {4, 16, 70}, false}};
+  for (const Case& c : cases) {
+    ModelBuilder b("gelu_grad");
+    Value a = b.input("a", {DType::f32, c.a});
+    Value w = b.input("w", {DType::f32, c.b});
+    Value dy = b.matmul(a, w, "dy", false, c.transpose_b);
+    Value x = b.input("x", b.type(dy));
+    b.output(b.op(ir::Op::GeluGrad, {x, dy}, {}, "dx"));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto values = random_inputs(*g, 5);
+    ASSERT_OK(values);
+    expect_fusion_keeps_bits(
+        *g, *values, {"fuse_matmul_epilogue"},
+        [&](const ir::Graph& plan, bool fuse) {
+          const auto matmuls = plan.nodes_of(ir::Op::Matmul);
+          ASSERT_EQ(matmuls.size(), 1u);
+          EXPECT_EQ(plan.nodes_of(ir::Op::GeluGrad).size(), fuse ? 0u : 1u);
+          EXPECT_EQ(plan.node(matmuls[0]).attrs.get_string("activation", "none").value(), fuse ? "gelu_grad" : "none");
+        },
+        "gelu_grad of " + shape_to_string(c.a));
+  }
+  // The MLP's backward: d hidden comes from a matmul whose one reader is gelu_grad.
+  ModelBuilder b("mlp");
+  Value x = b.input("x", {DType::f32, {6, 8}});
+  Value h = b.gelu(b.matmul(x, b.param("w1", {DType::f32, {8, 16}}), "mm1"));
+  Value y = b.matmul(h, b.param("w2", {DType::f32, {16, 5}}), "mm2");
+  b.output(b.mse(y, b.input("t", {DType::f32, {6, 5}})));
+  auto g = b.build();
+  ASSERT_OK(g);
+  auto train = autograd::build_backward(*g);
+  ASSERT_OK(train);
+  auto t = passes::run_pipeline(train->graph, {});
+  ASSERT_OK(t);
+  EXPECT_TRUE(t->nodes_of(ir::Op::GeluGrad).empty()) << ir::print_graph(*t);
+  size_t folded = 0;
+  for (const ir::Node& n : t->nodes)
+    folded += n.op == ir::Op::Matmul && n.attrs.get_string("activation", "none").value() == "gelu_grad";
+  EXPECT_EQ(folded, 1u);
+  // A gelu_grad epilogue whose third input is not x of the result's type is an error.
+  auto bad = ir::parse_graph(R"(graph g {
+  %a: f32[4,8] = input()
+  %w: f32[8,3] = input()
+  %x: f32[3] = input()
+  %y = matmul(%a, %w, %x) {activation="gelu_grad"}
+  return %y
+})",
+                             "test");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("activation gelu_grad needs x f32[4,3] as the third input, got f32[3]"), std::string::npos)
+      << bad.status().message();
+}
+
+// A norm's parameter gradients (layer_norm with and without beta, rms_norm) fold into one
+// norm_param_grad with the bits of the unfused nodes, at 1 and 2 threads.
+TEST(Passes, NormParamGradsFoldWithTheBitsOfTheUnfusedNodes) {
+  for (int variant = 0; variant < 3; ++variant) {
+    ModelBuilder b("norm");
+    const Shape s = variant == 2 ? Shape{5, 70} : Shape{3, 50, 40};
+    const int64_t D = s.back();
+    Value x = b.input("x", {DType::f32, s});
+    Value gamma = b.param("gamma", {DType::f32, {D}}, ParamInit::normal(1.0));
+    Value y = variant == 0   ? b.layer_norm(x, gamma, b.param("beta", {DType::f32, {D}}, ParamInit::normal(1.0)))
+              : variant == 1 ? b.layer_norm(x, gamma)
+                             : b.rms_norm(x, gamma);
+    b.output(b.mse(y, b.input("t", {DType::f32, s})));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto train = autograd::build_backward(*g);
+    ASSERT_OK(train);
+    auto values = init_params(train->graph, 6);
+    ASSERT_OK(values);
+    auto in = random_inputs(train->graph, 6);
+    ASSERT_OK(in);
+    values->merge(*in);
+    expect_fusion_keeps_bits(
+        train->graph, *values, {"fuse_norm_param_grad"},
+        [&](const ir::Graph& plan, bool fuse) {
+          EXPECT_EQ(plan.nodes_of(ir::Op::NormParamGrad).size(), fuse ? 1u : 0u) << variant;
+          EXPECT_EQ(plan.nodes_of(ir::Op::ReduceSum).size(), fuse ? 0u : variant == 0 ? 2u : 1u) << variant;
+        },
+        "norm variant " + std::to_string(variant));
+  }
+}
+
+// fuse_elementwise: a tree of elementwise ops becomes one node with the bits of the unfused
+// chain (every thread count); a value read twice, a graph output and a broadcast intermediate
+// stay outside the tree; a bad program names the op.
+TEST(Passes, FuseElementwiseFoldsTreesWithTheBitsOfTheUnfusedOps) {
+  const ir::Graph g = parse(R"(graph g {
+  %x: f32[6,40] = input()
+  %b: f32[40] = input()
+  %s: f32[] = constant(0.7071)
+  %h: f32[] = constant(0.5)
+  %xb = add(%x, %b)
+  %u = mul(%xb, %s)
+  %e = erf(%u)
+  %one: f32[] = constant(1.0)
+  %e1 = add(%e, %one)
+  %g1 = mul(%xb, %h)
+  %gelu = mul(%g1, %e1)
+  %t = tanh(%gelu)
+  %twice = add(%t, %t)
+  %row: f32[1,40] = input()
+  %r2 = exp(%row)
+  %wide = mul(%r2, %twice)
+  return %wide, %gelu
+})");
+  auto fused = passes::run_pipeline(g, {});
+  ASSERT_OK(fused);
+  std::vector<const ir::Node*> nodes;
+  for (const ir::Node& n : fused->nodes)
+    if (n.op == ir::Op::FusedElementwise) nodes.push_back(&n);
+  // %xb and %t are read twice and %gelu is an output: trees end there. %r2 ([1,40]) is a leaf of
+  // %wide's tree.
+  ASSERT_EQ(nodes.size(), 2u) << ir::print_graph(*fused);
+  EXPECT_EQ(nodes[0]->name, "gelu");
+  EXPECT_EQ(*nodes[0]->attrs.get_string("program", ""), "mul x0 x1; mul x0 x2; erf t1; add t2 x3; mul t0 t3");
+  EXPECT_EQ(fused->node(nodes[0]->inputs[0]).name, "xb");
+  EXPECT_EQ(nodes[1]->name, "wide");
+  EXPECT_EQ(fused->node(nodes[1]->inputs[0]).name, "r2");
+  auto in = random_inputs(g, 9);
+  ASSERT_OK(in);
+  std::vector<Tensor> first;
+  for (bool fuse : {true, false})
+    for (int threads : {1, 2}) {
+      set_cpu_threads(threads);
+      Runtime rt(make_cpu_backend());
+      CompileOptions opts;
+      if (!fuse) opts.pipeline.disabled = {"fuse_elementwise"};
+      auto plan = rt.compile(g, opts);
+      ASSERT_OK(plan);
+      auto out = rt.run(**plan, *in);
+      ASSERT_OK(out);
+      if (first.empty()) first = *out;
+      for (size_t i = 0; i < out->size(); ++i)
+        EXPECT_TRUE(first[i].bitwise_equal((*out)[i])) << "output " << i << " fuse " << fuse << " threads " << threads;
+    }
+  set_cpu_threads(0);
+  // The program round-trips through the text form, and a bad one is refused naming the op.
+  auto text = ir::parse_graph(ir::print_graph(*fused));
+  ASSERT_OK(text);
+  EXPECT_EQ(ir::print_graph(*text), ir::print_graph(*fused));
+  for (const char* bad : {"add x0 x9", "frob x0", "add x0", "exp t0", ""})
+    EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::FusedElementwise, std::vector<TensorType>{{DType::f32, {2}}, {DType::f32, {2}}},
+                                         ir::Attrs{{"program", std::string(bad)}}),
+                          "fused_elementwise");
+}
+
+}  // namespace
+}  // namespace volta
