@@ -63,6 +63,8 @@ std::array<KernelEntry, ir::kNumOps> cpu_kernels() {
   set(Op::Slice, slice);
   set(Op::Pad, pad);
   set(Op::Concat, concat);
+  set(Op::Embedding, embedding);
+  set(Op::EmbeddingGrad, embedding_grad);
   set(Op::Attention, attention);
   set(Op::AttentionGrad, attention_grad);
   set(Op::Rope, rope);

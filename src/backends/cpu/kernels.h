@@ -120,6 +120,8 @@ Status transpose(const KernelArgs& a);
 Status slice(const KernelArgs& a);
 Status pad(const KernelArgs& a);
 Status concat(const KernelArgs& a);
+Status embedding(const KernelArgs& a);
+Status embedding_grad(const KernelArgs& a);
 
 // attention.cpp: the same bits as the unfused matmul -> softmax -> matmul and its backward;
 // checked against ref::Attention, ref::AttentionGrad and those compositions. rope on the threads.

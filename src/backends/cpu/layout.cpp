@@ -1,7 +1,10 @@
 // The CPU backend's layout kernels, in fixed tasks over the output:
 // - transpose: permutations that keep the last axis copy whole rows; others go to the reference;
 // - slice, pad and concat along one axis: each output row of the [outer, axis, inner] view is a
-//   list of byte segments (a copy from an input, or zeros), written once each.
+//   list of byte segments (a copy from an input, or zeros), written once each;
+// - embedding (rows gathered in tasks of positions) and embedding_grad (tasks of columns, each
+//   summing its columns over the positions in order in double, as the reference): the ids are
+//   checked first, in order, so a bad one is named as the reference names it.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -137,6 +140,58 @@ Status concat(const KernelArgs& a) {
     segs.push_back({x.data, chunk, chunk});
   }
   write_rows(a.out.data, product(os, 0, axis), segs);
+  return Status::ok();
+}
+
+namespace {
+
+// The first id outside [0, rows), in position order, as the reference reports it.
+Status check_ids(const KernelArgs& a, const TensorRef& ids, int64_t rows) {
+  for (int64_t p = 0; p < ids.numel(); ++p) {
+    const int64_t id = ref::read_index(ids, p);
+    if (id < 0 || id >= rows)
+      return invalid_argument(ref::op_prefix(a.node) + "id " + std::to_string(id) + " at flat position " +
+                              std::to_string(p) + " is outside [0, " + std::to_string(rows) + ") " + ir::node_ref(a.node));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status embedding(const KernelArgs& a) {
+  const TensorRef& table = a.in[0];
+  const TensorRef& ids = a.in[1];
+  if (table.shape().size() != 2 || !is_integer(ids.type.dtype)) return ref::Embedding(a);
+  VOLTA_RETURN_IF_ERROR(check_ids(a, ids, table.shape()[0]));
+  const size_t row = static_cast<size_t>(table.shape()[1]) * dtype_size(table.type.dtype);
+  if (row == 0) return Status::ok();
+  parallel_rows(ids.numel(), table.shape()[1], kTaskElements, [&](int64_t p) {
+    std::memcpy(a.out.data + static_cast<size_t>(p) * row, table.data + static_cast<size_t>(ref::read_index(ids, p)) * row, row);
+  });
+  return Status::ok();
+}
+
+Status embedding_grad(const KernelArgs& a) {
+  const TensorRef& ids = a.in[0];
+  const int64_t rows = a.out.shape()[0], D = a.out.shape()[1];
+  if (a.workspace.size() < static_cast<size_t>(rows * D) * sizeof(double) || a.in[1].type.dtype != DType::f32)
+    return ref::EmbeddingGrad(a);
+  VOLTA_RETURN_IF_ERROR(check_ids(a, ids, rows));
+  auto* acc = reinterpret_cast<double*>(a.workspace.data());
+  const float* dy = a.in[1].as<const float>();
+  float* out = a.out.as<float>();
+  constexpr int64_t kCols = 32;  // columns per task: each sums them over all positions in order
+  parallel_for((D + kCols - 1) / kCols, [&](int64_t t) {
+    const int64_t d0 = t * kCols, d1 = std::min(D, d0 + kCols);
+    for (int64_t r = 0; r < rows; ++r) std::fill(acc + r * D + d0, acc + r * D + d1, 0.0);
+    for (int64_t p = 0; p < ids.numel(); ++p) {
+      double* ar = acc + ref::read_index(ids, p) * D;
+      const float* g = dy + p * D;
+      for (int64_t d = d0; d < d1; ++d) ar[d] += g[d];
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t d = d0; d < d1; ++d) out[r * D + d] = static_cast<float>(acc[r * D + d]);
+  });
   return Status::ok();
 }
 
