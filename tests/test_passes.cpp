@@ -162,13 +162,14 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   for (const auto& p : passes::pipeline()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
                                              "fuse_attention", "fuse_attention_training", "fuse_matmul_epilogue",
-                                             "fuse_norm_param_grad", "fuse_elementwise", "eliminate_dead_code"}));
+                                             "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise",
+                                             "eliminate_dead_code"}));
   passes::PipelineOptions opts;
   EXPECT_EQ(passes::pipeline_signature(opts),
             "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,fuse_attention_training,"
-            "fuse_matmul_epilogue,fuse_norm_param_grad,fuse_elementwise,eliminate_dead_code");
+            "fuse_matmul_epilogue,fuse_norm_param_grad,fuse_matmul_layout,fuse_elementwise,eliminate_dead_code");
   opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_attention_training",
-                   "fuse_matmul_epilogue", "fuse_norm_param_grad", "fuse_elementwise"};
+                   "fuse_matmul_epilogue", "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
   opts.disabled = {"no_such_pass"};
   EXPECT_ERROR_CONTAINS(passes::run_pipeline(parse("graph g {\n %x: f32[1] = input()\n return %x\n}\n"), opts),

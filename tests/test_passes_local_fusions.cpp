@@ -201,6 +201,48 @@ TEST(Passes, NormParamGradsFoldWithTheBitsOfTheUnfusedNodes) {
   }
 }
 
+// fuse_matmul_layout: the head split and merge of an unfused attention block's forward and
+// backward (T = 16: below fuse_attention_training's threshold) become matmuls reading and writing
+// through perms, with the bits of the transposed copies, on every ISA and thread count.
+TEST(Passes, TransposesFoldIntoTheMatmulsAroundThem) {
+  ModelBuilder b("heads");
+  const int64_t B = 2, T = 16, H = 3, D = 8, C = H * D;
+  Value x = b.input("x", {DType::f32, {B, T, C}});
+  Value qkv = b.matmul(x, b.param("w", {DType::f32, {C, 3 * C}}, ParamInit::normal(0.3)), "qkv");
+  auto heads = [&](int64_t i) { return b.transpose(b.reshape(b.slice(qkv, 2, i * C, (i + 1) * C), {B, T, H, D}), {0, 2, 1, 3}); };
+  Value q = heads(0), k = heads(1), v = heads(2);
+  Value p = b.softmax(b.causal_mask(b.mul(b.matmul(q, k, "scores", false, true), b.scalar(0.35f))), -1);
+  Value y = b.reshape(b.transpose(b.matmul(p, v, "y"), {0, 2, 1, 3}), {B, T, C});
+  b.output(b.mse(b.matmul(y, b.param("wo", {DType::f32, {C, C}}, ParamInit::normal(0.3)), "out"),
+                 b.input("t", {DType::f32, {B, T, C}}), "loss"));
+  auto g = b.build();
+  ASSERT_OK(g);
+  auto train = autograd::build_backward(*g);
+  ASSERT_OK(train);
+  auto values = init_params(train->graph, 8);
+  ASSERT_OK(values);
+  auto in = random_inputs(train->graph, 8);
+  ASSERT_OK(in);
+  values->merge(*in);
+  expect_fusion_keeps_bits(
+      train->graph, *values, {"fuse_matmul_layout"},
+      [&](const ir::Graph& plan, bool fuse) {
+        size_t permuted = 0;
+        for (int32_t id : plan.nodes_of(ir::Op::Matmul))
+          permuted += plan.node(id).attrs.has("a_perm") || plan.node(id).attrs.has("b_perm") || plan.node(id).attrs.has("out_perm");
+        EXPECT_EQ(plan.nodes_of(ir::Op::Transpose).empty(), fuse) << ir::print_graph(plan);
+        EXPECT_EQ(permuted > 0, fuse);
+      },
+      "head split");
+  // A perm that is not one, or an out_perm that moves the last axis, does not verify.
+  for (const char* attrs : {"a_perm=[0, 0, 1]", "out_perm=[0, 2, 1]", "b_perm=[0, 1]"}) {
+    const std::string text = std::string("graph g {\n %a: f32[2,4,8] = input()\n %w: f32[2,8,3] = input()\n") +
+                             " %y = matmul(%a, %w) {" + attrs + "}\n return %y\n}\n";
+    auto bad = ir::parse_graph(text, "test");
+    EXPECT_FALSE(bad.is_ok()) << attrs;
+  }
+}
+
 // fuse_elementwise: a tree of elementwise ops becomes one node with the bits of the unfused
 // chain (every thread count); a value read twice, a graph output and a broadcast intermediate
 // stay outside the tree; a bad program names the op.

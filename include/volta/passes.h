@@ -39,6 +39,9 @@ Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g);
 // summed over the leading axes; dy summed) -> one norm_param_grad(x, dy)
 // (src/passes/fuse_norm_param_grad.cpp).
 Result<ir::Graph> fuse_norm_param_grad(const ir::Graph& g);
+// transpose -> matmul operand and matmul result -> transpose become the matmul's a_perm, b_perm
+// and out_perm (src/passes/fuse_matmul_layout.cpp).
+Result<ir::Graph> fuse_matmul_layout(const ir::Graph& g);
 
 // Weights in a storage dtype, asked for by inference (`--weights`), not part of the pipeline:
 // every param and constant of rank >= 2 read only as matmuls' right operand becomes `dtype`

@@ -155,6 +155,9 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
       VOLTA_ASSIGN_OR_RETURN(std::string act, at.get_string("activation", "none"));
       if (act == "gelu_grad")
         return invalid_argument("[matmul] the gelu_grad epilogue is a backward op: it has no gradient " + ir::node_ref(n));
+      if (at.has("a_perm") || at.has("b_perm") || at.has("out_perm"))
+        return invalid_argument("[matmul] operands read through a perm are written by fuse_matmul_layout after autograd: "
+                                "differentiate the transposes and the plain matmul " + ir::node_ref(n));
       const bool has_bias = x.size() == 3;
       // The epilogue first: dz, the gradient at the matmul (+ bias) before the activation,
       // recomputed when there is one.

@@ -1,5 +1,5 @@
 // Shared by the shape/dtype rules of ops.cpp and of the op families kept in their own files
-// (infer_attention.cpp, infer_activation.cpp, infer_window.cpp,
+// (infer_matmul.cpp, infer_attention.cpp, infer_activation.cpp, infer_window.cpp,
 // infer_index.cpp): error tagging and the checks every rule makes.
 #pragma once
 
@@ -46,6 +46,9 @@ inline Status check_offset(Op op, const Attrs& attrs, const char* key) {
     return fail(op, std::string("attribute '") + key + "' must be in [-2^40, 2^40], got " + std::to_string(v));
   return Status::ok();
 }
+
+// The matmul's rule (infer_matmul.cpp).
+Result<TensorType> infer_matmul(std::span<const TensorType> in, const Attrs& attrs);
 
 // The attention family's rules (infer_attention.cpp).
 Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs);

@@ -15,45 +15,6 @@ using namespace rules;
 
 namespace {
 
-Result<TensorType> infer_matmul(std::span<const TensorType> in, const Attrs& attrs) {
-  const Op op = Op::Matmul;
-  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "a"));
-  if (!is_half(in[1].dtype)) VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));  // weights may be bf16 / f16
-  VOLTA_ASSIGN_OR_RETURN(int64_t ta, tagged(op, attrs.get_int("transpose_a", 0)));
-  VOLTA_ASSIGN_OR_RETURN(int64_t tb, tagged(op, attrs.get_int("transpose_b", 0)));
-  const Shape& a = in[0].shape;
-  const Shape& b = in[1].shape;
-  if (a.size() < 2 || b.size() < 2)
-    return fail(op, "operands must have rank >= 2, got " + in[0].to_string() + " and " + in[1].to_string());
-  int64_t m = ta ? a[a.size() - 1] : a[a.size() - 2];
-  int64_t ka = ta ? a[a.size() - 2] : a[a.size() - 1];
-  int64_t kb = tb ? b[b.size() - 1] : b[b.size() - 2];
-  int64_t n = tb ? b[b.size() - 2] : b[b.size() - 1];
-  if (ka != kb)
-    return fail(op, "inner dims " + std::to_string(ka) + " != " + std::to_string(kb) + " (" + in[0].to_string() +
-                        " @ " + in[1].to_string() + ")");
-  Shape batch_a(a.begin(), a.end() - 2), batch_b(b.begin(), b.end() - 2);
-  auto batch = broadcast_shapes(batch_a, batch_b);
-  if (!batch.is_ok())
-    return fail(op, "batch dims " + shape_to_string(batch_a) + " and " + shape_to_string(batch_b) + " do not broadcast");
-  Shape out = *batch;
-  out.push_back(m);
-  out.push_back(n);
-  VOLTA_ASSIGN_OR_RETURN(std::string act, tagged(op, attrs.get_string("activation", "none")));
-  if (act != "none" && act != "relu" && act != "gelu" && act != "gelu_grad")
-    return fail(op, "attribute 'activation' must be \"none\", \"relu\", \"gelu\" or \"gelu_grad\", got \"" + act + "\"");
-  const TensorType result{DType::f32, out};
-  if (act == "gelu_grad") {  // the third input is gelu's x, of the result's type
-    if (in.size() != 3 || in[2] != result)
-      return fail(op, "activation gelu_grad needs x " + result.to_string() + " as the third input" +
-                          (in.size() == 3 ? ", got " + in[2].to_string() : ""));
-  } else if (in.size() == 3) {
-    VOLTA_RETURN_IF_ERROR(require_f32(op, in[2], "bias"));
-    if (in[2].shape != Shape{n}) return fail(op, "bias must be [" + std::to_string(n) + "] (one per column), got " + in[2].to_string());
-  }
-  return result;
-}
-
 Result<TensorType> infer_binary(Op op, std::span<const TensorType> in) {
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "a"));
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));

@@ -14,6 +14,7 @@ const std::vector<Pass>& pipeline() {
       {"fuse_attention_training", fuse_attention_training, {ir::Op::Attention, ir::Op::AttentionGrad}},
       {"fuse_matmul_epilogue", fuse_matmul_epilogue, {}, {"matmul.epilogue"}},
       {"fuse_norm_param_grad", fuse_norm_param_grad, {ir::Op::NormParamGrad}},
+      {"fuse_matmul_layout", fuse_matmul_layout, {}, {"matmul.layout"}},
       {"fuse_elementwise", fuse_elementwise, {ir::Op::FusedElementwise}},
       {"eliminate_dead_code", eliminate_dead_code},
   };

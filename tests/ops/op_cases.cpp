@@ -92,6 +92,15 @@ std::vector<OpCase> cases_of(Op op) {
                                            "a backward op")),
           needs("matmul.epilogue",
                 no_grad(C({f({3, 20}), f({20, 30}), f({3, 30})}, A{{"activation", S("gelu_grad")}}, 2e-5), "a backward op")),
+          // operands and result through perms (a head split and merge), a broadcast batch
+          needs("matmul.layout", no_grad(C({f({2, 20, 3, 8}), f({2, 20, 3, 8})},
+                                           A{{"a_perm", V({0, 2, 1, 3})}, {"b_perm", V({0, 2, 1, 3})}, {"transpose_b", I(1)}}, 1e-5),
+                                         "written after autograd")),
+          needs("matmul.layout", no_grad(C({f({2, 3, 20, 20}), f({2, 20, 3, 8})},
+                                           A{{"b_perm", V({0, 2, 1, 3})}, {"out_perm", V({0, 2, 1, 3})}}, 1e-5),
+                                         "written after autograd")),
+          needs("matmul.layout", no_grad(C({f({8, 30, 2}), f({1, 30, 5})}, A{{"a_perm", V({2, 1, 0})}, {"transpose_a", I(1)}}, 1e-5),
+                                         "written after autograd")),
           C({f({300, 37}), f({37, 333})}, {}, 1e-5),  // many tiles, ragged edges, a k tail
           C({f({16, 64, 40}), f({16, 40, 50})}, {}, 1e-5),
       };

@@ -351,11 +351,6 @@ constexpr int64_t kMaxSharedB = int64_t{1} << 23;  // floats of B packed for all
 constexpr int64_t kMaxSharedA = int64_t{1} << 23;  // and of a transposed A
 constexpr int64_t kSharedPackPanels = 4;           // panels of B per task of that packing pass
 
-// One matrix product of a batch.
-struct GemmOperands {
-  MatView A, B;
-  float* C;
-};
 
 // Task blocks of C for the packed path: all rows by nc columns (rounded to the tile), cut (the
 // larger side first) while the batch has fewer than kMinTasks tasks. Rows are cut into equal
@@ -395,8 +390,10 @@ void pack_shared_b(MatmulIsa isa, const MatmulBlocking& bl, std::span<const Gemm
   });
 }
 
+}  // namespace
+
 void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M,
-                int64_t N, int64_t K, const MatmulEpilogue* ep = nullptr) {
+                int64_t N, int64_t K, const MatmulEpilogue* ep) {
   if (M == 0 || N == 0) return;
   if (ep && !ep->active()) ep = nullptr;
   if (K == 0) {  // an empty sum
@@ -457,20 +454,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   });
 }
 
-struct Dims {
-  int64_t M, N, K;
-  bool ta, tb;
-};
 
-Result<Dims> dims_of(const ir::Node& node, const Shape& as, const Shape& os) {
-  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(node));
-  const int64_t ta = at->transpose_a, tb = at->transpose_b;
-  const int64_t M = os[os.size() - 2], N = os[os.size() - 1];
-  const int64_t K = ta ? as[as.size() - 2] : as[as.size() - 1];
-  return Dims{M, N, K, ta != 0, tb != 0};
-}
-
-}  // namespace
 
 void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
           int64_t K, const MatmulEpilogue* ep) {
@@ -478,22 +462,6 @@ void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* 
   gemm_batch(isa, bl, std::span(&g, 1), ldc, M, N, K, ep);
 }
 
-void MatmulEpilogue::apply(float* c, int64_t rows, int64_t cols) const {
-  const int64_t off = c - out, col0 = N > 0 ? off % N : 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = c + r * N;
-    if (bias)
-      for (int64_t j = 0; j < cols; ++j) row[j] = row[j] + bias[col0 + j];
-    switch (act) {
-      case Act::kNone: break;
-      case Act::kRelu:
-        for (int64_t j = 0; j < cols; ++j) row[j] = std::isnan(row[j]) ? row[j] : (row[j] > 0.0f ? row[j] : 0.0f);
-        break;
-      case Act::kGelu: gelu_erf(row, row, cols); break;
-      case Act::kGeluGrad: gelu_erf_grad(pre + off + r * N, row, row, cols); break;
-    }
-  }
-}
 
 void gemm_small(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K,
                 bool padded) {
@@ -520,82 +488,5 @@ void gemm_packed_b(MatmulIsa isa, const MatmulBlocking& bl, MatView A, const flo
 }
 
 float* half_weights_scratch(int64_t floats) { return t_scratch.get(Scratch::kHalfWeights, floats); }
-
-size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node) {
-  // The kernel packs into per-thread buffers and needs no workspace. It still reserves the
-  // [K, N] a transposed right operand took before packing moved to those buffers, which keeps
-  // memory plans (and the golden `inspect` outputs) unchanged.
-  if (node.inputs.size() < 2) return 0;
-  auto d = dims_of(node, g.node(node.inputs[0]).type.shape, node.type.shape);
-  const size_t f32_bytes = d.is_ok() && d->tb ? static_cast<size_t>(d->K * d->N) * sizeof(float) : 0;
-  return f32_bytes + matmul_half_workspace_bytes(g, node);
-}
-
-Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N) {
-  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
-  const std::string& act = at->activation;
-  MatmulEpilogue ep;
-  ep.act = act == "relu"        ? MatmulEpilogue::Act::kRelu
-           : act == "gelu"      ? MatmulEpilogue::Act::kGelu
-           : act == "gelu_grad" ? MatmulEpilogue::Act::kGeluGrad
-                                : MatmulEpilogue::Act::kNone;
-  if (a.in.size() > 2) (ep.act == MatmulEpilogue::Act::kGeluGrad ? ep.pre : ep.bias) = a.in[2].as<const float>();
-  if (ep.act == MatmulEpilogue::Act::kGeluGrad && !ep.pre)
-    return internal_error("[matmul] the gelu_grad epilogue needs its x input " + ir::node_ref(a.node));
-  ep.out = a.out.as<const float>();
-  ep.N = N;
-  return ep;
-}
-
-// The epilogue over the whole output, after the product (the paths that do not apply it per
-// task): rows in tasks of about 16384 elements.
-Status matmul_epilogue(const KernelArgs& a, int64_t N) {
-  VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, N));
-  if (!ep.active() || N == 0) return Status::ok();
-  float* out = a.out.as<float>();
-  parallel_rows(a.out.numel() / N, N, 16384, [&](int64_t r) { ep.apply(out + r * N, 1, N); });
-  return Status::ok();
-}
-
-Status matmul(const KernelArgs& a) {
-  if (is_half(a.in[1].type.dtype)) return matmul_half_weights(a);
-  const Shape& as = a.in[0].shape();
-  const Shape& bs = a.in[1].shape();
-  const Shape& os = a.out.shape();
-  VOLTA_ASSIGN_OR_RETURN(const Dims d, dims_of(a.node, as, os));
-  VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, d.N));
-  const MatmulIsa isa = matmul_active_isa();
-  if (bs.size() == 2 && !d.ta) {  // activations [..., M, K] against one weight: one taller product
-    const float* B = a.in[1].as<const float>();
-    int64_t rows = d.M;
-    for (size_t i = 0; i + 2 < as.size(); ++i) rows *= as[i];
-    gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), {a.in[0].as<const float>(), d.K, 1},
-         d.tb ? MatView{B, 1, d.K} : MatView{B, d.N, 1}, a.out.as<float>(), d.N, rows, d.N, d.K, &ep);
-    return Status::ok();
-  }
-  const Shape batch(os.begin(), os.end() - 2);
-  const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
-  const std::array<ref::Strides, 3> st = {ref::broadcast_strides(a_batch, batch, d.M * d.K),
-                                          ref::broadcast_strides(b_batch, batch, d.K * d.N),
-                                          ref::contiguous_strides(batch, d.M * d.N)};
-  const float* A = a.in[0].as<const float>();
-  const float* B = a.in[1].as<const float>();
-  float* out = a.out.as<float>();
-  const MatView av = d.ta ? MatView{A, 1, d.M} : MatView{A, d.K, 1};
-  const MatView bv = d.tb ? MatView{B, 1, d.K} : MatView{B, d.N, 1};
-  // A batch of row-major A against one shared B is a single taller product.
-  const bool b_shared = std::all_of(st[1].begin(), st[1].end(), [](int64_t s) { return s == 0; });
-  const int64_t rows = volta::numel(batch) * d.M;
-  if (!d.ta && b_shared && a_batch == batch) {
-    gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), av, bv, out, d.N, rows, d.N, d.K, &ep);
-    return Status::ok();
-  }
-  std::vector<GemmOperands> mats;
-  ref::for_each_index(batch, st, [&](int64_t, const std::array<int64_t, 3>& off) {
-    mats.push_back({{A + off[0], av.rs, av.cs}, {B + off[1], bv.rs, bv.cs}, out + off[2]});
-  });
-  gemm_batch(isa, matmul_blocking_for(isa, d.M, d.N, d.K), mats, d.N, d.M, d.N, d.K, &ep);
-  return Status::ok();
-}
 
 }  // namespace volta::cpu

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +66,15 @@ struct MatmulEpilogue {
   bool active() const { return bias != nullptr || act != Act::kNone; }
   void apply(float* c, int64_t rows, int64_t cols) const;  // c: a block of out, rows of N apart
 };
+
+// One matrix product of a batch.
+struct GemmOperands {
+  MatView A, B;
+  float* C;
+};
+// The products of a batch, all M x N x K with row stride ldc, as one task list over the threads.
+void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M, int64_t N,
+                int64_t K, const MatmulEpilogue* ep = nullptr);
 
 // C[M, N] (row stride ldc) = A[M, K] @ B[K, N] on the threads of parallel_for, with the given
 // microkernels and blocking. The task list depends on (M, N, K, blocking) only. `ep` (when

@@ -8,7 +8,54 @@
 
 namespace volta::cpu::ref {
 
+namespace {
+
+// dst = transpose(src of shape s, perm) (dst's shape: s permuted).
+void permute(const float* src, const Shape& s, const std::vector<int64_t>& perm, float* dst) {
+  const Strides st = contiguous_strides(s);
+  Shape ps;
+  Strides walk;  // element strides in s of the permuted shape's dims
+  for (int64_t p : perm) ps.push_back(s[static_cast<size_t>(p)]), walk.push_back(st[static_cast<size_t>(p)]);
+  for_each_index(ps, std::array<Strides, 1>{walk}, [&](int64_t n, const std::array<int64_t, 1>& off) {
+    dst[n] = src[off[0]];
+  });
+}
+
+Shape permuted(const Shape& s, const std::vector<int64_t>& perm) {
+  Shape out;
+  for (int64_t p : perm) out.push_back(s[static_cast<size_t>(p)]);
+  return out;
+}
+
+}  // namespace
+
 Status Matmul(const KernelArgs& a) {
+  // Operands read through a perm, a permuted result: the plain product on transposed copies.
+  if (a.node.attrs.has("a_perm") || a.node.attrs.has("b_perm") || a.node.attrs.has("out_perm")) {
+    VOLTA_RETURN_IF_ERROR(require_f32(a));
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
+    std::vector<std::vector<float>> bufs(3);
+    std::vector<TensorRef> in(a.in.begin(), a.in.end());
+    const std::optional<std::vector<int64_t>>* perms[2] = {&at->a_perm, &at->b_perm};
+    for (size_t i = 0; i < 2; ++i) {
+      if (!perms[i]->has_value()) continue;
+      bufs[i].resize(static_cast<size_t>(in[i].numel()));
+      permute(in_f32(a, i), in[i].shape(), **perms[i], bufs[i].data());
+      in[i] = {reinterpret_cast<std::byte*>(bufs[i].data()), {DType::f32, permuted(in[i].shape(), **perms[i])}};
+    }
+    ir::Node plain = a.node;
+    plain.attrs = ir::Attrs{{"transpose_a", at->transpose_a}, {"transpose_b", at->transpose_b}, {"activation", at->activation}};
+    TensorRef out = a.out;
+    if (at->out_perm) {  // the product in its own buffer, then its transpose into the output
+      Shape ps(a.out.shape().size());
+      for (size_t k = 0; k < ps.size(); ++k) ps[static_cast<size_t>((*at->out_perm)[k])] = a.out.shape()[k];
+      bufs[2].resize(static_cast<size_t>(a.out.numel()));
+      out = {reinterpret_cast<std::byte*>(bufs[2].data()), {DType::f32, ps}};
+    }
+    VOLTA_RETURN_IF_ERROR(Matmul(KernelArgs{plain, in, out, a.workspace}));
+    if (at->out_perm) permute(bufs[2].data(), out.shape(), *at->out_perm, out_f32(a));
+    return Status::ok();
+  }
   if (is_half(a.in[1].type.dtype)) {  // bf16 / f16 weights: the same product on their exact f32 values
     std::vector<float> wide(static_cast<size_t>(a.in[1].numel()));
     const bool bf = a.in[1].type.dtype == DType::bf16;
