@@ -81,7 +81,7 @@ void swiglu_rows(const float* x, const float* dy, float* out, int64_t rows, int6
 VOLTA_ISA_CLONES
 void silu_grad_elems(const float* x, const float* dy, float* out, int64_t n) {
   int64_t i = 0;
-  auto one = [](Vec v, Vec d) {
+  auto one = [](Vec v, Vec d) VOLTA_VEC_LAMBDA {
     const SigmoidParts p = sigmoid_parts(v);
     return silu_d(v, p) * d * p.sc;
   };

@@ -21,8 +21,8 @@ struct Moments {
 };
 VOLTA_VEC_INLINE Moments row_moments(const float* x, int64_t D, float eps, bool center) {
   const float inv_d = 1.0f / static_cast<float>(D);
-  const float mean = center ? sum_lanes(D, [&](int64_t d, int64_t k) { return load_n(x + d, k, 0.0f); }) * inv_d : 0.0f;
-  const float var = sum_lanes(D, [&](int64_t d, int64_t k) {
+  const float mean = center ? sum_lanes(D, [&](int64_t d, int64_t k) VOLTA_VEC_LAMBDA { return load_n(x + d, k, 0.0f); }) * inv_d : 0.0f;
+  const float var = sum_lanes(D, [&](int64_t d, int64_t k) VOLTA_VEC_LAMBDA {
                       const Vec c = load_n(x + d, k, mean) - splat(mean);
                       return c * c;
                     }) * inv_d;
@@ -50,10 +50,10 @@ void norm_grad_row(const float* x, const float* gamma, const float* dy, float* d
   const float inv_d = 1.0f / static_cast<float>(D);
   const Moments mo = row_moments(x, D, eps, center);
   const float mean = mo.mean, rstd = mo.rstd;  // named values: lambdas below capture them
-  auto xhat = [&](int64_t d, int64_t k) { return (load_n(x + d, k, mean) - splat(mean)) * splat(rstd); };
-  auto g = [&](int64_t d, int64_t k) { return load_n(dy + d, k, 0.0f) * load_n(gamma + d, k, 0.0f); };
+  auto xhat = [&](int64_t d, int64_t k) VOLTA_VEC_LAMBDA { return (load_n(x + d, k, mean) - splat(mean)) * splat(rstd); };
+  auto g = [&](int64_t d, int64_t k) VOLTA_VEC_LAMBDA { return load_n(dy + d, k, 0.0f) * load_n(gamma + d, k, 0.0f); };
   const float g_mean = center ? sum_lanes(D, g) * inv_d : 0.0f;
-  const float gx_mean = sum_lanes(D, [&](int64_t d, int64_t k) { return g(d, k) * xhat(d, k); }) * inv_d;
+  const float gx_mean = sum_lanes(D, [&](int64_t d, int64_t k) VOLTA_VEC_LAMBDA { return g(d, k) * xhat(d, k); }) * inv_d;
   for (int64_t d = 0; d < D; d += kLanes) {
     const int64_t k = std::min(kLanes, D - d);
     store_n(dx + d, splat(rstd) * (g(d, k) - splat(g_mean) - xhat(d, k) * splat(gx_mean)), k);

@@ -62,7 +62,7 @@ void sgd_chunk(float lr, float wd, float momentum, float scale, float* p, const 
 
 VOLTA_ISA_CLONES
 float squares_chunk(const float* x, int64_t n) {
-  return sum_lanes(n, [&](int64_t i, int64_t c) {
+  return sum_lanes(n, [&](int64_t i, int64_t c) VOLTA_VEC_LAMBDA {
     const Vec v = load_n(x + i, c, 0.0f);
     return v * v;
   });

@@ -26,7 +26,7 @@ void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n
 
 VOLTA_ISA_CLONES
 float row_sum(const float* x, int64_t n) {
-  return sum_lanes(n, [&](int64_t i, int64_t k) { return load_n(x + i, k, 0.0f); });
+  return sum_lanes(n, [&](int64_t i, int64_t k) VOLTA_VEC_LAMBDA { return load_n(x + i, k, 0.0f); });
 }
 
 // Integer tests of the bits, so they vectorise (no float compares, no early exit).

@@ -27,7 +27,7 @@ void softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale
     std::fill_n(y, C, std::numeric_limits<float>::quiet_NaN());
     return;
   }
-  auto z = [&](int64_t c) {  // the 16 lanes at c, masked past `valid`
+  auto z = [&](int64_t c) VOLTA_VEC_LAMBDA {  // the 16 lanes at c, masked past `valid`
     return keep_first(load_n(x + c, std::min(kLanes, C - c), 0.0f) * splat(scale), valid - c, ninf);
   };
   Vec m = splat(ninf);
@@ -69,7 +69,8 @@ void softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale
 // dx = scale * y * (dy - sum(dy * y)) for one softmax row y.
 VOLTA_ISA_CLONES
 void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale) {
-  const float dot = sum_lanes(C, [&](int64_t c, int64_t k) { return load_n(dy + c, k, 0.0f) * load_n(y + c, k, 0.0f); });
+  const float dot =
+      sum_lanes(C, [&](int64_t c, int64_t k) VOLTA_VEC_LAMBDA { return load_n(dy + c, k, 0.0f) * load_n(y + c, k, 0.0f); });
   for (int64_t c = 0; c < C; c += kLanes) {
     const int64_t k = std::min(kLanes, C - c);
     store_n(dx + c, splat(scale) * load_n(y + c, k, 0.0f) * (load_n(dy + c, k, 0.0f) - splat(dot)), k);

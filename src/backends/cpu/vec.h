@@ -19,6 +19,11 @@
 
 // Every helper is forced inline so it is compiled for the ISA of the clone that calls it.
 #define VOLTA_VEC_INLINE inline __attribute__((always_inline))
+// The same for a lambda that takes or returns a Vec inside a clone ([&](...) VOLTA_VEC_LAMBDA {...}):
+// left out of line (the sanitizer builds' inliner did that), its body is compiled for the baseline
+// ISA, which passes a 64-byte vector in memory where the AVX-512 clone passes it in a register,
+// and the call reads garbage.
+#define VOLTA_VEC_LAMBDA __attribute__((always_inline))
 
 namespace volta::cpu::vec {
 
