@@ -17,15 +17,11 @@
 namespace volta {
 namespace {
 
-ir::Graph parse(const std::string& text) {
-  auto g = ir::parse_graph(text, "test");
-  EXPECT_TRUE(g.is_ok()) << g.status().message();
-  return g.is_ok() ? *g : ir::Graph{};
-}
+using test::parse_ir;
 
 // Runs one pass, verifies its result and compares the printed IR with `expected`.
 void expect_pass(Result<ir::Graph> (*pass)(const ir::Graph&), const std::string& before, const std::string& expected) {
-  ir::Graph g = parse(before);
+  ir::Graph g = parse_ir(before);
   ASSERT_OK(ir::verify_graph(g));
   std::string printed_before = ir::print_graph(g);
   auto out = pass(g);
@@ -139,7 +135,7 @@ TEST(Passes, FoldConstantsLeavesLargeResultsAlone) {
   // [300,1] + [1,300] broadcasts to 90000 elements, above kMaxFoldElements.
   std::string values;
   for (int i = 0; i < 300; ++i) values += (i ? ", " : "") + std::to_string(i) + ".0";
-  ir::Graph g = parse("graph g {\n  %a: f32[300,1] = constant([" + values + "])\n  %b: f32[1,300] = constant([" + values +
+  ir::Graph g = parse_ir("graph g {\n  %a: f32[300,1] = constant([" + values + "])\n  %b: f32[1,300] = constant([" + values +
                       "])\n  %c: f32[300,300] = add(%a, %b)\n  return %c\n}\n");
   static_assert(300 * 300 > passes::kMaxFoldElements);
   auto out = passes::fold_constants(g);
@@ -148,7 +144,7 @@ TEST(Passes, FoldConstantsLeavesLargeResultsAlone) {
 }
 
 TEST(Passes, FoldingReportsKernelErrorsWithTheNode) {
-  ir::Graph g = parse(R"(graph g {
+  ir::Graph g = parse_ir(R"(graph g {
   %table: f32[2,2] = constant([1.0, 2.0, 3.0, 4.0])
   %ids: i32[1] = constant([5])
   %e: f32[1,2] = embedding(%table, %ids)
@@ -172,7 +168,7 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
                    "fuse_matmul_epilogue", "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
   opts.disabled = {"no_such_pass"};
-  EXPECT_ERROR_CONTAINS(passes::run_pipeline(parse("graph g {\n %x: f32[1] = input()\n return %x\n}\n"), opts),
+  EXPECT_ERROR_CONTAINS(passes::run_pipeline(parse_ir("graph g {\n %x: f32[1] = input()\n return %x\n}\n"), opts),
                         "unknown pass 'no_such_pass'");
 }
 
@@ -205,7 +201,7 @@ TEST(Passes, FuseAttentionSoftmaxFoldsScaleAndMaskIntoTheSoftmax) {
   return %p
 }
 )";
-  auto g = passes::fuse_attention_softmax(parse(attention));
+  auto g = passes::fuse_attention_softmax(parse_ir(attention));
   ASSERT_OK(g);
   ASSERT_OK(ir::verify_graph(*g));
   auto clean = passes::eliminate_dead_code(*g);
@@ -226,9 +222,9 @@ TEST(Passes, FuseAttentionSoftmaxFoldsScaleAndMaskIntoTheSoftmax) {
     std::string text = attention;
     text.replace(text.find(mask), mask.size(), other);
     if (other.find("exp") != std::string::npos) text.replace(text.find("return %p"), 9, "return %p, %t");
-    auto kept = passes::fuse_attention_softmax(parse(text));
+    auto kept = passes::fuse_attention_softmax(parse_ir(text));
     ASSERT_OK(kept);
-    EXPECT_EQ(ir::print_graph(*kept), ir::print_graph(parse(text))) << other;
+    EXPECT_EQ(ir::print_graph(*kept), ir::print_graph(parse_ir(text))) << other;
   }
 }
 
@@ -244,11 +240,8 @@ TEST(Passes, FusedAttentionTrainingGraphMatchesTheUnfusedGraph) {
   g->outputs = {g->outputs.back()};
   auto gg = autograd::build_backward(*g);
   ASSERT_OK(gg);
-  auto values = init_params(gg->graph, 5);
+  auto values = test::seeded_values(gg->graph, 5);
   ASSERT_OK(values);
-  auto in = random_inputs(gg->graph, 5);
-  ASSERT_OK(in);
-  values->merge(*in);
   std::vector<std::vector<Tensor>> outs;
   for (bool fuse : {true, false}) {
     Runtime rt(make_cpu_backend());
@@ -271,9 +264,9 @@ TEST(Passes, FusedAttentionTrainingGraphMatchesTheUnfusedGraph) {
 }
 
 TEST(Passes, GraphHashIdentifiesGraphAndPipeline) {
-  ir::Graph g = parse("graph g {\n %x: f32[2] = input()\n %y: f32[2] = exp(%x)\n return %y\n}\n");
-  ir::Graph same = parse("graph g {\n  %x: f32[2] = input()   # same graph, other spacing\n  %y = exp(%x)\n  return %y\n}\n");
-  ir::Graph other = parse("graph g {\n %x: f32[2] = input()\n %y: f32[2] = log(%x)\n return %y\n}\n");
+  ir::Graph g = parse_ir("graph g {\n %x: f32[2] = input()\n %y: f32[2] = exp(%x)\n return %y\n}\n");
+  ir::Graph same = parse_ir("graph g {\n  %x: f32[2] = input()   # same graph, other spacing\n  %y = exp(%x)\n  return %y\n}\n");
+  ir::Graph other = parse_ir("graph g {\n %x: f32[2] = input()\n %y: f32[2] = log(%x)\n return %y\n}\n");
   EXPECT_EQ(passes::graph_hash(g, "a"), passes::graph_hash(same, "a"));
   EXPECT_NE(passes::graph_hash(g, "a"), passes::graph_hash(other, "a"));
   EXPECT_NE(passes::graph_hash(g, "a"), passes::graph_hash(g, "b"));
@@ -415,11 +408,8 @@ TEST(Passes, FusedTrainingAttentionHasTheBitsOfTheUnfusedGraph) {
     ASSERT_OK(g);
     auto gg = autograd::build_backward(*g);
     ASSERT_OK(gg);
-    auto values = init_params(gg->graph, 7);
+    auto values = test::seeded_values(gg->graph, 7);
     ASSERT_OK(values);
-    auto in = random_inputs(gg->graph, 7);
-    ASSERT_OK(in);
-    values->merge(*in);
     for (auto& [name, value] : *values) {  // O(1) values: the softmax is not one-hot
       if (name == "target") continue;
       fill_normal(value, 11, name.size(), 0.0f, 1.0f);

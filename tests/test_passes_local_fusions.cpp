@@ -20,11 +20,7 @@
 namespace volta {
 namespace {
 
-ir::Graph parse(const std::string& text) {
-  auto g = ir::parse_graph(text, "test");
-  EXPECT_TRUE(g.is_ok()) << g.status().message();
-  return g.is_ok() ? *g : ir::Graph{};
-}
+using test::parse_ir;
 
 // Runs g with the whole pipeline and without `passes`, on every matmul ISA at 1 and 2 threads:
 // check(plan's graph, fused) looks at each plan, and every run's outputs must have the bits of
@@ -76,11 +72,8 @@ TEST(Passes, FusedMatmulEpilogueHasTheBitsOfTheUnfusedGraph) {
     b.output(y);
     auto g = b.build();
     ASSERT_OK(g);
-    auto values = init_params(*g, 4);
+    auto values = test::seeded_values(*g, 4);
     ASSERT_OK(values);
-    auto in = random_inputs(*g, 4);
-    ASSERT_OK(in);
-    values->merge(*in);
     expect_fusion_keeps_bits(
         *g, *values, {"fuse_matmul_epilogue", "fuse_elementwise"},
         [&](const ir::Graph& plan, bool fuse) {
@@ -186,11 +179,8 @@ TEST(Passes, NormParamGradsFoldWithTheBitsOfTheUnfusedNodes) {
     ASSERT_OK(g);
     auto train = autograd::build_backward(*g);
     ASSERT_OK(train);
-    auto values = init_params(train->graph, 6);
+    auto values = test::seeded_values(train->graph, 6);
     ASSERT_OK(values);
-    auto in = random_inputs(train->graph, 6);
-    ASSERT_OK(in);
-    values->merge(*in);
     expect_fusion_keeps_bits(
         train->graph, *values, {"fuse_norm_param_grad"},
         [&](const ir::Graph& plan, bool fuse) {
@@ -219,11 +209,8 @@ TEST(Passes, TransposesFoldIntoTheMatmulsAroundThem) {
   ASSERT_OK(g);
   auto train = autograd::build_backward(*g);
   ASSERT_OK(train);
-  auto values = init_params(train->graph, 8);
+  auto values = test::seeded_values(train->graph, 8);
   ASSERT_OK(values);
-  auto in = random_inputs(train->graph, 8);
-  ASSERT_OK(in);
-  values->merge(*in);
   expect_fusion_keeps_bits(
       train->graph, *values, {"fuse_matmul_layout"},
       [&](const ir::Graph& plan, bool fuse) {
@@ -247,7 +234,7 @@ TEST(Passes, TransposesFoldIntoTheMatmulsAroundThem) {
 // chain (every thread count); a value read twice, a graph output and a broadcast intermediate
 // stay outside the tree; a bad program names the op.
 TEST(Passes, FuseElementwiseFoldsTreesWithTheBitsOfTheUnfusedOps) {
-  const ir::Graph g = parse(R"(graph g {
+  const ir::Graph g = parse_ir(R"(graph g {
   %x: f32[6,40] = input()
   %b: f32[40] = input()
   %s: f32[] = constant(0.7071)

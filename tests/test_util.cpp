@@ -41,10 +41,23 @@ int run_command(const std::string& cmd, std::string* out, std::string* err) {
 
 std::string source_path(const std::string& rel) { return std::string(VOLTA_SOURCE_DIR) + "/" + rel; }
 
+ir::Graph parse_ir(const std::string& text) {
+  auto g = ir::parse_graph(text, "test");
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  return g.is_ok() ? *g : ir::Graph{};
+}
+
 ir::Graph load_example(const std::string& file) {
   auto g = ir::load_graph(source_path("examples/" + file));
   EXPECT_TRUE(g.is_ok()) << g.status().message();
   return g.is_ok() ? *g : ir::Graph{};
+}
+
+Result<Bindings> seeded_values(const ir::Graph& g, uint64_t seed) {
+  VOLTA_ASSIGN_OR_RETURN(Bindings values, init_params(g, seed));
+  VOLTA_ASSIGN_OR_RETURN(Bindings inputs, random_inputs(g, seed));
+  values.merge(inputs);
+  return values;
 }
 
 }  // namespace volta::test

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "volta/ir.h"
+#include "volta/runtime.h"
 #include "volta/status.h"
 
 // EXPECT that `expr` (a Status or Result) failed and its message contains `needle`.
@@ -43,4 +44,8 @@ int run_command(const std::string& cmd, std::string* out, std::string* err = nul
 std::string source_path(const std::string& rel);  // VOLTA_SOURCE_DIR/rel
 // examples/<file> parsed; a failure fails the test (and gives an empty graph).
 ir::Graph load_example(const std::string& file);
+// IR text parsed; a failure fails the test (and gives an empty graph).
+ir::Graph parse_ir(const std::string& text);
+// Every param of g seeded (init_params) and every input random (random_inputs), from `seed`.
+Result<Bindings> seeded_values(const ir::Graph& g, uint64_t seed);
 }  // namespace volta::test

@@ -33,15 +33,11 @@ bool row_bias(const TensorType& t, int64_t n, size_t rank) {
 // A new node reshaping `id` to [n] (a view: no copy at run time), named after it.
 int32_t as_vector(ir::Graph& g, int32_t id, int64_t n) {
   ir::Node r;
-  r.id = static_cast<int32_t>(g.size());
-  r.name = g.node(id).name + "/as_vector";
-  for (int k = 1; g.find(r.name) >= 0; ++k) r.name = g.node(id).name + "/as_vector_" + std::to_string(k);
   r.op = ir::Op::Reshape;
   r.inputs = {id};
   r.attrs.set("shape", std::vector<int64_t>{n});
   r.type = TensorType{DType::f32, {n}};
-  g.nodes.push_back(std::move(r));
-  return static_cast<int32_t>(g.size()) - 1;
+  return append_node(g, std::move(r), g.node(id).name + "/as_vector");
 }
 
 }  // namespace

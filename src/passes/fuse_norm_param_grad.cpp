@@ -37,14 +37,6 @@ bool sums_leading_axes(const ir::Node& s, const TensorType& in) {
   return true;
 }
 
-int32_t append(ir::Graph& g, ir::Node n, const std::string& base) {
-  n.id = static_cast<int32_t>(g.size());
-  n.name = base;
-  for (int k = 1; g.find(n.name) >= 0; ++k) n.name = base + "_" + std::to_string(k);
-  g.nodes.push_back(std::move(n));
-  return static_cast<int32_t>(g.size()) - 1;
-}
-
 // Turns node `id` (a sum of shape [..., D]) into reshape(slice(npg, 0, row, row + 1)).
 void take_row(ir::Graph& g, int32_t id, int32_t npg, int64_t row) {
   const int64_t D = g.node(npg).type.shape[1];
@@ -55,7 +47,7 @@ void take_row(ir::Graph& g, int32_t id, int32_t npg, int64_t row) {
   slice.attrs.set("start", row);
   slice.attrs.set("end", row + 1);
   slice.type = TensorType{DType::f32, {1, D}};
-  const int32_t s = append(g, std::move(slice), g.node(id).name + "/row");
+  const int32_t s = append_node(g, std::move(slice), g.node(id).name + "/row");
   ir::Node& n = g.node(id);
   n.op = ir::Op::Reshape;
   n.inputs = {s};
@@ -89,7 +81,7 @@ Result<ir::Graph> fuse_norm_param_grad(const ir::Graph& g) {
       npg.attrs.set("eps", *eps);
       npg.attrs.set("center", int64_t{xhat.op == ir::Op::LayerNorm ? 1 : 0});
       npg.type = TensorType{DType::f32, {2, xhat.type.shape.back()}};
-      const int32_t id = append(out, std::move(npg), s.name + "/norm_param_grad");
+      const int32_t id = append_node(out, std::move(npg), s.name + "/norm_param_grad");
       take_row(out, s.id, id, 0);
       // d beta: a sum of dy over the same axes, if the graph has one.
       for (size_t j = 0; j < n; ++j) {

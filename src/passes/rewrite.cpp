@@ -56,4 +56,12 @@ bool last_axis(const ir::Node& n) {
                              static_cast<int64_t>(n.type.shape.size()) - 1;
 }
 
+int32_t append_node(ir::Graph& g, ir::Node n, const std::string& base) {
+  n.id = static_cast<int32_t>(g.size());
+  n.name = base;
+  for (int k = 1; g.find(n.name) >= 0; ++k) n.name = base + "_" + std::to_string(k);
+  g.nodes.push_back(std::move(n));
+  return g.nodes.back().id;
+}
+
 }  // namespace volta::passes

@@ -1,6 +1,7 @@
 // Shared by the passes: rebuild a graph after dropping or merging nodes.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "volta/ir.h"
@@ -21,6 +22,9 @@ struct Readers {
   bool one(int32_t id) const { return count[static_cast<size_t>(id)] == 1; }
 };
 Result<Readers> live_readers(const ir::Graph& g);
+
+// Appends `n` to g as a new node named `base` (or base_1, base_2, ... when taken); its id.
+int32_t append_node(ir::Graph& g, ir::Node n, const std::string& base);
 
 // The node's `axis` attribute (default -1) names its last axis.
 bool last_axis(const ir::Node& n);

@@ -92,12 +92,6 @@ void write_rows(std::byte* out, int64_t outer, const std::vector<Segment>& segs)
   });
 }
 
-int64_t product(const Shape& s, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p *= s[i];
-  return p;
-}
-
 }  // namespace
 
 Status slice(const KernelArgs& a) {
@@ -108,8 +102,8 @@ Status slice(const KernelArgs& a) {
   const int64_t start = std::clamp<int64_t>(at->start < 0 ? at->start + dim : at->start, 0, dim);
   // The output's extent is the rule's [start, end) length; trusting it keeps copies in bounds.
   const int64_t len = std::min(a.out.shape()[axis], dim - start);
-  const size_t inner = static_cast<size_t>(product(s, axis + 1, s.size())) * dtype_size(a.out.type.dtype);
-  write_rows(a.out.data, product(s, 0, axis),
+  const size_t inner = static_cast<size_t>(ref::dims_product(s, axis + 1, s.size())) * dtype_size(a.out.type.dtype);
+  write_rows(a.out.data, ref::dims_product(s, 0, axis),
              {{a.in[0].data + static_cast<size_t>(start) * inner, static_cast<size_t>(dim) * inner, static_cast<size_t>(len) * inner}});
   return Status::ok();
 }
@@ -119,11 +113,11 @@ Status pad(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Pad>(a.node));
   const Shape& xs = a.in[0].shape();
   VOLTA_ASSIGN_OR_RETURN(const size_t axis, ref::normalize_axis(a.node, at->axis, xs.size()));
-  const size_t inner = static_cast<size_t>(product(xs, axis + 1, xs.size())) * sizeof(float);
+  const size_t inner = static_cast<size_t>(ref::dims_product(xs, axis + 1, xs.size())) * sizeof(float);
   const auto in_len = static_cast<size_t>(xs[axis]), out_len = static_cast<size_t>(a.out.shape()[axis]);
   const auto before = static_cast<size_t>(at->before);
   if (before + in_len > out_len) return ref::Pad(a);  // the rule fixes out_len; stay on the checked path otherwise
-  write_rows(a.out.data, product(xs, 0, axis),
+  write_rows(a.out.data, ref::dims_product(xs, 0, axis),
              {{nullptr, 0, before * inner}, {a.in[0].data, in_len * inner, in_len * inner},
               {nullptr, 0, (out_len - before - in_len) * inner}});
   return Status::ok();
@@ -133,36 +127,21 @@ Status concat(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Concat>(a.node));
   const Shape& os = a.out.shape();
   VOLTA_ASSIGN_OR_RETURN(const size_t axis, ref::normalize_axis(a.node, at->axis, os.size()));
-  const size_t inner = static_cast<size_t>(product(os, axis + 1, os.size())) * dtype_size(a.out.type.dtype);
+  const size_t inner = static_cast<size_t>(ref::dims_product(os, axis + 1, os.size())) * dtype_size(a.out.type.dtype);
   std::vector<Segment> segs;
   for (const TensorRef& x : a.in) {
     const size_t chunk = static_cast<size_t>(x.shape()[axis]) * inner;
     segs.push_back({x.data, chunk, chunk});
   }
-  write_rows(a.out.data, product(os, 0, axis), segs);
+  write_rows(a.out.data, ref::dims_product(os, 0, axis), segs);
   return Status::ok();
 }
-
-namespace {
-
-// The first id outside [0, rows), in position order, as the reference reports it.
-Status check_ids(const KernelArgs& a, const TensorRef& ids, int64_t rows) {
-  for (int64_t p = 0; p < ids.numel(); ++p) {
-    const int64_t id = ref::read_index(ids, p);
-    if (id < 0 || id >= rows)
-      return invalid_argument(ref::op_prefix(a.node) + "id " + std::to_string(id) + " at flat position " +
-                              std::to_string(p) + " is outside [0, " + std::to_string(rows) + ") " + ir::node_ref(a.node));
-  }
-  return Status::ok();
-}
-
-}  // namespace
 
 Status embedding(const KernelArgs& a) {
   const TensorRef& table = a.in[0];
   const TensorRef& ids = a.in[1];
   if (table.shape().size() != 2 || !is_integer(ids.type.dtype)) return ref::Embedding(a);
-  VOLTA_RETURN_IF_ERROR(check_ids(a, ids, table.shape()[0]));
+  VOLTA_RETURN_IF_ERROR(ref::check_ids(a, ids, table.shape()[0]));
   const size_t row = static_cast<size_t>(table.shape()[1]) * dtype_size(table.type.dtype);
   if (row == 0) return Status::ok();
   parallel_rows(ids.numel(), table.shape()[1], kTaskElements, [&](int64_t p) {
@@ -176,7 +155,7 @@ Status embedding_grad(const KernelArgs& a) {
   const int64_t rows = a.out.shape()[0], D = a.out.shape()[1];
   if (a.workspace.size() < static_cast<size_t>(rows * D) * sizeof(double) || a.in[1].type.dtype != DType::f32)
     return ref::EmbeddingGrad(a);
-  VOLTA_RETURN_IF_ERROR(check_ids(a, ids, rows));
+  VOLTA_RETURN_IF_ERROR(ref::check_ids(a, ids, rows));
   auto* acc = reinterpret_cast<double*>(a.workspace.data());
   const float* dy = a.in[1].as<const float>();
   float* out = a.out.as<float>();

@@ -115,9 +115,8 @@ void pack_a(MatmulIsa isa, MatView A, int64_t rows, int64_t kb, int64_t mr, floa
 
 // A transposed A (A(r, p) at a[p * a_cs + r]) of M rows, K block [p0, p0 + kb) -> panels of `mr`
 // rows (panel i at dst + i * kb, (r, p) at [p * mr + r]), reading the operand one k at a time:
-// the rows of the stored matrix in order, whole.
-// Panels of MR rows: a fixed-size copy the compiler inlines (a memcpy call per 48 bytes cost more
-// than the copy).
+// the rows of the stored matrix in order, whole. Per tile height a fixed-size copy the compiler
+// inlines (a memcpy call per 48 bytes cost more than the copy).
 template <int64_t MR>
 VOLTA_ISA_CLONES void pack_a_transposed_mr(const float* a, int64_t a_cs, int64_t M, int64_t kb, float* dst) {
   for (int64_t p = 0; p < kb; ++p, a += a_cs) {
@@ -190,15 +189,17 @@ struct PackedB {
   int64_t ld = 0, col0 = 0;
 };
 
-// One task of the packed path: C[rows, cols] = A[rows, K] @ B[K, cols], K in blocks of kc. For
-// each K block: pack the task's B columns once (unless packed for all tasks already), then for
-// each mc block of rows pack A and sweep the tiles, each packed B panel (kc x tile cols, L1)
-// against the A panels (mc x kc, L2).
+// A transposed A packed once for all tasks (see gemm_batch): the K block at p0 starts at
+// data + p0 * ld, its panels of tile rows side by side; a task's panels from row0 * kb on.
 struct PackedA {
-  const float* data = nullptr;  // K block at p0 starts at data + p0 * ld; this task's panels at row0 * kb
+  const float* data = nullptr;
   int64_t ld = 0, row0 = 0;
 };
 
+// One task of the packed path: C[rows, cols] = A[rows, K] @ B[K, cols], K in blocks of kc. For
+// each K block: pack the task's B columns once (unless packed for all tasks already), then for
+// each mc block of rows pack A and sweep the tiles, each packed B panel (kc x tile cols, L1)
+// against the A panels (mc x kc, L2). `sa`: A packed for all tasks already.
 void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, const PackedB& shared, float* C,
                   int64_t ldc, int64_t rows, int64_t cols, int64_t K, const PackedA& sa = {}) {
   const MatmulTile tile = matmul_tile(isa);
@@ -351,7 +352,6 @@ constexpr int64_t kMaxSharedB = int64_t{1} << 23;  // floats of B packed for all
 constexpr int64_t kMaxSharedA = int64_t{1} << 23;  // and of a transposed A
 constexpr int64_t kSharedPackPanels = 4;           // panels of B per task of that packing pass
 
-
 // Task blocks of C for the packed path: all rows by nc columns (rounded to the tile), cut (the
 // larger side first) while the batch has fewer than kMinTasks tasks. Rows are cut into equal
 // parts of whole tiles, so the tasks a thread takes weigh the same (768 rows in 4 parts of 192,
@@ -454,14 +454,11 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   });
 }
 
-
-
 void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
           int64_t K, const MatmulEpilogue* ep) {
   const GemmOperands g{A, B, C};
   gemm_batch(isa, bl, std::span(&g, 1), ldc, M, N, K, ep);
 }
-
 
 void gemm_small(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K,
                 bool padded) {

@@ -84,10 +84,11 @@ Status matmul_epilogue(const KernelArgs& a, int64_t N) {
 
 namespace {
 
-// Operands read through perms and a permuted result (written by fuse_matmul_layout): each
-// matrix of the batch is a strided view of the stored tensors, which the GEMM reads like any
-// MatView, so no transpose is ever written.
-Status matmul_permuted(const KernelArgs& a, const MatmulEpilogue& ep) {
+// The general case: each matrix of the batch a strided view of the stored tensors (batch dims
+// broadcast, operands read through a_perm / b_perm and the result written through out_perm, as
+// fuse_matmul_layout writes them), which the GEMM reads like any MatView, so no transpose is
+// ever written.
+Status matmul_strided(const KernelArgs& a, const MatmulEpilogue& ep) {
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
   struct View {
     Shape shape;
@@ -143,47 +144,26 @@ Status matmul_permuted(const KernelArgs& a, const MatmulEpilogue& ep) {
 
 Status matmul(const KernelArgs& a) {
   if (is_half(a.in[1].type.dtype)) return matmul_half_weights(a);
-  if (a.node.attrs.has("a_perm") || a.node.attrs.has("b_perm") || a.node.attrs.has("out_perm")) {
-    VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, a.out.shape().empty() ? 0 : a.out.shape().back()));
-    return matmul_permuted(a, ep);
-  }
   const Shape& as = a.in[0].shape();
   const Shape& bs = a.in[1].shape();
   const Shape& os = a.out.shape();
-  VOLTA_ASSIGN_OR_RETURN(const Dims d, dims_of(a.node, as, os));
-  VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, d.N));
-  const MatmulIsa isa = matmul_active_isa();
-  if (bs.size() == 2 && !d.ta) {  // activations [..., M, K] against one weight: one taller product
-    const float* B = a.in[1].as<const float>();
-    int64_t rows = d.M;
-    for (size_t i = 0; i + 2 < as.size(); ++i) rows *= as[i];
-    gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), {a.in[0].as<const float>(), d.K, 1},
-         d.tb ? MatView{B, 1, d.K} : MatView{B, d.N, 1}, a.out.as<float>(), d.N, rows, d.N, d.K, &ep);
-    return Status::ok();
+  VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, os.empty() ? 0 : os.back()));
+  const bool permuted = a.node.attrs.has("a_perm") || a.node.attrs.has("b_perm") || a.node.attrs.has("out_perm");
+  if (!permuted) {
+    // Row-major activations [..., M, K] against one weight (b's batch dims all 1): one taller product.
+    VOLTA_ASSIGN_OR_RETURN(const Dims d, dims_of(a.node, as, os));
+    const Shape batch(os.begin(), os.end() - 2), a_batch(as.begin(), as.end() - 2);
+    const bool b_shared = std::all_of(bs.begin(), bs.end() - 2, [](int64_t s) { return s == 1; });
+    if (!d.ta && b_shared && a_batch == batch) {
+      const float* B = a.in[1].as<const float>();
+      const int64_t rows = volta::numel(batch) * d.M;
+      const MatmulIsa isa = matmul_active_isa();
+      gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), {a.in[0].as<const float>(), d.K, 1},
+           d.tb ? MatView{B, 1, d.K} : MatView{B, d.N, 1}, a.out.as<float>(), d.N, rows, d.N, d.K, &ep);
+      return Status::ok();
+    }
   }
-  const Shape batch(os.begin(), os.end() - 2);
-  const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
-  const std::array<ref::Strides, 3> st = {ref::broadcast_strides(a_batch, batch, d.M * d.K),
-                                          ref::broadcast_strides(b_batch, batch, d.K * d.N),
-                                          ref::contiguous_strides(batch, d.M * d.N)};
-  const float* A = a.in[0].as<const float>();
-  const float* B = a.in[1].as<const float>();
-  float* out = a.out.as<float>();
-  const MatView av = d.ta ? MatView{A, 1, d.M} : MatView{A, d.K, 1};
-  const MatView bv = d.tb ? MatView{B, 1, d.K} : MatView{B, d.N, 1};
-  // A batch of row-major A against one shared B is a single taller product.
-  const bool b_shared = std::all_of(st[1].begin(), st[1].end(), [](int64_t s) { return s == 0; });
-  const int64_t rows = volta::numel(batch) * d.M;
-  if (!d.ta && b_shared && a_batch == batch) {
-    gemm(isa, matmul_blocking_for(isa, rows, d.N, d.K), av, bv, out, d.N, rows, d.N, d.K, &ep);
-    return Status::ok();
-  }
-  std::vector<GemmOperands> mats;
-  ref::for_each_index(batch, st, [&](int64_t, const std::array<int64_t, 3>& off) {
-    mats.push_back({{A + off[0], av.rs, av.cs}, {B + off[1], bv.rs, bv.cs}, out + off[2]});
-  });
-  gemm_batch(isa, matmul_blocking_for(isa, d.M, d.N, d.K), mats, d.N, d.M, d.N, d.K, &ep);
-  return Status::ok();
+  return matmul_strided(a, ep);
 }
 
 }  // namespace volta::cpu

@@ -21,24 +21,28 @@ int64_t clamp_bound(int64_t v, int64_t dim) {
 
 }  // namespace
 
+Status check_ids(const KernelArgs& a, const TensorRef& ids, int64_t rows) {
+  for (int64_t p = 0; p < ids.numel(); ++p) {
+    const int64_t id = read_index(ids, p);
+    if (id < 0 || id >= rows)
+      return invalid_argument(op_prefix(a.node) + "id " + std::to_string(id) + " at flat position " + std::to_string(p) +
+                              " is outside [0, " + std::to_string(rows) + ") " + ir::node_ref(a.node));
+  }
+  return Status::ok();
+}
+
 Status Embedding(const KernelArgs& a) {
   const TensorRef& table = a.in[0];
   const TensorRef& ids = a.in[1];
   if (table.shape().size() != 2 || !is_integer(ids.type.dtype)) {
     return internal_error(op_prefix(a.node) + "expects table [V, D] and integer ids " + ir::node_ref(a.node));
   }
-  const int64_t V = table.shape()[0];
+  VOLTA_RETURN_IF_ERROR(check_ids(a, ids, table.shape()[0]));
   const size_t row_bytes = static_cast<size_t>(table.shape()[1]) * elem_size(table);
-  const int64_t n = ids.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = read_index(ids, i);
-    if (id < 0 || id >= V) {
-      return invalid_argument(op_prefix(a.node) + "id " + std::to_string(id) + " at flat position " +
-                              std::to_string(i) + " is outside [0, " + std::to_string(V) + ") " +
-                              ir::node_ref(a.node));
-    }
-    if (row_bytes) std::memcpy(a.out.data + static_cast<size_t>(i) * row_bytes, table.data + static_cast<size_t>(id) * row_bytes,
-                                row_bytes);
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    if (row_bytes)
+      std::memcpy(a.out.data + static_cast<size_t>(i) * row_bytes,
+                  table.data + static_cast<size_t>(read_index(ids, i)) * row_bytes, row_bytes);
   }
   return Status::ok();
 }
@@ -279,15 +283,13 @@ Status EmbeddingGrad(const KernelArgs& a) {
   const int64_t D = a.out.shape()[1];
   if (a.workspace.size() < static_cast<size_t>(rows * D) * sizeof(double))
     return internal_error(op_prefix(a.node) + "workspace too small " + ir::node_ref(a.node));
+  VOLTA_RETURN_IF_ERROR(check_ids(a, ids, rows));
   // Sum in double, positions in index order, then round once: deterministic and accurate.
   auto* acc = reinterpret_cast<double*>(a.workspace.data());
   std::fill_n(acc, rows * D, 0.0);
   const float* dy = a.in[1].as<const float>();
   for (int64_t p = 0; p < ids.numel(); ++p) {
     const int64_t id = read_index(ids, p);
-    if (id < 0 || id >= rows)
-      return invalid_argument(op_prefix(a.node) + "id " + std::to_string(id) + " at flat position " + std::to_string(p) +
-                              " is outside [0, " + std::to_string(rows) + ") " + ir::node_ref(a.node));
     for (int64_t d = 0; d < D; ++d) acc[id * D + d] += dy[p * D + d];
   }
   float* out = out_f32(a);

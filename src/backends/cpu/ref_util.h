@@ -135,6 +135,10 @@ inline int64_t read_index(const TensorRef& t, int64_t i) {
   return t.type.dtype == DType::i32 ? static_cast<int64_t>(t.as<const int32_t>()[i]) : t.as<const int64_t>()[i];
 }
 
+// The first id of `ids` outside [0, rows), in position order, as an error naming it, its position
+// and the node (embedding and its gradient, reference and CPU kernels alike).
+Status check_ids(const KernelArgs& a, const TensorRef& ids, int64_t rows);
+
 // Row-range forms of the row-wise reference kernels over the last axis: rows [r0, r1). The
 // CPU backend runs disjoint ranges on different threads; every row's arithmetic is the same as
 // in the whole-tensor kernel, so the bits are too.
