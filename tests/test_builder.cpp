@@ -112,7 +112,10 @@ TEST(Builder, RunTimePositionAndCacheWriteRules) {
   auto ok = build({DType::i32, {1}}, {{"causal_offset", int64_t{0}}});
   ASSERT_OK(ok);
   EXPECT_EQ(ok->node(ok->outputs[0]).type.shape, (Shape{1, 2, 1, 4}));
-  EXPECT_ERROR_CONTAINS(build({DType::f32, {1}}, {}), "[attention] position must be i32 with one element, got f32[1] (node 'att')");
+  EXPECT_ERROR_CONTAINS(build({DType::f32, {1}}, {}), "[attention] mask f32[1] does not broadcast to the scores f32[1,2,1,6] "
+                                                      "(its last dim must be the keys, 6; a fourth input is an f32 mask or an "
+                                                      "i32 position with one element) (node 'att')");
+  EXPECT_ERROR_CONTAINS(build({DType::i64, {1}}, {}), "[attention] position must be i32 with one element, got i64[1]");
   EXPECT_ERROR_CONTAINS(build({DType::i32, {2}}, {}), "[attention] position must be i32 with one element, got i32[2]");
   EXPECT_ERROR_CONTAINS(build({DType::i32, {1}}, {{"prefix", int64_t{3}}}), "[attention] prefix and a position input cannot both be given");
   auto softmax = [&](TensorType position, ir::Attrs attrs) {

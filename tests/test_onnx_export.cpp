@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "model/tinylm.h"
 #include "test_util.h"
@@ -133,6 +134,15 @@ TEST(OnnxExport, EveryForwardOpRoundTrips) {
                        b.constant("sin", rope_table(9, 4, 100.0, true)));
        }},
       {"swiglu", [](ModelBuilder& b, Value x) { return b.op(Op::Swiglu, {b.reshape(x, {2, 3, 20})}); }, 1e-6},
+      {"attention mask nan guard",  // row 0 of batch 1 has every key masked: zeros, not nan
+       [](ModelBuilder& b, Value x) {
+         const float ninf = -std::numeric_limits<float>::infinity();
+         std::vector<float> m(2 * 4 * 6, 0.0f);
+         for (size_t i = 0; i < m.size(); ++i) m[i] = i % 5 == 1 || (i >= 24 && i < 30) ? ninf : i % 7 == 0 ? -2.0f : 0.0f;
+         return b.op(Op::Attention, {x, b.param("k", f32({2, 3, 6, 5}), ParamInit::normal(1.0)), b.param("v", f32({2, 3, 6, 7}), ParamInit::normal(1.0)),
+                                     b.constant("mask", Tensor::from_f32({2, 1, 4, 6}, m))},
+                     {{"scale", 0.5}, {"zero_nan_probs", int64_t{1}}});
+       }, 1e-5},
       {"attention two blocks causal",
        [](ModelBuilder& b, Value x) {
          return b.op(Op::Attention, {x, b.param("k", f32({2, 3, 2, 5}), ParamInit::normal(1.0)), b.param("v", f32({2, 3, 2, 3}), ParamInit::normal(1.0)),

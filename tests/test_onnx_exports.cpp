@@ -108,11 +108,12 @@ TEST(OnnxExports, EveryExportMatchesPyTorchAndRepeatsBitwise) {
 }
 
 // The exported chains of GELU (BERT's erf form, GPT-2's tanh form) and LayerNorm become Volta's
-// gelu and layer_norm at import: a plan of these exports has no erf, tanh, pow, sqrt or
-// reduce_mean left, and as many gelu and layer_norm nodes as the models have (2 layers: a GELU
-// and 2 LayerNorms each, and the embeddings' or the final LayerNorm). Their outputs still match
-// PyTorch (EveryExportMatchesPyTorchAndRepeatsBitwise).
-TEST(OnnxExports, ExportedGeluAndLayerNormRunAsVoltasOps) {
+// gelu and layer_norm, and their scaled dot-product attention (scale factors, additive mask,
+// softmax, nan guard) becomes attention at import: a plan of these exports has no erf, tanh, pow,
+// sqrt, reduce_mean, softmax or equal left, and as many gelu, layer_norm and attention nodes as
+// the models have (2 layers: an attention, a GELU and 2 LayerNorms each, and the embeddings' or
+// the final LayerNorm). Their outputs still match PyTorch (EveryExportMatchesPyTorchAndRepeatsBitwise).
+TEST(OnnxExports, ExportedGeluLayerNormAndAttentionRunAsVoltasOps) {
   if (!onnx::available()) GTEST_SKIP();
   for (const char* name : {"bert_torchscript_opset14", "bert_torchscript_opset17_dynamic", "bert_dynamo", "gpt2_dynamo"}) {
     const fs::path dir = kExports / name;
@@ -133,7 +134,16 @@ TEST(OnnxExports, ExportedGeluAndLayerNormRunAsVoltasOps) {
     }
     EXPECT_EQ(gelus, 2) << name;
     EXPECT_EQ(count[ir::Op::LayerNorm], 5) << name;
-    for (ir::Op op : {ir::Op::Erf, ir::Op::Tanh, ir::Op::Pow, ir::Op::Sqrt, ir::Op::ReduceMean})
+    // scaled dot-product attention with its mask and nan guard: one attention node per layer
+    EXPECT_EQ(count[ir::Op::Attention], 2) << name;
+    for (const ir::Node& n : (*plan)->graph.nodes)
+      if (n.op == ir::Op::Attention) {
+        EXPECT_EQ(n.inputs.size(), 4u) << name << ": the additive mask";
+        EXPECT_EQ(*n.attrs.get_int("zero_nan_probs", 0), 1) << name;
+        EXPECT_NEAR(*n.attrs.get_float("scale", 0), 0.25, 1e-7) << name << ": 1/sqrt(16)";
+      }
+    for (ir::Op op : {ir::Op::Erf, ir::Op::Tanh, ir::Op::Pow, ir::Op::Sqrt, ir::Op::ReduceMean, ir::Op::Softmax,
+                      ir::Op::Equal})
       EXPECT_EQ(count[op], 0) << name << ": " << ir::op_name(op) << " left";
     for (const ir::Node& n : (*plan)->graph.nodes) {
       if (n.op == ir::Op::Gelu) {

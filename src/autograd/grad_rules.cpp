@@ -73,6 +73,8 @@ Result<std::vector<Value>> attention_grads(ModelBuilder& b, const ir::Node& n, V
   std::vector<Value> x;
   for (int32_t in : n.inputs) x.push_back(Value{in});
   auto in_shape = [&](size_t i) { return shape_of(b, x[i]); };
+  if (x.size() == 4 && b.type(x[3]).dtype == DType::f32)
+    return no_rule(n, "its additive mask input (an imported attention) has no gradient rule");
   if (x.size() == 4) return no_rule(n, "its keys' length is a run-time input (a decode step)");
   VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
   const Shape qs = in_shape(0);

@@ -22,15 +22,19 @@ bool kv_batch_fits(const Shape& q, const Shape& k) {
 }  // namespace
 
 // (q [..., T, D], k [..., S, D], v [..., S, E] (k and v may have fewer heads than q: grouped
-// queries), then either k2, v2 or a run-time position) -> [..., T, E].
+// queries), then either k2, v2, a run-time position (i32) or an additive mask (f32)) -> [..., T, E].
 Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Attention;
   const char* names[] = {"q", "k", "v", "k2", "v2"};
-  const bool run_time_position = in.size() == 4;
-  const size_t tensors = run_time_position ? 3 : in.size();
+  const bool mask = in.size() == 4 && in[3].dtype == DType::f32;
+  const bool run_time_position = in.size() == 4 && !mask;
+  const size_t tensors = in.size() == 4 ? 3 : in.size();
   for (size_t i = 0; i < tensors; ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
   VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
   VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t zero_nan, tagged(op, attrs.get_int("zero_nan_probs", 0)));
+  if (zero_nan != 0 && zero_nan != 1) return fail(op, "zero_nan_probs must be 0 or 1, got " + std::to_string(zero_nan));
+  if (mask && attrs.has("prefix")) return fail(op, "prefix and a mask input cannot both be given");
   if (run_time_position) {
     if (in[3].dtype != DType::i32 || in[3].numel() != 1)
       return fail(op, "position must be i32 with one element, got " + in[3].to_string());
@@ -58,6 +62,20 @@ Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& 
     keys -= s1 - prefix;
   }
   if (keys == 0) return fail(op, "there are no keys");
+  if (mask) {  // broadcasts to the scores [..., H, T, S], its last dim S
+    Shape scores = q;
+    scores.back() = keys;
+    const Shape& m = in[3].shape;
+    bool fits = !m.empty() && m.size() <= r && m.back() == keys;
+    for (size_t i = 1; fits && i < m.size(); ++i) {
+      const int64_t d = m[m.size() - 1 - i];
+      fits = d == 1 || d == scores[r - 1 - i];
+    }
+    if (!fits)
+      return fail(op, "mask " + in[3].to_string() + " does not broadcast to the scores " +
+                          TensorType{DType::f32, scores}.to_string() + " (its last dim must be the keys, " +
+                          std::to_string(keys) + "; a fourth input is an f32 mask or an i32 position with one element)");
+  }
   Shape out = q;
   out.back() = in[2].shape.back();
   return TensorType{DType::f32, out};

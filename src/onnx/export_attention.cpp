@@ -15,10 +15,11 @@ Result<std::string> Exporter::causal_keep(const Shape& s, int64_t offset) {
   return initializer(keep, ElemType::kBool, temp("keep"));
 }
 
-// attention(q, k, v[, k2, v2]) as the graph it stands for: Concat, Transpose, MatMul, Mul,
-// Where, Softmax, MatMul.
+// attention(q, k, v[, k2, v2 | mask]) as the graph it stands for: Concat, Transpose, MatMul, Mul,
+// Where, Add, Softmax, (IsNaN, Where,) MatMul.
 Status Exporter::attention() {
-  if (n_->inputs.size() == 4) return fail("a run-time position (a decode step) has no ONNX form here");
+  const bool mask = n_->inputs.size() == 4 && in_type(3).dtype == DType::f32;
+  if (n_->inputs.size() == 4 && !mask) return fail("a run-time position (a decode step) has no ONNX form here");
   const auto rank = static_cast<int64_t>(in_type(0).shape.size());
   std::string k = in(1), v = in(2);
   const int64_t cap = in_type(1).shape[static_cast<size_t>(rank - 2)];
@@ -67,8 +68,20 @@ Status Exporter::attention() {
     node("Where", {keep, x, ninf}, m);
     x = m;
   }
-  const std::string p = temp("probs");
+  if (mask) {
+    const std::string m = temp("masked");
+    node("Add", {x, in(3)}, m);
+    x = m;
+  }
+  std::string p = temp("probs");
   attr(node("Softmax", {x}, p), "axis", int64_t{-1});
+  if (at->zero_nan_probs != 0) {  // nan probabilities (rows with every key masked) -> 0
+    VOLTA_ASSIGN_OR_RETURN(std::string zero, scalar(0.0, "zero"));
+    const std::string nan = temp("nan"), kept = temp("probs_kept");
+    node("IsNaN", {p}, nan);
+    node("Where", {nan, zero, p}, kept);
+    p = kept;
+  }
   node("MatMul", {p, v}, self());
   return Status::ok();
 }

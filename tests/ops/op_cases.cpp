@@ -24,6 +24,7 @@ CaseInput ids(DType t, Shape s, int64_t bound) { return {{t, std::move(s)}, Fill
 CaseInput i32(Shape s, int64_t bound) { return ids(DType::i32, std::move(s), bound); }
 CaseInput i64(Shape s, int64_t bound) { return ids(DType::i64, std::move(s), bound); }
 CaseInput value(DType t, Shape s, double v) { return {{t, std::move(s)}, Fill::Value, v}; }
+CaseInput mask(Shape s) { return {{DType::f32, std::move(s)}, Fill::Mask}; }
 CaseInput cos_table(int64_t P, int64_t half) { return {{DType::f32, {P, half}}, Fill::Rotary, 0}; }
 CaseInput sin_table(int64_t P, int64_t half) { return {{DType::f32, {P, half}}, Fill::Rotary, 1}; }
 
@@ -176,6 +177,20 @@ std::vector<OpCase> cases_of(Op op) {
           no_grad(C({f({1, 4, 1, 8}), f({1, 2, 10, 8}), f({1, 2, 10, 8}), value(DType::i32, {}, 6)},
                     A{{"scale", F(0.35)}, {"causal_offset", I(0)}}, 2e-6),
                   "the position form has no gradient"),
+          // an additive mask (an imported attention): broadcast over heads, over heads and rows, or
+          // whole; few query rows (per-row path) and many (the GEMM path); fully masked rows are nan,
+          // or zeros with zero_nan_probs
+          no_grad(C({f({2, 3, 12, 16}), f({2, 3, 20, 16}), f({2, 3, 20, 8}), mask({2, 1, 12, 20})},
+                    A{{"scale", F(0.25)}}, 2e-6),
+                  "the mask form has no gradient"),
+          no_grad(C({f({2, 3, 12, 16}), f({2, 3, 20, 16}), f({2, 3, 20, 8}), mask({2, 1, 1, 20})},
+                    A{{"scale", F(0.3)}, {"zero_nan_probs", I(1)}}, 2e-6),
+                  "the mask form has no gradient"),
+          no_grad(C({f({2, 2, 3, 8}), f({2, 2, 9, 8}), f({2, 2, 9, 5}), mask({2, 2, 3, 9})}, A{{"zero_nan_probs", I(1)}}, 2e-6),
+                  "the mask form has no gradient"),
+          no_grad(C({f({4, 10, 8}), f({4, 10, 8}), f({4, 10, 8}), mask({10, 10})},
+                    A{{"scale", F(0.5)}, {"causal_offset", I(0)}, {"zero_nan_probs", I(1)}}, 2e-6),
+                  "the mask form has no gradient"),
       };
     case Op::Rope:
       return {
@@ -446,6 +461,14 @@ std::vector<Tensor> make_inputs(const OpCase& c, uint64_t seed, bool specials, f
         set(order[static_cast<size_t>(k)], (static_cast<double>(k) - static_cast<double>(n / 2) + 0.5) * spacing);
     } else if (ci.fill == Fill::Ids) {
       fill_uniform_int(t, seed, i, 0, static_cast<int64_t>(ci.value));
+    } else if (ci.fill == Fill::Mask) {
+      Tensor draw = Tensor::zeros(DType::i32, ci.type.shape);
+      fill_uniform_int(draw, seed, i, 0, 4);
+      const int64_t row = ci.type.shape.empty() ? 1 : ci.type.shape.back();
+      for (int64_t k = 0; k < n; ++k) {
+        const int32_t v = draw.data<int32_t>()[k];
+        t.data<float>()[k] = k < row || v == 0 ? -std::numeric_limits<float>::infinity() : v == 1 ? -1.5f : 0.0f;
+      }
     } else if (ci.fill == Fill::Rotary) {
       t = rope_table(ci.type.shape[0], 2 * ci.type.shape[1], 10000.0, ci.value != 0);
     } else {

@@ -20,6 +20,7 @@ enum class Fill {
   Ids,       // integers in [0, bound): ids, targets, indices, conditions
   Value,     // every element `value`: a position, a step, a learning rate
   Rotary,    // a rope table [P, D/2] (rope_table, theta 10000): cos, or sin when `value` is 1
+  Mask,      // an additive attention mask: 0, -1.5 or -inf from the seed, its first row all -inf
 };
 
 // Whether a fill draws float data (Normal, Positive, Distinct): what nan/inf runs replace and

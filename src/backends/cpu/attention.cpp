@@ -12,7 +12,8 @@
 //
 // Every element is therefore the FMA chain (or row kernel) the unfused graph would compute, so
 // the results have the same bits as matmul -> softmax(scale, causal) -> matmul and its backward,
-// without the score and probability matrices in memory. Groups are the tasks: the split
+// without the score and probability matrices in memory. An additive mask (imported attention)
+// is added to each scaled score row before its softmax, as mul and add would round them. Groups are the tasks: the split
 // depends on the shape only.
 //
 // Causal blocks skip what the mask makes exactly zero, in blocks of query rows: the scores a
@@ -21,6 +22,7 @@
 // x is finite: the skipped terms change no bit. Each group checks that (its operands finite,
 // its masked ds entries zero) and computes every term when it does not hold.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
@@ -104,9 +106,32 @@ void keys_by_rows(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, const f
   }
 }
 
-// One group's probabilities: p[T, S] = softmax(scale * q[T, D] kᵀ) with k [S, D], causal rows
-// leaving out keys past i + offset (whose scores are never computed).
-void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, const float* q, const float* k, int64_t S, float* p) {
+// The product is stored by an out-of-line call, so the mask's add cannot join it in one FMA
+// (-ffp-contract=fast): scale * s and then + mask round twice, as mul and add do.
+__attribute__((noinline)) void scale_row(float* x, int64_t n, float scale) {
+  for (int64_t j = 0; j < n; ++j) x[j] *= scale;
+}
+
+// Query row i of group g: its scores s[0, S) (valid of them read) -> probabilities p[0, S):
+// softmax(scale * s), or with a mask softmax(scale * s + mask row), then nan -> 0 when asked.
+void probs_row(const ref::AttentionArgs& at, int64_t g, int64_t i, float* s, float* p, int64_t S, int64_t valid) {
+  float scale = static_cast<float>(at.scale);
+  if (at.mask) {
+    const int64_t n = std::clamp<int64_t>(valid, 0, S);
+    if (scale != 1.0f) scale_row(s, n, scale);
+    const float* m = at.mask_row(g, i);
+    for (int64_t j = 0; j < n; ++j) s[j] += m[j];
+    scale = 1.0f;  // x * 1 is x: softmax_row's product changes no bit
+  }
+  softmax_row(s, p, S, valid, scale, false);
+  if (at.zero_nan)
+    for (int64_t j = 0; j < S; ++j) p[j] = std::isnan(p[j]) ? 0.0f : p[j];
+}
+
+// One group's probabilities: p[T, S] = softmax(scale * q[T, D] kᵀ (+ mask)) with k [S, D], causal
+// rows leaving out keys past i + offset (whose scores are never computed).
+void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, int64_t g, const float* q, const float* k, int64_t S,
+                 float* p) {
   const int64_t T = at.T, D = at.D;
   const MatmulBlocking bl = matmul_blocking_for(isa, T, S, D);
   // kᵀ packed once for all row blocks (each reads its first keys_seen columns).
@@ -117,8 +142,7 @@ void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, const float* q, co
     const int64_t i1 = std::min(T, i0 + kCausalRows);
     gemm_packed_b(isa, bl, {q + i0 * D, D, 1}, kt.data(), S, p + i0 * S, S, i1 - i0, keys_seen(at, i1, S), D);
   }
-  for (int64_t i = 0; i < T; ++i)
-    softmax_row(p + i * S, p + i * S, S, at.causal ? i + at.offset + 1 : S, static_cast<float>(at.scale), false);
+  for (int64_t i = 0; i < T; ++i) probs_row(at, g, i, p + i * S, p + i * S, S, at.causal ? i + at.offset + 1 : S);
 }
 
 // Whether every masked entry of the causal rows of m [T, S] is a zero.
@@ -146,7 +170,7 @@ Status attention(const KernelArgs& a) {
     parallel_for(G, [&](int64_t g) {
       float* p = scratch(static_cast<size_t>(T * S));
       const float* v = s.v + at.kv(g) * s.cap * E;
-      group_probs(isa, at, q + g * T * D, s.k + at.kv(g) * s.cap * D, S, p);
+      group_probs(isa, at, g, q + g * T * D, s.k + at.kv(g) * s.cap * D, S, p);
       rows_by_keys(isa, at, skips(at) && all_finite(v, S * E), {p, S, 1}, {v, E, 1}, out + g * T * E, E, T, E, S);
     });
     return Status::ok();
@@ -175,7 +199,7 @@ Status attention(const KernelArgs& a) {
     std::fill(scores + S, scores + Sp, 0.0f);  // key_scores writes [0, S) only
     for (int64_t i = 0; i < T; ++i) {
       key_scores(isa, q + (g * T + i) * D, D, rows.data(), S, scores);  // each score the matmul's chain
-      softmax_row(scores, probs, Sp, std::min(S, at.causal ? i + at.offset + 1 : S), static_cast<float>(at.scale), false);
+      probs_row(at, g, i, scores, probs, Sp, std::min(S, at.causal ? i + at.offset + 1 : S));
       float* o = copy_v ? orow : out + (g * T + i) * E;
       bool started = false;
       int64_t j0 = 0;
@@ -203,7 +227,7 @@ Status attention_grad(const KernelArgs& a) {
     const int64_t o = g * T * D, kvo = at.kv(g) * T * D;  // k and v: key group g / rep
     float* p = scratch(static_cast<size_t>(2 * T * T));
     float* ds = p + T * T;
-    group_probs(isa, at, q + o, k + kvo, T, p);
+    group_probs(isa, at, g, q + o, k + kvo, T, p);
     // dp = dy vᵀ in full: a masked dp that overflowed would reach ds through the row sums.
     gemm(isa, matmul_blocking_for(isa, T, T, D), {dy + o, D, 1}, {v + kvo, 1, D}, ds, T, T, T, D);
     for (int64_t i = 0; i < T; ++i) softmax_grad_row(p + i * T, ds + i * T, ds + i * T, T, static_cast<float>(at.scale));

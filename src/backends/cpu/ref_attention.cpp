@@ -30,7 +30,17 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
   at.cap[0] = a.in[1].shape()[r - 2];
   at.used[0] = attrs->prefix.value_or(at.cap[0]);
   at.cap[1] = at.used[1] = a.in.size() >= 5 ? a.in[3].shape()[r - 2] : 0;
-  if (a.in.size() == 4) {  // the run-time position: rows 0..position+T-1 of k and v are the keys so far
+  at.zero_nan = attrs->zero_nan_probs != 0;
+  if (a.in.size() == 4 && a.in[3].type.dtype == DType::f32) {  // an additive mask, broadcast to [groups..., T, S]
+    const Shape& m = a.in[3].shape();
+    std::vector<int64_t> stride(r, 0);  // along the scores' dims, right-aligned; 0 where broadcast
+    for (size_t i = 0, s = 1; i < m.size(); s *= static_cast<size_t>(m[m.size() - 1 - i]), ++i)
+      if (m[m.size() - 1 - i] != 1) stride[r - 1 - i] = static_cast<int64_t>(s);
+    at.mask = in_f32(a, 3);
+    at.groups.assign(qs.begin(), qs.end() - 2);
+    at.mask_group_stride.assign(stride.begin(), stride.end() - 2);
+    at.mask_row_stride = stride[r - 2];
+  } else if (a.in.size() == 4) {  // the run-time position: rows 0..position+T-1 of k and v are the keys so far
     VOLTA_ASSIGN_OR_RETURN(const int64_t position, position_input(a, 3, at.cap[0] - at.T));
     at.used[0] = position + at.T;
     at.offset = offset_at(at.offset, at.cap[0], position);
@@ -64,14 +74,17 @@ Status Attention(const KernelArgs& a) {
         double s = 0;
         for (int64_t d = 0; d < D; ++d) s += static_cast<double>(q[d]) * key(g, j)[d];
         z[static_cast<size_t>(j)] = causal && j > i + offset ? ninf : scale * static_cast<double>(static_cast<float>(s));
+        if (at.mask) z[static_cast<size_t>(j)] += at.mask_row(g, i)[j];
         mx = std::fmax(mx, z[static_cast<size_t>(j)]);
       }
       double sum = 0;
       for (int64_t j = 0; j < S; ++j) sum += std::exp(z[static_cast<size_t>(j)] - mx);
       for (int64_t e = 0; e < E; ++e) {
         double o = 0;
-        for (int64_t j = 0; j < S; ++j)
-          o += static_cast<double>(static_cast<float>(std::exp(z[static_cast<size_t>(j)] - mx) / sum)) * val(g, j)[e];
+        for (int64_t j = 0; j < S; ++j) {
+          const auto p = static_cast<float>(std::exp(z[static_cast<size_t>(j)] - mx) / sum);
+          o += static_cast<double>(at.zero_nan && std::isnan(p) ? 0.0f : p) * val(g, j)[e];
+        }
         out[(g * T + i) * E + e] = static_cast<float>(o);
       }
     }

@@ -159,15 +159,27 @@ Status map_unary(const KernelArgs& a, F f) {
 // q [groups..., T, D]; keys and values in up to two blocks per group: block 0 (k, v) holds
 // cap[0] rows of which the first used[0] are read (`prefix`), block 1 (k2, v2) cap[1] = used[1]
 // rows (0 when absent). With grouped queries k and v have G / rep groups, and query group g
-// reads key group g / rep.
+// reads key group g / rep. An additive mask (the 4-input f32 form) broadcasts to the scores
+// [groups..., T, S]: mask_row gives the S entries added to query row i of group g.
 struct AttentionArgs {
   double scale = 1.0;
-  bool causal = false;
+  bool causal = false, zero_nan = false;
   int64_t offset = 0;
   int64_t G = 0, T = 0, D = 0, E = 0, rep = 1;
   int64_t cap[2] = {0, 0}, used[2] = {0, 0};
+  const float* mask = nullptr;
+  std::vector<int64_t> groups, mask_group_stride;  // q's group dims, and the mask's stride along each (0: broadcast)
+  int64_t mask_row_stride = 0;
   int64_t keys() const { return used[0] + used[1]; }
   int64_t kv(int64_t g) const { return g / rep; }
+  const float* mask_row(int64_t g, int64_t i) const {
+    int64_t off = i * mask_row_stride;
+    for (size_t d = groups.size(); d-- > 0;) {
+      off += g % groups[d] * mask_group_stride[d];
+      g /= groups[d];
+    }
+    return mask + off;
+  }
 };
 Result<AttentionArgs> attention_args(const KernelArgs& a);
 // attention_grad's: q, k, v, dy of self-attention ([.., T, D], k and v with G / rep groups).

@@ -105,7 +105,9 @@ Status rope(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& o
 // which TinyLM's position embedding reports by name first, as for rope).
 Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace, cudaStream_t stream) {
   const bool grad = n.op == Op::AttentionGrad;
-  const bool position = !grad && in.size() == 4;
+  const bool position = !grad && in.size() == 4 && in[3].type.dtype == DType::i32;
+  if (!grad && in.size() == 4 && !position)
+    return unimplemented(prefix(n) + "an additive mask input has no CUDA kernel yet " + ir::node_ref(n));
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i].type.dtype != DType::f32 && !(position && i == 3))
       return internal_error(prefix(n) + "CUDA kernel computes f32 only " + ir::node_ref(n));
@@ -118,6 +120,7 @@ Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorR
   } else {
     VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Attention>(n));
     d.scale = at->scale, causal_offset = at->causal_offset, prefix_rows = at->prefix;
+    if (at->zero_nan_probs != 0) return unimplemented(prefix(n) + "zero_nan_probs has no CUDA kernel yet " + ir::node_ref(n));
   }
   d.causal = causal_offset.has_value();
   d.offset = causal_offset.value_or(0);
