@@ -29,6 +29,7 @@
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/ref_util.h"
+#include "backends/cpu/vec.h"
 
 namespace volta::cpu {
 
@@ -108,23 +109,22 @@ void keys_by_rows(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, const f
 
 // The product is stored by an out-of-line call, so the mask's add cannot join it in one FMA
 // (-ffp-contract=fast): scale * s and then + mask round twice, as mul and add do.
-__attribute__((noinline)) void scale_row(float* x, int64_t n, float scale) {
+__attribute__((noinline)) VOLTA_ISA_CLONES void scale_row(float* x, int64_t n, float scale) {
   for (int64_t j = 0; j < n; ++j) x[j] *= scale;
 }
 
 // Query row i of group g: its scores s[0, S) (valid of them read) -> probabilities p[0, S):
-// softmax(scale * s), or with a mask softmax(scale * s + mask row), then nan -> 0 when asked.
+// softmax(scale * s), or with a mask softmax(scale * s + mask row) (the row scaled first, then
+// softmax_row adds the mask to x * 1), then nan -> 0 when asked (only a row that held an inf or
+// nan can have one).
 void probs_row(const ref::AttentionArgs& at, int64_t g, int64_t i, float* s, float* p, int64_t S, int64_t valid) {
   float scale = static_cast<float>(at.scale);
-  if (at.mask) {
-    const int64_t n = std::clamp<int64_t>(valid, 0, S);
-    if (scale != 1.0f) scale_row(s, n, scale);
-    const float* m = at.mask_row(g, i);
-    for (int64_t j = 0; j < n; ++j) s[j] += m[j];
-    scale = 1.0f;  // x * 1 is x: softmax_row's product changes no bit
+  const float* mask = at.mask ? at.mask_row(g, i) : nullptr;
+  if (mask && scale != 1.0f) {
+    scale_row(s, std::clamp<int64_t>(valid, 0, S), scale);
+    scale = 1.0f;
   }
-  softmax_row(s, p, S, valid, scale, false);
-  if (at.zero_nan)
+  if (!softmax_row(s, p, S, valid, scale, false, mask) && at.zero_nan)
     for (int64_t j = 0; j < S; ++j) p[j] = std::isnan(p[j]) ? 0.0f : p[j];
 }
 

@@ -86,12 +86,13 @@ Status swiglu_grad(const KernelArgs& a);
 void gelu_erf(const float* x, float* y, int64_t n);
 void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n);  // gelu_grad's, out may be dy
 
-// softmax.cpp. The rows: softmax / log_softmax of scale * x over the first `valid` of C entries
-// (the rest 0 / -inf), and the softmax gradient dx = scale * y * (dy - sum(dy y)).
+// softmax.cpp. The rows: softmax / log_softmax of scale * x (+ add, with scale 1) over the first
+// `valid` of C entries (the rest 0 / -inf; false when the row held an inf or nan), and the
+// softmax gradient dx = scale * y * (dy - sum(dy y)).
 Status softmax(const KernelArgs& a);
 Status log_softmax(const KernelArgs& a);
 Status softmax_grad(const KernelArgs& a);
-void softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log);
+bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log, const float* add = nullptr);
 void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale);
 
 // norm.cpp

@@ -15,33 +15,38 @@ namespace volta::cpu {
 
 using namespace vec;
 
-// softmax(scale * x) over the first `valid` entries of a row; the others are left out
+// softmax(scale * x (+ add)) over the first `valid` entries of a row; the others are left out
 // (0 for softmax, -inf for log_softmax). No valid entry gives nan, like the reference's 0/0.
 // Loads cover whole 16-lane groups of the row where it has them; masked lanes hold -inf, whose
-// exp is exactly 0.
+// exp is exactly 0. `add` (an attention mask row) comes with scale 1, so x * 1 + add, one FMA,
+// is x + add rounded once, as an add node computes it. Returns false when the row held an inf or
+// nan (the scalar path: only such a row can give nan probabilities).
 VOLTA_ISA_CLONES
-void softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log) {
+bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log, const float* add) {
   const float ninf = -std::numeric_limits<float>::infinity();
   valid = std::min(valid, C);
   if (valid <= 0) {
     std::fill_n(y, C, std::numeric_limits<float>::quiet_NaN());
-    return;
+    return false;
   }
   auto z = [&](int64_t c) VOLTA_VEC_LAMBDA {  // the 16 lanes at c, masked past `valid`
-    return keep_first(load_n(x + c, std::min(kLanes, C - c), 0.0f) * splat(scale), valid - c, ninf);
+    const int64_t k = std::min(kLanes, C - c);
+    const Vec v = add ? load_n(x + c, k, 0.0f) * splat(scale) + load_n(add + c, k, 0.0f) : load_n(x + c, k, 0.0f) * splat(scale);
+    return keep_first(v, valid - c, ninf);
   };
   Vec m = splat(ninf);
   for (int64_t c = 0; c < valid; c += kLanes) m = vmax(m, z(c));
   const float mx = hmax(m);
   if (!std::isfinite(mx)) {  // inf or nan in the row: the scalar formula says what it gives
+    auto zs = [&](int64_t c) { return static_cast<double>(add ? scale * x[c] + add[c] : scale * x[c]); };
     double sum = 0.0;
-    for (int64_t c = 0; c < valid; ++c) sum += std::exp(static_cast<double>(scale * x[c]) - mx);
+    for (int64_t c = 0; c < valid; ++c) sum += std::exp(zs(c) - mx);
     for (int64_t c = 0; c < valid; ++c) {
-      const double e = static_cast<double>(scale * x[c]) - mx;
+      const double e = zs(c) - mx;
       y[c] = static_cast<float>(as_log ? e - std::log(sum) : std::exp(e) / sum);
     }
     std::fill(y + valid, y + C, as_log ? ninf : 0.0f);
-    return;
+    return false;
   }
   Vec acc = splat(0.0f);
   for (int64_t c = 0; c < C; c += kLanes) {
@@ -64,6 +69,7 @@ void softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale
     }
   }
   std::fill(y + valid, y + C, as_log ? ninf : 0.0f);  // masked entries stay exact whatever the row holds
+  return true;
 }
 
 // dx = scale * y * (dy - sum(dy * y)) for one softmax row y.
