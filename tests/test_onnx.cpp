@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 #include "onnx/importer.h"
@@ -215,11 +216,19 @@ TEST(OnnxImport, BadGraphsNameNodeOpOpsetAndInput) {
     opts.input_shapes["x"] = {3};
     EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx", opts), "graph output 'y' is declared FLOAT[2]");
   }
-  {  // unsupported dtype
+  {  // unsupported dtype; DOUBLE is held in f32 and computes there
     ModelMaker mm;
-    mm.input("x", {2}, 11).output("y", {2}, 11);
+    mm.input("x", {2}, 12).output("y", {2}, 12);
     mm.node("Relu", {"x"}, {"y"}, "r");
-    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "dtype DOUBLE is not supported");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "dtype UINT32 is not supported");
+    ModelMaker md;
+    md.input("x", {2}, 11).output("y", {2}, 11);
+    md.node("Relu", {"x"}, {"y"}, "r");
+    auto m = onnx::import_model(md.bytes(), "m.onnx");
+    ASSERT_OK(m);
+    EXPECT_EQ(m->inputs[0].onnx_type, onnx::ElemType::kDouble);
+    EXPECT_EQ(m->outputs[0].onnx_type, onnx::ElemType::kDouble);
+    EXPECT_EQ(m->graph.node(m->outputs[0].node).type, (TensorType{DType::f32, {2}}));
   }
   {  // an output nobody produces, and a declared shape that disagrees
     ModelMaker mm;
@@ -272,8 +281,24 @@ TEST(OnnxTensorFiles, ProtoAndNpyRoundTrip) {
     ASSERT_OK(back);
     EXPECT_EQ(back->onnx_type, onnx::ElemType::kBool);
     EXPECT_TRUE(back->tensor.bitwise_equal(b)) << ext;
+    // DOUBLE is held in f32: written widened (8 bytes a value), read back rounded to f32.
+    ASSERT_OK(onnx::write_tensor_file(path, f, onnx::ElemType::kDouble, "d"));
+    EXPECT_EQ(fs::file_size(path) >= 32u, true) << ext;
+    back = onnx::read_tensor_file(path);
+    ASSERT_OK(back);
+    EXPECT_EQ(back->onnx_type, onnx::ElemType::kDouble);
+    EXPECT_TRUE(back->tensor.bitwise_equal(f)) << ext;
     fs::remove(path);
   }
+  ::onnx::TensorProto d;  // double_data, and raw doubles rounded to the nearest f32
+  d.set_data_type(11);
+  d.add_dims(2);
+  d.add_double_data(0.1);
+  d.add_double_data(-1e300);
+  auto dd = onnx::parse_tensor_proto(d.SerializeAsString(), "d.pb");
+  ASSERT_OK(dd);
+  EXPECT_EQ(dd->tensor.data<float>()[0], 0.1f);
+  EXPECT_EQ(dd->tensor.data<float>()[1], -std::numeric_limits<float>::infinity());
   static const char kCut[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '<f4',";
   EXPECT_ERROR_CONTAINS(onnx::parse_npy(std::string_view(kCut, sizeof kCut - 1), "x.npy"), "truncated");
   EXPECT_ERROR_CONTAINS(onnx::parse_npy("NOTNUMPY00", "x.npy"), "bad magic");

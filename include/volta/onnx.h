@@ -28,10 +28,15 @@ namespace volta::onnx {
 
 // ONNX TensorProto.DataType codes Volta reads and writes. BOOL values live in Volta as f32
 // 0.0 / 1.0 (what `equal` produces and `where` reads).
-enum class ElemType : int32_t { kUndefined = 0, kFloat = 1, kInt32 = 6, kInt64 = 7, kBool = 9, kFloat16 = 10, kBfloat16 = 16 };
+enum class ElemType : int32_t {
+  kUndefined = 0, kFloat = 1, kInt32 = 6, kInt64 = 7, kBool = 9, kFloat16 = 10, kDouble = 11, kBfloat16 = 16
+};
 const char* elem_type_name(int32_t onnx_type);  // "FLOAT", "DOUBLE", ... ("type 42" when unknown)
-// The Volta dtype an ONNX type lives in, or an error for types Volta does not hold.
+// The Volta dtype an ONNX type lives in, or an error for types Volta does not hold. BOOL lives in
+// f32 as 0 / 1; DOUBLE lives and computes in f32 (read rounded to f32, written back widened).
 Result<DType> volta_dtype(int32_t onnx_type);
+// The type the import computes an ONNX type in: FLOAT for DOUBLE, the type itself otherwise.
+inline ElemType computed_type(ElemType t) { return t == ElemType::kDouble ? ElemType::kFloat : t; }
 // True when Volta builds with the ONNX importer.
 bool available();
 

@@ -46,6 +46,7 @@ Result<Tensor> tensor_attr(Importer& im, const ::onnx::AttributeProto& a, ElemTy
     if (t.status().code() == StatusCode::kUnimplemented) return im.unsupported(t.status().message());
     return im.fail(t.status().message());
   }
+  *type = computed_type(*type);
   return t;
 }
 

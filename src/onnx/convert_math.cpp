@@ -235,7 +235,7 @@ Status cast(Importer& im) {
   if (!im.attr("to")) return im.fail("attribute 'to' is required");
   VOLTA_ASSIGN_OR_RETURN(int64_t to_code, im.attr_int("to", 0));
   VOLTA_ASSIGN_OR_RETURN(ElemType from, im.input_type(0));
-  const auto to = static_cast<ElemType>(to_code);
+  const auto to = computed_type(static_cast<ElemType>(to_code));
   auto dt = volta_dtype(static_cast<int32_t>(to_code));
   if (!dt.is_ok()) return im.unsupported("attribute 'to' = " + std::string(elem_type_name(static_cast<int32_t>(to_code))) + ": " + dt.status().message());
   if (!volta_dtype(static_cast<int32_t>(from)).is_ok()) return im.unsupported("input type " + type_name(from) + " is not supported");

@@ -157,7 +157,7 @@ Result<int32_t> Importer::materialize(const std::string& name, OnnxValue& v) {
       std::string().swap(*const_cast<::onnx::TensorProto*>(v.initializer)->mutable_raw_data());
     }
     n.type = value->type();
-    if (options_.initializers_as_params && value->dtype() == DType::f32 && t == ElemType::kFloat && !value->shape().empty()) {
+    if (options_.initializers_as_params && value->dtype() == DType::f32 && computed_type(t) == ElemType::kFloat && !value->shape().empty()) {
       n.op = ir::Op::Param;
       n.attrs.set("init", std::string("zeros"));
       params_[name] = *value;
@@ -385,7 +385,7 @@ Result<Model> Importer::run() {
     if (values_.count(init.name())) return invalid_argument(origin_ + ": initializer " + quote(init.name()) + " is defined twice");
     OnnxValue v;
     v.initializer = &init;
-    v.type = static_cast<ElemType>(init.data_type());
+    v.type = computed_type(static_cast<ElemType>(init.data_type()));
     values_[init.name()] = v;
     reserved_.insert(init.name());
   }
@@ -401,7 +401,7 @@ Result<Model> Importer::run() {
     if (!decl.is_ok()) return Status(decl.status().code(), origin_ + ": " + decl.status().message());
     OnnxValue v;
     v.input = &in;
-    v.type = decl->first;
+    v.type = computed_type(decl->first);
     values_[in.name()] = v;
     reserved_.insert(in.name());
     inputs.push_back(&in);
@@ -451,7 +451,7 @@ Result<Model> Importer::run() {
     if (v.id < 0 && !options_.input_values.count(in->name())) VOLTA_RETURN_IF_ERROR(materialize(in->name(), v).status());
     IoValue io;
     io.name = in->name();
-    io.onnx_type = v.type;
+    io.onnx_type = static_cast<ElemType>(in->type().tensor_type().elem_type());  // as declared (DOUBLE, not FLOAT)
     VOLTA_ASSIGN_OR_RETURN(auto decl, bound_input_type(*in));
     io.type = decl.second;
     io.node = v.id;
@@ -470,13 +470,13 @@ Result<Model> Importer::run() {
       shape_ok = true;
       for (size_t d = 0; d < got.shape.size(); ++d) shape_ok = shape_ok && (decl.second.shape[d] < 0 || decl.second.shape[d] == got.shape[d]);
     }
-    if (decl.first != it->second.type || !shape_ok)
+    if (computed_type(decl.first) != it->second.type || !shape_ok)
       return invalid_argument(origin_ + ": graph output " + quote(out.name()) + " is declared " + elem_type_name(static_cast<int32_t>(decl.first)) +
                               shape_to_string(decl.second.shape) + " but the import computes " +
                               elem_type_name(static_cast<int32_t>(it->second.type)) + shape_to_string(got.shape));
     IoValue io;
     io.name = out.name();
-    io.onnx_type = it->second.type;
+    io.onnx_type = decl.first;  // as declared: a DOUBLE output is written back as DOUBLE
     io.type = got;
     io.node = id;
     m.outputs.push_back(io);

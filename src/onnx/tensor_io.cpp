@@ -31,6 +31,16 @@ void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
+// An f32 tensor's values as little-endian doubles (a DOUBLE value Volta computed in f32).
+std::string widened(const Tensor& t) {
+  std::string raw(static_cast<size_t>(t.numel()) * 8, '\0');
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double d = t.data<float>()[i];
+    std::memcpy(raw.data() + 8 * static_cast<size_t>(i), &d, 8);
+  }
+  return raw;
+}
+
 }  // namespace
 
 const char* elem_type_name(int32_t t) {
@@ -41,13 +51,13 @@ const char* elem_type_name(int32_t t) {
 
 Result<DType> volta_dtype(int32_t t) {
   switch (t) {
-    case 1: case 9: return DType::f32;
+    case 1: case 9: case 11: return DType::f32;
     case 6: return DType::i32;
     case 7: return DType::i64;
     case 10: return DType::f16;   // storage dtypes: values feed casts and matmul weights
     case 16: return DType::bf16;
     default:
-      return unimplemented(std::string("dtype ") + elem_type_name(t) + " is not supported (FLOAT, FLOAT16, BFLOAT16, INT32, INT64, BOOL are)");
+      return unimplemented(std::string("dtype ") + elem_type_name(t) + " is not supported (FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT32, INT64, BOOL are)");
   }
 }
 
@@ -64,11 +74,12 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
   const auto count = static_cast<size_t>(n);
   const int32_t t = p.data_type();
   const bool half = t == 10 || t == 16;  // without raw_data: one value per int32_data entry
-  const size_t file_elem = t == 9 ? 1 : t == 7 ? 8 : half ? 2 : 4;
+  const size_t file_elem = t == 9 ? 1 : t == 7 || t == 11 ? 8 : half ? 2 : 4;
   // Never allocate more than the message can fill.
   const size_t available = p.has_raw_data() ? p.raw_data().size()
                            : t == 1         ? static_cast<size_t>(p.float_data_size()) * 4
                            : t == 7         ? static_cast<size_t>(p.int64_data_size()) * 8
+                           : t == 11        ? static_cast<size_t>(p.double_data_size()) * 8
                                             : static_cast<size_t>(p.int32_data_size()) * file_elem;
   if (count * file_elem != available) {
     return bad(origin, "tensor '" + p.name() + "' " + shape_to_string(dims) + " of " + elem_type_name(t) + " needs " +
@@ -79,6 +90,12 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
     const std::string& raw = p.raw_data();
     if (t == 9) {
       for (size_t i = 0; i < count; ++i) out.data<float>()[i] = raw[i] != 0 ? 1.0f : 0.0f;
+    } else if (t == 11) {
+      for (size_t i = 0; i < count; ++i) {
+        double d;
+        std::memcpy(&d, raw.data() + 8 * i, 8);
+        out.data<float>()[i] = static_cast<float>(d);
+      }
     } else if (count) {
       std::memcpy(out.raw(), raw.data(), raw.size());  // little-endian host
     }
@@ -86,6 +103,8 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
     for (size_t i = 0; i < count; ++i) out.data<float>()[i] = p.float_data(static_cast<int>(i));
   } else if (t == 7) {
     for (size_t i = 0; i < count; ++i) out.data<int64_t>()[i] = p.int64_data(static_cast<int>(i));
+  } else if (t == 11) {
+    for (size_t i = 0; i < count; ++i) out.data<float>()[i] = static_cast<float>(p.double_data(static_cast<int>(i)));
   } else if (t == 6) {
     for (size_t i = 0; i < count; ++i) out.data<int32_t>()[i] = p.int32_data(static_cast<int>(i));
   } else if (half) {
@@ -118,6 +137,8 @@ Status tensor_to_proto(const Tensor& t, ElemType onnx_type, const std::string& n
     std::string raw(static_cast<size_t>(t.numel()), '\0');
     for (int64_t i = 0; i < t.numel(); ++i) raw[static_cast<size_t>(i)] = t.data<float>()[i] != 0.0f ? 1 : 0;
     p->set_raw_data(raw);
+  } else if (onnx_type == ElemType::kDouble) {
+    p->set_raw_data(widened(t));
   } else {
     p->set_raw_data(std::string(reinterpret_cast<const char*>(t.raw()), t.bytes()));
   }
@@ -169,7 +190,8 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
   else if (descr == "'<i8'") type = ElemType::kInt64;
   else if (descr == "'|b1'") type = ElemType::kBool;
   else if (descr == "'<f2'") type = ElemType::kFloat16;
-  else return unimplemented(origin + ": .npy dtype " + (descr.empty() ? "(missing)" : descr) + " is not supported (<f4, <f2, <i4, <i8, |b1 are)");
+  else if (descr == "'<f8'") type = ElemType::kDouble;
+  else return unimplemented(origin + ": .npy dtype " + (descr.empty() ? "(missing)" : descr) + " is not supported (<f4, <f8, <f2, <i4, <i8, |b1 are)");
   if (fortran != "False") return unimplemented(origin + ": Fortran-order .npy files are not supported");
   if (shape_text.size() < 2) return bad(origin, ".npy header has no shape");
   Shape dims;
@@ -185,7 +207,7 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
     dims.push_back(std::stoll(item));
   }
   VOLTA_ASSIGN_OR_RETURN(int64_t n, checked_numel(dims, origin));
-  const size_t elem = type == ElemType::kBool ? 1 : type == ElemType::kInt64 ? 8 : type == ElemType::kFloat16 ? 2 : 4;
+  const size_t elem = type == ElemType::kBool ? 1 : type == ElemType::kInt64 || type == ElemType::kDouble ? 8 : type == ElemType::kFloat16 ? 2 : 4;
   const size_t data = start + header_len;
   if (bytes.size() - data != static_cast<size_t>(n) * elem)
     return bad(origin, ".npy data has " + std::to_string(bytes.size() - data) + " bytes but shape " + shape_text +
@@ -196,6 +218,12 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
   out.tensor = Tensor::zeros(dt, dims);
   if (type == ElemType::kBool) {
     for (int64_t i = 0; i < n; ++i) out.tensor.data<float>()[i] = bytes[data + static_cast<size_t>(i)] != 0 ? 1.0f : 0.0f;
+  } else if (type == ElemType::kDouble) {
+    for (int64_t i = 0; i < n; ++i) {
+      double d;
+      std::memcpy(&d, bytes.data() + data + 8 * static_cast<size_t>(i), 8);
+      out.tensor.data<float>()[i] = static_cast<float>(d);
+    }
   } else if (n) {
     std::memcpy(out.tensor.raw(), bytes.data() + data, static_cast<size_t>(n) * elem);
   }
@@ -208,6 +236,7 @@ Result<std::string> serialize_npy(const Tensor& t, ElemType onnx_type) {
     return invalid_argument("cannot write " + t.type().to_string() + " as " + elem_type_name(static_cast<int32_t>(onnx_type)));
   if (onnx_type == ElemType::kBfloat16) return unimplemented(".npy has no bfloat16 dtype: write the output as .pb");
   const char* descr = onnx_type == ElemType::kFloat     ? "<f4"
+                      : onnx_type == ElemType::kDouble  ? "<f8"
                       : onnx_type == ElemType::kFloat16 ? "<f2"
                       : onnx_type == ElemType::kInt32   ? "<i4"
                       : onnx_type == ElemType::kInt64   ? "<i8"
@@ -224,6 +253,8 @@ Result<std::string> serialize_npy(const Tensor& t, ElemType onnx_type) {
   out += header;
   if (onnx_type == ElemType::kBool) {
     for (int64_t i = 0; i < t.numel(); ++i) out += t.data<float>()[i] != 0.0f ? '\x01' : '\x00';
+  } else if (onnx_type == ElemType::kDouble) {
+    out += widened(t);
   } else {
     out.append(reinterpret_cast<const char*>(t.raw()), t.bytes());
   }
