@@ -113,13 +113,19 @@ __attribute__((noinline)) VOLTA_ISA_CLONES void scale_row(float* x, int64_t n, f
   for (int64_t j = 0; j < n; ++j) x[j] *= scale;
 }
 
-// Query row i of group g: its scores s[0, S) (valid of them read) -> probabilities p[0, S):
-// softmax(scale * s), or with a mask softmax(scale * s + mask row) (the row scaled first, then
-// softmax_row adds the mask to x * 1), then nan -> 0 when asked (only a row that held an inf or
-// nan can have one).
+// Query row i of group g: its scores s[0, S) (valid of them read; S may be the keys padded to
+// whole vectors) -> probabilities p[0, S): softmax(scale * s), or with a mask softmax(scale * s +
+// mask row) (the row scaled first, then softmax_row adds the mask to x * 1), then nan -> 0 when
+// asked (only a row that held an inf or nan can have one).
 void probs_row(const ref::AttentionArgs& at, int64_t g, int64_t i, float* s, float* p, int64_t S, int64_t valid) {
   float scale = static_cast<float>(at.scale);
   const float* mask = at.mask ? at.mask_row(g, i) : nullptr;
+  if (mask && S > at.keys()) {  // softmax_row reads whole vectors of the mask too: a padded copy
+    thread_local std::vector<float> padded;
+    padded.assign(static_cast<size_t>(S), 0.0f);
+    std::copy_n(mask, at.keys(), padded.data());
+    mask = padded.data();
+  }
   if (mask && scale != 1.0f) {
     scale_row(s, std::clamp<int64_t>(valid, 0, S), scale);
     scale = 1.0f;
