@@ -184,17 +184,22 @@ Status layer_normalization(Importer& im) {
   return im.set_output(2, inv_out, kFloat);
 }
 
-// Inference-mode batch norm as elementwise IR ops over [N, C, ...] with [C] statistics:
-// y = (x - mean) / sqrt(var + eps) * scale + B.
+// Batch norm as elementwise IR ops over [N, C, ...] with [C] statistics:
+// y = (x - mean) / sqrt(var + eps) * scale + B. Inference mode uses the given mean and var;
+// training mode (opset 14+) the batch's own (the mean and biased variance over every axis but
+// C), and also gives running_mean / running_var = given * momentum + batch's * (1 - momentum).
+// `is_test` (opset <= 6) is read and ignored, as ONNX Runtime does.
 Status batch_normalization(Importer& im) {
-  VOLTA_RETURN_IF_ERROR(im.allow_attrs({"epsilon", "momentum", "training_mode", "spatial"}));
+  VOLTA_RETURN_IF_ERROR(im.allow_attrs({"epsilon", "momentum", "training_mode", "spatial", "is_test"}));
   VOLTA_ASSIGN_OR_RETURN(double eps, im.attr_float("epsilon", 1e-5));
+  VOLTA_ASSIGN_OR_RETURN(double momentum, im.attr_float("momentum", 0.9));
   VOLTA_ASSIGN_OR_RETURN(int64_t training, im.attr_int("training_mode", 0));
   VOLTA_ASSIGN_OR_RETURN(int64_t spatial, im.attr_int("spatial", 1));
-  if (training != 0) return im.unsupported("attribute 'training_mode' = 1 is not supported (inference only)");
   if (spatial != 1) return im.unsupported("attribute 'spatial' = 0 is not supported");
-  if (im.wants_output(1) || im.wants_output(2) || im.wants_output(3) || im.wants_output(4))
-    return im.unsupported("outputs running_mean / running_var (training) are not supported");
+  if (im.wants_output(3) || im.wants_output(4))
+    return im.unsupported("outputs saved_mean / saved_var (opset < 14 training) are not supported");
+  if (training == 0 && (im.wants_output(1) || im.wants_output(2)))
+    return im.unsupported("outputs running_mean / running_var without training_mode = 1 are not supported");
   for (size_t k = 0; k < 5; ++k) VOLTA_RETURN_IF_ERROR(require_float(im, k));
   VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));
   const Shape s = im.type(x).shape;
@@ -209,10 +214,32 @@ Status batch_normalization(Importer& im) {
     VOLTA_ASSIGN_OR_RETURN(v, im.reshape(v, stat));
     p.push_back(v);
   }
+  int32_t mean = p[2], var = p[3];
+  if (training != 0) {  // the batch's statistics, [C, 1, ...] like the given ones
+    std::vector<int64_t> axes = {0};
+    for (size_t d = 2; d < s.size(); ++d) axes.push_back(static_cast<int64_t>(d));
+    const ir::Attrs over{{"axes", axes}, {"keepdims", int64_t{1}}};
+    VOLTA_ASSIGN_OR_RETURN(int32_t m, im.emit(Op::ReduceMean, {x}, over));
+    VOLTA_ASSIGN_OR_RETURN(int32_t c, im.emit(Op::Sub, {x, m}));
+    VOLTA_ASSIGN_OR_RETURN(int32_t c2, im.emit(Op::Mul, {c, c}));
+    VOLTA_ASSIGN_OR_RETURN(int32_t v, im.emit(Op::ReduceMean, {c2}, over));
+    VOLTA_ASSIGN_OR_RETURN(mean, im.reshape(m, stat));
+    VOLTA_ASSIGN_OR_RETURN(var, im.reshape(v, stat));
+    VOLTA_ASSIGN_OR_RETURN(int32_t keep, im.scalar(static_cast<float>(momentum)));
+    VOLTA_ASSIGN_OR_RETURN(int32_t take, im.scalar(static_cast<float>(1.0 - momentum)));
+    for (size_t k = 1; k <= 2; ++k) {
+      if (!im.wants_output(k)) continue;
+      VOLTA_ASSIGN_OR_RETURN(int32_t old_part, im.emit(Op::Mul, {p[k + 1], keep}));
+      VOLTA_ASSIGN_OR_RETURN(int32_t new_part, im.emit(Op::Mul, {k == 1 ? mean : var, take}));
+      VOLTA_ASSIGN_OR_RETURN(int32_t running, im.emit(Op::Add, {old_part, new_part}));
+      VOLTA_ASSIGN_OR_RETURN(running, im.reshape(running, {s[1]}));
+      VOLTA_RETURN_IF_ERROR(im.set_output(k, running, kFloat));
+    }
+  }
   VOLTA_ASSIGN_OR_RETURN(int32_t e, im.scalar(static_cast<float>(eps)));
-  VOLTA_ASSIGN_OR_RETURN(int32_t ve, im.emit(Op::Add, {p[3], e}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t ve, im.emit(Op::Add, {var, e}));
   VOLTA_ASSIGN_OR_RETURN(int32_t sd, im.emit(Op::Sqrt, {ve}));
-  VOLTA_ASSIGN_OR_RETURN(int32_t xc, im.emit(Op::Sub, {x, p[2]}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t xc, im.emit(Op::Sub, {x, mean}));
   VOLTA_ASSIGN_OR_RETURN(int32_t xn, im.emit(Op::Div, {xc, sd}));
   VOLTA_ASSIGN_OR_RETURN(int32_t ys, im.emit(Op::Mul, {xn, p[0]}));
   VOLTA_ASSIGN_OR_RETURN(int32_t y, im.emit(Op::Add, {ys, p[1]}));
