@@ -230,6 +230,44 @@ TEST(Passes, TransposesFoldIntoTheMatmulsAroundThem) {
   }
 }
 
+// Constant weights packed once when the plan is made (pack_matmul_weights): the bits of the
+// unpacked products on every ISA and thread count (an ISA other than the plan's reads them
+// unpacked); a weight two matmuls read is packed once; one read another way, transposed, or
+// by a decode-sized product stays as it is.
+TEST(Passes, PackedWeightsKeepTheBits) {
+  ModelBuilder b("packed");
+  Value x = b.input("x", {DType::f32, {3, 40, 48}});
+  Value t = b.input("t", {DType::f32, {4, 64}});
+  auto weight = [&](const char* name, Shape s, uint64_t seed) {
+    Tensor w = Tensor::zeros(DType::f32, s);
+    fill_normal(w, seed, 0, 0.0f, 0.3f);
+    return b.constant(name, w);
+  };
+  // K = 384: two K blocks of the AVX-512 blocking and a short one of AVX2's
+  Value w1 = weight("w1", {48, 384}, 1), w2 = weight("w2", {384, 384}, 2), wt = weight("wt", {32, 384}, 3), wo = weight("wo", {64, 32}, 4);
+  Value h = b.gelu(b.add(b.matmul(x, w1, "fc1"), weight("bias", {384}, 5)));
+  Value y = b.matmul(b.matmul(h, w2, "fc2a"), w2, "fc2b");  // one weight, two readers
+  Value z = b.matmul(y, wt, "tb", false, true);             // transposed: stays
+  Value d = b.matmul(t, wo, "decode");                      // 4 rows: the small-M path reads it in place
+  b.output(z);
+  b.output(d);
+  b.output(b.mul(wo, b.scalar(2.0f)));  // wo is also read by a mul: stays
+  auto g = b.build();
+  ASSERT_OK(g);
+  auto values = test::seeded_values(*g, 9);
+  ASSERT_OK(values);
+  expect_fusion_keeps_bits(
+      *g, *values, {"pack_matmul_weights"},
+      [&](const ir::Graph& plan, bool fuse) {
+        std::set<std::string> packed;  // fc1 carries its GELU epilogue, and the GELU's name
+        for (const ir::Node& n : plan.nodes)
+          if (n.op == ir::Op::Matmul && n.attrs.has("b_packed")) packed.insert(n.name.starts_with("gelu") ? "fc1" : n.name);
+        const std::set<std::string> want = fuse ? std::set<std::string>{"fc1", "fc2a", "fc2b"} : std::set<std::string>{};
+        EXPECT_EQ(packed, want);
+      },
+      "packed weights");
+}
+
 // fuse_elementwise: a tree of elementwise ops becomes one node with the bits of the unfused
 // chain (every thread count); a value read twice, a graph output and a broadcast intermediate
 // stay outside the tree; a bad program names the op.

@@ -1,7 +1,9 @@
 // The backend interface: a device that executes one node at a time on memory it owns.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
@@ -59,6 +61,11 @@ class Backend {
   // The kernel for `node` (an op the backend supports): the fastest one that meets `level`, or
   // the backend's default kernel when none does (planning then refuses it, naming its level).
   virtual KernelInfo kernel_info(const ir::Graph& g, const ir::Node& node, Determinism level) const = 0;
+  // The layout [kc, nr] (ir/packed_weight.h) this backend's GEMM reads a constant weight of an
+  // M x N x K product in without packing it, or none: the pack_matmul_weights pass asks.
+  virtual std::optional<std::array<int64_t, 2>> matmul_weight_packing(int64_t /*M*/, int64_t /*N*/, int64_t /*K*/) const {
+    return std::nullopt;
+  }
   // Workspace bytes `node` needs beyond its inputs and output.
   virtual size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const = 0;
   // Runs one node with `kernel`, which kernel_info chose for it. Shapes were verified before

@@ -3,7 +3,9 @@
 // The pipeline (their order) is listed once, in src/passes/pipeline.cpp.
 #pragma once
 
+#include <array>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,15 +51,22 @@ Result<ir::Graph> fuse_matmul_layout(const ir::Graph& g);
 // nearest even. `converted` (optional) receives the params' names (src/passes/store_weights.cpp).
 Result<ir::Graph> store_weights_as(const ir::Graph& g, DType dtype, std::vector<std::string>* converted = nullptr);
 
+struct PipelineOptions;
+// Constant matmul weights in the layout the backend's GEMM reads (PipelineOptions::weight_packing):
+// b_packed (src/passes/pack_matmul_weights.cpp).
+Result<ir::Graph> pack_matmul_weights(const ir::Graph& g, const PipelineOptions& opts);
+
 using PassFn = std::function<Result<ir::Graph>(const ir::Graph&)>;
+using TargetPassFn = std::function<Result<ir::Graph>(const ir::Graph&, const PipelineOptions&)>;
 struct Pass {
   std::string name;
-  PassFn run;
+  PassFn run;  // or, for a pass that asks the backend (a layout its kernels read), run_for_target
   // Ops the pass writes that its input may not have had, and op variants (Capabilities
   // features): a runtime skips the pass when its backend lacks one of them (a fusion must never
   // make a graph unrunnable).
   std::vector<ir::Op> introduces = {};
   std::vector<std::string> features = {};
+  TargetPassFn run_for_target = nullptr;
 };
 
 // The pipeline, in order.
@@ -68,6 +77,9 @@ struct PipelineOptions {
   bool verify_each = false;        // run verify_graph after every pass
   std::string dump_after;          // pass name: print the IR after it to `dump`
   std::function<void(const std::string& pass, const ir::Graph&)> dump;
+  // The layout [kc, nr] the backend's GEMM reads a constant weight of an M x N x K product in,
+  // or none (Backend::matmul_weight_packing; the runtime sets it).
+  std::function<std::optional<std::array<int64_t, 2>>(int64_t M, int64_t N, int64_t K)> weight_packing;
 };
 
 // `opts` with every pass disabled that introduces an op `supported` rejects or needs a feature

@@ -51,6 +51,13 @@ Result<TensorType> infer_matmul_logical(std::span<const TensorType> in, const At
   if (act != "none" && act != "relu" && act != "gelu" && act != "gelu_grad")
     return fail(op, "attribute 'activation' must be \"none\", \"relu\", \"gelu\" or \"gelu_grad\", got \"" + act + "\"");
   const TensorType result{DType::f32, out};
+  if (attrs.has("b_packed")) {
+    VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> packed, tagged(op, attrs.get_ints("b_packed")));
+    if (packed.size() != 2 || packed[0] < 1 || packed[1] < 1 || in[1].dtype != DType::f32 || b.size() != 2 || tb ||
+        n % packed[1] != 0 || attrs.has("b_perm"))
+      return fail(op, "b_packed [kc, nr] needs kc, nr >= 1 and b f32 [K, N], not transposed, N a multiple of nr; got b " +
+                          in[1].to_string());
+  }
   if (act == "gelu_grad") {  // the third input is gelu's x, of the result's type
     if (in.size() != 3 || in[2] != result)
       return fail(op, "activation gelu_grad needs x " + result.to_string() + " as the third input" +

@@ -17,6 +17,7 @@ const std::vector<Pass>& pipeline() {
       {"fuse_matmul_layout", fuse_matmul_layout, {}, {"matmul.layout"}},
       {"fuse_elementwise", fuse_elementwise, {ir::Op::FusedElementwise}},
       {"eliminate_dead_code", eliminate_dead_code},
+      {"pack_matmul_weights", nullptr, {}, {"matmul.packed_b"}, pack_matmul_weights},
   };
   return kPipeline;
 }
@@ -51,7 +52,7 @@ Result<ir::Graph> run_pipeline(const ir::Graph& g, const PipelineOptions& opts) 
   ir::Graph cur = g;
   for (const Pass& p : pipeline()) {
     if (opts.disabled.count(p.name)) continue;
-    auto next = p.run(cur);
+    auto next = p.run_for_target ? p.run_for_target(cur, opts) : p.run(cur);
     if (!next.is_ok()) return Status(next.status().code(), "pass " + p.name + ": " + next.status().message());
     cur = std::move(next).value();
     if (opts.verify_each) {

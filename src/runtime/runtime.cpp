@@ -146,6 +146,7 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Gr
   opts.pipeline = passes::without_unsupported(opts.pipeline, [&caps](ir::Op op) { return caps.supports(op); },
                                               [&caps](const std::string& f) { return caps.has(f); });
   opts.plan.device = !backend_->host_memory();
+  opts.pipeline.weight_packing = [b = backend_.get()](int64_t M, int64_t N, int64_t K) { return b->matmul_weight_packing(M, N, K); };
   const std::string sig = passes::pipeline_signature(opts.pipeline);
   const Determinism level = opts.determinism.value_or(determinism_);
   plan::PlanKey key{passes::graph_hash(g, sig), bound_shapes(g), backend_->name(),

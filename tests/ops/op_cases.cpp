@@ -104,6 +104,14 @@ std::vector<OpCase> cases_of(Op op) {
                                          "written after autograd")),
           C({f({300, 37}), f({37, 333})}, {}, 1e-5),  // many tiles, ragged edges, a k tail
           C({f({16, 64, 40}), f({16, 40, 50})}, {}, 1e-5),
+          // a weight packed when the plan was made: in the AVX-512 tile's layout (read in place
+          // there), AVX2's, a decode-sized product and perms (unpacked first), a bias and GELU
+          needs("matmul.packed_b", no_grad(C({f({2, 50, 70}), f({70, 64}), f({64})}, A{{"b_packed", V({32, 32})}, {"activation", S("gelu")}}, 1e-5),
+                                           "written by a pass for inference")),
+          needs("matmul.packed_b", no_grad(C({f({40, 37}), f({37, 48})}, A{{"b_packed", V({16, 16})}}, 1e-5), "written by a pass for inference")),
+          needs("matmul.packed_b", no_grad(C({f({3, 37}), f({37, 64})}, A{{"b_packed", V({192, 32})}}, 1e-5), "written by a pass for inference")),
+          needs("matmul.packed_b", no_grad(C({f({20, 3, 8}), f({8, 32})}, A{{"b_packed", V({5, 32})}, {"a_perm", V({1, 0, 2})}}, 1e-5),
+                                           "written by a pass for inference")),
       };
 
     case Op::Add:

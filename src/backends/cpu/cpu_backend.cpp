@@ -1,9 +1,11 @@
 // The CPU backend: host memory, its own kernels for the ops that dominate (one file per op
 // family; the table is in kernels.cpp), and the reference kernels for the rest.
+#include <algorithm>
 #include <cstring>
 #include <new>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/matmul.h"
 #include "backends/cpu/parallel.h"
 #include "volta/backend.h"
 
@@ -17,7 +19,7 @@ class CpuBackend final : public Backend {
     // The ops of its kernel table (every op: a reference kernel each, linked or the build fails).
     for (int i = 0; i < ir::kNumOps; ++i)
       if (const auto op = static_cast<ir::Op>(i); !ir::is_leaf(op) && cpu::cpu_kernel(op).run) caps_.ops.push_back(op);
-    caps_.features = {"matmul.epilogue", "matmul.layout"};
+    caps_.features = {"matmul.epilogue", "matmul.layout", "matmul.packed_b"};
     caps_.dtypes = {DType::f32, DType::f64, DType::i32, DType::i64, DType::bf16, DType::f16};
   }
 
@@ -40,6 +42,14 @@ class CpuBackend final : public Backend {
   Status copy_out(std::byte* dst, const std::byte* src, size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
     return Status::ok();
+  }
+
+  // The packed path's B: K blocks of the blocking's kc for this shape, panels of the tile's width.
+  std::optional<std::array<int64_t, 2>> matmul_weight_packing(int64_t M, int64_t N, int64_t K) const override {
+    const cpu::MatmulIsa isa = cpu::matmul_active_isa();
+    const int64_t nr = cpu::matmul_tile(isa).cols;
+    if (!cpu::matmul_reads_packed_b(isa, M, nr)) return std::nullopt;
+    return std::array<int64_t, 2>{std::max<int64_t>(cpu::matmul_blocking_for(isa, M, N, K).kc, 1), nr};
   }
 
   KernelInfo kernel_info(const ir::Graph& g, const ir::Node& node, Determinism level) const override {

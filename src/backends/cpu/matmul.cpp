@@ -392,8 +392,10 @@ void pack_shared_b(MatmulIsa isa, const MatmulBlocking& bl, std::span<const Gemm
 
 }  // namespace
 
+bool matmul_reads_packed_b(MatmulIsa isa, int64_t M, int64_t nr) { return M > kSmallM && nr == matmul_tile(isa).cols; }
+
 void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M,
-                int64_t N, int64_t K, const MatmulEpilogue* ep) {
+                int64_t N, int64_t K, const MatmulEpilogue* ep, const float* packed_b) {
   if (M == 0 || N == 0) return;
   if (ep && !ep->active()) ep = nullptr;
   if (K == 0) {  // an empty sum
@@ -405,7 +407,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   }
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
   const auto count = static_cast<int64_t>(mats.size());
-  if (M <= kSmallM && (mats[0].B.cs == 1 || mats[0].B.rs == 1)) {
+  if (M <= kSmallM && !packed_b && (mats[0].B.cs == 1 || mats[0].B.rs == 1)) {
     // A product this small is over before a second thread would join in: one task.
     const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
     const int64_t task_cols = flops < kSmallSplitFlops ? N : kSmallTaskCols;
@@ -425,9 +427,14 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   const int64_t tm = ceil_div(M, mb), tn = ceil_div(N, nb);
   // Several row blocks read the same columns of B: pack B once, shared, instead of once per task.
   const int64_t ld = round_up(N, matmul_tile(isa).cols);
-  const bool share_b = tm > 1 && count * ld * K <= kMaxSharedB;
-  float* shared = share_b ? t_scratch.get(Scratch::kSharedB, count * ld * K) : nullptr;
-  if (share_b) pack_shared_b(isa, bl, mats, N, K, ld, shared);
+  // A weight packed when the plan was made (b_packed) is read as such by every task.
+  const bool share_b = packed_b || (tm > 1 && count * ld * K <= kMaxSharedB);
+  const float* shared = packed_b;
+  if (share_b && !packed_b) {
+    float* own = t_scratch.get(Scratch::kSharedB, count * ld * K);
+    pack_shared_b(isa, bl, mats, N, K, ld, own);
+    shared = own;
+  }
   // A transposed A read by several tasks: packed once for all, in a pass of its own that reads
   // each K block's rows of the stored matrix in order. Read in place (as before when one task
   // reads it), such an operand is fetched in short pieces 4 KiB or more apart; when it is cold
@@ -446,7 +453,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
     const int64_t mat = t / (tm * tn);
     const GemmOperands& g = mats[static_cast<size_t>(mat)];
     const int64_t m0 = (t / tn % tm) * mb, n0 = t % tn * nb;
-    const PackedB pb = share_b ? PackedB{shared + mat * ld * K, ld, n0} : PackedB{};
+    const PackedB pb = share_b ? PackedB{shared + (packed_b ? 0 : mat * ld * K), ld, n0} : PackedB{};
     packed_block(isa, bl, {g.A.data + m0 * g.A.rs, g.A.rs, g.A.cs}, {g.B.data + n0 * g.B.cs, g.B.rs, g.B.cs}, pb,
                  g.C + m0 * ldc + n0, ldc, std::min(mb, M - m0), std::min(nb, N - n0), K,
                  share_a ? PackedA{shared_a, lda, m0} : PackedA{});
@@ -455,9 +462,9 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
 }
 
 void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
-          int64_t K, const MatmulEpilogue* ep) {
+          int64_t K, const MatmulEpilogue* ep, const float* packed_b) {
   const GemmOperands g{A, B, C};
-  gemm_batch(isa, bl, std::span(&g, 1), ldc, M, N, K, ep);
+  gemm_batch(isa, bl, std::span(&g, 1), ldc, M, N, K, ep, packed_b);
 }
 
 void gemm_small(MatmulIsa isa, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t cols, int64_t K,

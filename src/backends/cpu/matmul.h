@@ -73,14 +73,20 @@ struct GemmOperands {
   float* C;
 };
 // The products of a batch, all M x N x K with row stride ldc, as one task list over the threads.
+// `packed_b`: every matrix's B is this weight, already in the packed layout of
+// ir/packed_weight.h with bl.kc rows per block and the ISA's tile columns per panel (see
+// matmul_reads_packed_b), so no task packs B.
 void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M, int64_t N,
-                int64_t K, const MatmulEpilogue* ep = nullptr);
+                int64_t K, const MatmulEpilogue* ep = nullptr, const float* packed_b = nullptr);
+// Whether gemm_batch reads a weight packed with nr columns per panel for products of M rows
+// (the packed path: M past the small-M path's rows, nr the ISA's tile width).
+bool matmul_reads_packed_b(MatmulIsa isa, int64_t M, int64_t nr);
 
 // C[M, N] (row stride ldc) = A[M, K] @ B[K, N] on the threads of parallel_for, with the given
 // microkernels and blocking. The task list depends on (M, N, K, blocking) only. `ep` (when
 // active; C must then lie in its output) is applied to each task's block.
 void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* C, int64_t ldc, int64_t M, int64_t N,
-          int64_t K, const MatmulEpilogue* ep = nullptr);
+          int64_t K, const MatmulEpilogue* ep = nullptr, const float* packed_b = nullptr);
 
 // B[K, N] packed once for several products that each read its first columns (a causal
 // attention group's keys, against blocks of query rows): pack_b_once fills `dst` (at least

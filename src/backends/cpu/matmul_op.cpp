@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <vector>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/ref_util.h"
+#include "ir/packed_weight.h"
 
 namespace volta::cpu {
 
@@ -140,10 +142,41 @@ Status matmul_strided(const KernelArgs& a, const MatmulEpilogue& ep) {
   return Status::ok();
 }
 
+// A weight packed when the plan was made (b_packed, pack_matmul_weights): read in place when
+// this ISA's GEMM takes that layout, else (an ISA other than the plan's, a decode-sized product)
+// unpacked into a scratch copy and multiplied as a plain weight. The bits are the same either way.
+Status matmul_packed_weight(const KernelArgs& a, const MatmulEpilogue& ep) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
+  const int64_t K = a.in[1].shape()[0], N = a.in[1].shape()[1], kc = (*at->b_packed)[0], nr = (*at->b_packed)[1];
+  const float* B = a.in[1].as<const float>();
+  const int64_t rows = K == 0 ? 0 : a.in[0].numel() / K;
+  const MatmulIsa isa = matmul_active_isa();
+  if (!at->transpose_a && !at->a_perm && !at->out_perm && matmul_reads_packed_b(isa, rows, nr)) {
+    MatmulBlocking bl = matmul_blocking_for(isa, rows, N, K);
+    bl.kc = kc;
+    gemm(isa, bl, {a.in[0].as<const float>(), K, 1}, {B, N, 1}, a.out.as<float>(), N, rows, N, K, &ep, B);
+    return Status::ok();
+  }
+  thread_local std::vector<float> plain;
+  plain.resize(static_cast<size_t>(K * N));
+  ir::repack_weight(B, plain.data(), K, N, kc, nr, false);
+  ir::Node node = a.node;
+  node.attrs = {};
+  for (const auto& [key, value] : a.node.attrs.items())
+    if (key != "b_packed") node.attrs.set(key, value);
+  std::vector<TensorRef> in(a.in.begin(), a.in.end());
+  in[1].data = reinterpret_cast<std::byte*>(plain.data());
+  return matmul(KernelArgs{node, in, a.out, a.workspace});
+}
+
 }  // namespace
 
 Status matmul(const KernelArgs& a) {
   if (is_half(a.in[1].type.dtype)) return matmul_half_weights(a);
+  if (a.node.attrs.has("b_packed")) {
+    VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, a.out.shape().empty() ? 0 : a.out.shape().back()));
+    return matmul_packed_weight(a, ep);
+  }
   const Shape& as = a.in[0].shape();
   const Shape& bs = a.in[1].shape();
   const Shape& os = a.out.shape();

@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "backends/cpu/ref_util.h"
+#include "ir/packed_weight.h"
 #include "ir/scalar_math.h"
 
 namespace volta::cpu::ref {
@@ -30,6 +31,19 @@ Shape permuted(const Shape& s, const std::vector<int64_t>& perm) {
 }  // namespace
 
 Status Matmul(const KernelArgs& a) {
+  if (a.node.attrs.has("b_packed")) {  // a packed weight: the plain product on its unpacked copy
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
+    const Shape& bs = a.in[1].shape();
+    std::vector<float> plain_b(static_cast<size_t>(a.in[1].numel()));
+    ir::repack_weight(in_f32(a, 1), plain_b.data(), bs[0], bs[1], (*at->b_packed)[0], (*at->b_packed)[1], false);
+    ir::Node plain = a.node;
+    plain.attrs = ir::Attrs{{"transpose_a", at->transpose_a}, {"activation", at->activation}};
+    if (at->a_perm) plain.attrs.set("a_perm", *at->a_perm);
+    if (at->out_perm) plain.attrs.set("out_perm", *at->out_perm);
+    std::vector<TensorRef> in(a.in.begin(), a.in.end());
+    in[1].data = reinterpret_cast<std::byte*>(plain_b.data());
+    return Matmul(KernelArgs{plain, in, a.out, a.workspace});
+  }
   // Operands read through a perm, a permuted result: the plain product on transposed copies.
   if (a.node.attrs.has("a_perm") || a.node.attrs.has("b_perm") || a.node.attrs.has("out_perm")) {
     VOLTA_RETURN_IF_ERROR(require_f32(a));

@@ -193,6 +193,7 @@ Status matmul(const ir::Node& n, std::span<const TensorRef> in, const TensorRef&
   if (at->a_perm || at->b_perm || at->out_perm)
     return unimplemented(prefix(n) + "operands or a result through a perm have no CUDA kernel (write the transposes "
                                      "as separate ops) " + ir::node_ref(n));
+  if (at->b_packed) return unimplemented(prefix(n) + "a weight in the CPU's packed layout (b_packed) has no CUDA kernel " + ir::node_ref(n));
   const int64_t ta = at->transpose_a, tb = at->transpose_b;
   const Shape& as = in[0].shape();
   const Shape& bs = in[1].shape();
