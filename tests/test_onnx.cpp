@@ -355,6 +355,33 @@ TEST(OnnxCli, RunAndInspectOnnxModels) {
     EXPECT_EQ(bad.code, 1) << args << "\n" << bad.err;
     EXPECT_NE(bad.err.find("error:"), std::string::npos) << args << "\n" << bad.err;
   }
+
+  // Half and DOUBLE outputs: the summary line shows their values, the files keep their types.
+  ModelMaker cast;
+  cast.input("x", {2, 3}).output("h", {2, 3}, 16).output("d", {2, 3}, 11);
+  cast.node("Cast", {"x"}, {"h"}, "to_half")->add_attribute()->CopyFrom([] {
+    ::onnx::AttributeProto a;
+    a.set_name("to"), a.set_type(::onnx::AttributeProto::INT), a.set_i(16);
+    return a;
+  }());
+  cast.node("Cast", {"x"}, {"d"}, "to_double")->add_attribute()->CopyFrom([] {
+    ::onnx::AttributeProto a;
+    a.set_name("to"), a.set_type(::onnx::AttributeProto::INT), a.set_i(11);
+    return a;
+  }());
+  const std::string cast_model = (dir / "cast.onnx").string();
+  std::ofstream(cast_model, std::ios::binary) << cast.m.SerializeAsString();
+  r = volta_cli("run " + cast_model + " --input x=" + (dir / "x.pb").string() + " --output " + (dir / "cast_out").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("BFLOAT16[2,3]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1, 2, 3, -1, ...]"), std::string::npos) << r.out;
+  auto h = onnx::read_tensor_file((dir / "cast_out" / "h.pb").string());
+  ASSERT_OK(h);
+  EXPECT_EQ(h->onnx_type, onnx::ElemType::kBfloat16);
+  auto dd = onnx::read_tensor_file((dir / "cast_out" / "d.pb").string());
+  ASSERT_OK(dd);
+  EXPECT_EQ(dd->onnx_type, onnx::ElemType::kDouble);
+  EXPECT_EQ(dd->tensor.data<float>()[5], 4.0f);
   fs::remove_all(dir);
 }
 

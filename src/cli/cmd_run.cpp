@@ -66,12 +66,14 @@ Status write_raw(const std::string& path, const Tensor& t) {
   return Status::ok();
 }
 
-std::string preview(const Tensor& t) {
+std::string preview(const Tensor& value) {
+  const Tensor t = is_half(value.dtype()) ? widen_to_f32(value) : value;  // bf16 / f16 shown as their values
   std::string s = "[";
   int64_t n = std::min<int64_t>(t.numel(), 4);
   for (int64_t i = 0; i < n; ++i) {
     char buf[32];
     if (t.dtype() == DType::f32) std::snprintf(buf, sizeof buf, "%.6g", static_cast<double>(t.data<float>()[i]));
+    else if (t.dtype() == DType::f64) std::snprintf(buf, sizeof buf, "%.6g", t.data<double>()[i]);
     else if (t.dtype() == DType::i32) std::snprintf(buf, sizeof buf, "%d", t.data<int32_t>()[i]);
     else std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(t.data<int64_t>()[i]));
     s += (i ? ", " : "") + std::string(buf);
