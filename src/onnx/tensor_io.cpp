@@ -31,6 +31,15 @@ void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
+// `count` little-endian doubles at `bytes`, rounded to f32 (DOUBLE values are held in f32).
+void narrow_doubles(const char* bytes, size_t count, float* out) {
+  for (size_t i = 0; i < count; ++i) {
+    double d;
+    std::memcpy(&d, bytes + 8 * i, 8);
+    out[i] = static_cast<float>(d);
+  }
+}
+
 // An f32 tensor's values as little-endian doubles (a DOUBLE value Volta computed in f32).
 std::string widened(const Tensor& t) {
   std::string raw(static_cast<size_t>(t.numel()) * 8, '\0');
@@ -91,11 +100,7 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
     if (t == 9) {
       for (size_t i = 0; i < count; ++i) out.data<float>()[i] = raw[i] != 0 ? 1.0f : 0.0f;
     } else if (t == 11) {
-      for (size_t i = 0; i < count; ++i) {
-        double d;
-        std::memcpy(&d, raw.data() + 8 * i, 8);
-        out.data<float>()[i] = static_cast<float>(d);
-      }
+      narrow_doubles(raw.data(), count, out.data<float>());
     } else if (count) {
       std::memcpy(out.raw(), raw.data(), raw.size());  // little-endian host
     }
@@ -219,11 +224,7 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
   if (type == ElemType::kBool) {
     for (int64_t i = 0; i < n; ++i) out.tensor.data<float>()[i] = bytes[data + static_cast<size_t>(i)] != 0 ? 1.0f : 0.0f;
   } else if (type == ElemType::kDouble) {
-    for (int64_t i = 0; i < n; ++i) {
-      double d;
-      std::memcpy(&d, bytes.data() + data + 8 * static_cast<size_t>(i), 8);
-      out.tensor.data<float>()[i] = static_cast<float>(d);
-    }
+    narrow_doubles(bytes.data() + data, static_cast<size_t>(n), out.tensor.data<float>());
   } else if (n) {
     std::memcpy(out.tensor.raw(), bytes.data() + data, static_cast<size_t>(n) * elem);
   }

@@ -13,8 +13,8 @@
 // Every element is therefore the FMA chain (or row kernel) the unfused graph would compute, so
 // the results have the same bits as matmul -> softmax(scale, causal) -> matmul and its backward,
 // without the score and probability matrices in memory. An additive mask (imported attention)
-// is added to each scaled score row before its softmax, as mul and add would round them. Groups are the tasks: the split
-// depends on the shape only.
+// is added to each scaled score row before its softmax, as mul and add would round them. Groups
+// are the tasks: the split depends on the shape only.
 //
 // Causal blocks skip what the mask makes exactly zero, in blocks of query rows: the scores a
 // block never reads, and the terms of a chain whose probability (or ds) is an exact zero. A
@@ -119,13 +119,7 @@ __attribute__((noinline)) VOLTA_ISA_CLONES void scale_row(float* x, int64_t n, f
 // asked (only a row that held an inf or nan can have one).
 void probs_row(const ref::AttentionArgs& at, int64_t g, int64_t i, float* s, float* p, int64_t S, int64_t valid) {
   float scale = static_cast<float>(at.scale);
-  const float* mask = at.mask ? at.mask_row(g, i) : nullptr;
-  if (mask && S > at.keys()) {  // softmax_row reads whole vectors of the mask too: a padded copy
-    thread_local std::vector<float> padded;
-    padded.assign(static_cast<size_t>(S), 0.0f);
-    std::copy_n(mask, at.keys(), padded.data());
-    mask = padded.data();
-  }
+  const float* mask = at.mask ? at.mask_row(g, i) : nullptr;  // read over the valid keys only
   if (mask && scale != 1.0f) {
     scale_row(s, std::clamp<int64_t>(valid, 0, S), scale);
     scale = 1.0f;

@@ -18,9 +18,10 @@ using namespace vec;
 // softmax(scale * x (+ add)) over the first `valid` entries of a row; the others are left out
 // (0 for softmax, -inf for log_softmax). No valid entry gives nan, like the reference's 0/0.
 // Loads cover whole 16-lane groups of the row where it has them; masked lanes hold -inf, whose
-// exp is exactly 0. `add` (an attention mask row) comes with scale 1, so x * 1 + add, one FMA,
-// is x + add rounded once, as an add node computes it. Returns false when the row held an inf or
-// nan (the scalar path: only such a row can give nan probabilities).
+// exp is exactly 0. `add` (an attention mask row, read over its first `valid` entries only)
+// comes with scale 1, so x * 1 + add, one FMA, is x + add rounded once, as an add node computes
+// it. Returns false when the row held an inf or nan (the scalar path: only such a row can give
+// nan probabilities).
 VOLTA_ISA_CLONES
 bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log, const float* add) {
   const float ninf = -std::numeric_limits<float>::infinity();
@@ -31,7 +32,8 @@ bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale
   }
   auto z = [&](int64_t c) VOLTA_VEC_LAMBDA {  // the 16 lanes at c, masked past `valid`
     const int64_t k = std::min(kLanes, C - c);
-    const Vec v = add ? load_n(x + c, k, 0.0f) * splat(scale) + load_n(add + c, k, 0.0f) : load_n(x + c, k, 0.0f) * splat(scale);
+    const Vec v = add ? load_n(x + c, k, 0.0f) * splat(scale) + load_n(add + c, std::min(k, valid - c), 0.0f)
+                      : load_n(x + c, k, 0.0f) * splat(scale);
     return keep_first(v, valid - c, ninf);
   };
   Vec m = splat(ninf);
