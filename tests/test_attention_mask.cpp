@@ -64,24 +64,19 @@ TEST(AttentionMask, HasTheBitsOfTheChainItStandsFor) {
     }
     in["mask"] = mask_values(c.mask);
     Tensor first;
-    for (auto isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512}) {
-      if (!cpu::matmul_isa_supported(isa)) continue;
-      cpu::set_matmul_isa_override(isa);
-      for (bool fused : {true, false})
-        for (int threads : {1, 2}) {
-          set_cpu_threads(threads);
-          Runtime rt(make_cpu_backend());
-          auto plan = rt.compile(masked_attention(c, fused));
-          ASSERT_OK(plan);
-          auto out = rt.run(**plan, in);
-          ASSERT_OK(out);
-          if (!first.defined()) first = (*out)[0];
-          EXPECT_TRUE(first.bitwise_equal((*out)[0]))
-              << c.q.size() << "-d q, isa " << cpu::matmul_isa_name(isa) << " fused " << fused << " threads " << threads;
-        }
-    }
-    cpu::set_matmul_isa_override(std::nullopt);
-    set_cpu_threads(0);
+    test::for_each_cpu_config([&](cpu::MatmulIsa isa, int threads) {
+      for (bool fused : {true, false}) {
+        Runtime rt(make_cpu_backend());
+        auto plan = rt.compile(masked_attention(c, fused));
+        ASSERT_OK(plan);
+        auto out = rt.run(**plan, in);
+        ASSERT_OK(out);
+        if (!first.defined()) first = (*out)[0];
+        EXPECT_TRUE(first.bitwise_equal((*out)[0]))
+            << c.q.size() << "-d q, isa " << cpu::matmul_isa_name(isa) << " fused " << fused << " threads " << threads;
+      }
+    });
+    ASSERT_TRUE(first.defined());
     // The fully masked first row: zeros with the guard, nan without.
     const float y0 = first.data<float>()[0];
     EXPECT_TRUE(c.zero_nan ? y0 == 0.0f : std::isnan(y0)) << y0;

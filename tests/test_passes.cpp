@@ -300,35 +300,26 @@ TEST(Passes, FusedAttentionHasTheBitsOfTheUnfusedGraph) {
     ASSERT_OK(g);
     auto in = random_inputs(*g, 3);
     ASSERT_OK(in);
-    std::vector<cpu::MatmulIsa> isas;
-    for (auto isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512})
-      if (cpu::matmul_isa_supported(isa)) isas.push_back(isa);
     Tensor first;
-    for (cpu::MatmulIsa isa : isas) {
-      cpu::set_matmul_isa_override(isa);
+    test::for_each_cpu_config([&](cpu::MatmulIsa isa, int threads) {
       for (bool fuse : {true, false}) {
-        for (int threads : {1, 2}) {
-          set_cpu_threads(threads);
-          Runtime rt(make_cpu_backend());
-          CompileOptions opts;
-          if (!fuse) opts.pipeline.disabled = {"fuse_attention"};
-          auto plan = rt.compile(*g, opts);
-          ASSERT_OK(plan);
-          size_t attention = 0, concats = 0, slices = 0;
-          for (const ir::Node& n : (*plan)->graph.nodes)
-            attention += n.op == ir::Op::Attention, concats += n.op == ir::Op::Concat, slices += n.op == ir::Op::Slice;
-          EXPECT_EQ(attention, fuse ? 1u : 0u);
-          EXPECT_EQ(concats, fuse || c.k.empty() ? 0u : 2u);
-          EXPECT_EQ(slices, fuse || !c.prefix ? 0u : 2u);
-          auto out = rt.run(**plan, *in);
-          ASSERT_OK(out);
-          if (!first.defined()) first = (*out)[0];
-          EXPECT_TRUE(first.bitwise_equal((*out)[0])) << "isa " << cpu::matmul_isa_name(isa) << " fuse " << fuse << " threads " << threads;
-        }
+        Runtime rt(make_cpu_backend());
+        CompileOptions opts;
+        if (!fuse) opts.pipeline.disabled = {"fuse_attention"};
+        auto plan = rt.compile(*g, opts);
+        ASSERT_OK(plan);
+        size_t attention = 0, concats = 0, slices = 0;
+        for (const ir::Node& n : (*plan)->graph.nodes)
+          attention += n.op == ir::Op::Attention, concats += n.op == ir::Op::Concat, slices += n.op == ir::Op::Slice;
+        EXPECT_EQ(attention, fuse ? 1u : 0u);
+        EXPECT_EQ(concats, fuse || c.k.empty() ? 0u : 2u);
+        EXPECT_EQ(slices, fuse || !c.prefix ? 0u : 2u);
+        auto out = rt.run(**plan, *in);
+        ASSERT_OK(out);
+        if (!first.defined()) first = (*out)[0];
+        EXPECT_TRUE(first.bitwise_equal((*out)[0])) << "isa " << cpu::matmul_isa_name(isa) << " fuse " << fuse << " threads " << threads;
       }
-    }
-    cpu::set_matmul_isa_override(std::nullopt);
-    set_cpu_threads(0);
+    });
   }
 }
 
@@ -417,37 +408,30 @@ TEST(Passes, FusedTrainingAttentionHasTheBitsOfTheUnfusedGraph) {
       fill_normal(value, 11, name.size(), 0.0f, 1.0f);
       if (c.inf && name == "v") value.data<float>()[5 * c.shape.back() + 1] = std::numeric_limits<float>::infinity();
     }
-    std::vector<cpu::MatmulIsa> isas;
-    for (auto isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512})
-      if (cpu::matmul_isa_supported(isa)) isas.push_back(isa);
     std::vector<Tensor> first;
-    for (cpu::MatmulIsa isa : isas) {
-      cpu::set_matmul_isa_override(isa);
-      for (bool fuse : {true, false})
-        for (int threads : {1, 2}) {
-          set_cpu_threads(threads);
-          Runtime rt(make_cpu_backend());
-          CompileOptions opts;
-          if (!fuse) opts.pipeline.disabled = {"fuse_attention_training"};
-          auto plan = rt.compile(gg->graph, opts);
-          ASSERT_OK(plan);
-          size_t grads = 0;
-          for (const ir::Node& n : (*plan)->graph.nodes) grads += n.op == ir::Op::AttentionGrad;
-          EXPECT_EQ(grads, fuse ? 1u : 0u) << shape_to_string(c.shape);
-          auto out = rt.run(**plan, *values);
-          ASSERT_OK(out);
-          if (first.empty()) first = *out;
-          ASSERT_EQ(out->size(), 4u);  // loss, dq, dk, dv
-          for (size_t i = 0; i < out->size(); ++i)
-            EXPECT_TRUE(first[i].bitwise_equal((*out)[i])) << shape_to_string(c.shape) << " output " << i << " isa "
-                                                            << cpu::matmul_isa_name(isa) << " fuse " << fuse << " threads " << threads;
-        }
-    }
+    test::for_each_cpu_config([&](cpu::MatmulIsa isa, int threads) {
+      for (bool fuse : {true, false}) {
+        Runtime rt(make_cpu_backend());
+        CompileOptions opts;
+        if (!fuse) opts.pipeline.disabled = {"fuse_attention_training"};
+        auto plan = rt.compile(gg->graph, opts);
+        ASSERT_OK(plan);
+        size_t grads = 0;
+        for (const ir::Node& n : (*plan)->graph.nodes) grads += n.op == ir::Op::AttentionGrad;
+        EXPECT_EQ(grads, fuse ? 1u : 0u) << shape_to_string(c.shape);
+        auto out = rt.run(**plan, *values);
+        ASSERT_OK(out);
+        if (first.empty()) first = *out;
+        ASSERT_EQ(out->size(), 4u);  // loss, dq, dk, dv
+        for (size_t i = 0; i < out->size(); ++i)
+          EXPECT_TRUE(first[i].bitwise_equal((*out)[i])) << shape_to_string(c.shape) << " output " << i << " isa "
+                                                          << cpu::matmul_isa_name(isa) << " fuse " << fuse << " threads " << threads;
+      }
+    });
+    ASSERT_FALSE(first.empty());
     if (c.inf) {
       EXPECT_TRUE(std::isnan(first[0].data<float>()[0]));  // the inf reached the loss
     }
-    cpu::set_matmul_isa_override(std::nullopt);
-    set_cpu_threads(0);
   }
 }
 

@@ -28,28 +28,22 @@ using test::parse_ir;
 void expect_fusion_keeps_bits(const ir::Graph& g, const Bindings& values, const std::set<std::string>& passes,
                               const std::function<void(const ir::Graph&, bool)>& check, const std::string& what) {
   std::vector<Tensor> first;
-  for (auto isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512}) {
-    if (!cpu::matmul_isa_supported(isa)) continue;
-    cpu::set_matmul_isa_override(isa);
-    for (bool fuse : {true, false})
-      for (int threads : {1, 2}) {
-        set_cpu_threads(threads);
-        Runtime rt(make_cpu_backend());
-        CompileOptions opts;
-        if (!fuse) opts.pipeline.disabled = passes;
-        auto plan = rt.compile(g, opts);
-        ASSERT_OK(plan);
-        check((*plan)->graph, fuse);
-        auto out = rt.run(**plan, values);
-        ASSERT_OK(out);
-        if (first.empty()) first = *out;
-        for (size_t i = 0; i < out->size(); ++i)
-          EXPECT_TRUE(first[i].bitwise_equal((*out)[i])) << what << ": output " << i << " isa " << cpu::matmul_isa_name(isa)
-                                                         << " fuse " << fuse << " threads " << threads;
-      }
-  }
-  cpu::set_matmul_isa_override(std::nullopt);
-  set_cpu_threads(0);
+  test::for_each_cpu_config([&](cpu::MatmulIsa isa, int threads) {
+    for (bool fuse : {true, false}) {
+      Runtime rt(make_cpu_backend());
+      CompileOptions opts;
+      if (!fuse) opts.pipeline.disabled = passes;
+      auto plan = rt.compile(g, opts);
+      ASSERT_OK(plan);
+      check((*plan)->graph, fuse);
+      auto out = rt.run(**plan, values);
+      ASSERT_OK(out);
+      if (first.empty()) first = *out;
+      for (size_t i = 0; i < out->size(); ++i)
+        EXPECT_TRUE(first[i].bitwise_equal((*out)[i])) << what << ": output " << i << " isa " << cpu::matmul_isa_name(isa)
+                                                       << " fuse " << fuse << " threads " << threads;
+    }
+  });
 }
 
 // The matmul epilogue (bias, relu / gelu) has the bits of the unfused add and activation, for

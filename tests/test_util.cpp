@@ -60,4 +60,17 @@ Result<Bindings> seeded_values(const ir::Graph& g, uint64_t seed) {
   return values;
 }
 
+void for_each_cpu_config(const std::function<void(cpu::MatmulIsa isa, int threads)>& fn) {
+  for (auto isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512}) {
+    if (!cpu::matmul_isa_supported(isa)) continue;
+    cpu::set_matmul_isa_override(isa);
+    for (int threads : {1, 2}) {
+      set_cpu_threads(threads);
+      fn(isa, threads);
+    }
+  }
+  cpu::set_matmul_isa_override(std::nullopt);
+  set_cpu_threads(0);
+}
+
 }  // namespace volta::test

@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 
+#include "backends/cpu/matmul.h"
 #include "volta/ir.h"
 #include "volta/runtime.h"
 #include "volta/status.h"
@@ -48,4 +50,7 @@ ir::Graph load_example(const std::string& file);
 ir::Graph parse_ir(const std::string& text);
 // Every param of g seeded (init_params) and every input random (random_inputs), from `seed`.
 Result<Bindings> seeded_values(const ir::Graph& g, uint64_t seed);
+// Runs fn(isa, threads) with each matmul ISA this CPU has made the active one and the CPU
+// backend at 1 and then 2 threads, then restores both: the configurations a bits test compares.
+void for_each_cpu_config(const std::function<void(cpu::MatmulIsa isa, int threads)>& fn);
 }  // namespace volta::test
