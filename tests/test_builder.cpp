@@ -77,8 +77,8 @@ TEST(Builder, NoOutputsIsAnError) {
 TEST(Builder, DtypeErrors) {
   ModelBuilder b;
   Value ids = b.input("ids", {DType::i32, {4}});
-  b.relu(ids, "r");
-  EXPECT_ERROR_CONTAINS(b.build(), "[relu] x must be f32 but is i32[4] (node 'r')");
+  b.exp(ids, "e");  // relu, neg, abs, sign and the arithmetic have integer math; exp has not
+  EXPECT_ERROR_CONTAINS(b.build(), "[exp] x must be f32 but is i32[4] (node 'e')");
 }
 
 // The decode step's run-time position (i32, one element): attention's fourth input, softmax's

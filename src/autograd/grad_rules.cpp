@@ -145,6 +145,8 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
   auto in_shape = [&](size_t i) { return shape_of(b, x[i]); };
   auto scalar = [&](double v) { return b.scalar(static_cast<float>(v)); };
   const ir::Attrs& at = n.attrs;
+  // Integer results (index and mask arithmetic of imported models) carry no gradient.
+  if (is_integer(n.type.dtype) && ir::op_category(n.op) != ir::OpCategory::Leaf) return std::vector<Value>(x.size());
 
   switch (n.op) {
     case Op::Input:
@@ -381,6 +383,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::OptimizerUpdate:
     case Op::Increment: return no_rule(n, "the training step's state updates are not differentiable");
     case Op::CacheWrite: return no_rule(n, "a KV-cache write is not differentiable");
+    case Op::BitwiseAnd: return no_rule(n, "it computes on integers");
     case Op::GatherElements:
     case Op::GatherNd:
     case Op::ScatterNd:

@@ -7,6 +7,7 @@
 
 #include "ir/elementwise_program.h"
 #include "ir/infer_rules.h"
+#include "ir/scalar_math.h"
 #include "volta/ir.h"
 
 namespace volta::ir {
@@ -15,15 +16,22 @@ using namespace rules;
 
 namespace {
 
+// f32 operands, or (ops with integer math, scalar_math.h) both i32 or both i64.
 Result<TensorType> infer_binary(Op op, std::span<const TensorType> in) {
-  VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "a"));
-  VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));
+  const bool ints = has_integer_math(op) && is_integer(in[0].dtype);
+  if (ints && in[1].dtype != in[0].dtype)
+    return fail(op, "a and b differ in dtype: " + in[0].to_string() + " vs " + in[1].to_string());
+  if (!ints) {
+    VOLTA_RETURN_IF_ERROR(op == Op::BitwiseAnd ? require_int(op, in[0], "a") : require_f32(op, in[0], "a"));
+    VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));
+  }
   auto s = broadcast_shapes(in[0].shape, in[1].shape);
   if (!s.is_ok()) return fail(op, "shapes " + in[0].to_string() + " and " + in[1].to_string() + " do not broadcast");
-  return TensorType{DType::f32, *s};
+  return TensorType{in[0].dtype, *s};
 }
 
 Result<TensorType> infer_unary(Op op, std::span<const TensorType> in, const Attrs& attrs) {
+  if (has_integer_math(op) && is_integer(in[0].dtype)) return in[0];
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
   if (op == Op::Gelu) {
     VOLTA_ASSIGN_OR_RETURN(std::string approx, tagged(op, attrs.get_string("approximate", "none")));
@@ -545,6 +553,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::TopK: return infer_top_k(in, attrs);
     case Op::ArgMax: return infer_arg_max(in, attrs);
     case Op::NormParamGrad: return infer_norm_param_grad(in, attrs);
+    case Op::BitwiseAnd: return infer_binary(op, in);
   }
   return internal_error("infer_type: op without a rule");
 }

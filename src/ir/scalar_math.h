@@ -10,6 +10,8 @@
 
 #include <math.h>
 
+#include <type_traits>
+
 #include "volta/op_id.h"
 
 #if defined(__CUDACC__)
@@ -54,6 +56,56 @@ VOLTA_HD inline double scalar_binary(double x, double y) {
   else if constexpr (op == Op::Div) return x / y;
   else if constexpr (op == Op::Pow) return pow(x, y);
   else static_assert(kNoScalarMath<op>, "a Binary op of ops.def without its math here");
+}
+
+// The integer math of the ops that also take i32 / i64 operands (ops.def says which): every
+// result in the operand's own width, two's complement, so + - * and neg wrap as the integer ops
+// of ONNX runtimes do; div truncates toward zero, x / 0 = 0 and min / -1 = min (no trap on any
+// input); pow by squaring with wrapping products, a negative exponent giving the truncated
+// 1 / a^-e (1 for a = 1, +-1 for a = -1, else 0).
+constexpr bool has_integer_math(Op op) {
+  return op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Div || op == Op::Pow || op == Op::Neg ||
+         op == Op::Abs || op == Op::Sign || op == Op::Relu || op == Op::BitwiseAnd;
+}
+
+template <typename T>
+struct Wrapping {  // T's arithmetic done in its unsigned twin, which is defined to wrap
+  using U = typename std::make_unsigned<T>::type;
+  static VOLTA_HD T add(T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); }
+  static VOLTA_HD T sub(T a, T b) { return static_cast<T>(static_cast<U>(a) - static_cast<U>(b)); }
+  static VOLTA_HD T mul(T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); }
+};
+
+template <Op op, typename T>
+VOLTA_HD inline T integer_unary(T x) {
+  using W = Wrapping<T>;
+  if constexpr (op == Op::Neg) return W::sub(0, x);
+  else if constexpr (op == Op::Abs) return x < 0 ? W::sub(0, x) : x;
+  else if constexpr (op == Op::Sign) return static_cast<T>((x > 0) - (x < 0));
+  else if constexpr (op == Op::Relu) return x > 0 ? x : 0;
+  else static_assert(kNoScalarMath<op>, "an op without integer math");
+}
+
+template <Op op, typename T>
+VOLTA_HD inline T integer_binary(T a, T b) {
+  using W = Wrapping<T>;
+  if constexpr (op == Op::Add) return W::add(a, b);
+  else if constexpr (op == Op::Sub) return W::sub(a, b);
+  else if constexpr (op == Op::Mul) return W::mul(a, b);
+  else if constexpr (op == Op::BitwiseAnd) return static_cast<T>(a & b);
+  else if constexpr (op == Op::Div) {
+    if (b == 0) return 0;
+    if (b == -1) return W::sub(0, a);  // min / -1 overflows: its wrapped value, min
+    return static_cast<T>(a / b);
+  } else if constexpr (op == Op::Pow) {
+    if (b < 0) return a == 1 ? T{1} : a == -1 ? ((b & 1) ? T{-1} : T{1}) : T{0};
+    T r = 1;
+    for (T e = b, base = a; e > 0; e >>= 1) {
+      if (e & 1) r = W::mul(r, base);
+      if (e > 1) base = W::mul(base, base);
+    }
+    return r;
+  } else static_assert(kNoScalarMath<op>, "an op without integer math");
 }
 
 VOLTA_HD inline double silu_derivative(double x) {  // s (1 + x (1 - s)), s = sigmoid(x)

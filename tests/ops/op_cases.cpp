@@ -67,6 +67,18 @@ std::vector<OpCase> binary(double tol, bool positive_rhs = false) {
   };
 }
 
+// Integer operands (ir::has_integer_math): i32 and i64, broadcast; `bound` keeps a divisor's 0.
+std::vector<OpCase> integer(int arity, int64_t bound) {
+  if (arity == 1) return {C({i32({7, 9}, bound)}), C({i64({40}, bound)})};
+  return {C({i32({3, 5, 7}, 1000), i32({5, 7}, bound)}), C({i64({4, 6}, 1 << 20), i64({}, bound)}),
+          C({i64({3, 1}, 9), i64({1, 4}, bound)})};
+}
+template <typename... Lists>
+std::vector<OpCase> join(std::vector<OpCase> a, Lists... more) {
+  (a.insert(a.end(), more.begin(), more.end()), ...);
+  return a;
+}
+
 std::vector<OpCase> cases_of(Op op) {
   switch (op) {
     case Op::Input:
@@ -116,14 +128,15 @@ std::vector<OpCase> cases_of(Op op) {
 
     case Op::Add:
     case Op::Sub:
-    case Op::Mul: return binary(1e-7);
-    case Op::Div: return binary(1e-7, true);
-    case Op::Pow: return {C({pos({3, 4, 5}), f({4, 1})}, {}, 1e-6), C({pos({1000}), f({1000})}, {}, 1e-6)};
+    case Op::Mul: return join(binary(1e-7), integer(2, 1 << 20));
+    case Op::Div: return join(binary(1e-7, true), integer(2, 5));  // 0 divisors: x / 0 = 0
+    case Op::Pow: return join({C({pos({3, 4, 5}), f({4, 1})}, {}, 1e-6), C({pos({1000}), f({1000})}, {}, 1e-6)}, integer(2, 40));
+    case Op::BitwiseAnd: return integer(2, 1 << 20);
 
-    case Op::Neg: return unary(0.0);
+    case Op::Neg: return join(unary(0.0), integer(1, 1 << 20));
     case Op::Abs:
     case Op::Sign:
-    case Op::Relu: return unary(0.0, false, true);
+    case Op::Relu: return join(unary(0.0, false, true), integer(1, 1 << 20));
     case Op::Exp:
     case Op::Tanh:
     case Op::Silu:

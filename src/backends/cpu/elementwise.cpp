@@ -101,7 +101,7 @@ Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op)
   const int64_t n = a.out.numel(), bn = a.in[1].numel();
   const bool a_full = as == os;
   const bool b_trailing = bs.size() <= os.size() && std::equal(bs.rbegin(), bs.rend(), os.rbegin());
-  if (!a_full || !b_trailing || bn == 0) return fallback(a);
+  if (!a_full || !b_trailing || bn == 0 || a.out.type.dtype != DType::f32) return fallback(a);
   const float* x = a.in[0].as<const float>();
   const float* y = a.in[1].as<const float>();
   float* out = a.out.as<float>();

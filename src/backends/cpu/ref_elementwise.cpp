@@ -1,6 +1,7 @@
 // Reference elementwise kernels: every Unary and Binary op of ops.def (binary ops with numpy
-// broadcasting), clip and fused_elementwise. Each element is computed in double and rounded once
-// to f32 (for + - * / this equals the correctly rounded f32 result).
+// broadcasting), clip, bitwise_and and fused_elementwise. Each f32 element is computed in double
+// and rounded once to f32 (for + - * / this equals the correctly rounded f32 result); integer
+// operands (ir::has_integer_math) compute in their own width.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -26,11 +27,43 @@ Status binary(const KernelArgs& a, F f) {
   return Status::ok();
 }
 
+// An op with integer math (ir::has_integer_math) on i32 or i64 operands, in their width.
+template <ir::Op op, typename T>
+Status integer_typed(const KernelArgs& a) {
+  const Shape& out_shape = a.out.shape();
+  T* out = a.out.as<T>();
+  const T* x = a.in[0].as<const T>();
+  if constexpr (op == ir::Op::BitwiseAnd || ir::elementwise_arity(op) == 2) {
+    const std::array<Strides, 2> st = {broadcast_strides(a.in[0].shape(), out_shape),
+                                       broadcast_strides(a.in[1].shape(), out_shape)};
+    const T* y = a.in[1].as<const T>();
+    for_each_index(out_shape, st, [&](int64_t n, const std::array<int64_t, 2>& off) {
+      out[n] = ir::integer_binary<op, T>(x[off[0]], y[off[1]]);
+    });
+  } else {
+    for (int64_t i = 0; i < a.out.numel(); ++i) out[i] = ir::integer_unary<op, T>(x[i]);
+  }
+  return Status::ok();
+}
+
+template <ir::Op op>
+Status integer(const KernelArgs& a) {
+  const DType t = a.out.type.dtype;
+  for (const TensorRef& in : a.in)
+    if (in.type.dtype != t)
+      return internal_error(op_prefix(a.node) + "integer operands differ in dtype " + ir::node_ref(a.node));
+  if (t == DType::i32) return integer_typed<op, int32_t>(a);
+  if (t == DType::i64) return integer_typed<op, int64_t>(a);
+  return internal_error(op_prefix(a.node) + "integer math on " + dtype_name(t) + " " + ir::node_ref(a.node));
+}
+
 }  // namespace
 
 // Every fusable elementwise op (ops.def's Unary and Binary rows): its math, element by element.
 template <ir::Op op>
 Status elementwise(const KernelArgs& a) {
+  if constexpr (ir::has_integer_math(op))
+    if (is_integer(a.out.type.dtype)) return integer<op>(a);
   if constexpr (ir::elementwise_arity(op) == 2) return binary(a, scalar_binary<op>);
   else return map_unary(a, scalar_unary<op>);
 }
@@ -38,6 +71,8 @@ Status elementwise(const KernelArgs& a) {
   VOLTA_IF_FUSABLE(category, template Status elementwise<ir::Op::Id>(const KernelArgs& a);)
 #include "volta/ops.def"
 #undef VOLTA_OP
+
+Status BitwiseAnd(const KernelArgs& a) { return integer<ir::Op::BitwiseAnd>(a); }
 
 // Bounds are rounded to f32 first so that clip(x) is always one of x, min or max; nan stays nan.
 Status Clip(const KernelArgs& a) {
