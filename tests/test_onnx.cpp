@@ -201,8 +201,8 @@ TEST(OnnxImport, BadGraphsNameNodeOpOpsetAndInput) {
     a->set_name("kernel_shape");
     a->set_type(::onnx::AttributeProto::INTS);
     a->add_ints(2), a->add_ints(2);
-    set_int(n, "storage_order", 1);
-    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "MaxPool node 'pool' (opset 13): attribute 'storage_order' = 1");
+    set_int(n, "storage_order", 2);
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "MaxPool node 'pool' (opset 13): attribute 'storage_order' must be 0 or 1");
     set_int(n, "bogus", 1);
     EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "attribute 'bogus' is not supported");
   }
@@ -218,9 +218,9 @@ TEST(OnnxImport, BadGraphsNameNodeOpOpsetAndInput) {
   }
   {  // unsupported dtype; DOUBLE is held in f32 and computes there
     ModelMaker mm;
-    mm.input("x", {2}, 12).output("y", {2}, 12);
+    mm.input("x", {2}, 14).output("y", {2}, 14);
     mm.node("Relu", {"x"}, {"y"}, "r");
-    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "dtype UINT32 is not supported");
+    EXPECT_ERROR_CONTAINS(onnx::import_model(mm.bytes(), "m.onnx"), "dtype COMPLEX64 is not supported");
     ModelMaker md;
     md.input("x", {2}, 11).output("y", {2}, 11);
     md.node("Relu", {"x"}, {"y"}, "r");
@@ -307,6 +307,83 @@ TEST(OnnxTensorFiles, ProtoAndNpyRoundTrip) {
   p.add_dims(1000000);
   p.add_float_data(1.0f);
   EXPECT_ERROR_CONTAINS(onnx::parse_tensor_proto(p.SerializeAsString(), "t.pb"), "needs 4000000 bytes of data but has 4");
+
+  // The integer types held in a wider dtype keep their own values through both formats.
+  ::onnx::TensorProto u8;  // int32_data: the low byte of each entry
+  u8.set_data_type(2);
+  u8.add_dims(3);
+  for (int v : {0, 200, 255}) u8.add_int32_data(v);
+  auto r8 = onnx::parse_tensor_proto(u8.SerializeAsString(), "u8.pb");
+  ASSERT_OK(r8);
+  EXPECT_EQ(r8->onnx_type, onnx::ElemType::kUint8);
+  EXPECT_TRUE(r8->tensor.bitwise_equal(Tensor::from_i32({3}, {0, 200, 255})));
+  const struct {
+    onnx::ElemType type;
+    Tensor values;
+  } narrow[] = {{onnx::ElemType::kInt8, Tensor::from_i32({3}, {-128, 0, 127})},
+                {onnx::ElemType::kUint16, Tensor::from_i32({2}, {0, 65535})},
+                {onnx::ElemType::kInt16, Tensor::from_i32({2}, {-32768, 7})},
+                {onnx::ElemType::kUint32, Tensor::from_i64({2}, {4294967295LL, 3})},
+                {onnx::ElemType::kUint64, Tensor::from_i64({2}, {-1, 5})}};  // 2^64 - 1 as its bits
+  for (const auto& [type, values] : narrow)
+    for (const char* ext : {".pb", ".npy"}) {
+      const std::string path = (fs::temp_directory_path() / (std::string("volta_onnx_n") + ext)).string();
+      ASSERT_OK(onnx::write_tensor_file(path, values, type, "n"));
+      auto back = onnx::read_tensor_file(path);
+      ASSERT_OK(back);
+      EXPECT_EQ(back->onnx_type, type) << ext;
+      EXPECT_TRUE(back->tensor.bitwise_equal(values)) << ext << " " << onnx::elem_type_name(static_cast<int32_t>(type));
+      fs::remove(path);
+    }
+}
+
+// INT8 ... UINT64 values computed at run time: arithmetic narrowed to the type's width,
+// comparisons in the type's order, casts saturating from float and wrapping between integers.
+TEST(OnnxImport, NarrowIntegerTypesKeepTheirSemantics) {
+  if (!onnx::available()) GTEST_SKIP();
+  ModelMaker mm(13);
+  mm.input("a", {4}, 2).input("b", {4}, 2).input("c", {3}, 3).input("u", {2}, 13).input("v", {2}, 13);
+  mm.input("f", {4}).input("w", {2}, 12);
+  mm.output("sum", {4}, 2).output("diff", {4}, 2).output("neg", {3}, 3).output("prod", {3}, 3).output("big", {2}, 13);
+  mm.output("i8", {4}, 3).output("u8", {3}, 2).output("w2", {2}, 12);
+  mm.node("Add", {"a", "b"}, {"sum"});
+  mm.node("Sub", {"a", "b"}, {"diff"});
+  mm.node("Neg", {"c"}, {"neg"});
+  mm.node("Mul", {"c", "c"}, {"prod"});
+  mm.node("Max", {"u", "v"}, {"big"});
+  set_int(mm.node("Cast", {"f"}, {"i8"}), "to", 3);
+  set_int(mm.node("Cast", {"neg"}, {"u8"}), "to", 2);
+  mm.node("Mul", {"w", "w"}, {"w2"});
+  auto m = onnx::import_model(mm.bytes(), "narrow.onnx");
+  ASSERT_OK(m);
+  Runtime rt(make_cpu_backend());
+  auto plan = rt.compile(m->graph);
+  ASSERT_OK(plan);
+  auto out = rt.run(**plan, {{"a", Tensor::from_i32({4}, {250, 3, 0, 128})},
+                             {"b", Tensor::from_i32({4}, {10, 5, 0, 128})},
+                             {"c", Tensor::from_i32({3}, {-128, 127, -3})},
+                             {"u", Tensor::from_i64({2}, {-1, 5})},  // 2^64 - 1 and 5
+                             {"v", Tensor::from_i64({2}, {7, std::numeric_limits<int64_t>::min()})},
+                             {"f", Tensor::from_f32({4}, {300, -300, -1.9f, NAN})},
+                             {"w", Tensor::from_i64({2}, {65536, 4294967295LL})}});
+  ASSERT_OK(out);
+  EXPECT_TRUE((*out)[0].bitwise_equal(Tensor::from_i32({4}, {4, 8, 0, 0})));        // (250 + 10) % 256
+  EXPECT_TRUE((*out)[1].bitwise_equal(Tensor::from_i32({4}, {240, 254, 0, 0})));    // 3 - 5 wraps to 254
+  EXPECT_TRUE((*out)[2].bitwise_equal(Tensor::from_i32({3}, {-128, -127, 3})));     // -(-128) wraps to -128
+  EXPECT_TRUE((*out)[3].bitwise_equal(Tensor::from_i32({3}, {0, 1, 9})));           // 16384 and 16129 wrap
+  EXPECT_TRUE((*out)[4].bitwise_equal(Tensor::from_i64({2}, {-1, std::numeric_limits<int64_t>::min()})));  // unsigned max
+  EXPECT_TRUE((*out)[5].bitwise_equal(Tensor::from_i32({4}, {127, -128, -1, 0})));  // saturates, truncates, nan -> 0
+  EXPECT_TRUE((*out)[6].bitwise_equal(Tensor::from_i32({3}, {128, 129, 3})));       // INT8 -> UINT8 modulo 256
+  EXPECT_TRUE((*out)[7].bitwise_equal(Tensor::from_i64({2}, {0, 1})));              // modulo 2^32
+
+  ModelMaker refused(13);  // an op that does not take them says so
+  refused.input("a", {4}, 2).output("s", {1}, 2);
+  refused.node("ReduceSum", {"a"}, {"s"}, "sum");
+  EXPECT_ERROR_CONTAINS(onnx::import_model(refused.bytes(), "r.onnx"), "input 0 has type UINT8, which only the arithmetic");
+  ModelMaker udiv(13);
+  udiv.input("u", {2}, 13).input("v", {2}, 13).output("q", {2}, 13);
+  udiv.node("Div", {"u", "v"}, {"q"}, "div");
+  EXPECT_ERROR_CONTAINS(onnx::import_model(udiv.bytes(), "d.onnx"), "UINT64 Div is not supported");
 }
 
 struct Cli {

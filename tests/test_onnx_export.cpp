@@ -182,6 +182,16 @@ TEST(OnnxExport, EveryForwardOpRoundTrips) {
                      {{"groups", int64_t{2}}, {"dilations", std::vector<int64_t>{2, 1}}});
        }, 1e-5},
       {"max_pool", attrs_op(Op::MaxPool, {{"kernel", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 1}}, {"ceil_mode", int64_t{1}}})},
+      {"max_pool indices", attrs_op(Op::MaxPool, {{"kernel", std::vector<int64_t>{2, 3}}, {"pads", std::vector<int64_t>{1, 1, 0, 1}}, {"indices", int64_t{1}}})},
+      {"integer math",  // x * 1000 as i32: wrapping products, truncating division, powers, back to f32
+       [](ModelBuilder& b, Value x) {
+         Value i = b.op(Op::Cast, {b.mul(x, b.scalar(1000.0f))}, {{"to", std::string("i32")}});
+         Value seven = b.constant("seven", Tensor::from_i32({}, {7}));
+         Value three = b.constant("three", Tensor::from_i32({}, {3}));
+         Value v = b.op(Op::Div, {b.op(Op::Mul, {i, i}), seven});
+         v = b.op(Op::Sub, {b.op(Op::Pow, {b.op(Op::Abs, {i}), three}), b.op(Op::Neg, {v})});
+         return b.op(Op::Cast, {b.op(Op::Add, {v, b.op(Op::Sign, {i})})}, {{"to", std::string("f32")}});
+       }},
       {"avg_pool",
        attrs_op(Op::AvgPool, {{"kernel", std::vector<int64_t>{3, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 0}}, {"count_include_pad", int64_t{0}}})},
       {"avg_pool include pad", attrs_op(Op::AvgPool, {{"kernel", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"count_include_pad", int64_t{1}}})},

@@ -27,9 +27,12 @@
 namespace volta::onnx {
 
 // ONNX TensorProto.DataType codes Volta reads and writes. BOOL values live in Volta as f32
-// 0.0 / 1.0 (what `equal` produces and `where` reads).
+// 0.0 / 1.0 (what `equal` produces and `where` reads). The integer types narrower than their
+// Volta dtype live in it: INT8, UINT8, INT16 and UINT16 in i32, UINT32 and UINT64 in i64 (UINT64
+// as the same bits); the import narrows the results of their arithmetic back to their width.
 enum class ElemType : int32_t {
-  kUndefined = 0, kFloat = 1, kInt32 = 6, kInt64 = 7, kBool = 9, kFloat16 = 10, kDouble = 11, kBfloat16 = 16
+  kUndefined = 0, kFloat = 1, kUint8 = 2, kInt8 = 3, kUint16 = 4, kInt16 = 5, kInt32 = 6, kInt64 = 7, kBool = 9,
+  kFloat16 = 10, kDouble = 11, kUint32 = 12, kUint64 = 13, kBfloat16 = 16
 };
 const char* elem_type_name(int32_t onnx_type);  // "FLOAT", "DOUBLE", ... ("type 42" when unknown)
 // The Volta dtype an ONNX type lives in, or an error for types Volta does not hold. BOOL lives in
@@ -99,6 +102,8 @@ struct ModelInfo {
   std::vector<std::string> op_types;  // of the main graph's nodes, in node order
   std::vector<std::string> inputs;    // graph inputs that are not initializers, in order
   std::vector<std::string> outputs;   // graph outputs, in order
+  std::vector<ElemType> input_types;   // inputs' declared element types (kUndefined: not a tensor)
+  std::vector<ElemType> output_types;  // outputs' the same
   int64_t opset = 0;
 };
 Result<ModelInfo> read_model_info(std::string_view bytes, const std::string& origin);

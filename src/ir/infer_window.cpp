@@ -152,7 +152,12 @@ Result<TensorType> infer_pool(Op op, std::span<const TensorType> in, const Attrs
   for (int64_t d : x) if (d < 0) return fail(op, "negative dim in " + shape_to_string(x));
   VOLTA_ASSIGN_OR_RETURN(Window w, window_attrs(op, attrs, x.size() - 2));
   VOLTA_ASSIGN_OR_RETURN(Shape y, window_out_shape(op, x, w, x[1]));
-  if (op == Op::MaxPool || op == Op::AvgPool) return TensorType{DType::f32, y};
+  if (op == Op::MaxPool) {
+    VOLTA_ASSIGN_OR_RETURN(const int64_t indices, tagged(op, attrs.get_int("indices", 0)));
+    if (indices != 0 && indices != 1) return fail(op, "indices must be 0 or 1, got " + std::to_string(indices));
+    return TensorType{indices ? DType::i64 : DType::f32, y};
+  }
+  if (op == Op::AvgPool) return TensorType{DType::f32, y};
   const TensorType& dy = in[op == Op::MaxPoolGrad ? 1 : 0];
   if (dy.shape != y) return fail(op, "dy must be " + shape_to_string(y) + ", got " + dy.to_string());
   return TensorType{DType::f32, x};

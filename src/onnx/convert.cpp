@@ -3,6 +3,9 @@
 // writes it (Pow: its exponent may be an integer). The helpers the families share.
 #include "onnx/convert.h"
 
+#include <limits>
+#include <set>
+
 namespace volta::onnx {
 
 namespace conv {
@@ -29,7 +32,52 @@ Status unary(Importer& im, Op op, ir::Attrs attrs) {
   return im.set_output(0, y, kFloat);
 }
 
-bool is_int(ElemType t) { return t == ElemType::kInt32 || t == kInt64; }
+bool is_narrow_int(ElemType t) {
+  return t == ElemType::kInt8 || t == ElemType::kUint8 || t == ElemType::kInt16 || t == ElemType::kUint16 ||
+         t == ElemType::kUint32 || t == ElemType::kUint64;
+}
+bool is_int(ElemType t) { return t == ElemType::kInt32 || t == kInt64 || is_narrow_int(t); }
+
+Result<int32_t> int_constant(Importer& im, DType dtype, int64_t v) {
+  return im.constant(dtype == DType::i32 ? Tensor::from_i32({}, {static_cast<int32_t>(v)}) : Tensor::from_i64({}, {v}));
+}
+
+// y's values (of t's Volta dtype) reduced to t's width: the low bits, sign-extended for the
+// signed types ((y + 2^(w-1)) & (2^w - 1)) - 2^(w-1)).
+Result<int32_t> wrap_to(Importer& im, int32_t y, ElemType t) {
+  int bits = 0;
+  const bool is_signed = t == ElemType::kInt8 || t == ElemType::kInt16;
+  switch (t) {
+    case ElemType::kInt8: case ElemType::kUint8: bits = 8; break;
+    case ElemType::kInt16: case ElemType::kUint16: bits = 16; break;
+    case ElemType::kUint32: bits = 32; break;
+    default: return y;
+  }
+  const DType d = im.type(y).dtype;
+  const int64_t half = int64_t{1} << (bits - 1), mask = (int64_t{1} << bits) - 1;
+  if (is_signed) {
+    VOLTA_ASSIGN_OR_RETURN(int32_t h, int_constant(im, d, half));
+    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Add, {y, h}));
+  }
+  VOLTA_ASSIGN_OR_RETURN(int32_t m, int_constant(im, d, mask));
+  VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::BitwiseAnd, {y, m}));
+  if (is_signed) {
+    VOLTA_ASSIGN_OR_RETURN(int32_t h, int_constant(im, d, half));
+    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Sub, {y, h}));
+  }
+  return y;
+}
+
+// a < b (or a <= b) for values of ONNX type t, as f32 0/1. UINT64 values are held in i64 as
+// their bits: adding 2^63 (wrapping) to both maps their order onto the signed one.
+Result<int32_t> less(Importer& im, int32_t a, int32_t b, ElemType t, bool or_equal) {
+  if (t == ElemType::kUint64) {
+    VOLTA_ASSIGN_OR_RETURN(int32_t top, int_constant(im, DType::i64, std::numeric_limits<int64_t>::min()));
+    VOLTA_ASSIGN_OR_RETURN(a, im.emit(Op::Add, {a, top}));
+    VOLTA_ASSIGN_OR_RETURN(b, im.emit(Op::Add, {b, top}));
+  }
+  return im.emit(or_equal ? Op::LessEqual : Op::Less, {a, b});
+}
 
 Status binary(Importer& im, Op op) {
   VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
@@ -81,9 +129,33 @@ const ConverterMap& converters() {
 
 bool is_supported_op(const std::string& op_type) { return converters().count(op_type) != 0; }
 
+namespace {
+
+// The ONNX op types whose converters take the integer types held in a wider dtype (INT8, UINT8,
+// INT16, UINT16, UINT32, UINT64): they move or compare values, or narrow what they compute.
+bool takes_narrow_ints(const std::string& op_type) {
+  static const std::set<std::string> ops = {
+      "Abs", "Add", "BitwiseAnd", "Cast", "CastLike", "Clip", "Concat", "Div", "Equal", "Expand", "Flatten", "Gather",
+      "GatherElements", "GatherND", "Greater", "GreaterOrEqual", "Identity", "Less", "LessOrEqual", "Max", "MaxPool",
+      "Min", "Mul", "Neg", "Pow", "Relu", "Reshape", "ScatterND", "Shape", "Sign", "Size", "Slice", "Split", "Squeeze",
+      "Sub", "Tile", "Transpose", "Unsqueeze", "Where"};
+  return ops.count(op_type) != 0;
+}
+
+}  // namespace
+
 Status convert(Importer& im) {
   auto it = converters().find(im.node().op_type());
   if (it == converters().end()) return im.unsupported("op type '" + im.node().op_type() + "' is not supported");
+  if (!takes_narrow_ints(im.node().op_type())) {
+    for (size_t k = 0; k < im.num_inputs(); ++k) {
+      if (!im.has_input(k)) continue;
+      VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(k));
+      if (conv::is_narrow_int(t))
+        return im.unsupported("input " + std::to_string(k) + " has type " + conv::type_name(t) + ", which only the " +
+                              "arithmetic, comparison, selection and layout ops take");
+    }
+  }
   return it->second(im);
 }
 

@@ -27,8 +27,19 @@ Status unary(Importer& im, Op op, ir::Attrs attrs = {});
 Status binary(Importer& im, Op op);
 Status simple_unary(Importer& im, Op op);
 
-// Integer Add, Sub, Mul, Div, Neg, Abs, Sign: evaluated at import when the operands are known
-// (shape arithmetic), refused otherwise (convert_logic.cpp).
+// Integer types: any of them, and those held in a wider Volta dtype (ElemType's comment).
+bool is_int(ElemType t);
+bool is_narrow_int(ElemType t);
+Result<int32_t> int_constant(Importer& im, DType dtype, int64_t v);
+// y narrowed to the width of ONNX type t (the low bits, sign-extended for the signed types);
+// y itself for types that fill their dtype.
+Result<int32_t> wrap_to(Importer& im, int32_t y, ElemType t);
+// a < b (a <= b with or_equal) as BOOL, for values of ONNX type t (UINT64 compared unsigned).
+Result<int32_t> less(Importer& im, int32_t a, int32_t b, ElemType t, bool or_equal = false);
+
+// Integer Add, Sub, Mul, Div, Pow, Neg, Abs, Sign, Relu: the IR's integer math on the values'
+// dtype (folded at import when the operands are known), narrowed to the ONNX type's width
+// (convert_logic.cpp).
 Status integer_arithmetic(Importer& im, Op op);
 
 // Each family adds its converters, keyed by ONNX op type.

@@ -1,8 +1,8 @@
 // The ONNX converters of comparisons and logic (Less, Greater, LessOrEqual, GreaterOrEqual, Not,
-// And, Or, Xor, IsNaN, IsInf, Max, Min), Size, and integer arithmetic. BOOL values are f32 0/1
-// in Volta, so the logic ops are exact f32 arithmetic or selects on them. Integer arithmetic
-// (the shape computations of exported graphs) is evaluated at import: its operands must be
-// known then, and a run-time integer operand is refused naming the op.
+// And, Or, Xor, IsNaN, IsInf, Max, Min), Size, BitwiseAnd and integer arithmetic. BOOL values
+// are f32 0/1 in Volta, so the logic ops are exact f32 arithmetic or selects on them. Integer
+// arithmetic is the IR's (folded at import when its operands are known, as the shape
+// computations of exported graphs are), narrowed back to the ONNX type's width.
 #include <cmath>
 #include <limits>
 
@@ -19,14 +19,14 @@ Status require_bool(Importer& im, size_t k) {
 }
 
 // Less / Greater (swapped), LessOrEqual / GreaterOrEqual (swapped): any one dtype on both sides.
-Status compare(Importer& im, Op op, bool swap) {
+Status compare(Importer& im, bool or_equal, bool swap) {
   VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
   VOLTA_ASSIGN_OR_RETURN(ElemType ta, im.input_type(0));
   VOLTA_ASSIGN_OR_RETURN(ElemType tb, im.input_type(1));
   if (ta != tb) return im.fail("inputs differ in type: " + type_name(ta) + " vs " + type_name(tb));
   VOLTA_ASSIGN_OR_RETURN(int32_t a, im.input(0));
   VOLTA_ASSIGN_OR_RETURN(int32_t b, im.input(1));
-  VOLTA_ASSIGN_OR_RETURN(int32_t y, swap ? im.emit(op, {b, a}) : im.emit(op, {a, b}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t y, swap ? less(im, b, a, ta, or_equal) : less(im, a, b, ta, or_equal));
   return im.set_output(0, y, kBool);
 }
 
@@ -107,7 +107,7 @@ Status extremum(Importer& im, bool is_max) {
     VOLTA_ASSIGN_OR_RETURN(ElemType tk, im.input_type(k));
     if (tk != t) return im.fail("inputs differ in type: " + type_name(t) + " vs " + type_name(tk));
     VOLTA_ASSIGN_OR_RETURN(int32_t b, im.input(k));
-    VOLTA_ASSIGN_OR_RETURN(int32_t b_wins, is_max ? im.emit(Op::Less, {y, b}) : im.emit(Op::Less, {b, y}));
+    VOLTA_ASSIGN_OR_RETURN(int32_t b_wins, is_max ? less(im, y, b, t) : less(im, b, y, t));
     if (t == kFloat) {
       VOLTA_ASSIGN_OR_RETURN(int32_t b_number, im.emit(Op::Equal, {b, b}));
       VOLTA_ASSIGN_OR_RETURN(int32_t one, im.scalar(1.0f));
@@ -126,83 +126,46 @@ Status size_op(Importer& im) {
   return im.set_output(0, y, kInt64);
 }
 
-int64_t int_at(const Tensor& t, int64_t i) { return t.dtype() == DType::i32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i]; }
-
-// Wrapping two's-complement arithmetic, as the integer ops of ONNX runtimes do.
-int64_t wrap_add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-int64_t wrap_mul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
-
 }  // namespace
 
 Status integer_arithmetic(Importer& im, Op op) {
   const size_t n = static_cast<size_t>(ir::elementwise_arity(op));
   VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(0));
-  std::vector<Tensor> v;
+  std::vector<int32_t> in;
   for (size_t k = 0; k < n; ++k) {
     VOLTA_ASSIGN_OR_RETURN(ElemType tk, im.input_type(k));
     if (tk != t) return im.fail("inputs differ in type: " + type_name(t) + " vs " + type_name(tk));
-    auto known = im.constant_input(k);
-    if (!known.is_ok())
-      return im.unsupported("integer " + im.node().op_type() + " of a value computed at run time is not supported (integer " +
-                            "arithmetic, the graph's shape computations, is evaluated at import)");
-    v.push_back(std::move(known).value());
+    VOLTA_ASSIGN_OR_RETURN(int32_t v, im.input(k));
+    in.push_back(v);
   }
-  Shape shape = v[0].shape();
-  if (n == 2) {
-    auto s = ir::broadcast_shapes(v[0].shape(), v[1].shape());
-    if (!s.is_ok()) return im.fail(s.status().message());
-    shape = *s;
-  }
-  int64_t count = 1;  // evaluated here, so bounded like every value evaluated at import
-  for (int64_t d : shape) count = d > 0 && count > (int64_t{1} << 16) / d ? (int64_t{1} << 16) + 1 : count * d;
-  if (count > (int64_t{1} << 16))
-    return im.unsupported("integer " + im.node().op_type() + " of " + shape_to_string(shape) + " is too large to evaluate at import");
-  Tensor out = Tensor::zeros(v[0].dtype(), shape);
-  const auto rank = shape.size();
-  std::vector<int64_t> idx(rank, 0);
-  auto offset = [&](const Tensor& x) {  // numpy broadcasting, right-aligned
-    int64_t off = 0, stride = 1;
-    for (size_t d = x.shape().size(); d-- > 0;) {
-      const int64_t dim = x.shape()[d];
-      if (dim != 1) off += idx[rank - x.shape().size() + d] * stride;
-      stride *= dim;
-    }
-    return off;
-  };
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    const int64_t a = int_at(v[0], offset(v[0]));
-    const int64_t b = n == 2 ? int_at(v[1], offset(v[1])) : 0;
-    int64_t r = 0;
-    switch (op) {
-      case Op::Add: r = wrap_add(a, b); break;
-      case Op::Sub: r = wrap_add(a, wrap_mul(b, -1)); break;
-      case Op::Mul: r = wrap_mul(a, b); break;
-      case Op::Div:
-        if (b == 0) return im.fail("integer division by zero at import");
-        r = (a == std::numeric_limits<int64_t>::min() && b == -1) ? a : a / b;  // truncates, as C and ONNX runtimes
-        break;
-      case Op::Neg: r = wrap_mul(a, -1); break;
-      case Op::Abs: r = a < 0 ? wrap_mul(a, -1) : a; break;
-      case Op::Sign: r = (a > 0) - (a < 0); break;
-      default: return im.unsupported("integer " + im.node().op_type() + " is not supported (only FLOAT)");
-    }
-    if (out.dtype() == DType::i32) out.data<int32_t>()[i] = static_cast<int32_t>(r);
-    else out.data<int64_t>()[i] = r;
-    for (size_t d = rank; d-- > 0;) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  VOLTA_ASSIGN_OR_RETURN(int32_t y, im.constant(std::move(out)));
+  if (t == ElemType::kUint64 && (op == Op::Div || op == Op::Pow))
+    return im.unsupported("UINT64 " + im.node().op_type() + " is not supported (UINT64 values are held in i64 as their bits)");
+  VOLTA_ASSIGN_OR_RETURN(int32_t y, im.emit(op, in));
+  VOLTA_ASSIGN_OR_RETURN(y, wrap_to(im, y, t));
   return im.set_output(0, y, t);
 }
 
+namespace {
+
+Status bitwise_and(Importer& im) {
+  VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
+  VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(0));
+  VOLTA_ASSIGN_OR_RETURN(ElemType t2, im.input_type(1));
+  if (!is_int(t) || t2 != t) return im.unsupported("inputs must be integers of one type, got " + type_name(t) + " and " + type_name(t2));
+  VOLTA_ASSIGN_OR_RETURN(int32_t a, im.input(0));
+  VOLTA_ASSIGN_OR_RETURN(int32_t b, im.input(1));
+  VOLTA_ASSIGN_OR_RETURN(int32_t y, im.emit(Op::BitwiseAnd, {a, b}));
+  return im.set_output(0, y, t);
+}
+
+}  // namespace
+
 void add_logic(ConverterMap& t) {
   t.insert({
-      {"Less", [](Importer& im) { return compare(im, Op::Less, false); }},
-      {"Greater", [](Importer& im) { return compare(im, Op::Less, true); }},
-      {"LessOrEqual", [](Importer& im) { return compare(im, Op::LessEqual, false); }},
-      {"GreaterOrEqual", [](Importer& im) { return compare(im, Op::LessEqual, true); }},
+      {"Less", [](Importer& im) { return compare(im, false, false); }},
+      {"Greater", [](Importer& im) { return compare(im, false, true); }},
+      {"LessOrEqual", [](Importer& im) { return compare(im, true, false); }},
+      {"GreaterOrEqual", [](Importer& im) { return compare(im, true, true); }},
       {"Not", not_op},
       {"And", [](Importer& im) { return logic(im, Logic::And); }},
       {"Or", [](Importer& im) { return logic(im, Logic::Or); }},
@@ -212,6 +175,7 @@ void add_logic(ConverterMap& t) {
       {"Max", [](Importer& im) { return extremum(im, true); }},
       {"Min", [](Importer& im) { return extremum(im, false); }},
       {"Size", size_op},
+      {"BitwiseAnd", bitwise_and},
   });
 }
 

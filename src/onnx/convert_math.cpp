@@ -12,19 +12,41 @@ namespace volta::onnx::conv {
 
 namespace {
 
+// Pow: the result has the base's type. An integer base with an integer exponent is integer
+// math; with a FLOAT exponent it is computed in f32 and cast back (truncated, saturated).
 Status pow_op(Importer& im) {
   VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
-  VOLTA_RETURN_IF_ERROR(require_float(im, 0));
+  VOLTA_ASSIGN_OR_RETURN(ElemType bt, im.input_type(0));
   VOLTA_ASSIGN_OR_RETURN(ElemType et, im.input_type(1));
+  if (bt != kFloat && !is_int(bt)) return im.unsupported("base type " + type_name(bt) + " is not supported");
+  if (et != kFloat && !is_int(et)) return im.unsupported("exponent type " + type_name(et) + " is not supported");
+  if (bt == ElemType::kUint64 || et == ElemType::kUint64)
+    return im.unsupported("a UINT64 base or exponent is not supported (UINT64 values are held in i64 as their bits)");
+  if (bt == et && is_int(bt)) return integer_arithmetic(im, Op::Pow);
   VOLTA_ASSIGN_OR_RETURN(int32_t a, im.input(0));
   VOLTA_ASSIGN_OR_RETURN(int32_t b, im.input(1));
-  if (et == ElemType::kInt32 || et == kInt64) {  // an integer exponent of a float base
-    VOLTA_ASSIGN_OR_RETURN(b, im.emit(Op::Cast, {b}, {{"to", std::string("f32")}}));
-  } else if (et != kFloat) {
-    return im.unsupported("exponent type " + type_name(et) + " is not supported");
+  const DType base_dtype = im.type(a).dtype;
+  if (is_int(bt) && is_int(et)) {  // exponent to the base's dtype, then integer math
+    if (im.type(b).dtype != base_dtype) {
+      VOLTA_ASSIGN_OR_RETURN(b, im.emit(Op::Cast, {b}, {{"to", std::string(dtype_name(base_dtype))}}));
+    }
+    VOLTA_ASSIGN_OR_RETURN(int32_t y, im.emit(Op::Pow, {a, b}));
+    VOLTA_ASSIGN_OR_RETURN(y, wrap_to(im, y, bt));
+    return im.set_output(0, y, bt);
+  }
+  const ir::Attrs to_f32{{"to", std::string("f32")}};
+  if (is_int(et)) {
+    VOLTA_ASSIGN_OR_RETURN(b, im.emit(Op::Cast, {b}, to_f32));
+  }
+  if (is_int(bt)) {
+    VOLTA_ASSIGN_OR_RETURN(a, im.emit(Op::Cast, {a}, to_f32));
   }
   VOLTA_ASSIGN_OR_RETURN(int32_t y, im.emit(Op::Pow, {a, b}));
-  return im.set_output(0, y, kFloat);
+  if (is_int(bt)) {
+    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Cast, {y}, {{"to", std::string(dtype_name(base_dtype))}}));
+    VOLTA_ASSIGN_OR_RETURN(y, wrap_to(im, y, bt));
+  }
+  return im.set_output(0, y, bt);
 }
 
 // Gelu (opset 20): the erf or tanh form.
@@ -41,7 +63,24 @@ Status leaky_relu(Importer& im) {
   return unary(im, Op::LeakyRelu, {{"alpha", alpha}});
 }
 
+// Integer Clip (opset >= 11): max with min, then min with max, as numpy's order.
+Status integer_clip(Importer& im, ElemType t) {
+  VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t y, im.input(0));
+  for (size_t k = 1; k <= 2; ++k) {
+    if (!im.has_input(k)) continue;
+    VOLTA_ASSIGN_OR_RETURN(ElemType tk, im.input_type(k));
+    if (tk != t) return im.fail("input " + std::to_string(k) + " has type " + type_name(tk) + ", not the input's " + type_name(t));
+    VOLTA_ASSIGN_OR_RETURN(int32_t bound, im.input(k));
+    VOLTA_ASSIGN_OR_RETURN(int32_t out, k == 1 ? less(im, y, bound, t) : less(im, bound, y, t));
+    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Where, {out, bound, y}));
+  }
+  return im.set_output(0, y, t);
+}
+
 Status clip(Importer& im) {
+  VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(0));
+  if (is_int(t) && im.opset() >= 11) return integer_clip(im, t);
   double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
   if (im.opset() < 11) {
     VOLTA_RETURN_IF_ERROR(im.allow_attrs({"min", "max"}));
@@ -51,11 +90,11 @@ Status clip(Importer& im) {
     VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
     for (size_t k = 1; k <= 2; ++k) {
       if (!im.has_input(k)) continue;
-      VOLTA_ASSIGN_OR_RETURN(Tensor t, im.constant_input(k));
-      if (t.dtype() != DType::f32 || t.numel() != 1)
+      VOLTA_ASSIGN_OR_RETURN(Tensor bound, im.constant_input(k));
+      if (bound.dtype() != DType::f32 || bound.numel() != 1)
         return im.unsupported("input " + std::to_string(k) + " (" + (k == 1 ? "min" : "max") + ") must be a FLOAT scalar, got " +
-                              t.type().to_string());
-      (k == 1 ? lo : hi) = t.data<float>()[0];
+                              bound.type().to_string());
+      (k == 1 ? lo : hi) = bound.data<float>()[0];
     }
   }
   return unary(im, Op::Clip, {{"min", lo}, {"max", hi}});
@@ -266,14 +305,37 @@ Status cast(Importer& im) {
   auto dt = volta_dtype(static_cast<int32_t>(to_code));
   if (!dt.is_ok()) return im.unsupported("attribute 'to' = " + std::string(elem_type_name(static_cast<int32_t>(to_code))) + ": " + dt.status().message());
   if (!volta_dtype(static_cast<int32_t>(from)).is_ok()) return im.unsupported("input type " + type_name(from) + " is not supported");
+  const bool from_float = computed_type(from) == kFloat || from == ElemType::kFloat16 || from == ElemType::kBfloat16;
+  if (from == ElemType::kUint64 && to != kBool && !is_int(to))
+    return im.unsupported("a cast from UINT64 to a float type is not supported (UINT64 values are held in i64 as their bits)");
   VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));
   int32_t y = x;
   if (to == kBool && from != kBool) {  // non-zero (and nan) is true
     VOLTA_ASSIGN_OR_RETURN(int32_t one, im.scalar(1.0f));
     VOLTA_ASSIGN_OR_RETURN(int32_t zero, im.scalar(0.0f));
     VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Where, {x, one, zero}));
-  } else if (*dt != im.type(x).dtype) {
-    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Cast, {x}, {{"to", std::string(dtype_name(*dt))}}));
+  } else if (from_float && is_narrow_int(to)) {
+    // Saturated to the type's range in f32 first (the largest f32 below 2^32 for UINT32; UINT64
+    // saturates at 2^63 - 1, i64's largest), then truncated like every float -> int cast.
+    if (from != kFloat) {
+      VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Cast, {y}, {{"to", std::string("f32")}}));
+    }
+    const double lo = to == ElemType::kInt8 ? -128 : to == ElemType::kInt16 ? -32768 : 0;
+    const double hi = to == ElemType::kInt8     ? 127
+                      : to == ElemType::kUint8  ? 255
+                      : to == ElemType::kInt16  ? 32767
+                      : to == ElemType::kUint16 ? 65535
+                      : to == ElemType::kUint32 ? 4294967040.0
+                                                : std::numeric_limits<double>::infinity();
+    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Clip, {y}, {{"min", lo}, {"max", hi}}));
+    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Cast, {y}, {{"to", std::string(dtype_name(*dt))}}));
+  } else {
+    if (*dt != im.type(x).dtype) {
+      VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Cast, {x}, {{"to", std::string(dtype_name(*dt))}}));
+    }
+    if (is_int(from)) {  // integers convert modulo the width
+      VOLTA_ASSIGN_OR_RETURN(y, wrap_to(im, y, to));
+    }
   }
   return im.set_output(0, y, to);
 }

@@ -75,18 +75,44 @@ Status conv(Importer& im) {
   return im.set_output(0, y, kFloat);
 }
 
+// Indices computed row-major (max_pool's), as storage_order = 1 wants them: column-major within
+// each [H, W] plane, h + w H (2-D only).
+Result<int32_t> column_major(Importer& im, int32_t idx, const Shape& xs) {
+  if (xs.size() != 4) return im.unsupported("attribute 'storage_order' = 1 needs 2 spatial dims");
+  const int64_t H = xs[2], W = xs[3];
+  auto k = [&](int64_t v) { return int_constant(im, DType::i64, v); };
+  VOLTA_ASSIGN_OR_RETURN(int32_t hw, k(H * W));
+  VOLTA_ASSIGN_OR_RETURN(int32_t w_size, k(W));
+  VOLTA_ASSIGN_OR_RETURN(int32_t h_size, k(H));
+  VOLTA_ASSIGN_OR_RETURN(int32_t plane, im.emit(Op::Div, {idx, hw}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t base, im.emit(Op::Mul, {plane, hw}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t r, im.emit(Op::Sub, {idx, base}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t h, im.emit(Op::Div, {r, w_size}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t hw_row, im.emit(Op::Mul, {h, w_size}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t w, im.emit(Op::Sub, {r, hw_row}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t wh, im.emit(Op::Mul, {w, h_size}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t local, im.emit(Op::Add, {wh, h}));
+  return im.emit(Op::Add, {base, local});
+}
+
 Status pool(Importer& im, Op op) {
   const bool is_max = op == Op::MaxPool;
+  int64_t order = 0;
   if (is_max) {
     VOLTA_RETURN_IF_ERROR(im.allow_attrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}));
-    VOLTA_ASSIGN_OR_RETURN(int64_t order, im.attr_int("storage_order", 0));
-    if (order != 0) return im.unsupported("attribute 'storage_order' = 1 is not supported");
-    if (im.wants_output(1)) return im.unsupported("output 'Indices' is not supported");
+    VOLTA_ASSIGN_OR_RETURN(order, im.attr_int("storage_order", 0));
+    if (order != 0 && order != 1) return im.fail("attribute 'storage_order' must be 0 or 1, got " + std::to_string(order));
   } else {
     VOLTA_RETURN_IF_ERROR(im.allow_attrs({"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}));
   }
-  VOLTA_RETURN_IF_ERROR(require_float(im, 0));
+  // The 8- and 16-bit integer types pool exactly in f32.
+  VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(0));
+  const bool small_int = is_max && (t == ElemType::kInt8 || t == ElemType::kUint8 || t == ElemType::kInt16 || t == ElemType::kUint16);
+  if (!small_int) VOLTA_RETURN_IF_ERROR(require_float(im, 0));
   VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));
+  if (small_int) {
+    VOLTA_ASSIGN_OR_RETURN(x, im.emit(Op::Cast, {x}, {{"to", std::string("f32")}}));
+  }
   const Shape xs = im.type(x).shape;
   if (xs.size() < 3 || xs.size() > 5) return im.unsupported("X must be [N, C, spatial...] with 1 to 3 spatial dims, got " + im.type(x).to_string());
   VOLTA_ASSIGN_OR_RETURN(ir::Attrs a, window(im, xs, {}, is_max));
@@ -96,7 +122,21 @@ Status pool(Importer& im, Op op) {
     VOLTA_ASSIGN_OR_RETURN(int64_t cip, im.attr_int("count_include_pad", 0));
     if (cip) a.set("count_include_pad", int64_t{1});
   }
+  if (is_max && im.wants_output(1)) {  // Indices: the same windows' first max, as flat indices into X
+    ir::Attrs ai = a;
+    ai.set("indices", int64_t{1});
+    VOLTA_ASSIGN_OR_RETURN(int32_t idx, im.emit(op, {x}, ai));
+    if (order == 1) {
+      VOLTA_ASSIGN_OR_RETURN(idx, column_major(im, idx, xs));
+    }
+    VOLTA_RETURN_IF_ERROR(im.set_output(1, idx, kInt64));
+    if (!im.wants_output(0)) return Status::ok();
+  }
   VOLTA_ASSIGN_OR_RETURN(int32_t y, im.emit(op, {x}, a));
+  if (small_int) {
+    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Cast, {y}, {{"to", std::string("i32")}}));
+    return im.set_output(0, y, t);
+  }
   return im.set_output(0, y, kFloat);
 }
 

@@ -208,6 +208,10 @@ Status Exporter::window(const char* op_type) {
   if (n_->op == Op::Conv2d) kernel.assign(in_type(1).shape.begin() + 2, in_type(1).shape.end());
   VOLTA_ASSIGN_OR_RETURN(ir::Window w, ir::window_of(*n_, spatial, n_->op == Op::Conv2d ? &kernel : nullptr));
   ::onnx::NodeProto* p = node(op_type, all_inputs(), self());
+  if (n_->op == Op::MaxPool && n_->type.dtype == DType::i64) {  // indices: ONNX's second output
+    p->set_output(0, temp("values"));
+    p->add_output(self());
+  }
   attr(p, "kernel_shape", w.kernel);
   attr(p, "strides", w.strides);
   attr(p, "pads", w.pads);

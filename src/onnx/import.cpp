@@ -536,9 +536,18 @@ Result<ModelInfo> read_model_info(std::string_view bytes, const std::string& ori
   for (const auto& n : g.node()) info.op_types.push_back(n.op_type());
   std::set<std::string> inits;
   for (const auto& i : g.initializer()) inits.insert(i.name());
-  for (const auto& i : g.input())
-    if (!inits.count(i.name())) info.inputs.push_back(i.name());
-  for (const auto& o : g.output()) info.outputs.push_back(o.name());
+  auto elem_type = [](const ::onnx::ValueInfoProto& v) {
+    return v.type().has_tensor_type() ? static_cast<ElemType>(v.type().tensor_type().elem_type()) : ElemType::kUndefined;
+  };
+  for (const auto& i : g.input()) {
+    if (inits.count(i.name())) continue;
+    info.inputs.push_back(i.name());
+    info.input_types.push_back(elem_type(i));
+  }
+  for (const auto& o : g.output()) {
+    info.outputs.push_back(o.name());
+    info.output_types.push_back(elem_type(o));
+  }
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") info.opset = o.version();
   return info;

@@ -1,6 +1,7 @@
 // Tensor files: ONNX TensorProto (.pb, through the protobuf classes) and numpy .npy (v1/v2,
 // little-endian, C order). Every size is checked against the bytes before anything is read.
 #include <cstring>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -50,6 +51,46 @@ std::string widened(const Tensor& t) {
   return raw;
 }
 
+// The integer types held in a wider Volta dtype: INT8, UINT8, INT16 and UINT16 in i32, UINT32 in
+// i64 (all exactly), UINT64 in i64 as the same bits. `bytes` is the file's element size.
+struct Narrow {
+  size_t bytes = 0;
+  bool is_signed = false;
+};
+std::optional<Narrow> narrow_int(int32_t t) {
+  switch (t) {
+    case 2: return Narrow{1, false};
+    case 3: return Narrow{1, true};
+    case 4: return Narrow{2, false};
+    case 5: return Narrow{2, true};
+    case 12: return Narrow{4, false};
+    case 13: return Narrow{8, false};
+    default: return std::nullopt;
+  }
+}
+
+// `count` little-endian elements of `nt` at `bytes`, widened into `out` (i32 or i64) from `first`.
+void widen_ints(const char* bytes, size_t count, Narrow nt, Tensor& out, size_t first = 0) {
+  for (size_t i = first; i < first + count; ++i) {
+    uint64_t u = 0;
+    std::memcpy(&u, bytes + nt.bytes * (i - first), nt.bytes);  // little-endian host
+    int64_t v = static_cast<int64_t>(u);
+    if (nt.is_signed && nt.bytes < 8 && (u >> (8 * nt.bytes - 1)) != 0) v -= int64_t{1} << (8 * nt.bytes);
+    if (out.dtype() == DType::i32) out.data<int32_t>()[i] = static_cast<int32_t>(v);
+    else out.data<int64_t>()[i] = v;
+  }
+}
+
+// The values of an i32 / i64 tensor as little-endian elements of `nt` (their low bytes).
+std::string narrowed_ints(const Tensor& t, Narrow nt) {
+  std::string raw(static_cast<size_t>(t.numel()) * nt.bytes, '\0');
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const auto v = static_cast<uint64_t>(t.dtype() == DType::i32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i]);
+    std::memcpy(raw.data() + nt.bytes * static_cast<size_t>(i), &v, nt.bytes);
+  }
+  return raw;
+}
+
 }  // namespace
 
 const char* elem_type_name(int32_t t) {
@@ -61,12 +102,12 @@ const char* elem_type_name(int32_t t) {
 Result<DType> volta_dtype(int32_t t) {
   switch (t) {
     case 1: case 9: case 11: return DType::f32;
-    case 6: return DType::i32;
-    case 7: return DType::i64;
+    case 2: case 3: case 4: case 5: case 6: return DType::i32;
+    case 7: case 12: case 13: return DType::i64;
     case 10: return DType::f16;   // storage dtypes: values feed casts and matmul weights
     case 16: return DType::bf16;
     default:
-      return unimplemented(std::string("dtype ") + elem_type_name(t) + " is not supported (FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT32, INT64, BOOL are)");
+      return unimplemented(std::string("dtype ") + elem_type_name(t) + " is not supported (FLOAT, DOUBLE, FLOAT16, BFLOAT16, BOOL and the integer types are)");
   }
 }
 
@@ -83,13 +124,16 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
   const auto count = static_cast<size_t>(n);
   const int32_t t = p.data_type();
   const bool half = t == 10 || t == 16;  // without raw_data: one value per int32_data entry
-  const size_t file_elem = t == 9 ? 1 : t == 7 || t == 11 ? 8 : half ? 2 : 4;
+  const std::optional<Narrow> nt = narrow_int(t);
+  const bool in_uint64_data = t == 12 || t == 13;  // without raw_data; the other narrow ones use int32_data
+  const size_t file_elem = nt ? nt->bytes : t == 9 ? 1 : t == 7 || t == 11 ? 8 : half ? 2 : 4;
   // Never allocate more than the message can fill.
-  const size_t available = p.has_raw_data() ? p.raw_data().size()
-                           : t == 1         ? static_cast<size_t>(p.float_data_size()) * 4
-                           : t == 7         ? static_cast<size_t>(p.int64_data_size()) * 8
-                           : t == 11        ? static_cast<size_t>(p.double_data_size()) * 8
-                                            : static_cast<size_t>(p.int32_data_size()) * file_elem;
+  const size_t available = p.has_raw_data()  ? p.raw_data().size()
+                           : t == 1          ? static_cast<size_t>(p.float_data_size()) * 4
+                           : t == 7          ? static_cast<size_t>(p.int64_data_size()) * 8
+                           : t == 11         ? static_cast<size_t>(p.double_data_size()) * 8
+                           : in_uint64_data  ? static_cast<size_t>(p.uint64_data_size()) * file_elem
+                                             : static_cast<size_t>(p.int32_data_size()) * file_elem;
   if (count * file_elem != available) {
     return bad(origin, "tensor '" + p.name() + "' " + shape_to_string(dims) + " of " + elem_type_name(t) + " needs " +
                            std::to_string(count * file_elem) + " bytes of data but has " + std::to_string(available));
@@ -101,6 +145,8 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
       for (size_t i = 0; i < count; ++i) out.data<float>()[i] = raw[i] != 0 ? 1.0f : 0.0f;
     } else if (t == 11) {
       narrow_doubles(raw.data(), count, out.data<float>());
+    } else if (nt) {
+      widen_ints(raw.data(), count, *nt, out);
     } else if (count) {
       std::memcpy(out.raw(), raw.data(), raw.size());  // little-endian host
     }
@@ -112,6 +158,13 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
     for (size_t i = 0; i < count; ++i) out.data<float>()[i] = static_cast<float>(p.double_data(static_cast<int>(i)));
   } else if (t == 6) {
     for (size_t i = 0; i < count; ++i) out.data<int32_t>()[i] = p.int32_data(static_cast<int>(i));
+  } else if (in_uint64_data) {  // as bits: UINT32 values fit, UINT64 ones keep their bits in i64
+    for (size_t i = 0; i < count; ++i) out.data<int64_t>()[i] = static_cast<int64_t>(p.uint64_data(static_cast<int>(i)));
+  } else if (nt) {  // the low bytes of each int32_data entry, sign-extended for the signed types
+    for (size_t i = 0; i < count; ++i) {
+      const auto v = static_cast<uint32_t>(p.int32_data(static_cast<int>(i)));
+      widen_ints(reinterpret_cast<const char*>(&v), 1, *nt, out, i);
+    }
   } else if (half) {
     for (size_t i = 0; i < count; ++i) out.data<uint16_t>()[i] = static_cast<uint16_t>(p.int32_data(static_cast<int>(i)));
   } else {
@@ -144,6 +197,8 @@ Status tensor_to_proto(const Tensor& t, ElemType onnx_type, const std::string& n
     p->set_raw_data(raw);
   } else if (onnx_type == ElemType::kDouble) {
     p->set_raw_data(widened(t));
+  } else if (auto nt = narrow_int(static_cast<int32_t>(onnx_type))) {
+    p->set_raw_data(narrowed_ints(t, *nt));
   } else {
     p->set_raw_data(std::string(reinterpret_cast<const char*>(t.raw()), t.bytes()));
   }
@@ -196,7 +251,14 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
   else if (descr == "'|b1'") type = ElemType::kBool;
   else if (descr == "'<f2'") type = ElemType::kFloat16;
   else if (descr == "'<f8'") type = ElemType::kDouble;
-  else return unimplemented(origin + ": .npy dtype " + (descr.empty() ? "(missing)" : descr) + " is not supported (<f4, <f8, <f2, <i4, <i8, |b1 are)");
+  else if (descr == "'|i1'") type = ElemType::kInt8;
+  else if (descr == "'|u1'") type = ElemType::kUint8;
+  else if (descr == "'<i2'") type = ElemType::kInt16;
+  else if (descr == "'<u2'") type = ElemType::kUint16;
+  else if (descr == "'<u4'") type = ElemType::kUint32;
+  else if (descr == "'<u8'") type = ElemType::kUint64;
+  else return unimplemented(origin + ": .npy dtype " + (descr.empty() ? "(missing)" : descr) +
+                            " is not supported (<f4, <f8, <f2, <i4, <i8, |i1, |u1, <i2, <u2, <u4, <u8, |b1 are)");
   if (fortran != "False") return unimplemented(origin + ": Fortran-order .npy files are not supported");
   if (shape_text.size() < 2) return bad(origin, ".npy header has no shape");
   Shape dims;
@@ -212,7 +274,12 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
     dims.push_back(std::stoll(item));
   }
   VOLTA_ASSIGN_OR_RETURN(int64_t n, checked_numel(dims, origin));
-  const size_t elem = type == ElemType::kBool ? 1 : type == ElemType::kInt64 || type == ElemType::kDouble ? 8 : type == ElemType::kFloat16 ? 2 : 4;
+  const std::optional<Narrow> nt = narrow_int(static_cast<int32_t>(type));
+  const size_t elem = nt ? nt->bytes
+                      : type == ElemType::kBool                                  ? 1
+                      : type == ElemType::kInt64 || type == ElemType::kDouble    ? 8
+                      : type == ElemType::kFloat16                               ? 2
+                                                                                 : 4;
   const size_t data = start + header_len;
   if (bytes.size() - data != static_cast<size_t>(n) * elem)
     return bad(origin, ".npy data has " + std::to_string(bytes.size() - data) + " bytes but shape " + shape_text +
@@ -225,6 +292,8 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
     for (int64_t i = 0; i < n; ++i) out.tensor.data<float>()[i] = bytes[data + static_cast<size_t>(i)] != 0 ? 1.0f : 0.0f;
   } else if (type == ElemType::kDouble) {
     narrow_doubles(bytes.data() + data, static_cast<size_t>(n), out.tensor.data<float>());
+  } else if (nt) {
+    widen_ints(bytes.data() + data, static_cast<size_t>(n), *nt, out.tensor);
   } else if (n) {
     std::memcpy(out.tensor.raw(), bytes.data() + data, static_cast<size_t>(n) * elem);
   }
@@ -241,6 +310,12 @@ Result<std::string> serialize_npy(const Tensor& t, ElemType onnx_type) {
                       : onnx_type == ElemType::kFloat16 ? "<f2"
                       : onnx_type == ElemType::kInt32   ? "<i4"
                       : onnx_type == ElemType::kInt64   ? "<i8"
+                      : onnx_type == ElemType::kInt8    ? "|i1"
+                      : onnx_type == ElemType::kUint8   ? "|u1"
+                      : onnx_type == ElemType::kInt16   ? "<i2"
+                      : onnx_type == ElemType::kUint16  ? "<u2"
+                      : onnx_type == ElemType::kUint32  ? "<u4"
+                      : onnx_type == ElemType::kUint64  ? "<u8"
                                                         : "|b1";
   std::string shape = "(";
   for (int64_t d : t.shape()) shape += std::to_string(d) + ",";
@@ -256,6 +331,8 @@ Result<std::string> serialize_npy(const Tensor& t, ElemType onnx_type) {
     for (int64_t i = 0; i < t.numel(); ++i) out += t.data<float>()[i] != 0.0f ? '\x01' : '\x00';
   } else if (onnx_type == ElemType::kDouble) {
     out += widened(t);
+  } else if (auto nt = narrow_int(static_cast<int32_t>(onnx_type))) {
+    out += narrowed_ints(t, *nt);
   } else {
     out.append(reinterpret_cast<const char*>(t.raw()), t.bytes());
   }

@@ -267,7 +267,9 @@ std::vector<OpCase> cases_of(Op op) {
               C({f({2, 4, 7, 6}), f({4, 2, 3, 2})}, A{{"strides", V({2, 1})}, {"dilations", V({1, 2})}, {"groups", I(2)}}, 1e-6)};
     case Op::MaxPool:
       return {C({distinct({1, 2, 6, 6})}, A{{"kernel", V({2, 2})}, {"strides", V({2, 2})}}),
-              C({distinct({1, 2, 7, 7})}, A{{"kernel", V({3, 3})}, {"strides", V({2, 2})}, {"pads", V({1, 1, 1, 1})}, {"ceil_mode", I(1)}})};
+              C({distinct({1, 2, 7, 7})}, A{{"kernel", V({3, 3})}, {"strides", V({2, 2})}, {"pads", V({1, 1, 1, 1})}, {"ceil_mode", I(1)}}),
+              C({distinct({2, 2, 7, 7})}, A{{"kernel", V({3, 3})}, {"strides", V({2, 2})}, {"pads", V({1, 1, 1, 1})}, {"indices", I(1)}}),
+              C({distinct({1, 3, 9})}, A{{"kernel", V({4})}, {"dilations", V({2})}, {"indices", I(1)}})};
     case Op::AvgPool:
       return {C({f({1, 2, 6, 6})}, A{{"kernel", V({3, 3})}, {"pads", V({1, 1, 1, 1})}}, 1e-6),
               C({f({1, 2, 6, 6})}, A{{"kernel", V({3, 3})}, {"pads", V({1, 1, 1, 1})}, {"count_include_pad", I(1)}}, 1e-6),

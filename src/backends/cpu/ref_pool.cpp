@@ -78,15 +78,17 @@ int64_t argmax_tap(const PoolGeom& g, const float* plane, int64_t o) {
 
 }  // namespace
 
+// The max of each window, or (indices = 1) where it is as a flat index into x.
 Status MaxPool(const KernelArgs& a) {
-  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  const bool indices = a.out.type.dtype == DType::i64;
+  if (a.in[0].type.dtype != DType::f32) return internal_error(op_prefix(a.node) + "x must be f32 " + ir::node_ref(a.node));
   VOLTA_ASSIGN_OR_RETURN(const PoolGeom g, geometry(a, a.in[0].shape(), a.out.shape()));
   for (int64_t p = 0; p < g.planes; ++p) {
     const float* x = in_f32(a, 0) + p * g.in_size();
-    float* y = out_f32(a) + p * g.out_size();
     for (int64_t o = 0; o < g.out_size(); ++o) {
       const int64_t i = argmax_tap(g, x, o);
-      y[o] = i < 0 ? -std::numeric_limits<float>::infinity() : x[i];
+      if (indices) a.out.as<int64_t>()[p * g.out_size() + o] = i < 0 ? -1 : p * g.in_size() + i;
+      else out_f32(a)[p * g.out_size() + o] = i < 0 ? -std::numeric_limits<float>::infinity() : x[i];
     }
   }
   return Status::ok();
