@@ -238,8 +238,17 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
         a = {ap, 1, tile.rows};
         panel_stride = tile.rows * kb;
       }
+      // A B packed before the product (a weight, pack_matmul_weights) comes from memory or a far
+      // cache: each column of tiles prefetches the next panel into L2, its lines spread over the
+      // tiles (for the K block's last panel, the next K block's first).
+      const int64_t tiles_down = ceil_div(mrows, tile.rows);
+      const int64_t panel_lines = kb * tile.cols * static_cast<int64_t>(sizeof(float)) / 64;
+      const int64_t lines_per_tile = std::min(kb, ceil_div(panel_lines, tiles_down));
       for (int64_t j = 0; j < cols; j += tile.cols) {
         const int64_t w = std::min(tile.cols, cols - j);
+        const float* b_ahead = nullptr;
+        if (shared.data && j + tile.cols < cols) b_ahead = bp + (j + tile.cols) * b_step;
+        else if (shared.data && p0 + kc < K) b_ahead = shared.data + (p0 + kc) * shared.ld + shared.col0 * std::min(kc, K - p0 - kc);
         if (w <= edge_max && a.rs == 1) {  // a few last columns: lanes along the rows
           run_column_edge(isa, {.rows = mrows, .k = kb, .cols = w, .a = a.data, .panel_stride = panel_stride, .a_cs = a.cs,
                                 .b = bp + j * b_step, .b_rs = b_rs, .c = C + i0 * ldc + j, .ldc = ldc, .accumulate = p0 > 0});
@@ -250,9 +259,12 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
           const float* next = i + tile.rows < mrows ? C + (i0 + i + tile.rows) * ldc + j
                               : j + tile.cols < cols ? C + i0 * ldc + j + tile.cols
                                                      : nullptr;
+          const int64_t first_line = i / tile.rows * lines_per_tile;
           const TileArgs t{.rows = std::min(tile.rows, mrows - i), .k = kb, .a = a.data + i / tile.rows * panel_stride,
                            .a_rs = a.rs, .a_cs = a.cs, .b = bp + j * b_step, .b_rs = b_rs, .c = C + (i0 + i) * ldc + j,
-                           .ldc = ldc, .accumulate = p0 > 0, .c_next = next};
+                           .ldc = ldc, .accumulate = p0 > 0, .c_next = next,
+                           .b_next = b_ahead ? b_ahead + first_line * 16 : nullptr,
+                           .b_next_lines = std::max<int64_t>(0, std::min(lines_per_tile, panel_lines - first_line))};
           if (w == tile.cols) run_tile(isa, t);
           else if (w == narrow) run_narrow_tile(isa, t);
           else if (w < narrow) edge_tile(t, w, narrow, [isa](const TileArgs& e) { run_narrow_tile(isa, e); });

@@ -134,6 +134,10 @@ struct TileArgs {
   // The C tile the caller runs next (rows x kernel width, row stride ldc), prefetched during
   // this one's k loop: a K block after the first starts by loading it. nullptr: none.
   const float* c_next = nullptr;
+  // Lines of packed B the caller reads next (a weight streamed from memory), prefetched into
+  // L2 one 64-byte line per k step: `b_next_lines` lines from b_next on. nullptr: none.
+  const float* b_next = nullptr;
+  int64_t b_next_lines = 0;
 };
 // Tile width matmul_tile(isa).cols; A packed or with unit row stride (a_rs == 1) or any strides.
 void run_tile(MatmulIsa isa, const TileArgs& t);

@@ -47,8 +47,11 @@ template <int W, int R, int NV, bool PackedA>
   // vectors: NV * W * 4 / 64 lines per row).
   constexpr int64_t kLinesPerRow = (NV * W * 4 + 63) / 64, kLines = R * kLinesPerRow;
   const float* next = t.c_next;
+  const float* b_next = t.b_next;
+  const int64_t b_lines = b_next ? t.b_next_lines : 0;
   for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
     if (next && p < kLines) __builtin_prefetch(next + p / kLinesPerRow * t.ldc + p % kLinesPerRow * 16, 1, 3);
+    if (p < b_lines) __builtin_prefetch(b_next + p * 16, 0, 2);
     V bv[NV];
 #pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) bv[j] = load(b + j * W);
