@@ -4,11 +4,13 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <fstream>
 
 #include "onnx/importer.h"
+#include "onnx/onnx_util.h"
 #include "test_util.h"
 #include "volta/onnx.h"
 #include "volta/runtime.h"
@@ -335,6 +337,29 @@ TEST(OnnxTensorFiles, ProtoAndNpyRoundTrip) {
       EXPECT_TRUE(back->tensor.bitwise_equal(values)) << ext << " " << onnx::elem_type_name(static_cast<int32_t>(type));
       fs::remove(path);
     }
+}
+
+// A large weight read from a proto the caller owns: copied in slices, the copied pages of the
+// proto's bytes handed back on the way; the tensor has every value.
+TEST(OnnxTensorFiles, LargeRawDataCopiedWhileReleased) {
+  if (!onnx::available()) GTEST_SKIP();
+  ::onnx::TensorProto p;
+  p.set_name("w");
+  p.set_data_type(1);
+  const int64_t n = (int64_t{9} << 20) / 4 + 7;  // a few slices and a ragged end
+  p.add_dims(n);
+  std::string raw(static_cast<size_t>(n) * 4, '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(i % 1000) * 0.5f - static_cast<float>(i / 1000);
+    std::memcpy(raw.data() + 4 * i, &v, 4);
+  }
+  p.set_raw_data(raw);
+  onnx::ElemType t;
+  auto got = onnx::tensor_from_proto(p, "w.pb", &t, /*release_raw=*/true);
+  ASSERT_OK(got);
+  ASSERT_EQ(got->numel(), n);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(got->data<float>()[i], static_cast<float>(i % 1000) * 0.5f - static_cast<float>(i / 1000)) << i;
 }
 
 // INT8 ... UINT64 values computed at run time: arithmetic narrowed to the type's width,

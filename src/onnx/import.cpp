@@ -149,7 +149,10 @@ Result<int32_t> Importer::materialize(const std::string& name, OnnxValue& v) {
   n.name = name;
   if (v.initializer) {
     ElemType t;
-    auto value = tensor_from_proto(*v.initializer, origin_ + ": initializer " + quote(name), &t);
+    int64_t elements = 1;  // from the dims; tensor_from_proto checks them against the data
+    for (int64_t d : v.initializer->dims()) elements = d > 0 && elements <= (int64_t{1} << 40) / d ? elements * d : 0;
+    const bool release = consume_ && elements > kMaxFoldElements;  // the proto's bytes go right after
+    auto value = tensor_from_proto(*v.initializer, origin_ + ": initializer " + quote(name), &t, release);
     if (!value.is_ok()) return value.status();
     if (consume_ && value->numel() > kMaxFoldElements) {
       loaded_[name] = *value;

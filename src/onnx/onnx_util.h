@@ -10,8 +10,11 @@
 
 namespace volta::onnx {
 
-// A TensorProto's payload as a Volta tensor; *type gets its ONNX type.
-Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string& origin, ElemType* type);
+// A TensorProto's payload as a Volta tensor; *type gets its ONNX type. release_raw: the caller
+// owns p and drops its raw_data right after, so the pages of raw_data already copied are handed
+// back to the system during the copy (a large weight is never held twice whole).
+Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string& origin, ElemType* type,
+                                 bool release_raw = false);
 // `t` as a TensorProto of `onnx_type` (which must live in t's dtype; BOOL from f32 0/1).
 Status tensor_to_proto(const Tensor& t, ElemType onnx_type, const std::string& name, ::onnx::TensorProto* p);
 Result<std::string> read_file_bytes(const std::string& path);

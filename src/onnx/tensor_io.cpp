@@ -1,12 +1,19 @@
 // Tensor files: ONNX TensorProto (.pb, through the protobuf classes) and numpy .npy (v1/v2,
 // little-endian, C order). Every size is checked against the bytes before anything is read.
 #include <cstring>
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "onnx/onnx_util.h"
+
+#ifdef __linux__
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 namespace volta::onnx {
 
@@ -91,6 +98,27 @@ std::string narrowed_ints(const Tensor& t, Narrow nt) {
   return raw;
 }
 
+// memcpy(dst, src, n) in slices, each whole page of src behind the copy handed back to the
+// system (MADV_DONTNEED: the pages read as zeros afterwards; the caller frees src next).
+void copy_releasing(std::byte* dst, const char* src, size_t n) {
+  constexpr size_t kSlice = size_t{4} << 20;
+#ifdef __linux__
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t released = (reinterpret_cast<uintptr_t>(src) + page - 1) / page * page;  // first whole page
+#endif
+  for (size_t off = 0; off < n; off += kSlice) {
+    const size_t len = std::min(kSlice, n - off);
+    std::memcpy(dst + off, src + off, len);  // little-endian host
+#ifdef __linux__
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(src) + off + len) / page * page;
+    if (end > released) {
+      madvise(reinterpret_cast<void*>(released), end - released, MADV_DONTNEED);  // advice: a failure costs only memory
+      released = end;
+    }
+#endif
+  }
+}
+
 }  // namespace
 
 const char* elem_type_name(int32_t t) {
@@ -113,7 +141,8 @@ Result<DType> volta_dtype(int32_t t) {
 
 bool available() { return true; }
 
-Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string& origin, ElemType* type_out) {
+Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string& origin, ElemType* type_out,
+                                 bool release_raw) {
   if (p.data_location() == ::onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
     return unimplemented(origin + ": tensor '" + p.name() + "' keeps its data in an external file");
   if (p.has_segment()) return unimplemented(origin + ": tensor '" + p.name() + "' is segmented");
@@ -147,6 +176,8 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
       narrow_doubles(raw.data(), count, out.data<float>());
     } else if (nt) {
       widen_ints(raw.data(), count, *nt, out);
+    } else if (count && release_raw) {
+      copy_releasing(out.raw(), raw.data(), raw.size());
     } else if (count) {
       std::memcpy(out.raw(), raw.data(), raw.size());  // little-endian host
     }
