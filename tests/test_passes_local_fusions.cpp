@@ -262,6 +262,41 @@ TEST(Passes, PackedWeightsKeepTheBits) {
       "packed weights");
 }
 
+// A graph moved into compile is the pipeline's own: the weight it packs is replaced, not kept
+// beside its packed copy (only the test's handle holds the original afterwards), and the plan
+// computes what the plan of a copy computes.
+TEST(Passes, CompilingAMovedGraphHoldsEachPackedWeightOnce) {
+  Tensor w = Tensor::zeros(DType::f32, {64, 96});
+  fill_normal(w, 3, 0, 0.0f, 0.3f);
+  ModelBuilder b("moved");
+  Value x = b.input("x", {DType::f32, {40, 64}});
+  b.output(b.matmul(x, b.constant("w", w), "mm"));
+  auto g = b.build();
+  ASSERT_OK(g);
+  ir::Graph copy = *g;
+  Runtime rt(make_cpu_backend());
+  if (!rt.backend().capabilities().has("matmul.packed_b")) GTEST_SKIP() << "no packed weights on this backend";
+  auto kept = rt.compile(copy);
+  ASSERT_OK(kept);
+  const long held_by_copy = w.use_count();  // the test, the copy and g
+  copy = {};
+  Runtime rt2(make_cpu_backend());
+  auto moved = rt2.compile(std::move(*g));
+  ASSERT_OK(moved);
+  EXPECT_EQ(held_by_copy, 3);
+  EXPECT_EQ(w.use_count(), 1);
+  bool packed = false;
+  for (const ir::Node& n : (*moved)->graph.nodes) packed = packed || (n.op == ir::Op::Matmul && n.attrs.has("b_packed"));
+  EXPECT_TRUE(packed);
+  Tensor in = Tensor::zeros(DType::f32, {40, 64});
+  fill_normal(in, 4, 0, 0.0f, 1.0f);
+  auto a = rt.run(**kept, {{"x", in}});
+  auto c = rt2.run(**moved, {{"x", in}});
+  ASSERT_OK(a);
+  ASSERT_OK(c);
+  EXPECT_TRUE((*a)[0].bitwise_equal((*c)[0]));
+}
+
 // fuse_elementwise: a tree of elementwise ops becomes one node with the bits of the unfused
 // chain (every thread count); a value read twice, a graph output and a broadcast intermediate
 // stay outside the tree; a bad program names the op.

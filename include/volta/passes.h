@@ -54,10 +54,12 @@ Result<ir::Graph> store_weights_as(const ir::Graph& g, DType dtype, std::vector<
 struct PipelineOptions;
 // Constant matmul weights in the layout the backend's GEMM reads (PipelineOptions::weight_packing):
 // b_packed (src/passes/pack_matmul_weights.cpp).
-Result<ir::Graph> pack_matmul_weights(const ir::Graph& g, const PipelineOptions& opts);
+// Takes the graph by value and replaces each weight in place, so a weight nobody else holds is
+// freed as its packed copy is made (the plan never holds both).
+Result<ir::Graph> pack_matmul_weights(ir::Graph g, const PipelineOptions& opts);
 
 using PassFn = std::function<Result<ir::Graph>(const ir::Graph&)>;
-using TargetPassFn = std::function<Result<ir::Graph>(const ir::Graph&, const PipelineOptions&)>;
+using TargetPassFn = std::function<Result<ir::Graph>(ir::Graph, const PipelineOptions&)>;
 struct Pass {
   std::string name;
   PassFn run;  // or, for a pass that asks the backend (a layout its kernels read), run_for_target
@@ -89,7 +91,8 @@ PipelineOptions without_unsupported(PipelineOptions opts, const std::function<bo
 
 // Names of the passes that will run, e.g. "fold_constants,eliminate_common_subexpressions,...".
 std::string pipeline_signature(const PipelineOptions& opts);
-Result<ir::Graph> run_pipeline(const ir::Graph& g, const PipelineOptions& opts);
+// By value: a graph moved in is the pipeline's own, so the passes that replace constants free them.
+Result<ir::Graph> run_pipeline(ir::Graph g, const PipelineOptions& opts);
 
 // Identifies graph + pipeline: a hash of the printed graph and the pipeline signature.
 uint64_t graph_hash(const ir::Graph& g, const std::string& pipeline_sig = "");

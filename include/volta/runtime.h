@@ -68,6 +68,9 @@ class Runtime {
   // verify_graph, the pass pipeline and planning, cached by (hash, shapes, backend, flags).
   // Fails if the backend lacks a kernel for any op, naming op, node and backend.
   Result<std::shared_ptr<const plan::ExecutionPlan>> compile(const ir::Graph& g, const CompileOptions& opts = {});
+  // The same for a graph the caller gives up: its constants are the pipeline's own, so a weight
+  // the plan stores in another layout is not held twice while the plan is made.
+  Result<std::shared_ptr<const plan::ExecutionPlan>> compile(ir::Graph&& g, const CompileOptions& opts = {});
 
   // The plan for the graph `build` makes, remembered under `key`: a caller that names its graphs
   // (e.g. "tinylm decode <config> B=1 pos=17") skips building and hashing them after the first

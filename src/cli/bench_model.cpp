@@ -94,9 +94,9 @@ Status bench_model(const BenchModelFlags& f, const GlobalFlags& global) {
     if (!bindings.count(name)) bindings.emplace(name, std::move(t)), generated.push_back(name);
   VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &graph));
   VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, f.pipeline.to_options());
-  VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(graph, opts));
+  // Moved in: the plan holds its own graph, and weights it packs are never held twice.
+  VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(std::move(graph), opts));
   const double compile_ms = ms_since(t0);
-  graph = {};  // the plan holds its own graph: weights it packed are not kept twice
   Profiler profiler;
   VOLTA_ASSIGN_OR_RETURN(RunTimes t, time_runs(rt, *plan, bindings, f.runs, f.warmup, f.profile.enabled() ? &profiler : nullptr));
   const int64_t rss = peak_rss_bytes();

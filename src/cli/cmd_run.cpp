@@ -92,7 +92,7 @@ std::string file_stem(const std::string& name) {
 Status run_onnx(const RunFlags& flags, const GlobalFlags& global, DeviceKind device, const CompileOptions& opts) {
   VOLTA_ASSIGN_OR_RETURN(OnnxRun r, import_onnx(flags.file, flags.inputs, true));
   VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &r.model.graph));
-  VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(r.model.graph, opts));
+  VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(std::move(r.model.graph), opts));  // weights held once
   std::vector<std::string> names, stems, paths;
   for (const onnx::IoValue& io : r.model.outputs) names.push_back(io.name), stems.push_back(file_stem(io.name));
   if (!flags.output_dir.empty()) {

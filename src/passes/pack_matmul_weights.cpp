@@ -11,7 +11,7 @@
 
 namespace volta::passes {
 
-Result<ir::Graph> pack_matmul_weights(const ir::Graph& g, const PipelineOptions& opts) {
+Result<ir::Graph> pack_matmul_weights(ir::Graph g, const PipelineOptions& opts) {
   if (!opts.weight_packing) return g;
   std::vector<std::vector<size_t>> readers(g.size());  // matmuls reading the node as b
   std::vector<bool> other(g.size(), false);            // read any other way
@@ -25,8 +25,7 @@ Result<ir::Graph> pack_matmul_weights(const ir::Graph& g, const PipelineOptions&
       else other[in] = true;
     }
   for (int32_t out : g.outputs) other[static_cast<size_t>(out)] = true;
-  ir::Graph out = g;
-  for (ir::Node& w : out.nodes) {
+  for (ir::Node& w : g.nodes) {  // in place: each original is dropped as its copy is made
     const auto id = static_cast<size_t>(w.id);
     if (w.op != ir::Op::Constant || w.type.dtype != DType::f32 || w.type.shape.size() != 2 || readers[id].empty() || other[id])
       continue;
@@ -44,11 +43,11 @@ Result<ir::Graph> pack_matmul_weights(const ir::Graph& g, const PipelineOptions&
     if (agree != readers[id].size() || (*layout)[1] < 1 || N % (*layout)[1] != 0 || (*layout)[0] < 1) continue;
     Tensor packed = Tensor::zeros(DType::f32, {K, N});
     ir::repack_weight(w.value.data<float>(), packed.data<float>(), K, N, (*layout)[0], (*layout)[1], true);
-    w.value = packed;
-    for (size_t r : readers[id]) out.nodes[r].attrs.set("b_packed", std::vector<int64_t>{(*layout)[0], (*layout)[1]});
+    w.value = std::move(packed);
+    for (size_t r : readers[id]) g.nodes[r].attrs.set("b_packed", std::vector<int64_t>{(*layout)[0], (*layout)[1]});
   }
-  VOLTA_RETURN_IF_ERROR(ir::verify_graph(out));
-  return out;
+  VOLTA_RETURN_IF_ERROR(ir::verify_graph(g));
+  return g;
 }
 
 }  // namespace volta::passes

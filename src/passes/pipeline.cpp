@@ -43,16 +43,16 @@ std::string pipeline_signature(const PipelineOptions& opts) {
   return sig;
 }
 
-Result<ir::Graph> run_pipeline(const ir::Graph& g, const PipelineOptions& opts) {
+Result<ir::Graph> run_pipeline(ir::Graph g, const PipelineOptions& opts) {
   for (const std::string& name : opts.disabled) {
     bool known = false;
     for (const Pass& p : pipeline()) known = known || p.name == name;
     if (!known) return invalid_argument("unknown pass '" + name + "' (see `volta inspect --help` for the pipeline)");
   }
-  ir::Graph cur = g;
+  ir::Graph cur = std::move(g);
   for (const Pass& p : pipeline()) {
     if (opts.disabled.count(p.name)) continue;
-    auto next = p.run_for_target ? p.run_for_target(cur, opts) : p.run(cur);
+    auto next = p.run_for_target ? p.run_for_target(std::move(cur), opts) : p.run(cur);
     if (!next.is_ok()) return Status(next.status().code(), "pass " + p.name + ": " + next.status().message());
     cur = std::move(next).value();
     if (opts.verify_each) {

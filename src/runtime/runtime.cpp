@@ -140,6 +140,10 @@ Status Runtime::check_memory(const plan::ExecutionPlan& p) const {
 }
 
 Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Graph& g, const CompileOptions& options) {
+  return compile(ir::Graph(g), options);  // a copy shares the constants' storage
+}
+
+Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(ir::Graph&& g, const CompileOptions& options) {
   VOLTA_RETURN_IF_ERROR(ir::verify_graph(g));
   CompileOptions opts = options;  // without the fusions whose ops this backend cannot run
   const Capabilities& caps = backend_->capabilities();
@@ -157,7 +161,7 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(const ir::Gr
     return cached;
   }
 
-  VOLTA_ASSIGN_OR_RETURN(ir::Graph optimized, passes::run_pipeline(g, opts.pipeline));
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph optimized, passes::run_pipeline(std::move(g), opts.pipeline));
   Status valid = ir::verify_graph(optimized);
   if (!valid.is_ok()) return internal_error("the pass pipeline produced an invalid graph: " + valid.message());
   VOLTA_RETURN_IF_ERROR(ir::bind_typed_attrs(optimized));
