@@ -219,59 +219,69 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
   const int64_t narrow = matmul_narrow_cols(isa), edge_max = matmul_column_edge_max(isa);
   const bool column_edge = cols % tile.cols != 0 && cols % tile.cols <= edge_max;
   const bool pack_a_rows = A.rs != 1 && (cols > 4 * tile.cols || A.rs % 1024 == 0 || column_edge);
-  for (int64_t p0 = 0; p0 < K; p0 += kc) {
+  // One mc block of rows against one K block of B (its panels from bp on, b_step floats apart,
+  // their rows b_rs apart).
+  const auto block = [&](int64_t p0, int64_t i0, const float* bp, int64_t b_step, int64_t b_rs) {
     const int64_t kb = std::min(kc, K - p0);
-    // Panel j of this K block starts at bp + j * b_step, its rows b_rs apart.
-    const float* bp = shared.data ? shared.data + p0 * shared.ld + shared.col0 * kb : own_b;
-    int64_t b_step = kb, b_rs = tile.cols;
-    if (b_in_place) bp = B.data + p0 * B.rs, b_step = 1, b_rs = B.rs;
-    else if (!shared.data) pack_b(isa, {B.data + p0 * B.rs, B.rs, B.cs}, kb, cols, tile.cols, own_b);
-    for (int64_t i0 = 0; i0 < rows; i0 += mc) {
-      const int64_t mrows = std::min(mc, rows - i0);
-      MatView a{A.data + i0 * A.rs + p0 * A.cs, A.rs, A.cs};
-      int64_t panel_stride = tile.rows * a.rs;  // from one tile's rows to the next
-      if (sa.data) {
-        a = {sa.data + p0 * sa.ld + (sa.row0 + i0) * kb, 1, tile.rows};
-        panel_stride = tile.rows * kb;
-      } else if (pack_a_rows) {
-        pack_a(isa, a, mrows, kb, tile.rows, ap);
-        a = {ap, 1, tile.rows};
-        panel_stride = tile.rows * kb;
+    const int64_t mrows = std::min(mc, rows - i0);
+    MatView a{A.data + i0 * A.rs + p0 * A.cs, A.rs, A.cs};
+    int64_t panel_stride = tile.rows * a.rs;  // from one tile's rows to the next
+    if (sa.data) {
+      a = {sa.data + p0 * sa.ld + (sa.row0 + i0) * kb, 1, tile.rows};
+      panel_stride = tile.rows * kb;
+    } else if (pack_a_rows) {
+      pack_a(isa, a, mrows, kb, tile.rows, ap);
+      a = {ap, 1, tile.rows};
+      panel_stride = tile.rows * kb;
+    }
+    // A B packed before the product (a weight, pack_matmul_weights) comes from memory or a far
+    // cache: each column of tiles prefetches the next panel into L2, its lines spread over the
+    // tiles (for the K block's last panel, the next K block's first).
+    const int64_t tiles_down = ceil_div(mrows, tile.rows);
+    const int64_t panel_lines = kb * tile.cols * static_cast<int64_t>(sizeof(float)) / 64;
+    const int64_t lines_per_tile = std::min(kb, ceil_div(panel_lines, tiles_down));
+    for (int64_t j = 0; j < cols; j += tile.cols) {
+      const int64_t w = std::min(tile.cols, cols - j);
+      const float* b_ahead = nullptr;
+      if (shared.data && j + tile.cols < cols) b_ahead = bp + (j + tile.cols) * b_step;
+      else if (shared.data && p0 + kc < K) b_ahead = shared.data + (p0 + kc) * shared.ld + shared.col0 * std::min(kc, K - p0 - kc);
+      if (w <= edge_max && a.rs == 1) {  // a few last columns: lanes along the rows
+        run_column_edge(isa, {.rows = mrows, .k = kb, .cols = w, .a = a.data, .panel_stride = panel_stride, .a_cs = a.cs,
+                              .b = bp + j * b_step, .b_rs = b_rs, .c = C + i0 * ldc + j, .ldc = ldc, .accumulate = p0 > 0});
+        continue;
       }
-      // A B packed before the product (a weight, pack_matmul_weights) comes from memory or a far
-      // cache: each column of tiles prefetches the next panel into L2, its lines spread over the
-      // tiles (for the K block's last panel, the next K block's first).
-      const int64_t tiles_down = ceil_div(mrows, tile.rows);
-      const int64_t panel_lines = kb * tile.cols * static_cast<int64_t>(sizeof(float)) / 64;
-      const int64_t lines_per_tile = std::min(kb, ceil_div(panel_lines, tiles_down));
-      for (int64_t j = 0; j < cols; j += tile.cols) {
-        const int64_t w = std::min(tile.cols, cols - j);
-        const float* b_ahead = nullptr;
-        if (shared.data && j + tile.cols < cols) b_ahead = bp + (j + tile.cols) * b_step;
-        else if (shared.data && p0 + kc < K) b_ahead = shared.data + (p0 + kc) * shared.ld + shared.col0 * std::min(kc, K - p0 - kc);
-        if (w <= edge_max && a.rs == 1) {  // a few last columns: lanes along the rows
-          run_column_edge(isa, {.rows = mrows, .k = kb, .cols = w, .a = a.data, .panel_stride = panel_stride, .a_cs = a.cs,
-                                .b = bp + j * b_step, .b_rs = b_rs, .c = C + i0 * ldc + j, .ldc = ldc, .accumulate = p0 > 0});
-          continue;
-        }
-        for (int64_t i = 0; i < mrows; i += tile.rows) {
-          // The next tile down this column of tiles, else the top of the next column.
-          const float* next = i + tile.rows < mrows ? C + (i0 + i + tile.rows) * ldc + j
-                              : j + tile.cols < cols ? C + i0 * ldc + j + tile.cols
-                                                     : nullptr;
-          const int64_t first_line = i / tile.rows * lines_per_tile;
-          const TileArgs t{.rows = std::min(tile.rows, mrows - i), .k = kb, .a = a.data + i / tile.rows * panel_stride,
-                           .a_rs = a.rs, .a_cs = a.cs, .b = bp + j * b_step, .b_rs = b_rs, .c = C + (i0 + i) * ldc + j,
-                           .ldc = ldc, .accumulate = p0 > 0, .c_next = next,
-                           .b_next = b_ahead ? b_ahead + first_line * 16 : nullptr,
-                           .b_next_lines = std::max<int64_t>(0, std::min(lines_per_tile, panel_lines - first_line))};
-          if (w == tile.cols) run_tile(isa, t);
-          else if (w == narrow) run_narrow_tile(isa, t);
-          else if (w < narrow) edge_tile(t, w, narrow, [isa](const TileArgs& e) { run_narrow_tile(isa, e); });
-          else edge_tile(t, w, tile.cols, [isa](const TileArgs& e) { run_tile(isa, e); });
-        }
+      for (int64_t i = 0; i < mrows; i += tile.rows) {
+        // The next tile down this column of tiles, else the top of the next column.
+        const float* next = i + tile.rows < mrows ? C + (i0 + i + tile.rows) * ldc + j
+                            : j + tile.cols < cols ? C + i0 * ldc + j + tile.cols
+                                                   : nullptr;
+        const int64_t first_line = i / tile.rows * lines_per_tile;
+        const TileArgs t{.rows = std::min(tile.rows, mrows - i), .k = kb, .a = a.data + i / tile.rows * panel_stride,
+                         .a_rs = a.rs, .a_cs = a.cs, .b = bp + j * b_step, .b_rs = b_rs, .c = C + (i0 + i) * ldc + j,
+                         .ldc = ldc, .accumulate = p0 > 0, .c_next = next,
+                         .b_next = b_ahead ? b_ahead + first_line * 16 : nullptr,
+                         .b_next_lines = std::max<int64_t>(0, std::min(lines_per_tile, panel_lines - first_line))};
+        if (w == tile.cols) run_tile(isa, t);
+        else if (w == narrow) run_narrow_tile(isa, t);
+        else if (w < narrow) edge_tile(t, w, narrow, [isa](const TileArgs& e) { run_narrow_tile(isa, e); });
+        else edge_tile(t, w, tile.cols, [isa](const TileArgs& e) { run_tile(isa, e); });
       }
     }
+  };
+  if (shared.data || b_in_place) {
+    // All of B is readable already: each block of rows runs all its K blocks in turn, so its
+    // tiles of C stay in L2 from one K block to the next instead of going to memory and back
+    // once per K block (for a 16384 x 384 x 1536 product, C would pass 8 times).
+    for (int64_t i0 = 0; i0 < rows; i0 += mc)
+      for (int64_t p0 = 0; p0 < K; p0 += kc) {
+        if (b_in_place) block(p0, i0, B.data + p0 * B.rs, 1, B.rs);
+        else block(p0, i0, shared.data + p0 * shared.ld + shared.col0 * std::min(kc, K - p0), std::min(kc, K - p0), tile.cols);
+      }
+    return;
+  }
+  for (int64_t p0 = 0; p0 < K; p0 += kc) {  // the task packs each K block of its columns, then all rows read it
+    pack_b(isa, {B.data + p0 * B.rs, B.rs, B.cs}, std::min(kc, K - p0), cols, tile.cols, own_b);
+    for (int64_t i0 = 0; i0 < rows; i0 += mc) block(p0, i0, own_b, std::min(kc, K - p0), tile.cols);
   }
 }
 
