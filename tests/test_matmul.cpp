@@ -245,6 +245,20 @@ TEST(CpuMatmulBits, BigSquareMatchesAcrossBlockingsAndReference) {
   EXPECT_EQ(std::memcmp(rows.data(), want.data() + 100 * 512, rows.size() * sizeof(float)), 0);
 }
 
+// A task whose C is too big to stay cached runs each block of rows through all K blocks before
+// the next (rows outer); a single K block cannot do that. Both give the bits of the chain.
+TEST(CpuMatmulBits, RowsOuterOrderKeepsTheBits) {
+  const Problem p(2400, 700, 300, false, false, 1, 5);  // 4 tasks of 1200 x 512: C past the cached size
+  const std::vector<float> rows = fma_chain({p.a.data() + 1 + 1190 * 300, 300, 1}, p.B(), 20, 700, 300);
+  for (cpu::MatmulIsa isa : supported_isas()) {
+    if (isa == cpu::MatmulIsa::kScalar) continue;  // slow, and its tile has no other order
+    const std::vector<float> want = p.run(isa, {512, 144, 512});  // K in one block
+    expect_bits(p, isa, cpu::matmul_default_blocking(isa), want);
+    expect_bits(p, isa, {100, 96, 512}, want);
+    EXPECT_EQ(std::memcmp(rows.data(), want.data() + 1190 * 700, rows.size() * sizeof(float)), 0) << cpu::matmul_isa_name(isa);
+  }
+}
+
 // The op kernel on a graph node: any batch layout, any thread count, any ISA gives the bits of
 // a single-threaded default-blocking run.
 std::vector<float> run_op(const Case& c, uint64_t seed, int threads, std::optional<cpu::MatmulIsa> isa) {
