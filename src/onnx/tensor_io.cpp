@@ -167,7 +167,9 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
     return bad(origin, "tensor '" + p.name() + "' " + shape_to_string(dims) + " of " + elem_type_name(t) + " needs " +
                            std::to_string(count * file_elem) + " bytes of data but has " + std::to_string(available));
   }
-  Tensor out = Tensor::zeros(*dt, dims);
+  // Not zeroed first: every byte is written below, and a zeroed copy of a large weight would be
+  // resident in full beside its proto bytes before the copy starts to hand those back.
+  Tensor out = p.has_raw_data() && !nt && t != 9 && t != 11 ? Tensor::empty(*dt, dims) : Tensor::zeros(*dt, dims);
   if (p.has_raw_data()) {
     const std::string& raw = p.raw_data();
     if (t == 9) {
