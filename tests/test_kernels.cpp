@@ -64,15 +64,6 @@ void expect_f32(const Tensor& t, const Shape& shape, const std::vector<double>& 
   }
 }
 
-template <typename T>
-void expect_ints(const Tensor& t, DType dtype, const Shape& shape, const std::vector<T>& want) {
-  ASSERT_TRUE(t.defined());
-  ASSERT_EQ(t.dtype(), dtype);
-  ASSERT_EQ(t.shape(), shape);
-  ASSERT_EQ(static_cast<size_t>(t.numel()), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(t.data<T>()[i], want[i]) << "at " << i;
-}
-
 Tensor f32(Shape s, std::initializer_list<float> v) { return Tensor::from_f32(std::move(s), v); }
 Tensor scalar(float v) { return Tensor::from_f32({}, {v}); }
 
@@ -349,7 +340,7 @@ TEST(KernelLayout, EmbeddingOutOfRangeNamesNodeIdAndPosition) {
 TEST(KernelLayout, Reshape) {
   expect_f32(run(make(Op::Reshape, {3, 2}, {{"shape", std::vector<int64_t>{3, -1}}}), {f32({2, 3}, {1, 2, 3, 4, 5, 6})}),
              {3, 2}, {1, 2, 3, 4, 5, 6});
-  expect_ints<int64_t>(run(make(Op::Reshape, DType::i64, {4}, {{"shape", std::vector<int64_t>{4}}}),
+  test::expect_ints<int64_t>(run(make(Op::Reshape, DType::i64, {4}, {{"shape", std::vector<int64_t>{4}}}),
                            {Tensor::from_i64({2, 2}, {7, -8, 9, 1LL << 40})}),
                        DType::i64, {4}, {7, -8, 9, 1LL << 40});
   expect_f32(run(make(Op::Reshape, {}, {{"shape", std::vector<int64_t>{}}}), {f32({1, 1}, {5})}), {}, {5});
@@ -367,10 +358,10 @@ TEST(KernelLayout, TransposeIntegers) {
   // x[j,k,i] = 12j + 4k + i (its flat index); perm {2,0,1} -> out[i,j,k] = x[j,k,i].
   Tensor x = Tensor::zeros(DType::i32, {2, 3, 4});
   for (int32_t i = 0; i < 24; ++i) x.data<int32_t>()[i] = i;
-  expect_ints<int32_t>(run(make(Op::Transpose, DType::i32, {4, 2, 3}, {{"perm", std::vector<int64_t>{2, 0, 1}}}), {x}),
+  test::expect_ints<int32_t>(run(make(Op::Transpose, DType::i32, {4, 2, 3}, {{"perm", std::vector<int64_t>{2, 0, 1}}}), {x}),
                        DType::i32, {4, 2, 3},
                        {0, 4, 8, 12, 16, 20, 1, 5, 9, 13, 17, 21, 2, 6, 10, 14, 18, 22, 3, 7, 11, 15, 19, 23});
-  expect_ints<int64_t>(run(make(Op::Transpose, DType::i64, {2, 2}, {{"perm", std::vector<int64_t>{1, 0}}}),
+  test::expect_ints<int64_t>(run(make(Op::Transpose, DType::i64, {2, 2}, {{"perm", std::vector<int64_t>{1, 0}}}),
                            {Tensor::from_i64({2, 2}, {1, 2, 3, 4})}),
                        DType::i64, {2, 2}, {1, 3, 2, 4});
 }
@@ -392,11 +383,11 @@ TEST(KernelLayout, SlicePythonBounds) {
 TEST(KernelLayout, SliceIntegers2D) {
   Tensor x = Tensor::zeros(DType::i32, {3, 4});
   for (int32_t i = 0; i < 12; ++i) x.data<int32_t>()[i] = i;
-  expect_ints<int32_t>(run(make(Op::Slice, DType::i32, {3, 2}, slice_attrs(1, 1, -1)), {x}), DType::i32, {3, 2},
+  test::expect_ints<int32_t>(run(make(Op::Slice, DType::i32, {3, 2}, slice_attrs(1, 1, -1)), {x}), DType::i32, {3, 2},
                        {1, 2, 5, 6, 9, 10});
-  expect_ints<int32_t>(run(make(Op::Slice, DType::i32, {1, 4}, slice_attrs(-2, 2, 3)), {x}), DType::i32, {1, 4},
+  test::expect_ints<int32_t>(run(make(Op::Slice, DType::i32, {1, 4}, slice_attrs(-2, 2, 3)), {x}), DType::i32, {1, 4},
                        {8, 9, 10, 11});
-  expect_ints<int64_t>(run(make(Op::Slice, DType::i64, {2, 1}, slice_attrs(1, -1, 5)),
+  test::expect_ints<int64_t>(run(make(Op::Slice, DType::i64, {2, 1}, slice_attrs(1, -1, 5)),
                            {Tensor::from_i64({2, 2}, {5, 6, 7, 8})}),
                        DType::i64, {2, 1}, {6, 8});
 }
@@ -407,12 +398,12 @@ TEST(KernelLayout, ConcatAxis0And1) {
   expect_f32(run(make(Op::Concat, {2, 3}, {{"axis", I(1)}}), {f32({2, 1}, {1, 2}), f32({2, 2}, {3, 4, 5, 6})}),
              {2, 3}, {1, 3, 4, 2, 5, 6});
   // Three i64 inputs on axis -1, one of them empty along it.
-  expect_ints<int64_t>(run(make(Op::Concat, DType::i64, {2, 3}, {{"axis", I(-1)}}),
+  test::expect_ints<int64_t>(run(make(Op::Concat, DType::i64, {2, 3}, {{"axis", I(-1)}}),
                            {Tensor::from_i64({2, 1}, {1, 2}), Tensor::zeros(DType::i64, {2, 0}),
                             Tensor::from_i64({2, 2}, {3, 4, 5, 6})}),
                        DType::i64, {2, 3}, {1, 3, 4, 2, 5, 6});
   expect_f32(run(make(Op::Concat, {2}, {{"axis", I(0)}}), {f32({2}, {7, 8})}), {2}, {7, 8});
-  expect_ints<int32_t>(run(make(Op::Concat, DType::i32, {3}, {{"axis", I(0)}}),
+  test::expect_ints<int32_t>(run(make(Op::Concat, DType::i32, {3}, {{"axis", I(0)}}),
                            {Tensor::from_i32({1}, {-1}), Tensor::from_i32({2}, {2, 3})}),
                        DType::i32, {3}, {-1, 2, 3});
 }
@@ -490,10 +481,10 @@ TEST(KernelSelect, WhereThreeWayBroadcast) {
 }
 
 TEST(KernelSelect, WhereIntegerValues) {
-  expect_ints<int64_t>(run(make(Op::Where, DType::i64, {2}),
+  test::expect_ints<int64_t>(run(make(Op::Where, DType::i64, {2}),
                            {Tensor::from_i64({2}, {0, 5}), Tensor::from_i64({2}, {7, 8}), Tensor::from_i64({2}, {9, 10})}),
                        DType::i64, {2}, {9, 8});
-  expect_ints<int32_t>(run(make(Op::Where, DType::i32, {}),
+  test::expect_ints<int32_t>(run(make(Op::Where, DType::i32, {}),
                            {Tensor::from_i32({}, {1}), Tensor::from_i32({}, {-3}), Tensor::from_i32({}, {4})}),
                        DType::i32, {}, {-3});
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <vector>
 #include <string>
 
 #include "backends/cpu/matmul.h"
@@ -53,4 +54,14 @@ Result<Bindings> seeded_values(const ir::Graph& g, uint64_t seed);
 // Runs fn(isa, threads) with each matmul ISA this CPU has made the active one and the CPU
 // backend at 1 and then 2 threads, then restores both: the configurations a bits test compares.
 void for_each_cpu_config(const std::function<void(cpu::MatmulIsa isa, int threads)>& fn);
+// A tensor of integer dtype `dtype` (T its element type) with this shape and these values.
+template <typename T>
+void expect_ints(const Tensor& t, DType dtype, const Shape& shape, const std::vector<T>& want) {
+  ASSERT_TRUE(t.defined());
+  ASSERT_EQ(t.dtype(), dtype);
+  ASSERT_EQ(t.shape(), shape);
+  ASSERT_EQ(static_cast<size_t>(t.numel()), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(t.data<T>()[i], want[i]) << "at " << i;
+}
+
 }  // namespace volta::test
