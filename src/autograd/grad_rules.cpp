@@ -145,8 +145,10 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
   auto in_shape = [&](size_t i) { return shape_of(b, x[i]); };
   auto scalar = [&](double v) { return b.scalar(static_cast<float>(v)); };
   const ir::Attrs& at = n.attrs;
-  // Integer results (index and mask arithmetic of imported models) carry no gradient.
-  if (is_integer(n.type.dtype) && ir::op_category(n.op) != ir::OpCategory::Leaf) return std::vector<Value>(x.size());
+  // Integer results of differentiable ops (index and mask arithmetic of imported models) carry
+  // no gradient; an op without one still says why below.
+  if (is_integer(n.type.dtype) && ir::op_category(n.op) != ir::OpCategory::Leaf && ir::op_info(n.op).grad == ir::OpGrad::Diff)
+    return std::vector<Value>(x.size());
 
   switch (n.op) {
     case Op::Input:
