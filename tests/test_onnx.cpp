@@ -362,6 +362,55 @@ TEST(OnnxTensorFiles, LargeRawDataCopiedWhileReleased) {
     ASSERT_EQ(got->data<float>()[i], static_cast<float>(i % 1000) * 0.5f - static_cast<float>(i / 1000)) << i;
 }
 
+// STRING values: read as the numbers they spell (Cast's spelling), only cast to float types.
+TEST(OnnxImport, StringValuesAreTheNumbersTheySpell) {
+  if (!onnx::available()) GTEST_SKIP();
+  ::onnx::TensorProto p;
+  p.set_data_type(8);
+  p.add_dims(5);
+  for (const char* v : {"1.5", "-INF", "nan", "1e-5", "+inf"}) p.add_string_data(v);
+  auto t = onnx::parse_tensor_proto(p.SerializeAsString(), "s.pb");
+  ASSERT_OK(t);
+  EXPECT_EQ(t->onnx_type, onnx::ElemType::kString);
+  const float* v = t->tensor.data<float>();
+  EXPECT_EQ(v[0], 1.5f);
+  EXPECT_EQ(v[1], -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(v[2]));
+  EXPECT_EQ(v[3], 1e-5f);
+  EXPECT_EQ(v[4], std::numeric_limits<float>::infinity());
+  for (const char* bad : {"1.5x", "", " 2", "abc"}) {
+    ::onnx::TensorProto q;
+    q.set_data_type(8);
+    q.add_dims(1);
+    q.add_string_data(bad);
+    EXPECT_ERROR_CONTAINS(onnx::parse_tensor_proto(q.SerializeAsString(), "q.pb"), "is not a number");
+  }
+  EXPECT_ERROR_CONTAINS(onnx::serialize_tensor_proto(t->tensor, onnx::ElemType::kString, "s"), "STRING values cannot be written");
+
+  ModelMaker cast(13);
+  cast.input("s", {2}, 8).output("f", {2});
+  set_int(cast.node("Cast", {"s"}, {"f"}), "to", 1);
+  auto m = onnx::import_model(cast.bytes(), "c.onnx");
+  ASSERT_OK(m);
+  Runtime rt(make_cpu_backend());
+  auto plan = rt.compile(m->graph);
+  ASSERT_OK(plan);
+  auto out = rt.run(**plan, {{"s", Tensor::from_f32({2}, {2.5f, -1.0f})}});
+  ASSERT_OK(out);
+  EXPECT_TRUE((*out)[0].bitwise_equal(Tensor::from_f32({2}, {2.5f, -1.0f})));
+  ModelMaker to_int(13);
+  to_int.input("s", {2}, 8).output("i", {2}, 7);
+  set_int(to_int.node("Cast", {"s"}, {"i"}, "c"), "to", 7);
+  EXPECT_ERROR_CONTAINS(onnx::import_model(to_int.bytes(), "i.onnx"), "a cast from STRING to INT64 is not supported");
+  ModelMaker relu(13);
+  relu.input("s", {2}, 8).output("r", {2});
+  relu.node("Relu", {"s"}, {"r"}, "r");
+  EXPECT_ERROR_CONTAINS(onnx::import_model(relu.bytes(), "r.onnx"), "input 0 has type STRING, which only a Cast to a float type takes");
+  ModelMaker pass(13);
+  pass.input("s", {2}, 8).output("s", {2}, 8);
+  EXPECT_ERROR_CONTAINS(onnx::import_model(pass.bytes(), "p.onnx"), "graph output 's' is STRING");
+}
+
 // INT8 ... UINT64 values computed at run time: arithmetic narrowed to the type's width,
 // comparisons in the type's order, casts saturating from float and wrapping between integers.
 TEST(OnnxImport, NarrowIntegerTypesKeepTheirSemantics) {

@@ -30,8 +30,9 @@ namespace volta::onnx {
 // 0.0 / 1.0 (what `equal` produces and `where` reads). The integer types narrower than their
 // Volta dtype live in it: INT8, UINT8, INT16 and UINT16 in i32, UINT32 and UINT64 in i64 (UINT64
 // as the same bits); the import narrows the results of their arithmetic back to their width.
+// STRING values are read as the f32 numbers they spell and only feed casts to float types.
 enum class ElemType : int32_t {
-  kUndefined = 0, kFloat = 1, kUint8 = 2, kInt8 = 3, kUint16 = 4, kInt16 = 5, kInt32 = 6, kInt64 = 7, kBool = 9,
+  kUndefined = 0, kFloat = 1, kUint8 = 2, kInt8 = 3, kUint16 = 4, kInt16 = 5, kInt32 = 6, kInt64 = 7, kString = 8, kBool = 9,
   kFloat16 = 10, kDouble = 11, kUint32 = 12, kUint64 = 13, kBfloat16 = 16
 };
 const char* elem_type_name(int32_t onnx_type);  // "FLOAT", "DOUBLE", ... ("type 42" when unknown)

@@ -147,14 +147,15 @@ bool takes_narrow_ints(const std::string& op_type) {
 Status convert(Importer& im) {
   auto it = converters().find(im.node().op_type());
   if (it == converters().end()) return im.unsupported("op type '" + im.node().op_type() + "' is not supported");
-  if (!takes_narrow_ints(im.node().op_type())) {
-    for (size_t k = 0; k < im.num_inputs(); ++k) {
-      if (!im.has_input(k)) continue;
-      VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(k));
-      if (conv::is_narrow_int(t))
-        return im.unsupported("input " + std::to_string(k) + " has type " + conv::type_name(t) + ", which only the " +
-                              "arithmetic, comparison, selection and layout ops take");
-    }
+  const bool narrow_ok = takes_narrow_ints(im.node().op_type()), string_ok = im.node().op_type() == "Cast";
+  for (size_t k = 0; k < im.num_inputs(); ++k) {
+    if (!im.has_input(k)) continue;
+    VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(k));
+    if (t == ElemType::kString && !string_ok)
+      return im.unsupported("input " + std::to_string(k) + " has type STRING, which only a Cast to a float type takes");
+    if (conv::is_narrow_int(t) && !narrow_ok)
+      return im.unsupported("input " + std::to_string(k) + " has type " + conv::type_name(t) + ", which only the " +
+                            "arithmetic, comparison, selection and layout ops take");
   }
   return it->second(im);
 }

@@ -305,7 +305,13 @@ Status cast(Importer& im) {
   auto dt = volta_dtype(static_cast<int32_t>(to_code));
   if (!dt.is_ok()) return im.unsupported("attribute 'to' = " + std::string(elem_type_name(static_cast<int32_t>(to_code))) + ": " + dt.status().message());
   if (!volta_dtype(static_cast<int32_t>(from)).is_ok()) return im.unsupported("input type " + type_name(from) + " is not supported");
-  const bool from_float = computed_type(from) == kFloat || from == ElemType::kFloat16 || from == ElemType::kBfloat16;
+  const bool to_float = to == kFloat || to == ElemType::kFloat16 || to == ElemType::kBfloat16;
+  if (to == ElemType::kString) return im.unsupported("a cast to STRING is not supported");
+  if (from == ElemType::kString && !to_float)
+    return im.unsupported("a cast from STRING to " + type_name(static_cast<ElemType>(to_code)) +
+                          " is not supported (STRING values are held as the f32 numbers they spell; only float types)");
+  const bool from_float = computed_type(from) == kFloat || from == ElemType::kString || from == ElemType::kFloat16 ||
+                          from == ElemType::kBfloat16;
   if (from == ElemType::kUint64 && to != kBool && !is_int(to))
     return im.unsupported("a cast from UINT64 to a float type is not supported (UINT64 values are held in i64 as their bits)");
   VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));

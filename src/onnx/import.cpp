@@ -467,6 +467,8 @@ Result<Model> Importer::run() {
       return invalid_argument(origin_ + ": graph output " + quote(out.name()) + " is not produced by any node, input or initializer");
     VOLTA_ASSIGN_OR_RETURN(int32_t id, materialize(out.name(), it->second));
     VOLTA_ASSIGN_OR_RETURN(auto decl, declared_type(out, "graph output"));
+    if (decl.first == ElemType::kString)
+      return unimplemented(origin_ + ": graph output " + quote(out.name()) + " is STRING (STRING values only feed casts to float types)");
     const TensorType& got = graph_.node(id).type;
     bool shape_ok = decl.second.shape == Shape{-1} && !out.type().tensor_type().has_shape();
     if (!shape_ok && decl.second.shape.size() == got.shape.size()) {

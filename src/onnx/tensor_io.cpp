@@ -1,5 +1,7 @@
 // Tensor files: ONNX TensorProto (.pb, through the protobuf classes) and numpy .npy (v1/v2,
 // little-endian, C order). Every size is checked against the bytes before anything is read.
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <algorithm>
 #include <cstdint>
@@ -129,7 +131,7 @@ const char* elem_type_name(int32_t t) {
 
 Result<DType> volta_dtype(int32_t t) {
   switch (t) {
-    case 1: case 9: case 11: return DType::f32;
+    case 1: case 8: case 9: case 11: return DType::f32;  // STRING: the numbers the strings spell
     case 2: case 3: case 4: case 5: case 6: return DType::i32;
     case 7: case 12: case 13: return DType::i64;
     case 10: return DType::f16;   // storage dtypes: values feed casts and matmul weights
@@ -152,6 +154,23 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
   VOLTA_ASSIGN_OR_RETURN(int64_t n, checked_numel(dims, origin));
   const auto count = static_cast<size_t>(n);
   const int32_t t = p.data_type();
+  if (t == 8) {  // STRING: each element a number in ONNX's Cast spelling ("1e-5", "INF", "-inf", "NaN")
+    if (p.string_data_size() != n)
+      return bad(origin, "tensor '" + p.name() + "' " + shape_to_string(dims) + " of STRING needs " + std::to_string(n) +
+                             " strings but has " + std::to_string(p.string_data_size()));
+    Tensor out = Tensor::zeros(DType::f32, dims);
+    for (int64_t i = 0; i < n; ++i) {
+      const std::string& str = p.string_data(static_cast<int>(i));
+      char* end = nullptr;
+      const float v = str.empty() || std::isspace(static_cast<unsigned char>(str[0])) ? 0.0f : std::strtof(str.c_str(), &end);
+      if (end == nullptr || end != str.c_str() + str.size())
+        return unimplemented(origin + ": tensor '" + p.name() + "' STRING element " + std::to_string(i) + " \"" + str.substr(0, 40) +
+                             "\" is not a number (STRING values are held as the numbers they spell)");
+      out.data<float>()[i] = v;
+    }
+    *type_out = ElemType::kString;
+    return out;
+  }
   const bool half = t == 10 || t == 16;  // without raw_data: one value per int32_data entry
   const std::optional<Narrow> nt = narrow_int(t);
   const bool in_uint64_data = t == 12 || t == 13;  // without raw_data; the other narrow ones use int32_data
@@ -218,6 +237,7 @@ Result<TypedTensor> parse_tensor_proto(std::string_view bytes, const std::string
 }
 
 Status tensor_to_proto(const Tensor& t, ElemType onnx_type, const std::string& name, ::onnx::TensorProto* p) {
+  if (onnx_type == ElemType::kString) return unimplemented("STRING values cannot be written (they are held as numbers)");
   VOLTA_ASSIGN_OR_RETURN(DType want, volta_dtype(static_cast<int32_t>(onnx_type)));
   if (want != t.dtype())
     return invalid_argument("cannot write " + t.type().to_string() + " as " + elem_type_name(static_cast<int32_t>(onnx_type)));
@@ -334,6 +354,7 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
 }
 
 Result<std::string> serialize_npy(const Tensor& t, ElemType onnx_type) {
+  if (onnx_type == ElemType::kString) return unimplemented("STRING values cannot be written (they are held as numbers)");
   VOLTA_ASSIGN_OR_RETURN(DType want, volta_dtype(static_cast<int32_t>(onnx_type)));
   if (want != t.dtype())
     return invalid_argument("cannot write " + t.type().to_string() + " as " + elem_type_name(static_cast<int32_t>(onnx_type)));
