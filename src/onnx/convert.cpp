@@ -55,17 +55,12 @@ Result<int32_t> wrap_to(Importer& im, int32_t y, ElemType t) {
   }
   const DType d = im.type(y).dtype;
   const int64_t half = int64_t{1} << (bits - 1), mask = (int64_t{1} << bits) - 1;
-  if (is_signed) {
-    VOLTA_ASSIGN_OR_RETURN(int32_t h, int_constant(im, d, half));
-    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Add, {y, h}));
-  }
   VOLTA_ASSIGN_OR_RETURN(int32_t m, int_constant(im, d, mask));
+  if (!is_signed) return im.emit(Op::BitwiseAnd, {y, m});
+  VOLTA_ASSIGN_OR_RETURN(int32_t h, int_constant(im, d, half));
+  VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Add, {y, h}));
   VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::BitwiseAnd, {y, m}));
-  if (is_signed) {
-    VOLTA_ASSIGN_OR_RETURN(int32_t h, int_constant(im, d, half));
-    VOLTA_ASSIGN_OR_RETURN(y, im.emit(Op::Sub, {y, h}));
-  }
-  return y;
+  return im.emit(Op::Sub, {y, h});
 }
 
 // a < b (or a <= b) for values of ONNX type t, as f32 0/1. UINT64 values are held in i64 as

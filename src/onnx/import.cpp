@@ -154,7 +154,7 @@ Result<int32_t> Importer::materialize(const std::string& name, OnnxValue& v) {
     const bool release = consume_ && elements > kMaxFoldElements;  // the proto's bytes go right after
     auto value = tensor_from_proto(*v.initializer, origin_ + ": initializer " + quote(name), &t, release);
     if (!value.is_ok()) return value.status();
-    if (consume_ && value->numel() > kMaxFoldElements) {
+    if (release) {
       loaded_[name] = *value;
       // consume_: the proto is ours. Swapped out, not cleared: clear() keeps the string's capacity.
       std::string().swap(*const_cast<::onnx::TensorProto*>(v.initializer)->mutable_raw_data());

@@ -1,13 +1,13 @@
 // Tensor files: ONNX TensorProto (.pb, through the protobuf classes) and numpy .npy (v1/v2,
 // little-endian, C order). Every size is checked against the bytes before anything is read.
+#include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
-#include <cstdint>
-#include <optional>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "onnx/onnx_util.h"
@@ -77,6 +77,19 @@ std::optional<Narrow> narrow_int(int32_t t) {
     default: return std::nullopt;
   }
 }
+
+// Bytes of one element of ONNX type t in a file (.pb raw data or .npy): BOOL 1, the 16-bit
+// floats 2, INT64 and DOUBLE 8, the narrow integers their width, the others 4.
+size_t file_elem_bytes(int32_t t) {
+  if (auto nt = narrow_int(t)) return nt->bytes;
+  return t == 9 ? 1 : t == 7 || t == 11 ? 8 : t == 10 || t == 16 ? 2 : 4;
+}
+
+// The .npy dtypes Volta reads and writes, in the order the error message lists them.
+constexpr std::pair<ElemType, const char*> kNpyDescr[] = {
+    {ElemType::kFloat, "<f4"},  {ElemType::kDouble, "<f8"}, {ElemType::kFloat16, "<f2"}, {ElemType::kInt32, "<i4"},
+    {ElemType::kInt64, "<i8"},  {ElemType::kInt8, "|i1"},   {ElemType::kUint8, "|u1"},   {ElemType::kInt16, "<i2"},
+    {ElemType::kUint16, "<u2"}, {ElemType::kUint32, "<u4"}, {ElemType::kUint64, "<u8"},  {ElemType::kBool, "|b1"}};
 
 // `count` little-endian elements of `nt` at `bytes`, widened into `out` (i32 or i64) from `first`.
 void widen_ints(const char* bytes, size_t count, Narrow nt, Tensor& out, size_t first = 0) {
@@ -174,7 +187,7 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
   const bool half = t == 10 || t == 16;  // without raw_data: one value per int32_data entry
   const std::optional<Narrow> nt = narrow_int(t);
   const bool in_uint64_data = t == 12 || t == 13;  // without raw_data; the other narrow ones use int32_data
-  const size_t file_elem = nt ? nt->bytes : t == 9 ? 1 : t == 7 || t == 11 ? 8 : half ? 2 : 4;
+  const size_t file_elem = file_elem_bytes(t);
   // Never allocate more than the message can fill.
   const size_t available = p.has_raw_data()  ? p.raw_data().size()
                            : t == 1          ? static_cast<size_t>(p.float_data_size()) * 4
@@ -297,21 +310,14 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
     return header.substr(v, end == std::string::npos ? std::string::npos : end - v);
   };
   const std::string descr = field("descr"), fortran = field("fortran_order"), shape_text = field("shape");
-  ElemType type;
-  if (descr == "'<f4'") type = ElemType::kFloat;
-  else if (descr == "'<i4'") type = ElemType::kInt32;
-  else if (descr == "'<i8'") type = ElemType::kInt64;
-  else if (descr == "'|b1'") type = ElemType::kBool;
-  else if (descr == "'<f2'") type = ElemType::kFloat16;
-  else if (descr == "'<f8'") type = ElemType::kDouble;
-  else if (descr == "'|i1'") type = ElemType::kInt8;
-  else if (descr == "'|u1'") type = ElemType::kUint8;
-  else if (descr == "'<i2'") type = ElemType::kInt16;
-  else if (descr == "'<u2'") type = ElemType::kUint16;
-  else if (descr == "'<u4'") type = ElemType::kUint32;
-  else if (descr == "'<u8'") type = ElemType::kUint64;
-  else return unimplemented(origin + ": .npy dtype " + (descr.empty() ? "(missing)" : descr) +
-                            " is not supported (<f4, <f8, <f2, <i4, <i8, |i1, |u1, <i2, <u2, <u4, <u8, |b1 are)");
+  ElemType type = ElemType::kUndefined;
+  std::string known;
+  for (const auto& [et, d] : kNpyDescr) {
+    if (descr == "'" + std::string(d) + "'") type = et;
+    known += std::string(known.empty() ? "" : ", ") + d;
+  }
+  if (type == ElemType::kUndefined)
+    return unimplemented(origin + ": .npy dtype " + (descr.empty() ? "(missing)" : descr) + " is not supported (" + known + " are)");
   if (fortran != "False") return unimplemented(origin + ": Fortran-order .npy files are not supported");
   if (shape_text.size() < 2) return bad(origin, ".npy header has no shape");
   Shape dims;
@@ -328,11 +334,7 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
   }
   VOLTA_ASSIGN_OR_RETURN(int64_t n, checked_numel(dims, origin));
   const std::optional<Narrow> nt = narrow_int(static_cast<int32_t>(type));
-  const size_t elem = nt ? nt->bytes
-                      : type == ElemType::kBool                                  ? 1
-                      : type == ElemType::kInt64 || type == ElemType::kDouble    ? 8
-                      : type == ElemType::kFloat16                               ? 2
-                                                                                 : 4;
+  const size_t elem = file_elem_bytes(static_cast<int32_t>(type));
   const size_t data = start + header_len;
   if (bytes.size() - data != static_cast<size_t>(n) * elem)
     return bad(origin, ".npy data has " + std::to_string(bytes.size() - data) + " bytes but shape " + shape_text +
@@ -359,18 +361,9 @@ Result<std::string> serialize_npy(const Tensor& t, ElemType onnx_type) {
   if (want != t.dtype())
     return invalid_argument("cannot write " + t.type().to_string() + " as " + elem_type_name(static_cast<int32_t>(onnx_type)));
   if (onnx_type == ElemType::kBfloat16) return unimplemented(".npy has no bfloat16 dtype: write the output as .pb");
-  const char* descr = onnx_type == ElemType::kFloat     ? "<f4"
-                      : onnx_type == ElemType::kDouble  ? "<f8"
-                      : onnx_type == ElemType::kFloat16 ? "<f2"
-                      : onnx_type == ElemType::kInt32   ? "<i4"
-                      : onnx_type == ElemType::kInt64   ? "<i8"
-                      : onnx_type == ElemType::kInt8    ? "|i1"
-                      : onnx_type == ElemType::kUint8   ? "|u1"
-                      : onnx_type == ElemType::kInt16   ? "<i2"
-                      : onnx_type == ElemType::kUint16  ? "<u2"
-                      : onnx_type == ElemType::kUint32  ? "<u4"
-                      : onnx_type == ElemType::kUint64  ? "<u8"
-                                                        : "|b1";
+  const char* descr = "|b1";
+  for (const auto& [et, d] : kNpyDescr)
+    if (et == onnx_type) descr = d;
   std::string shape = "(";
   for (int64_t d : t.shape()) shape += std::to_string(d) + ",";
   if (t.shape().size() > 1) shape.pop_back();

@@ -41,7 +41,7 @@ Result<ir::Graph> pack_matmul_weights(ir::Graph g, const PipelineOptions& opts) 
       ++agree;
     }
     if (agree != readers[id].size() || (*layout)[1] < 1 || N % (*layout)[1] != 0 || (*layout)[0] < 1) continue;
-    Tensor packed = Tensor::zeros(DType::f32, {K, N});
+    Tensor packed = Tensor::empty(DType::f32, {K, N});  // repack_weight writes every element
     ir::repack_weight(w.value.data<float>(), packed.data<float>(), K, N, (*layout)[0], (*layout)[1], true);
     w.value = std::move(packed);
     for (size_t r : readers[id]) g.nodes[r].attrs.set("b_packed", std::vector<int64_t>{(*layout)[0], (*layout)[1]});

@@ -220,6 +220,8 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
   const int64_t narrow = matmul_narrow_cols(isa), edge_max = matmul_column_edge_max(isa);
   const bool column_edge = cols % tile.cols != 0 && cols % tile.cols <= edge_max;
   const bool pack_a_rows = A.rs != 1 && (cols > 4 * tile.cols || A.rs % 1024 == 0 || column_edge);
+  // K block p0 of the task's columns in a B packed for all tasks.
+  const auto shared_block = [&](int64_t p0) { return shared.data + p0 * shared.ld + shared.col0 * std::min(kc, K - p0); };
   // One mc block of rows against one K block of B (its panels from bp on, b_step floats apart,
   // their rows b_rs apart).
   const auto block = [&](int64_t p0, int64_t i0, const float* bp, int64_t b_step, int64_t b_rs) {
@@ -245,7 +247,7 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
       const int64_t w = std::min(tile.cols, cols - j);
       const float* b_ahead = nullptr;
       if (shared.data && j + tile.cols < cols) b_ahead = bp + (j + tile.cols) * b_step;
-      else if (shared.data && p0 + kc < K) b_ahead = shared.data + (p0 + kc) * shared.ld + shared.col0 * std::min(kc, K - p0 - kc);
+      else if (shared.data && p0 + kc < K) b_ahead = shared_block(p0 + kc);
       if (w <= edge_max && a.rs == 1) {  // a few last columns: lanes along the rows
         run_column_edge(isa, {.rows = mrows, .k = kb, .cols = w, .a = a.data, .panel_stride = panel_stride, .a_cs = a.cs,
                               .b = bp + j * b_step, .b_rs = b_rs, .c = C + i0 * ldc + j, .ldc = ldc, .accumulate = p0 > 0});
@@ -273,7 +275,7 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
   const auto k_block = [&](int64_t p0, const auto& f) {
     const int64_t kb = std::min(kc, K - p0);
     if (b_in_place) return f(B.data + p0 * B.rs, int64_t{1}, B.rs);
-    if (shared.data) return f(shared.data + p0 * shared.ld + shared.col0 * kb, kb, tile.cols);
+    if (shared.data) return f(shared_block(p0), kb, tile.cols);
     pack_b(isa, {B.data + p0 * B.rs, B.rs, B.cs}, kb, cols, tile.cols, own_b);
     return f(own_b, kb, tile.cols);
   };
