@@ -2,11 +2,13 @@
 // of the output split by its size only:
 // - every Unary op of ops.def, and add / sub / mul / div with a full, row or scalar b;
 // - fused_elementwise: the program's steps over blocks of 256 elements held in per-thread
-//   buffers, so the chain's intermediate values never reach memory as whole tensors. Each
-//   element of each step is the reference's double evaluation of that op rounded once to f32
-//   (ref_scalar.h), as the unfused op stores it, so the result has the bits of the unfused chain.
+//   buffers, so the chain's intermediate values never reach memory as whole tensors. Each step
+//   computes its elements as the unfused op's kernel does (vector_unary's math, f32 + - * /, or
+//   the reference's double evaluation rounded once for the rest, ref_scalar.h), so the result
+//   has the bits of the unfused chain.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -14,8 +16,11 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/ref_scalar.h"
 #include "backends/cpu/ref_util.h"
+#include "backends/cpu/vec_math.h"
 
 namespace volta::cpu {
+
+using namespace vec;
 
 namespace {
 
@@ -42,7 +47,48 @@ void gather(const float* src, const ref::Strides& st, const Shape& shape, int64_
   }
 }
 
+// The unary ops with vector math (vec_math.h), as maps over n floats: one ISA-cloned function
+// per op, which the unfused op's kernel and fused_elementwise's steps both call.
+#define VOLTA_VEC_MATH_MAP(name, f)                                                       \
+  VOLTA_ISA_CLONES void name(const float* x, float* y, int64_t n) {                       \
+    map(x, y, n, 0.0f, [](Vec v) VOLTA_VEC_LAMBDA { return math::f(v); });                \
+  }
+VOLTA_VEC_MATH_MAP(map_exp, exp)
+VOLTA_VEC_MATH_MAP(map_log, log)
+VOLTA_VEC_MATH_MAP(map_tanh, tanh)
+VOLTA_VEC_MATH_MAP(map_sigmoid, sigmoid)
+VOLTA_VEC_MATH_MAP(map_silu, silu)
+VOLTA_VEC_MATH_MAP(map_erf, erf)
+#undef VOLTA_VEC_MATH_MAP
+
+// Exact ops: f32 sqrt, negation and |x| are the double evaluation rounded once (sqrt: a double
+// square root rounded to f32 is the correctly rounded f32 one).
+VOLTA_ISA_CLONES void map_sqrt(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]);
+}
+VOLTA_ISA_CLONES void map_neg(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = -x[i];
+}
+VOLTA_ISA_CLONES void map_abs(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]);
+}
+
 }  // namespace
+
+UnaryMap vector_unary(ir::Op op) {
+  switch (op) {
+    case ir::Op::Exp: return map_exp;
+    case ir::Op::Log: return map_log;
+    case ir::Op::Tanh: return map_tanh;
+    case ir::Op::Sigmoid: return map_sigmoid;
+    case ir::Op::Silu: return map_silu;
+    case ir::Op::Erf: return map_erf;
+    case ir::Op::Sqrt: return map_sqrt;
+    case ir::Op::Neg: return map_neg;
+    case ir::Op::Abs: return map_abs;
+    default: return nullptr;
+  }
+}
 
 Status fused_elementwise(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const ir::ElementwiseProgram p, ref::elementwise_program(a));
@@ -73,7 +119,8 @@ Status fused_elementwise(const KernelArgs& a) {
         const float* y = st.b >= 0 ? val[static_cast<size_t>(st.b)] : nullptr;
         ref::with_elementwise_op(st.op, [&]<ir::Op op>() {
           // + - * / in f32 are the correctly rounded results the double evaluation rounds to.
-          if constexpr (op == ir::Op::Add) for (int64_t k = 0; k < m; ++k) o[k] = x[k] + y[k];
+          if (const UnaryMap f = vector_unary(op)) f(x, o, m);
+          else if constexpr (op == ir::Op::Add) for (int64_t k = 0; k < m; ++k) o[k] = x[k] + y[k];
           else if constexpr (op == ir::Op::Sub) for (int64_t k = 0; k < m; ++k) o[k] = x[k] - y[k];
           else if constexpr (op == ir::Op::Mul) for (int64_t k = 0; k < m; ++k) o[k] = x[k] * y[k];
           else if constexpr (op == ir::Op::Div) for (int64_t k = 0; k < m; ++k) o[k] = x[k] / y[k];
@@ -128,14 +175,17 @@ Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op)
   return Status::ok();
 }
 
-// A Unary op of ops.def: the reference's scalar math (each element in double, rounded once, so
-// the bits are the reference's and fused_elementwise's) in fixed chunks over the threads.
+// A Unary op of ops.def in fixed chunks over the threads: vector_unary's math where it has the
+// op, else the reference's (each element in double, rounded once); fused_elementwise's steps
+// compute the same.
 template <ir::Op op>
 Status unary(const KernelArgs& a) {
   if (a.in[0].type.dtype != DType::f32 || a.out.type.dtype != DType::f32) return kReferenceKernels[static_cast<size_t>(op)](a);
   const float* x = a.in[0].as<const float>();
   float* y = a.out.as<float>();
+  const UnaryMap f = vector_unary(op);
   chunks(a.out.numel(), [&](int64_t b, int64_t e) {
+    if (f) return f(x + b, y + b, e - b);
     for (int64_t i = b; i < e; ++i) y[i] = static_cast<float>(ir::scalar_unary<op>(static_cast<double>(x[i])));
   });
   return Status::ok();

@@ -75,6 +75,11 @@ KernelEntry cpu_kernel_at(ir::Op op, int index);
 // fused_elementwise with the bits of the unfused chain.
 Kernel elementwise_kernel(ir::Op op);
 Status fused_elementwise(const KernelArgs& a);
+// elementwise.cpp: y[i] = op(x[i]) over n f32 values for the Unary ops the CPU computes on vectors
+// (exp, log, tanh, sigmoid, silu, erf with vec_math.h's math; sqrt, neg, abs exactly), nullptr for
+// the others (relu and sign keep the reference's scalar math). Both kernels above use it.
+using UnaryMap = void (*)(const float* x, float* y, int64_t n);
+UnaryMap vector_unary(ir::Op op);
 
 // activation.cpp; gelu_erf(x, y, n) is gelu with approximate="none" on n floats (the matmul
 // epilogue's).
