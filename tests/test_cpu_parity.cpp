@@ -42,5 +42,49 @@ TEST(CpuParity, OptimizerUpdatesMatchTheReference) {
   EXPECT_NEAR(cpu::fast_sum_of_squares(xr), cpu::sum_of_squares(xr), 1e-5 * cpu::sum_of_squares(xr));
 }
 
+// silu's far negative tail (x < -80, where exp(x) is no longer a normal f32 but silu(x) and its
+// derivative still are) in the kernels of silu_grad, swiglu and swiglu_grad against the reference.
+TEST(CpuParity, SiluKernelsKeepTheFarNegativeTail) {
+  const int64_t n = 64;
+  std::vector<float> xs;
+  for (int64_t i = 0; i < n; ++i) xs.push_back(-87.0f + 7.5f * static_cast<float>(i) / n);  // [-87, -79.5)
+  auto run = [](ir::Op op, cpu::Kernel k, std::vector<Tensor> in, Shape out_shape) {
+    ir::Node node;
+    node.op = op;
+    node.name = "t";
+    node.type = TensorType{DType::f32, out_shape};
+    Tensor out = Tensor::zeros(DType::f32, out_shape);
+    std::vector<TensorRef> refs;
+    for (Tensor& t : in) refs.push_back({t.raw(), t.type()});
+    const TensorRef o{out.raw(), out.type()};
+    const Status s = k(cpu::KernelArgs{node, refs, o, {}});
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    return out;
+  };
+  auto expect_close = [](const Tensor& got, const Tensor& want, const char* what) {
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const float g = got.data<float>()[i], w = want.data<float>()[i];
+      ASSERT_GE(std::fabs(w), 1e-37f) << what << " " << i;  // a normal f32, so relative error counts
+      EXPECT_NEAR(g / w, 1.0f, 1e-5f) << what << " element " << i << ": " << g << " vs " << w;
+    }
+  };
+  const Tensor x = Tensor::from_f32({n}, xs), ones = Tensor::from_f32({n}, std::vector<float>(n, 1.0f));
+  const auto ref = [](ir::Op op) { return cpu::kReferenceKernels[static_cast<size_t>(op)]; };
+  expect_close(run(ir::Op::SiluGrad, cpu::silu_grad, {x, ones}, {n}), run(ir::Op::SiluGrad, ref(ir::Op::SiluGrad), {x, ones}, {n}),
+               "silu_grad");
+  std::vector<float> gate_up;  // rows [gate, up] with up = 1
+  for (float v : xs) gate_up.insert(gate_up.end(), {v, 1.0f});
+  const Tensor gu = Tensor::from_f32({n, 2}, gate_up);
+  expect_close(run(ir::Op::Swiglu, cpu::swiglu, {gu}, {n, 1}), run(ir::Op::Swiglu, ref(ir::Op::Swiglu), {gu}, {n, 1}), "swiglu");
+  const Tensor dy = Tensor::from_f32({n, 1}, std::vector<float>(n, 1.0f));
+  const Tensor got = run(ir::Op::SwigluGrad, cpu::swiglu_grad, {gu, dy}, {n, 2});
+  const Tensor want = run(ir::Op::SwigluGrad, ref(ir::Op::SwigluGrad), {gu, dy}, {n, 2});
+  for (int64_t i = 0; i < n; ++i)  // the gate's gradient silu'(x) and the up's silu(x)
+    for (int64_t j = 0; j < 2; ++j) {
+      const float g = got.data<float>()[2 * i + j], w = want.data<float>()[2 * i + j];
+      EXPECT_NEAR(g / w, 1.0f, 1e-5f) << "swiglu_grad " << i << "," << j << ": " << g << " vs " << w;
+    }
+}
+
 }  // namespace
 }  // namespace volta

@@ -8,6 +8,7 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/ref_util.h"
 #include "backends/cpu/vec.h"
+#include "backends/cpu/vec_math.h"
 
 namespace volta::cpu {
 
@@ -26,7 +27,7 @@ VOLTA_VEC_INLINE Vec gelu_d(Vec v) {
   return splat(0.5f) * (splat(1.0f) + verf_given(a, e)) + v * splat(kInvSqrt2Pi) * e;
 }
 
-// sigmoid(v) = su * sc, with exp(v) taken as exp(v + 64) 2^-64 where it would underflow: the
+// sigmoid(v) = su * sc, with exp(v) taken as (exp(v) 2^64) 2^-64 where it would underflow: the
 // far tails of silu and its derivative (below f32's normal range, but not below the double
 // reference's) keep their size and sign until the last multiply by sc rounds them, so an
 // infinite factor gives the reference's infinity rather than 0 * inf.
@@ -38,7 +39,10 @@ VOLTA_VEC_INLINE SigmoidParts sigmoid_parts(Vec v) {
   const Vec a = v < zero ? v : -v;  // -|v|: exp never overflows
   const auto tail = a < splat(-80.0f);
   const Vec sc = tail ? splat(0x1p-64f) : one;
-  const Vec es = vexp(tail ? a + splat(64.0f) : a);
+  Vec es = vexp(a);
+  bool any_tail = false;
+  for (int64_t i = 0; i < kLanes; ++i) any_tail |= tail[i] != 0;
+  if (any_tail) es = tail ? math::exp_shifted(a, tail & 64) : es;  // a true comparison is -1
   return {(v < zero ? es : one) / (one + es * sc), v < zero ? sc : one};
 }
 // silu'(v) = s (1 + v (1 - s)), as its unscaled part (times the parts' sc).
