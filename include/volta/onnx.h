@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,9 +48,16 @@ bool available();
 // A graph input or output.
 struct IoValue {
   std::string name;    // the ONNX value name (also the IR input's name)
-  ElemType onnx_type;  // its ONNX type
-  TensorType type;     // its Volta type
+  ElemType onnx_type;  // its ONNX type (a sequence's: its elements')
+  TensorType type;     // its Volta type (a sequence's: its first element's, when it has one)
   int32_t node = -1;   // the IR node; -1 for an input folded into constants at import
+  // An ONNX sequence of tensors (or an optional holding one): its length is fixed at import, and
+  // each element is an IR node of its own, in order (`node` stays -1). An input binds each
+  // element by its IR node's name; an output is one graph output per element.
+  bool sequence = false;
+  std::vector<int32_t> elements;
+  // An ONNX optional value; `absent` when it holds nothing (no node, no elements).
+  bool optional = false, absent = false;
 };
 
 struct Model {
@@ -68,6 +76,11 @@ struct ImportOptions {
   // Shapes of graph inputs with dynamic dims (symbolic or unknown): the import specialises the
   // model to them. A value in input_values binds its input's shape too.
   std::map<std::string, Shape> input_shapes;
+  // Graph inputs of sequence type (or optional sequences): the elements' values, which fix the
+  // sequence's length and the elements' shapes (each element becomes an IR input). Optional
+  // inputs given no value are named in absent_inputs; an optional tensor takes input_values.
+  std::map<std::string, std::vector<Tensor>> input_sequences;
+  std::set<std::string> absent_inputs;
   // f32 initializers of rank >= 1 become trainable params (values in Model::params) instead
   // of constants, so an imported model can be fine-tuned.
   bool initializers_as_params = false;
@@ -103,8 +116,10 @@ struct ModelInfo {
   std::vector<std::string> op_types;  // of the main graph's nodes, in node order
   std::vector<std::string> inputs;    // graph inputs that are not initializers, in order
   std::vector<std::string> outputs;   // graph outputs, in order
-  std::vector<ElemType> input_types;   // inputs' declared element types (kUndefined: not a tensor)
+  std::vector<ElemType> input_types;   // inputs' declared element types (a sequence's or optional's
+                                       // tensors'; kUndefined: maps and other values Volta does not hold)
   std::vector<ElemType> output_types;  // outputs' the same
+  std::vector<bool> input_sequence, input_optional;  // inputs declared a sequence (or an optional one), optional
   int64_t opset = 0;
 };
 Result<ModelInfo> read_model_info(std::string_view bytes, const std::string& origin);
@@ -145,5 +160,33 @@ Result<TypedTensor> read_tensor_file(const std::string& path);
 Status write_tensor_file(const std::string& path, const Tensor& t, ElemType onnx_type, const std::string& name);
 // A file's tensor as the input `io` expects: same element type and shape, else an error.
 Result<Tensor> as_input(const TypedTensor& t, const IoValue& io, const std::string& origin);
+
+// Any ONNX value a .pb file holds: a TensorProto, a SequenceProto of tensors, or an
+// OptionalProto holding either or nothing (ONNX's test data stores sequence and optional inputs
+// and outputs so); a .npy file holds a tensor.
+struct ValueFile {
+  bool sequence = false;                  // a sequence: `tensors` are its elements
+  bool optional = false, absent = false;  // an optional; absent: it holds nothing
+  std::vector<TypedTensor> tensors;       // the tensor, or the sequence's elements
+  ElemType elem_type = ElemType::kUndefined;  // a sequence's element type (also when empty)
+  std::string proto;  // the bytes of a .pb that is not a TensorProto (for as_declared)
+};
+// A tensor file is read as a tensor first; bytes that are not a valid TensorProto are tried as a
+// SequenceProto, then as an OptionalProto, and the tensor's error is reported if neither fits.
+Result<ValueFile> read_value_file(const std::string& path);
+// Some bytes are two values: a SequenceProto of one tensor is also an OptionalProto holding it,
+// and a name alone an empty sequence or an empty optional. Reads a non-tensor file again as the
+// kind its input declares (ModelInfo::input_sequence / input_optional); a no-op for tensors.
+Status as_declared(ValueFile* v, bool sequence, bool optional, const std::string& origin);
+// Writes `value` (sequences and optionals as .pb only); `name` is the proto's name.
+Status write_value_file(const std::string& path, const ValueFile& value, const std::string& name);
+// Adds a file's value for graph input `name` to `opts` (input_values, input_sequences or
+// absent_inputs).
+void give_input(ImportOptions& opts, const std::string& name, const ValueFile& value);
+// The IR bindings of input `io` (by its nodes' names) from a file's value, which must be of the
+// input's kind, element type and shapes; `graph` is the imported graph.
+Status bind_input(const ValueFile& value, const IoValue& io, const ir::Graph& graph, const std::string& origin, Bindings* out);
+// The value of output `io` from the run's outputs, taking its own from position *next on.
+Result<ValueFile> output_value(const IoValue& io, const std::vector<Tensor>& outputs, size_t* next);
 
 }  // namespace volta::onnx

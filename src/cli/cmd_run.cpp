@@ -106,14 +106,22 @@ Status run_onnx(const RunFlags& flags, const GlobalFlags& global, DeviceKind dev
   }
   std::printf("graph %s (ONNX opset %lld) on %s: %zu steps\n", plan->graph.name.c_str(), static_cast<long long>(r.model.opset),
               plan->backend.c_str(), plan->schedule.size());
-  for (size_t i = 0; i < outputs.size(); ++i) {
+  size_t next = 0;  // a sequence output is one run output per element
+  for (size_t i = 0; i < r.model.outputs.size(); ++i) {
     const onnx::IoValue& io = r.model.outputs[i];
-    const Tensor& t = outputs[i];
-    std::printf("  %-20s %-18s fnv1a64 %s  %s\n", io.name.c_str(),
-                (std::string(onnx::elem_type_name(static_cast<int32_t>(io.onnx_type))) + shape_to_string(t.shape())).c_str(),
-                hash_to_hex(fnv1a64(t.raw(), t.bytes())).c_str(), preview(t).c_str());
+    VOLTA_ASSIGN_OR_RETURN(onnx::ValueFile v, onnx::output_value(io, outputs, &next));
+    const std::string type = onnx::elem_type_name(static_cast<int32_t>(io.onnx_type));
+    if (io.absent) std::printf("  %-20s %s\n", io.name.c_str(), "optional, holds nothing");
+    if (io.sequence && !io.absent)
+      std::printf("  %-20s %ssequence of %zu %s\n", io.name.c_str(), io.optional ? "optional " : "", v.tensors.size(), type.c_str());
+    for (size_t e = 0; e < v.tensors.size(); ++e) {
+      const Tensor& t = v.tensors[e].tensor;
+      const std::string label = io.sequence ? "  [" + std::to_string(e) + "]" : io.name;
+      std::printf("  %-20s %-18s fnv1a64 %s  %s\n", label.c_str(), (type + shape_to_string(t.shape())).c_str(),
+                  hash_to_hex(fnv1a64(t.raw(), t.bytes())).c_str(), preview(t).c_str());
+    }
     if (flags.output_dir.empty()) continue;
-    VOLTA_RETURN_IF_ERROR(onnx::write_tensor_file(paths[i], t, io.onnx_type, io.name));
+    VOLTA_RETURN_IF_ERROR(onnx::write_value_file(paths[i], v, io.name));
   }
   if (flags.memory) std::printf("\n%s", plan::format_memory_report(plan->memory).c_str());
   return Status::ok();
@@ -147,31 +155,41 @@ Result<OnnxRun> import_onnx(const std::string& file, const std::vector<std::stri
     VOLTA_ASSIGN_OR_RETURN(auto named, parse_shape_spec(spec));
     opts.input_shapes[named.first] = named.second;
   }
-  std::map<std::string, onnx::TypedTensor> files;
+  std::map<std::string, onnx::ValueFile> files;
+  bool structured = false;  // a sequence or optional file, whose kind the model's declaration settles
   for (const std::string& spec : input_specs) {
     const size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
       return invalid_argument("--input: expected NAME=FILE.pb or NAME=FILE.npy, got '" + spec + "'");
     const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
-    auto t = onnx::read_tensor_file(path);
-    if (!t.is_ok()) return Status(t.status().code(), "--input " + name + ": " + t.status().message());
+    auto v = onnx::read_value_file(path);
+    if (!v.is_ok()) return Status(v.status().code(), "--input " + name + ": " + v.status().message());
     r.npy = r.npy || std::filesystem::path(path).extension() == ".npy";
-    opts.input_values[name] = t->tensor;
-    files[name] = *t;
+    structured = structured || !v->proto.empty();
+    files[name] = std::move(*v);
   }
+  if (structured) {  // rare: read the declarations first
+    VOLTA_ASSIGN_OR_RETURN(std::string bytes, io::read_file(file, {uint64_t{2} << 30, file}));
+    VOLTA_ASSIGN_OR_RETURN(onnx::ModelInfo info, onnx::read_model_info(bytes, file));
+    for (size_t i = 0; i < info.inputs.size(); ++i)
+      if (auto it = files.find(info.inputs[i]); it != files.end())
+        VOLTA_RETURN_IF_ERROR(onnx::as_declared(&it->second, info.input_sequence[i], info.input_optional[i], "--input " + it->first));
+  }
+  for (const auto& [name, v] : files) onnx::give_input(opts, name, v);
   VOLTA_ASSIGN_OR_RETURN(r.model, onnx::load_model(file, opts));
   r.bindings = r.model.params;
   std::set<std::string> known;
   for (const onnx::IoValue& io : r.model.inputs) {
     known.insert(io.name);
-    if (io.node < 0) continue;  // folded into constants at import
+    if (io.node < 0 && !io.sequence && !io.absent) continue;  // folded into constants at import
     auto it = files.find(io.name);
     if (it == files.end()) {
       if (!require_all) continue;
-      return invalid_argument("input '" + io.name + "' (" + onnx::elem_type_name(static_cast<int32_t>(io.onnx_type)) +
-                              shape_to_string(io.type.shape) + ") is not bound: pass --input " + io.name + "=FILE.pb or .npy");
+      return invalid_argument("input '" + io.name + "' (" + (io.sequence ? "a sequence of " : "") +
+                              onnx::elem_type_name(static_cast<int32_t>(io.onnx_type)) + shape_to_string(io.type.shape) +
+                              ") is not bound: pass --input " + io.name + "=FILE.pb or .npy");
     }
-    VOLTA_ASSIGN_OR_RETURN(r.bindings[io.name], onnx::as_input(it->second, io, "--input " + io.name));
+    VOLTA_RETURN_IF_ERROR(onnx::bind_input(it->second, io, r.model.graph, "--input " + io.name, &r.bindings));
   }
   for (const auto& [name, t] : files)
     if (!known.count(name)) return invalid_argument("--input: model '" + file + "' has no input named '" + name + "'");

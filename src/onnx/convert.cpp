@@ -108,6 +108,7 @@ const ConverterMap& converters() {
     conv::add_layout(t);
     conv::add_logic(t);
     conv::add_index(t);
+    conv::add_sequence(t);
     for (int i = 0; i < ir::kNumOps; ++i) {
       const ir::Op op = static_cast<ir::Op>(i);
       const ir::OpInfo& info = ir::op_info(op);
@@ -133,7 +134,9 @@ bool takes_narrow_ints(const std::string& op_type) {
       "Abs", "Add", "BitwiseAnd", "Cast", "CastLike", "Clip", "Concat", "Div", "Equal", "Expand", "Flatten", "Gather",
       "GatherElements", "GatherND", "Greater", "GreaterOrEqual", "Identity", "Less", "LessOrEqual", "Max", "MaxPool",
       "Min", "Mul", "Neg", "Pow", "Relu", "Reshape", "ScatterND", "Shape", "Sign", "Size", "Slice", "Split", "Squeeze",
-      "Sub", "Tile", "Transpose", "Unsqueeze", "Where"};
+      "Sub", "Tile", "Transpose", "Unsqueeze", "Where", "SequenceConstruct", "SequenceAt", "SequenceInsert",
+      "SequenceErase", "ConcatFromSequence", "SplitToSequence", "SequenceLength", "Optional", "OptionalHasElement",
+      "OptionalGetElement"};
   return ops.count(op_type) != 0;
 }
 

@@ -1,5 +1,6 @@
 // Internal to the ONNX importer: the converters, one per ONNX op type, by family
-// (convert_math.cpp, convert_vision.cpp, convert_constants.cpp, convert_layout.cpp), and the
+// (convert_math.cpp, convert_vision.cpp, convert_constants.cpp, convert_layout.cpp,
+// convert_sequence.cpp, ...), and the
 // helpers they share (convert.cpp). A converter reads the node's attributes and inputs in the
 // form its opset defines and emits IR ops; shape operands are read as constants, so the IR graph
 // is fully static. Anything not handled fails naming the attribute or input.
@@ -49,5 +50,6 @@ void add_constants(ConverterMap& t);
 void add_layout(ConverterMap& t);
 void add_logic(ConverterMap& t);
 void add_index(ConverterMap& t);
+void add_sequence(ConverterMap& t);
 
 }  // namespace volta::onnx::conv

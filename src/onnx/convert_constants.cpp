@@ -11,12 +11,12 @@ namespace volta::onnx::conv {
 
 namespace {
 
-// Identity and Dropout (inference): the output is the input.
+// Identity and Dropout (inference): the output is the input (Identity's: a sequence or an
+// optional too).
 Status identity(Importer& im) {
   VOLTA_RETURN_IF_ERROR(im.allow_attrs({}));
-  VOLTA_ASSIGN_OR_RETURN(ElemType t, im.input_type(0));
-  VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));
-  return im.set_output(0, x, t);
+  VOLTA_ASSIGN_OR_RETURN(OnnxValue v, im.input_value(0));
+  return im.set_output_value(0, std::move(v));
 }
 
 Status dropout(Importer& im) {

@@ -32,11 +32,16 @@ int64_t bounded_numel(const Shape& s) {
 
 std::string quote(const std::string& s) { return "'" + s + "'"; }
 
+}  // namespace
+
 // The declared type of a graph input or output; -1 for each dynamic dim, {-1} for no shape.
 Result<std::pair<ElemType, TensorType>> declared_type(const ::onnx::ValueInfoProto& v, const std::string& what) {
-  if (!v.type().has_tensor_type())
-    return unimplemented(what + " " + quote(v.name()) + " is not a tensor (sequence, map and optional values are not supported)");
-  const auto& tt = v.type().tensor_type();
+  bool sequence = false, optional = false;
+  const auto* inner = inner_tensor_type(v.type(), &sequence, &optional);
+  if (!inner)
+    return unimplemented(what + " " + quote(v.name()) +
+                         " is not a tensor, a sequence of tensors or an optional of either (map and sparse values are not supported)");
+  const auto& tt = *inner;
   VOLTA_ASSIGN_OR_RETURN(DType dt, [&]() -> Result<DType> {
     auto d = volta_dtype(tt.elem_type());
     if (!d.is_ok()) return Status(d.status().code(), what + " " + quote(v.name()) + ": " + d.status().message());
@@ -58,11 +63,13 @@ Result<std::pair<ElemType, TensorType>> declared_type(const ::onnx::ValueInfoPro
   return std::make_pair(static_cast<ElemType>(tt.elem_type()), t);
 }
 
-}  // namespace
-
-// "INT64[batch,sequence]": a declared type as written, symbolic dims by name, unknown ones as ?.
+// "INT64[batch,sequence]": a declared type as written, symbolic dims by name, unknown ones as ?
+// (a sequence's or optional's: its tensors').
 std::string declared_string(const ::onnx::ValueInfoProto& v) {
-  const auto& tt = v.type().tensor_type();
+  bool sequence = false, optional = false;
+  const auto* inner = inner_tensor_type(v.type(), &sequence, &optional);
+  if (!inner) return "not a tensor";
+  const auto& tt = *inner;
   std::string s = elem_type_name(tt.elem_type());
   if (!tt.has_shape()) return s + " (no shape)";
   s += "[";
@@ -83,9 +90,11 @@ Result<std::pair<ElemType, TensorType>> Importer::bound_input_type(const ::onnx:
   const Shape* given = nullptr;
   if (auto it = options_.input_shapes.find(name); it != options_.input_shapes.end()) given = &it->second;
   else if (auto iv = options_.input_values.find(name); iv != options_.input_values.end()) given = &iv->second.shape();
-  const auto& dims = v.type().tensor_type().shape().dim();
+  bool sequence = false, optional = false;
+  const auto& tt = *inner_tensor_type(v.type(), &sequence, &optional);  // declared_type checked it
+  const auto& dims = tt.shape().dim();
   if (given) {
-    if (!v.type().tensor_type().has_shape()) {
+    if (!tt.has_shape()) {
       t.shape = *given;
     } else if (given->size() != t.shape.size()) {
       return invalid_argument(origin_ + ": graph input " + quote(name) + " is declared " + declared_string(v) + " but is given shape " +
@@ -184,6 +193,8 @@ Result<int32_t> Importer::input(size_t k) {
   auto it = values_.find(name);
   if (it == values_.end())
     return fail("input " + std::to_string(k) + " " + quote(name) + " is not defined by any earlier node, input or initializer");
+  if (it->second.sequence) return unsupported("input " + std::to_string(k) + " " + quote(name) + " is a sequence, which only the sequence ops and Identity take");
+  if (it->second.absent) return fail("input " + std::to_string(k) + " " + quote(name) + " is an optional that holds nothing");
   return materialize(name, it->second);
 }
 
@@ -411,7 +422,11 @@ Result<Model> Importer::run() {
   }
   for (const auto& n : g.node())
     for (const auto& o : n.output()) reserved_.insert(o);
-  for (const auto* in : inputs) VOLTA_RETURN_IF_ERROR(bound_input_type(*in).status());  // every dynamic dim bound
+  VOLTA_RETURN_IF_ERROR(bind_sequence_inputs(inputs));
+  for (const auto* in : inputs) {  // every dynamic dim bound
+    const OnnxValue& v = values_.at(in->name());
+    if (!v.sequence && !v.absent) VOLTA_RETURN_IF_ERROR(bound_input_type(*in).status());
+  }
 
   std::set<std::string> refused_values;  // outputs of refused (or unchecked) nodes
   for (int i = 0; i < g.node_size(); ++i) {
@@ -451,13 +466,19 @@ Result<Model> Importer::run() {
   // Inputs no node read as a tensor still belong to the interface unless given at import.
   for (const auto* in : inputs) {
     OnnxValue& v = values_.at(in->name());
+    if (v.sequence || v.absent) {
+      VOLTA_ASSIGN_OR_RETURN(IoValue io, sequence_input_io(*in, v));
+      m.inputs.push_back(std::move(io));
+      continue;
+    }
     if (v.id < 0 && !options_.input_values.count(in->name())) VOLTA_RETURN_IF_ERROR(materialize(in->name(), v).status());
     IoValue io;
     io.name = in->name();
-    io.onnx_type = static_cast<ElemType>(in->type().tensor_type().elem_type());  // as declared (DOUBLE, not FLOAT)
     VOLTA_ASSIGN_OR_RETURN(auto decl, bound_input_type(*in));
+    io.onnx_type = decl.first;  // as declared (DOUBLE, not FLOAT)
     io.type = decl.second;
     io.node = v.id;
+    io.optional = v.optional;
     m.inputs.push_back(io);
   }
   if (g.output_size() == 0) return invalid_argument(origin_ + ": the graph has no outputs");
@@ -465,12 +486,17 @@ Result<Model> Importer::run() {
     auto it = values_.find(out.name());
     if (it == values_.end())
       return invalid_argument(origin_ + ": graph output " + quote(out.name()) + " is not produced by any node, input or initializer");
+    bool sequence = false, optional = false;
+    if (it->second.sequence || it->second.absent || (inner_tensor_type(out.type(), &sequence, &optional) && sequence)) {
+      VOLTA_RETURN_IF_ERROR(add_sequence_output(out, it->second, m));
+      continue;
+    }
     VOLTA_ASSIGN_OR_RETURN(int32_t id, materialize(out.name(), it->second));
     VOLTA_ASSIGN_OR_RETURN(auto decl, declared_type(out, "graph output"));
     if (decl.first == ElemType::kString)
       return unimplemented(origin_ + ": graph output " + quote(out.name()) + " is STRING (STRING values only feed casts to float types)");
     const TensorType& got = graph_.node(id).type;
-    bool shape_ok = decl.second.shape == Shape{-1} && !out.type().tensor_type().has_shape();
+    bool shape_ok = decl.second.shape == Shape{-1} && !inner_tensor_type(out.type(), &sequence, &optional)->has_shape();
     if (!shape_ok && decl.second.shape.size() == got.shape.size()) {
       shape_ok = true;
       for (size_t d = 0; d < got.shape.size(); ++d) shape_ok = shape_ok && (decl.second.shape[d] < 0 || decl.second.shape[d] == got.shape[d]);
@@ -484,6 +510,7 @@ Result<Model> Importer::run() {
     io.onnx_type = decl.first;  // as declared: a DOUBLE output is written back as DOUBLE
     io.type = got;
     io.node = id;
+    io.optional = optional;
     m.outputs.push_back(io);
     graph_.outputs.push_back(id);
   }
@@ -541,13 +568,17 @@ Result<ModelInfo> read_model_info(std::string_view bytes, const std::string& ori
   for (const auto& n : g.node()) info.op_types.push_back(n.op_type());
   std::set<std::string> inits;
   for (const auto& i : g.initializer()) inits.insert(i.name());
-  auto elem_type = [](const ::onnx::ValueInfoProto& v) {
-    return v.type().has_tensor_type() ? static_cast<ElemType>(v.type().tensor_type().elem_type()) : ElemType::kUndefined;
+  bool sequence = false, optional = false;
+  auto elem_type = [&](const ::onnx::ValueInfoProto& v) {
+    const auto* tt = inner_tensor_type(v.type(), &sequence, &optional);
+    return tt ? static_cast<ElemType>(tt->elem_type()) : ElemType::kUndefined;
   };
   for (const auto& i : g.input()) {
     if (inits.count(i.name())) continue;
     info.inputs.push_back(i.name());
     info.input_types.push_back(elem_type(i));
+    info.input_sequence.push_back(sequence);
+    info.input_optional.push_back(optional);
   }
   for (const auto& o : g.output()) {
     info.outputs.push_back(o.name());

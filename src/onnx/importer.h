@@ -13,10 +13,25 @@ namespace volta::onnx {
 // One ONNX value as the importer knows it.
 struct OnnxValue {
   int32_t id = -1;               // IR node; -1 while a graph input or initializer is unused
-  ElemType type = ElemType::kUndefined;
+  ElemType type = ElemType::kUndefined;  // a sequence's: its elements'
   const ::onnx::ValueInfoProto* input = nullptr;  // for a graph input
   const ::onnx::TensorProto* initializer = nullptr;
+  // A sequence of tensors, its length known at import: the elements' IR nodes (id stays -1).
+  bool sequence = false;
+  std::vector<int32_t> elements;
+  Shape elem_shape;  // an empty sequence's declared element shape, when one is declared
+  // An optional value (ONNX optional types, the Optional op); absent: it holds nothing.
+  bool optional = false, absent = false;
 };
+
+// The tensor type inside an ONNX value type: the type itself, a sequence's element type, or an
+// optional's (of a tensor or a sequence); nullptr for what Volta does not hold (maps, sparse
+// tensors, nested sequences). *sequence and *optional tell what was around it.
+const ::onnx::TypeProto_Tensor* inner_tensor_type(const ::onnx::TypeProto& t, bool* sequence, bool* optional);
+// The declared (inner) tensor type of a graph input or output ("graph input 'x'" in errors):
+// -1 for each dynamic dim, {-1} for no shape.
+Result<std::pair<ElemType, TensorType>> declared_type(const ::onnx::ValueInfoProto& v, const std::string& what);
+std::string declared_string(const ::onnx::ValueInfoProto& v);  // "INT64[batch,128]"
 
 // After import: the exported forms of GELU and LayerNorm become Volta's ops (recognize.cpp).
 Status recognize_exported_forms(ir::Graph& g);
@@ -60,6 +75,13 @@ class Importer {
   Result<int32_t> reshape(int32_t x, Shape shape);
   // Output k of the ONNX node is `id` with ONNX type `type`.
   Status set_output(size_t k, int32_t id, ElemType type);
+
+  // Sequence and optional values (import_sequence.cpp). Input k as the importer holds it (a
+  // tensor input is materialized); output k as a copy of `v` (elements, flags and type).
+  Result<OnnxValue> input_value(size_t k);
+  Status set_output_value(size_t k, OnnxValue v);
+  // The elements of input k, which must be a sequence (or an optional holding one).
+  Result<std::vector<int32_t>> sequence_input(size_t k);
   bool wants_output(size_t k) const { return k < static_cast<size_t>(node_->output_size()) && !node_->output(static_cast<int>(k)).empty(); }
 
  private:
@@ -70,6 +92,11 @@ class Importer {
   Status convert_node();
   Status refusal_report() const;
   Result<std::pair<ElemType, TensorType>> bound_input_type(const ::onnx::ValueInfoProto& v);
+  // Sequence and optional graph inputs and outputs (import_sequence.cpp): the given values make
+  // a sequence input's elements (IR inputs) and mark absent optionals; the interface entries.
+  Status bind_sequence_inputs(const std::vector<const ::onnx::ValueInfoProto*>& inputs);
+  Result<IoValue> sequence_input_io(const ::onnx::ValueInfoProto& in, const OnnxValue& v);
+  Status add_sequence_output(const ::onnx::ValueInfoProto& out, const OnnxValue& v, Model& m);
 
   const ::onnx::ModelProto& model_;
   bool consume_ = false;

@@ -32,5 +32,11 @@ Result<std::string> serialize_npy(const Tensor&, ElemType) { return absent(); }
 Result<TypedTensor> read_tensor_file(const std::string&) { return absent(); }
 Status write_tensor_file(const std::string&, const Tensor&, ElemType, const std::string&) { return absent(); }
 Result<Tensor> as_input(const TypedTensor&, const IoValue&, const std::string&) { return absent(); }
+Result<ValueFile> read_value_file(const std::string&) { return absent(); }
+Status as_declared(ValueFile*, bool, bool, const std::string&) { return absent(); }
+Status write_value_file(const std::string&, const ValueFile&, const std::string&) { return absent(); }
+void give_input(ImportOptions&, const std::string&, const ValueFile&) {}
+Status bind_input(const ValueFile&, const IoValue&, const ir::Graph&, const std::string&, Bindings*) { return absent(); }
+Result<ValueFile> output_value(const IoValue&, const std::vector<Tensor>&, size_t*) { return absent(); }
 
 }  // namespace volta::onnx
