@@ -174,6 +174,7 @@ struct ValueFile {
 // A tensor file is read as a tensor first; bytes that are not a valid TensorProto are tried as a
 // SequenceProto, then as an OptionalProto, and the tensor's error is reported if neither fits.
 Result<ValueFile> read_value_file(const std::string& path);
+Result<ValueFile> parse_value(std::string bytes, const std::string& origin);  // the same from a file's bytes
 // Some bytes are two values: a SequenceProto of one tensor is also an OptionalProto holding it,
 // and a name alone an empty sequence or an empty optional. Reads a non-tensor file again as the
 // kind its input declares (ModelInfo::input_sequence / input_optional); a no-op for tensors.

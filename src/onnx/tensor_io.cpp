@@ -460,6 +460,10 @@ std::optional<Result<ValueFile>> parse_as(std::string_view bytes, bool as_option
 
 Result<ValueFile> read_value_file(const std::string& path) {
   VOLTA_ASSIGN_OR_RETURN(std::string bytes, read_file_bytes(path));
+  return parse_value(std::move(bytes), path);
+}
+
+Result<ValueFile> parse_value(std::string bytes, const std::string& path) {
   ValueFile v;
   if (io::detect_file_kind(std::string_view(bytes).substr(0, 16)) == io::FileKind::Npy) {
     VOLTA_ASSIGN_OR_RETURN(TypedTensor t, parse_npy(bytes, path));

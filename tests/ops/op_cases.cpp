@@ -231,6 +231,9 @@ std::vector<OpCase> cases_of(Op op) {
           C({f({40000}), f({40000})},
             A{{"program", S("abs x0; sqrt t0; log t1; exp t2; neg t3; relu x1; sign t5; pow t0 x1; add t6 t7; add t8 t4")}},
             1e-6),
+          // Broadcast inputs read as runs: a column repeated over rows of 40, and rows of 40
+          // under a broadcast middle axis.
+          C({f({4, 6, 40}), f({6, 1}), f({4, 1, 40})}, A{{"program", S("sub x0 x1; exp t0; mul t1 x2; tanh t2")}}, 1e-6),
       };
 
     case Op::LayerNorm:

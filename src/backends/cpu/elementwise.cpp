@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,25 @@ constexpr int64_t kBlock = 256;  // elements per step evaluation (buffers stay i
 // dst[0, m) = the elements start.. of src seen through `st` (broadcast strides to `shape`).
 void gather(const float* src, const ref::Strides& st, const Shape& shape, int64_t start, int64_t m, float* dst) {
   const size_t rank = shape.size();
+  // The innermost dims as runs: read in order (a row broadcast) or not at all (a column one).
+  int64_t run = 1;
+  size_t outer = rank;
+  const bool repeat = rank > 0 && st[rank - 1] == 0;
+  for (int64_t step = 1; outer > 0 && st[outer - 1] == (repeat ? 0 : step); --outer) {
+    run *= shape[outer - 1];
+    step *= shape[outer - 1];
+  }
+  if (run >= 16) {
+    for (int64_t i = 0; i < m;) {
+      int64_t o = (start + i) / run, off = 0;
+      const int64_t in = (start + i) % run, len = std::min(run - in, m - i);
+      for (size_t d = outer; d-- > 0; o /= shape[d]) off += (o % shape[d]) * st[d];
+      if (repeat) std::fill_n(dst + i, len, src[off]);
+      else std::memcpy(dst + i, src + off + in, static_cast<size_t>(len) * sizeof(float));
+      i += len;
+    }
+    return;
+  }
   std::vector<int64_t> idx(rank);
   int64_t off = 0, rem = start;
   for (size_t d = rank; d-- > 0;) {

@@ -33,6 +33,7 @@ Result<TypedTensor> read_tensor_file(const std::string&) { return absent(); }
 Status write_tensor_file(const std::string&, const Tensor&, ElemType, const std::string&) { return absent(); }
 Result<Tensor> as_input(const TypedTensor&, const IoValue&, const std::string&) { return absent(); }
 Result<ValueFile> read_value_file(const std::string&) { return absent(); }
+Result<ValueFile> parse_value(std::string, const std::string&) { return absent(); }
 Status as_declared(ValueFile*, bool, bool, const std::string&) { return absent(); }
 Status write_value_file(const std::string&, const ValueFile&, const std::string&) { return absent(); }
 void give_input(ImportOptions&, const std::string&, const ValueFile&) {}
