@@ -52,6 +52,44 @@ Result<ir::Attrs> window(Importer& im, const Shape& x, std::vector<int64_t> kern
   return a;
 }
 
+// A 3-D convolution as one conv2d: X padded along D, then for each output depth od the kD input
+// planes it reads (od * stride + kd * dilation) gathered and folded into the channels, the output
+// depths into the batch: X' [Do * N, C * kD, H, W] (channel c * kD + kd, so each group keeps its
+// channels together) against W [M, C/g * kD, kH, kW]. Each output is then the 2-D one's sum over
+// c, kd, kh, kw (in double, rounded once), and the result is moved back to [N, M, Do, Ho, Wo].
+Result<int32_t> conv3d_as_2d(Importer& im, int32_t x, int32_t w, std::vector<int32_t> bias, const std::vector<int64_t>& strides,
+                             const std::vector<int64_t>& pads, const std::vector<int64_t>& dil, int64_t group) {
+  const Shape xs = im.type(x).shape, ws = im.type(w).shape;
+  const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4], M = ws[0], kD = ws[2];
+  if (pads[0] > 0 || pads[3] > 0) {
+    VOLTA_ASSIGN_OR_RETURN(x, im.emit(Op::Pad, {x}, {{"axis", int64_t{2}}, {"before", pads[0]}, {"after", pads[3]}}));
+  }
+  const int64_t Dp = D + pads[0] + pads[3], span = (kD - 1) * dil[0] + 1;
+  if (strides[0] < 1 || span > Dp) return im.fail("the kernel's depth does not fit the padded input");
+  const int64_t Do = (Dp - span) / strides[0] + 1;
+  if (Do * kD > (int64_t{1} << 24)) return im.unsupported("a 3-D convolution of " + std::to_string(Do * kD) + " depth taps is too large");
+  Tensor taps = Tensor::zeros(DType::i64, {Do * kD});
+  for (int64_t od = 0; od < Do; ++od)
+    for (int64_t kd = 0; kd < kD; ++kd) taps.data<int64_t>()[od * kD + kd] = od * strides[0] + kd * dil[0];
+  VOLTA_ASSIGN_OR_RETURN(int32_t idx, im.constant(taps));
+  VOLTA_ASSIGN_OR_RETURN(int32_t g, im.emit(Op::Gather, {x, idx}, {{"axis", int64_t{2}}}));  // [N, C, Do kD, H, W]
+  VOLTA_ASSIGN_OR_RETURN(g, im.reshape(g, {N, C, Do, kD, H, W}));
+  VOLTA_ASSIGN_OR_RETURN(g, im.emit(Op::Transpose, {g}, {{"perm", std::vector<int64_t>{2, 0, 1, 3, 4, 5}}}));
+  VOLTA_ASSIGN_OR_RETURN(g, im.reshape(g, {Do * N, C * kD, H, W}));
+  VOLTA_ASSIGN_OR_RETURN(int32_t w2, im.reshape(w, {M, ws[1] * kD, ws[3], ws[4]}));
+  std::vector<int32_t> ins = {g, w2};
+  ins.insert(ins.end(), bias.begin(), bias.end());
+  ir::Attrs ca{{"strides", std::vector<int64_t>{strides[1], strides[2]}},
+               {"pads", std::vector<int64_t>{pads[1], pads[2], pads[4], pads[5]}},
+               {"dilations", std::vector<int64_t>{dil[1], dil[2]}}, {"groups", group}};
+  VOLTA_ASSIGN_OR_RETURN(int32_t y, im.emit(Op::Conv2d, ins, ca));  // [Do N, M, Ho, Wo]
+  const Shape ys = im.type(y).shape;
+  VOLTA_ASSIGN_OR_RETURN(y, im.reshape(y, {Do, N, M, ys[2], ys[3]}));
+  return im.emit(Op::Transpose, {y}, {{"perm", std::vector<int64_t>{1, 2, 0, 3, 4}}});
+}
+
+// Conv with 1, 2 or 3 spatial dims: 2-D is conv2d; 1-D is conv2d over a height of 1; 3-D is
+// conv3d_as_2d.
 Status conv(Importer& im) {
   VOLTA_RETURN_IF_ERROR(im.allow_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
   for (size_t k = 0; k < 3; ++k)
@@ -59,19 +97,37 @@ Status conv(Importer& im) {
   VOLTA_ASSIGN_OR_RETURN(int32_t x, im.input(0));
   VOLTA_ASSIGN_OR_RETURN(int32_t w, im.input(1));
   const Shape xs = im.type(x).shape, ws = im.type(w).shape;
-  if (xs.size() != 4 || ws.size() != 4)
-    return im.unsupported("only 2-D convolution is supported (X [N, C, H, W]), got X " + im.type(x).to_string() + " and W " +
-                          im.type(w).to_string());
-  VOLTA_ASSIGN_OR_RETURN(ir::Attrs a, window(im, xs, {ws[2], ws[3]}, true));
+  if (xs.size() < 3 || xs.size() > 5 || ws.size() != xs.size())
+    return im.unsupported("Conv with 1, 2 or 3 spatial dims is supported (X [N, C, ...] and W of the same rank), got X " +
+                          im.type(x).to_string() + " and W " + im.type(w).to_string());
+  VOLTA_ASSIGN_OR_RETURN(ir::Attrs a, window(im, xs, std::vector<int64_t>(ws.begin() + 2, ws.end()), true));
   VOLTA_ASSIGN_OR_RETURN(int64_t group, im.attr_int("group", 1));
-  ir::Attrs ca{{"strides", *a.get_ints("strides")}, {"pads", *a.get_ints("pads")}, {"dilations", *a.get_ints("dilations")},
-               {"groups", group}};
-  std::vector<int32_t> ins = {x, w};
+  std::vector<int64_t> strides = *a.get_ints("strides"), pads = *a.get_ints("pads"), dil = *a.get_ints("dilations");
+  std::vector<int32_t> bias;
   if (im.has_input(2)) {
     VOLTA_ASSIGN_OR_RETURN(int32_t b, im.input(2));
-    ins.push_back(b);
+    bias.push_back(b);
   }
+  if (xs.size() == 5) {
+    VOLTA_ASSIGN_OR_RETURN(int32_t y, conv3d_as_2d(im, x, w, bias, strides, pads, dil, group));
+    return im.set_output(0, y, kFloat);
+  }
+  const bool one_d = xs.size() == 3;
+  if (one_d) {  // [N, C, L] as [N, C, 1, L]
+    VOLTA_ASSIGN_OR_RETURN(x, im.reshape(x, {xs[0], xs[1], 1, xs[2]}));
+    VOLTA_ASSIGN_OR_RETURN(w, im.reshape(w, {ws[0], ws[1], 1, ws[2]}));
+    strides = {1, strides[0]};
+    pads = {0, pads[0], 0, pads[1]};
+    dil = {1, dil[0]};
+  }
+  ir::Attrs ca{{"strides", strides}, {"pads", pads}, {"dilations", dil}, {"groups", group}};
+  std::vector<int32_t> ins = {x, w};
+  ins.insert(ins.end(), bias.begin(), bias.end());
   VOLTA_ASSIGN_OR_RETURN(int32_t y, im.emit(Op::Conv2d, ins, ca));
+  if (one_d) {
+    const Shape ys = im.type(y).shape;
+    VOLTA_ASSIGN_OR_RETURN(y, im.reshape(y, {ys[0], ys[1], ys[3]}));
+  }
   return im.set_output(0, y, kFloat);
 }
 
