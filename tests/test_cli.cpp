@@ -66,6 +66,22 @@ TEST(Cli, RunPrintsOutputsAndIsDeterministic) {
   expect_golden("run_gpt_block_seed1.txt", a.out);
 }
 
+// --repeat N: the first run's outputs as a single run prints them, then the latency line;
+// --profile traces the steady-state runs.
+TEST(Cli, RunRepeatsTimesAndProfiles) {
+  const std::string trace = ::testing::TempDir() + "volta_run_trace_" + std::to_string(::getpid()) + ".json";
+  Cli one = volta("run examples/gpt_block.vir --input tokens=random --seed 1");
+  Cli rep = volta("run examples/gpt_block.vir --input tokens=random --seed 1 --repeat 3 --profile " + trace);
+  ASSERT_EQ(rep.code, 0) << rep.err;
+  EXPECT_EQ(rep.out.rfind(one.out, 0), 0u) << rep.out;
+  EXPECT_NE(rep.out.find("timing: first run "), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("(2 runs)"), std::string::npos) << rep.out;
+  const std::string events = test::read_file(trace);
+  EXPECT_NE(events.find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(events.find("matmul"), std::string::npos);
+  std::remove(trace.c_str());
+}
+
 TEST(Cli, RunReadsAndWritesRawFiles) {
   std::string dir = ::testing::TempDir() + "volta_cli_run_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
@@ -186,6 +202,8 @@ TEST(Cli, BadInputsGiveOneClearLineAndNonZeroExit) {
       {"run examples/mlp.vir --input x=random --input labels=no/such.bin", 1, "cannot open 'no/such.bin'"},
       {"run examples/mlp.vir --input nope=random", 1, "has no input or param named 'nope'"},
       {"run examples/mlp.vir --input x", 1, "--input: expected NAME=FILE.bin or NAME=random"},
+      {"run examples/mlp.vir --input x=random --input labels=random --repeat 0", 1, "--repeat must be at least 1, got 0"},
+      {"run examples/mlp.vir --input x=random --input labels=random --profile examples/mlp.vir", 1, "--profile"},
       {"inspect examples/mlp.vir --disable-pass nope", 1, "--disable-pass: unknown pass 'nope'"},
       {"inspect examples/mlp.vir --dump-after nope", 1, "--dump-after: unknown pass 'nope'"},
       {"inspect", 2, "file is required"},

@@ -24,8 +24,32 @@ struct RunFlags {
   uint64_t seed = 0;
   std::string output_dir;
   bool memory = false;
+  int64_t repeat = 1;
+  ProfileFlags profile;
   PipelineFlags pipeline;
 };
+
+// The plan run --repeat times: the first run's outputs; with more than one run also bench
+// model's latency line (first run, then the steady state of the others). --profile traces the
+// steady-state runs (the one run when there is one).
+Result<std::pair<std::vector<Tensor>, std::string>> run_repeated(Runtime& rt, const plan::ExecutionPlan& plan, const Bindings& b,
+                                                                 const RunFlags& f) {
+  if (f.repeat < 1) return invalid_argument("--repeat must be at least 1, got " + std::to_string(f.repeat));
+  Profiler profiler;
+  std::pair<std::vector<Tensor>, std::string> out;
+  if (f.repeat == 1) {
+    if (f.profile.enabled()) rt.set_profiler(&profiler);
+    auto r = rt.run(plan, b);
+    rt.set_profiler(nullptr);
+    VOLTA_ASSIGN_OR_RETURN(out.first, std::move(r));
+  } else {
+    VOLTA_ASSIGN_OR_RETURN(RunTimes t, time_runs(rt, plan, b, f.repeat - 1, 0, f.profile.enabled() ? &profiler : nullptr));
+    out.first = std::move(t.outputs);
+    out.second = "timing: " + format_run_times(t) + "\n";
+  }
+  VOLTA_RETURN_IF_ERROR(f.profile.finish(profiler));
+  return out;
+}
 
 Result<Tensor> read_raw(const std::string& path, const std::string& name, const TensorType& type) {
   VOLTA_ASSIGN_OR_RETURN(std::string bytes, io::read_file(path, {uint64_t{1} << 40, "--input " + name}));
@@ -98,7 +122,8 @@ Status run_onnx(const RunFlags& flags, const GlobalFlags& global, DeviceKind dev
   if (!flags.output_dir.empty()) {
     VOLTA_ASSIGN_OR_RETURN(paths, output_paths(flags.output_dir, names, stems, r.npy ? ".npy" : ".pb", flags.file, flags.inputs));
   }
-  VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, rt.run(*plan, r.bindings));
+  VOLTA_ASSIGN_OR_RETURN(auto ran, run_repeated(rt, *plan, r.bindings, flags));
+  const std::vector<Tensor>& outputs = ran.first;
   if (!flags.output_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(flags.output_dir, ec);
@@ -123,6 +148,7 @@ Status run_onnx(const RunFlags& flags, const GlobalFlags& global, DeviceKind dev
     if (flags.output_dir.empty()) continue;
     VOLTA_RETURN_IF_ERROR(onnx::write_value_file(paths[i], v, io.name));
   }
+  std::printf("%s", ran.second.c_str());
   if (flags.memory) std::printf("\n%s", plan::format_memory_report(plan->memory).c_str());
   return Status::ok();
 }
@@ -207,8 +233,16 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
   cmd->add_option("--output", flags->output_dir,
                   "Write each output to DIR/NAME.bin (.onnx models: DIR/NAME.pb, or NAME.npy when the inputs were .npy)");
   cmd->add_flag("--memory", flags->memory, "Also print the memory report");
+  cmd->add_option("--repeat", flags->repeat,
+                  "Run N times: outputs of the first run, then the first-run and steady-state latency (as bench model)")
+      ->capture_default_str();
+  flags->profile.add_to(*cmd);
   flags->pipeline.add_to(*cmd);
   return [flags, &global]() -> Status {
+    std::vector<std::string> reads = {flags->file};
+    for (const std::string& spec : flags->inputs)
+      if (auto eq = spec.find('='); eq != std::string::npos) reads.push_back(spec.substr(eq + 1));
+    VOLTA_RETURN_IF_ERROR(flags->profile.check(reads));
     VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, flags->pipeline.to_options());
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     if (is_onnx_file(flags->file)) return run_onnx(*flags, global, device, opts);
@@ -247,7 +281,8 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
     if (!flags->output_dir.empty()) {
       VOLTA_ASSIGN_OR_RETURN(paths, output_paths(flags->output_dir, names, names, ".bin", flags->file, flags->inputs));
     }
-    VOLTA_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, rt.run(*plan, bindings));
+    VOLTA_ASSIGN_OR_RETURN(auto ran, run_repeated(rt, *plan, bindings, *flags));
+    const std::vector<Tensor>& outputs = ran.first;
     if (!flags->output_dir.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(flags->output_dir, ec);
@@ -261,6 +296,7 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
                   hash_to_hex(fnv1a64(t.raw(), t.bytes())).c_str(), preview(t).c_str());
       if (!flags->output_dir.empty()) VOLTA_RETURN_IF_ERROR(write_raw(paths[i], t));
     }
+    std::printf("%s", ran.second.c_str());
     if (flags->memory) std::printf("\n%s", plan::format_memory_report(plan->memory).c_str());
     return Status::ok();
   };
