@@ -142,9 +142,16 @@ Tensor Tensor::empty(DType dtype, Shape shape) {
   return t;
 }
 
+namespace {
+// memcpy of the first min(n, capacity) bytes; nothing for none (an empty list's pointer may be null).
+void copy_values(void* dst, const void* src, size_t n, size_t capacity) {
+  if (std::min(n, capacity) > 0) std::memcpy(dst, src, std::min(n, capacity));
+}
+}  // namespace
+
 Tensor Tensor::from_f32(Shape shape, std::span<const float> values) {
   Tensor t = zeros(DType::f32, std::move(shape));
-  std::memcpy(t.raw(), values.data(), std::min(values.size() * 4, t.bytes()));
+  copy_values(t.raw(), values.data(), values.size() * 4, t.bytes());
   return t;
 }
 Tensor Tensor::from_f32(Shape shape, std::initializer_list<float> values) {
@@ -152,12 +159,12 @@ Tensor Tensor::from_f32(Shape shape, std::initializer_list<float> values) {
 }
 Tensor Tensor::from_i32(Shape shape, std::initializer_list<int32_t> values) {
   Tensor t = zeros(DType::i32, std::move(shape));
-  std::memcpy(t.raw(), values.begin(), std::min(values.size() * 4, t.bytes()));
+  copy_values(t.raw(), values.begin(), values.size() * 4, t.bytes());
   return t;
 }
 Tensor Tensor::from_i64(Shape shape, std::initializer_list<int64_t> values) {
   Tensor t = zeros(DType::i64, std::move(shape));
-  std::memcpy(t.raw(), values.begin(), std::min(values.size() * 8, t.bytes()));
+  copy_values(t.raw(), values.begin(), values.size() * 8, t.bytes());
   return t;
 }
 
