@@ -54,6 +54,8 @@ Status Importer::bind_sequence_inputs(const std::vector<const ::onnx::ValueInfoP
       if (given != options_.input_sequences.end()) return invalid_argument(what + " is a tensor but is given a sequence");
       continue;
     }
+    if (given == options_.input_sequences.end() && options_.input_values.count(name))
+      return invalid_argument(what + " is a sequence but is given a tensor");
     if (given == options_.input_sequences.end())
       return invalid_argument(what + " is a sequence: give its value (an input file, or ImportOptions::input_sequences), "
                               "which fixes its length and its elements' shapes");
