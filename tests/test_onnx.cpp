@@ -439,6 +439,12 @@ TEST(OnnxCli, RunAndInspectOnnxModels) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("matmul"), std::string::npos);
   EXPECT_NE(r.out.find("memory (bytes)"), std::string::npos);
+  EXPECT_NE(r.out.find("compile (import, passes, plan) "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" ms, peak RSS "), std::string::npos) << r.out;
+  r = volta_cli("inspect " + model + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"compile_ms\":"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"peak_rss_bytes\":"), std::string::npos) << r.out;
 
   // Bad inputs: one clear line, exit 1.
   for (const std::string& args : {"run " + model, "run " + model + " --input nope=" + (dir / "x.pb").string(),

@@ -20,13 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// Peak resident set of this process so far, in bytes (Linux reports KiB).
-int64_t peak_rss_bytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;
-}
-
 // The q-quantile (nearest rank) of `v`.
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
@@ -36,6 +29,12 @@ double quantile(std::vector<double> v, double q) {
 }
 
 }  // namespace
+
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
 
 Result<RunTimes> time_runs(Runtime& rt, const plan::ExecutionPlan& plan, const Bindings& bindings, int64_t runs, int64_t warmup,
                            Profiler* profiler) {

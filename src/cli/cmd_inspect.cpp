@@ -1,4 +1,5 @@
 // `volta inspect FILE.vir`: the verified graph after the pipeline, its schedule and memory plan.
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -93,21 +94,32 @@ Action add_inspect(CLI::App& app, GlobalFlags& global) {
     VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, flags->pipeline.to_options());
     const std::string& file = flags->file;
     if (is_onnx_file(file)) {
+      const auto t0 = std::chrono::steady_clock::now();
       VOLTA_ASSIGN_OR_RETURN(OnnxRun r, import_onnx(file, flags->inputs, false, flags->shapes));
       VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
       VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &r.model.graph));
       VOLTA_ASSIGN_OR_RETURN(auto plan, rt.compile(r.model.graph, opts));
+      const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const int64_t rss = peak_rss_bytes();
       if (flags->json) {
-        std::printf("%s\n", plan::plan_to_json(*plan).c_str());
+        auto j = nlohmann::ordered_json::parse(plan::plan_to_json(*plan));
+        j["compile_ms"] = compile_ms;
+        j["peak_rss_bytes"] = rss;
+        std::printf("%s\n", j.dump().c_str());
         return Status::ok();
       }
       std::printf("onnx %s: opset %lld, producer '%s', %zu inputs, %zu outputs\n", file.c_str(),
                   static_cast<long long>(r.model.opset), r.model.producer.c_str(), r.model.inputs.size(), r.model.outputs.size());
+      std::printf("  compile (import, passes, plan) %.1f ms, peak RSS %.1f MB\n", compile_ms, static_cast<double>(rss) / 1e6);
+      const auto kind = [](const onnx::IoValue& io) {
+        if (io.absent) return std::string("optional, holds nothing: ");
+        return std::string(io.optional ? "optional " : "") + (io.sequence ? "sequence of " + std::to_string(io.elements.size()) + " " : "");
+      };
       for (const onnx::IoValue& io : r.model.inputs)
-        std::printf("  input  %-20s %s%s%s\n", io.name.c_str(), onnx::elem_type_name(static_cast<int32_t>(io.onnx_type)),
-                    shape_to_string(io.type.shape).c_str(), io.node < 0 ? " (folded into constants at import)" : "");
+        std::printf("  input  %-20s %s%s%s%s\n", io.name.c_str(), kind(io).c_str(), onnx::elem_type_name(static_cast<int32_t>(io.onnx_type)),
+                    shape_to_string(io.type.shape).c_str(), io.node < 0 && !io.sequence && !io.absent ? " (folded into constants at import)" : "");
       for (const onnx::IoValue& io : r.model.outputs)
-        std::printf("  output %-20s %s%s\n", io.name.c_str(), onnx::elem_type_name(static_cast<int32_t>(io.onnx_type)),
+        std::printf("  output %-20s %s%s%s\n", io.name.c_str(), kind(io).c_str(), onnx::elem_type_name(static_cast<int32_t>(io.onnx_type)),
                     shape_to_string(io.type.shape).c_str());
       std::printf("graph %s: %zu nodes imported, %zu after passes [%s], hash %s\n\n", r.model.graph.name.c_str(),
                   r.model.graph.size(), plan->graph.size(), passes::pipeline_signature(opts.pipeline).c_str(),

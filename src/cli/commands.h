@@ -66,6 +66,7 @@ struct RunTimes {
 Result<RunTimes> time_runs(Runtime& rt, const plan::ExecutionPlan& plan, const Bindings& bindings, int64_t runs, int64_t warmup,
                            Profiler* profiler);
 std::string format_run_times(const RunTimes& t);
+int64_t peak_rss_bytes();  // of this process so far
 
 struct BenchModelFlags {
   std::string file;
