@@ -1,0 +1,81 @@
+// Initializers whose bytes live in a file beside the model (TensorProto data_location EXTERNAL:
+// how exporters write models past protobuf's 2 GB). Read from the model's own directory, each
+// tensor's slice of its file once; a model given as bytes has no directory, so such a tensor is
+// refused there, and a location may not leave the model's directory (no absolute path, no ..).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "onnx/importer.h"
+
+namespace volta::onnx {
+
+namespace {
+
+// The non-negative integer an external_data entry spells, else -1.
+int64_t entry_int(const std::string& s) {
+  if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(s);
+}
+
+}  // namespace
+
+std::string model_dir_of(const std::string& model_path) {
+  const std::string dir = std::filesystem::path(model_path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
+Result<Tensor> initializer_value(const ::onnx::TensorProto& p, const std::string& model_dir, const std::string& origin, ElemType* type,
+                                 bool release_raw) {
+  if (p.data_location() != ::onnx::TensorProto::EXTERNAL && p.external_data_size() == 0)
+    return tensor_from_proto(p, origin, type, release_raw);
+  const std::string what = origin + ": external data of tensor '" + p.name() + "'";
+  if (model_dir.empty())
+    return unimplemented(what + ": only a model loaded from its file (onnx::load_model, the CLI) can read external data");
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& e : p.external_data()) {
+    if (e.key() == "location") location = e.value();
+    else if (e.key() == "offset" && (offset = entry_int(e.value())) < 0) return invalid_argument(what + ": bad offset '" + e.value() + "'");
+    else if (e.key() == "length" && (length = entry_int(e.value())) < 0) return invalid_argument(what + ": bad length '" + e.value() + "'");
+  }
+  const std::filesystem::path rel(location);
+  bool escapes = location.empty() || rel.is_absolute() || location.find('\0') != std::string::npos;
+  for (const auto& part : rel) escapes = escapes || part == "..";
+  if (escapes) return invalid_argument(what + ": location '" + location + "' must be a path inside the model's directory");
+  const std::string path = (std::filesystem::path(model_dir) / rel).string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return not_found(what + ": cannot open '" + path + "': " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return invalid_argument(what + ": '" + path + "' is not a regular file");
+  const auto size = static_cast<int64_t>(st.st_size);
+  if (length < 0) length = std::max<int64_t>(0, size - offset);  // to the end of the file
+  if (offset > size || length > size - offset)
+    return invalid_argument(what + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + length) + ") are past the end of '" +
+                            path + "' (" + std::to_string(size) + " bytes)");
+  // The slice as the tensor's raw data (tensor_from_proto checks it against the dims and type),
+  // handed back page by page as it is copied.
+  ::onnx::TensorProto q;
+  q.set_name(p.name());
+  q.set_data_type(p.data_type());
+  *q.mutable_dims() = p.dims();
+  std::string* raw = q.mutable_raw_data();
+  raw->resize(static_cast<size_t>(length));
+  for (int64_t done = 0; done < length;) {
+    const ssize_t n = ::pread(fd, raw->data() + done, static_cast<size_t>(length - done), offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return not_found(what + ": cannot read '" + path + "': " + (n < 0 ? std::strerror(errno) : "file shrank"));
+    done += n;
+  }
+  return tensor_from_proto(q, what, type, true);
+}
+
+}  // namespace volta::onnx
