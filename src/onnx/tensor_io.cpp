@@ -501,6 +501,8 @@ Status write_value_file(const std::string& path, const ValueFile& value, const s
     return write_tensor_file(path, value.tensors[0].tensor, value.tensors[0].onnx_type, name);
   if (std::filesystem::path(path).extension() == ".npy")
     return invalid_argument("cannot write '" + path + "': a sequence or an optional value has no .npy form (write .pb)");
+  if (!value.sequence && !value.absent && value.tensors.size() != 1)
+    return invalid_argument("cannot write '" + path + "': an optional tensor holds one tensor, not " + std::to_string(value.tensors.size()));
   ::onnx::SequenceProto seq;
   seq.set_name(name);
   seq.set_elem_type(kSequenceOfTensors);
