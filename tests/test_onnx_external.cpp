@@ -79,7 +79,7 @@ TEST(OnnxExternalData, InitializersAreReadFromFilesBesideTheModel) {
   EXPECT_ERROR_CONTAINS(load(model("weights/none.bin", 0, 24)), "cannot open");
   EXPECT_ERROR_CONTAINS(load(model("weights/data.bin", 24, 24)), "bytes [24, 48) are past the end of");
   EXPECT_ERROR_CONTAINS(load(model("weights/data.bin", 16, 20)), "tensor 'w'");  // 20 bytes for 6 floats
-  EXPECT_ERROR_CONTAINS(load(model("weights", 0, 24)), "is not a regular file");
+  EXPECT_ERROR_CONTAINS(load(model("weights", 0, 24)), "weights' is a directory, not a regular file");
   std::filesystem::remove_all(dir);
 }
 

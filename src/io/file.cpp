@@ -134,7 +134,7 @@ Status read_file_with(const std::string& path, const ReadLimits& limits, const s
   if (size > limits.max_bytes)
     return invalid_argument(prefix + name + " has " + std::to_string(size) + " bytes, more than the " + std::to_string(limits.max_bytes) +
                             " this kind of file may have");
-  const size_t avail = available_memory();
+  const size_t avail = limits.whole ? available_memory() : 0;
   if (avail > 0 && size > avail)
     return out_of_memory(prefix + name + " has " + std::to_string(size) + " bytes, more than the " + std::to_string(avail) +
                          " bytes of memory available");

@@ -30,6 +30,7 @@ FileKind detect_file_kind(std::string_view head);
 struct ReadLimits {
   uint64_t max_bytes = uint64_t{1} << 40;  // the format's own cap
   std::string what;                        // how errors name the file ("--data", "checkpoint", ...)
+  bool whole = true;                       // false: the reader takes a slice, so a file past memory is fine
 };
 
 // The whole file; errors (prefixed by limits.what) name the path and what is wrong with it.

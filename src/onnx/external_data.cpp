@@ -2,14 +2,13 @@
 // how exporters write models past protobuf's 2 GB). Read from the model's own directory, each
 // tensor's slice of its file once; a model given as bytes has no directory, so such a tensor is
 // refused there, and a location may not leave the model's directory (no absolute path, no ..).
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
+#include "io/file.h"
 #include "onnx/importer.h"
 
 namespace volta::onnx {
@@ -48,33 +47,28 @@ Result<Tensor> initializer_value(const ::onnx::TensorProto& p, const std::string
   for (const auto& part : rel) escapes = escapes || part == "..";
   if (escapes) return invalid_argument(what + ": location '" + location + "' must be a path inside the model's directory");
   const std::string path = (std::filesystem::path(model_dir) / rel).string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return not_found(what + ": cannot open '" + path + "': " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return invalid_argument(what + ": '" + path + "' is not a regular file");
-  const auto size = static_cast<int64_t>(st.st_size);
-  if (length < 0) length = std::max<int64_t>(0, size - offset);  // to the end of the file
-  if (offset > size || length > size - offset)
-    return invalid_argument(what + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + length) + ") are past the end of '" +
-                            path + "' (" + std::to_string(size) + " bytes)");
   // The slice as the tensor's raw data (tensor_from_proto checks it against the dims and type),
   // handed back page by page as it is copied.
   ::onnx::TensorProto q;
   q.set_name(p.name());
   q.set_data_type(p.data_type());
   *q.mutable_dims() = p.dims();
-  std::string* raw = q.mutable_raw_data();
-  raw->resize(static_cast<size_t>(length));
-  for (int64_t done = 0; done < length;) {
-    const ssize_t n = ::pread(fd, raw->data() + done, static_cast<size_t>(length - done), offset + done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return not_found(what + ": cannot read '" + path + "': " + (n < 0 ? std::strerror(errno) : "file shrank"));
-    done += n;
-  }
+  VOLTA_RETURN_IF_ERROR(io::read_file_with(path, {uint64_t{1} << 40, what, false}, [&](int fd, uint64_t file_size) -> Status {
+    const auto size = static_cast<int64_t>(file_size);
+    if (length < 0) length = std::max<int64_t>(0, size - offset);  // to the end of the file
+    if (offset > size || length > size - offset)
+      return invalid_argument(what + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
+                              ") are past the end of '" + path + "' (" + std::to_string(size) + " bytes)");
+    std::string* raw = q.mutable_raw_data();
+    raw->resize(static_cast<size_t>(length));
+    for (int64_t done = 0; done < length;) {
+      const ssize_t n = ::pread(fd, raw->data() + done, static_cast<size_t>(length - done), offset + done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return not_found(what + ": cannot read '" + path + "': " + (n < 0 ? std::strerror(errno) : "file shrank"));
+      done += n;
+    }
+    return Status::ok();
+  }));
   return tensor_from_proto(q, what, type, true);
 }
 

@@ -36,8 +36,7 @@ std::string quote(const std::string& s) { return "'" + s + "'"; }
 
 // The declared type of a graph input or output; -1 for each dynamic dim, {-1} for no shape.
 Result<std::pair<ElemType, TensorType>> declared_type(const ::onnx::ValueInfoProto& v, const std::string& what) {
-  bool sequence = false, optional = false;
-  const auto* inner = inner_tensor_type(v.type(), &sequence, &optional);
+  const auto* inner = inner_tensor_type(v.type());
   if (!inner)
     return unimplemented(what + " " + quote(v.name()) +
                          " is not a tensor, a sequence of tensors or an optional of either (map and sparse values are not supported)");
@@ -66,8 +65,7 @@ Result<std::pair<ElemType, TensorType>> declared_type(const ::onnx::ValueInfoPro
 // "INT64[batch,sequence]": a declared type as written, symbolic dims by name, unknown ones as ?
 // (a sequence's or optional's: its tensors').
 std::string declared_string(const ::onnx::ValueInfoProto& v) {
-  bool sequence = false, optional = false;
-  const auto* inner = inner_tensor_type(v.type(), &sequence, &optional);
+  const auto* inner = inner_tensor_type(v.type());
   if (!inner) return "not a tensor";
   const auto& tt = *inner;
   std::string s = elem_type_name(tt.elem_type());
@@ -90,8 +88,7 @@ Result<std::pair<ElemType, TensorType>> Importer::bound_input_type(const ::onnx:
   const Shape* given = nullptr;
   if (auto it = options_.input_shapes.find(name); it != options_.input_shapes.end()) given = &it->second;
   else if (auto iv = options_.input_values.find(name); iv != options_.input_values.end()) given = &iv->second.shape();
-  bool sequence = false, optional = false;
-  const auto& tt = *inner_tensor_type(v.type(), &sequence, &optional);  // declared_type checked it
+  const auto& tt = *inner_tensor_type(v.type());  // declared_type checked it
   const auto& dims = tt.shape().dim();
   if (given) {
     if (!tt.has_shape()) {
@@ -496,7 +493,7 @@ Result<Model> Importer::run() {
     if (decl.first == ElemType::kString)
       return unimplemented(origin_ + ": graph output " + quote(out.name()) + " is STRING (STRING values only feed casts to float types)");
     const TensorType& got = graph_.node(id).type;
-    bool shape_ok = decl.second.shape == Shape{-1} && !inner_tensor_type(out.type(), &sequence, &optional)->has_shape();
+    bool shape_ok = decl.second.shape == Shape{-1} && !inner_tensor_type(out.type())->has_shape();
     if (!shape_ok && decl.second.shape.size() == got.shape.size()) {
       shape_ok = true;
       for (size_t d = 0; d < got.shape.size(); ++d) shape_ok = shape_ok && (decl.second.shape[d] < 0 || decl.second.shape[d] == got.shape[d]);

@@ -22,16 +22,13 @@ bool fits(const Shape& declared, const Shape& got) {
 }  // namespace
 
 const ::onnx::TypeProto_Tensor* inner_tensor_type(const ::onnx::TypeProto& t, bool* sequence, bool* optional) {
-  *sequence = *optional = false;
   const ::onnx::TypeProto* cur = &t;
-  if (cur->has_optional_type()) {
-    *optional = true;
-    cur = &cur->optional_type().elem_type();
-  }
-  if (cur->has_sequence_type()) {
-    *sequence = true;
-    cur = &cur->sequence_type().elem_type();
-  }
+  const bool opt = cur->has_optional_type();
+  if (opt) cur = &cur->optional_type().elem_type();
+  const bool seq = cur->has_sequence_type();
+  if (seq) cur = &cur->sequence_type().elem_type();
+  if (optional) *optional = opt;
+  if (sequence) *sequence = seq;
   return cur->has_tensor_type() ? &cur->tensor_type() : nullptr;
 }
 

@@ -26,8 +26,8 @@ struct OnnxValue {
 
 // The tensor type inside an ONNX value type: the type itself, a sequence's element type, or an
 // optional's (of a tensor or a sequence); nullptr for what Volta does not hold (maps, sparse
-// tensors, nested sequences). *sequence and *optional tell what was around it.
-const ::onnx::TypeProto_Tensor* inner_tensor_type(const ::onnx::TypeProto& t, bool* sequence, bool* optional);
+// tensors, nested sequences). *sequence and *optional, when given, tell what was around it.
+const ::onnx::TypeProto_Tensor* inner_tensor_type(const ::onnx::TypeProto& t, bool* sequence = nullptr, bool* optional = nullptr);
 // The declared (inner) tensor type of a graph input or output ("graph input 'x'" in errors):
 // -1 for each dynamic dim, {-1} for no shape.
 Result<std::pair<ElemType, TensorType>> declared_type(const ::onnx::ValueInfoProto& v, const std::string& what);

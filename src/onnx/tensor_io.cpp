@@ -403,11 +403,8 @@ Result<TypedTensor> read_tensor_file(const std::string& path) {
 
 namespace {
 
-constexpr int32_t kSequenceOfTensors = 1;  // SequenceProto / OptionalProto elem_type TENSOR
-constexpr int32_t kOptionalOfSequence = 3;  // OptionalProto elem_type SEQUENCE
-
 Result<ValueFile> from_sequence(const ::onnx::SequenceProto& p, const std::string& origin) {
-  if ((p.elem_type() != kSequenceOfTensors && p.tensor_values_size() > 0) || p.sparse_tensor_values_size() > 0 || p.sequence_values_size() > 0 ||
+  if ((p.elem_type() != ::onnx::SequenceProto::TENSOR && p.tensor_values_size() > 0) || p.sparse_tensor_values_size() > 0 || p.sequence_values_size() > 0 ||
       p.map_values_size() > 0 || p.optional_values_size() > 0)
     return unimplemented(origin + ": a sequence of other than tensors is not supported");
   ValueFile v;
@@ -432,7 +429,7 @@ std::optional<Result<ValueFile>> parse_as(std::string_view bytes, bool as_option
   if (!as_optional) {
     ::onnx::SequenceProto seq;
     if (!seq.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) || !seq.unknown_fields().empty()) return std::nullopt;
-    if (seq.elem_type() != kSequenceOfTensors && !(seq.elem_type() == 0 && seq.tensor_values_size() == 0)) return std::nullopt;
+    if (seq.elem_type() != ::onnx::SequenceProto::TENSOR && !(seq.elem_type() == 0 && seq.tensor_values_size() == 0)) return std::nullopt;
     return from_sequence(seq, origin);  // (an empty one may leave elem_type out)
   }
   ::onnx::OptionalProto opt;
@@ -450,7 +447,7 @@ std::optional<Result<ValueFile>> parse_as(std::string_view bytes, bool as_option
     v = std::move(*r);
   } else {
     v.absent = true;
-    v.sequence = opt.elem_type() == kOptionalOfSequence;
+    v.sequence = opt.elem_type() == ::onnx::OptionalProto::SEQUENCE;
   }
   v.optional = true;
   return v;
@@ -503,22 +500,26 @@ Status write_value_file(const std::string& path, const ValueFile& value, const s
     return invalid_argument("cannot write '" + path + "': a sequence or an optional value has no .npy form (write .pb)");
   if (!value.sequence && !value.absent && value.tensors.size() != 1)
     return invalid_argument("cannot write '" + path + "': an optional tensor holds one tensor, not " + std::to_string(value.tensors.size()));
+  // The tensors go straight into the message written: the sequence, the optional's sequence or
+  // the optional's one tensor.
   ::onnx::SequenceProto seq;
-  seq.set_name(name);
-  seq.set_elem_type(kSequenceOfTensors);
-  for (const TypedTensor& t : value.tensors) VOLTA_RETURN_IF_ERROR(tensor_to_proto(t.tensor, t.onnx_type, "", seq.add_tensor_values()));
-  std::string bytes;
-  bool ok = true;
+  ::onnx::OptionalProto opt;
+  ::onnx::SequenceProto* elements = &seq;
   if (value.optional) {
-    ::onnx::OptionalProto opt;
     opt.set_name(name);
-    opt.set_elem_type(value.sequence ? kOptionalOfSequence : kSequenceOfTensors);
-    if (!value.absent && value.sequence) *opt.mutable_sequence_value() = seq;
-    if (!value.absent && !value.sequence) *opt.mutable_tensor_value() = seq.tensor_values(0);
-    ok = opt.SerializeToString(&bytes);
+    opt.set_elem_type(value.sequence ? ::onnx::OptionalProto::SEQUENCE : ::onnx::OptionalProto::TENSOR);
+    elements = value.sequence && !value.absent ? opt.mutable_sequence_value() : nullptr;
+    if (!value.sequence && !value.absent)
+      VOLTA_RETURN_IF_ERROR(tensor_to_proto(value.tensors[0].tensor, value.tensors[0].onnx_type, "", opt.mutable_tensor_value()));
   } else {
-    ok = seq.SerializeToString(&bytes);
+    seq.set_name(name);
   }
+  if (elements) {
+    elements->set_elem_type(::onnx::SequenceProto::TENSOR);
+    for (const TypedTensor& t : value.tensors) VOLTA_RETURN_IF_ERROR(tensor_to_proto(t.tensor, t.onnx_type, "", elements->add_tensor_values()));
+  }
+  std::string bytes;
+  const bool ok = value.optional ? opt.SerializeToString(&bytes) : seq.SerializeToString(&bytes);
   if (!ok) return internal_error("cannot serialize '" + name + "'");
   std::ofstream f(path, std::ios::binary);
   if (!f || !f.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) || !f.flush()) return not_found("cannot write '" + path + "'");
