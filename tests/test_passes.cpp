@@ -157,16 +157,16 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   std::vector<std::string> names;
   for (const auto& p : passes::pipeline()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
-                                             "fuse_attention", "fuse_attention_training", "fuse_matmul_epilogue",
-                                             "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise",
+                                             "fuse_attention", "fuse_attention_training", "fuse_attention_heads",
+                                             "fuse_matmul_epilogue", "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise",
                                              "eliminate_dead_code", "pack_matmul_weights"}));
   passes::PipelineOptions opts;
   EXPECT_EQ(passes::pipeline_signature(opts),
             "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,fuse_attention_training,"
-            "fuse_matmul_epilogue,fuse_norm_param_grad,fuse_matmul_layout,fuse_elementwise,eliminate_dead_code,"
+            "fuse_attention_heads,fuse_matmul_epilogue,fuse_norm_param_grad,fuse_matmul_layout,fuse_elementwise,eliminate_dead_code,"
             "pack_matmul_weights");
   opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_attention_training",
-                   "fuse_matmul_epilogue", "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise",
+                   "fuse_attention_heads", "fuse_matmul_epilogue", "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise",
                    "pack_matmul_weights"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
   opts.disabled = {"no_such_pass"};
@@ -432,6 +432,67 @@ TEST(Passes, FusedTrainingAttentionHasTheBitsOfTheUnfusedGraph) {
     if (c.inf) {
       EXPECT_TRUE(std::isnan(first[0].data<float>()[0]));  // the inf reached the loss
     }
+  }
+}
+
+// fuse_attention_heads: attention reading a packed q/k/v projection through its strides and
+// writing the merged heads (and attention_grad writing the projection's gradient) gives the bits
+// of the slices, head transposes, merge and concat it replaces, for every matmul ISA and 1 and 2
+// threads: the training form (from kMinPackedKeys keys) and the inference form, whose few query
+// rows take the kernel's per-row path.
+TEST(Passes, PackedHeadsAttentionHasTheBitsOfTheSplitHeads) {
+  struct Case { int64_t B, T, H, D; bool train; float scale; };
+  const std::vector<Case> cases = {{2, 64, 2, 8, true, 0.3f}, {1, 70, 3, 5, true, 0.5f}, {2, 5, 4, 8, false, 0.35f},
+                                   {1, 20, 2, 16, false, 0.25f}};
+  for (const Case& c : cases) {
+    const int64_t C = c.H * c.D;
+    ModelBuilder b("packed_heads");
+    Value x = b.param("x", TensorType{DType::f32, {c.B, c.T, 3 * C}});
+    auto heads = [&](int64_t part) {
+      return b.transpose(b.reshape(b.slice(x, 2, part * C, (part + 1) * C), {c.B, c.T, c.H, c.D}), {0, 2, 1, 3});
+    };
+    Value q = heads(0), k = heads(1), v = heads(2);
+    Value p = b.softmax(b.causal_mask(b.mul(b.matmul(q, k, "scores", false, true), b.scalar(c.scale)), 0), -1);
+    Value y = b.reshape(b.transpose(b.matmul(p, v, "y"), {0, 2, 1, 3}), {c.B, c.T, C});
+    if (c.train) b.output(b.mse(y, b.input("target", TensorType{DType::f32, {c.B, c.T, C}}), "loss"));
+    else b.output(y);
+    auto built = b.build();
+    ASSERT_OK(built);
+    ir::Graph g = *built;
+    if (c.train) {
+      auto gg = autograd::build_backward(*built);
+      ASSERT_OK(gg);
+      g = gg->graph;
+    }
+    auto values = test::seeded_values(g, 5);
+    ASSERT_OK(values);
+    for (auto& [name, value] : *values) fill_normal(value, 13, name.size(), 0.0f, 1.0f);
+    std::vector<Tensor> first;
+    test::for_each_cpu_config([&](cpu::MatmulIsa isa, int threads) {
+      for (bool packed : {true, false}) {
+        Runtime rt(make_cpu_backend());
+        CompileOptions opts;
+        if (!packed) opts.pipeline.disabled = {"fuse_attention_heads"};
+        auto plan = rt.compile(g, opts);
+        ASSERT_OK(plan);
+        size_t found = 0, copies = 0;
+        for (const ir::Node& n : (*plan)->graph.nodes) {
+          found += n.attrs.has("packed_heads");
+          copies += n.op == ir::Op::Slice || n.op == ir::Op::Transpose || n.op == ir::Op::Concat;
+        }
+        EXPECT_EQ(found, packed ? (c.train ? 2u : 1u) : 0u) << c.T;
+        if (packed) EXPECT_EQ(copies, 0u) << c.T;
+        auto out = rt.run(**plan, *values);
+        ASSERT_OK(out);
+        if (first.empty()) first = *out;
+        ASSERT_EQ(out->size(), c.train ? 2u : 1u);  // (loss, dx) or y
+        for (size_t i = 0; i < out->size(); ++i)
+          EXPECT_TRUE(first[i].bitwise_equal((*out)[i])) << "T " << c.T << " output " << i << " isa "
+                                                          << cpu::matmul_isa_name(isa) << " packed " << packed
+                                                          << " threads " << threads;
+      }
+    });
+    ASSERT_FALSE(first.empty());
   }
 }
 

@@ -31,7 +31,12 @@ Result<ir::Graph> fuse_attention_softmax(const ir::Graph& g);
 Result<ir::Graph> fuse_attention(const ir::Graph& g);
 // The training form: the attention block's forward and backward (after autograd) ->
 // attention(q, k, v) and attention_grad(q, k, v, dy) (src/passes/fuse_attention_training.cpp).
-Result<ir::Graph> fuse_attention_training(const ir::Graph& g);
+// `packed_follows`: fuse_attention_heads runs next, so blocks of a packed projection fuse from
+// fewer keys.
+Result<ir::Graph> fuse_attention_training(const ir::Graph& g, bool packed_follows = false);
+// The head split of a packed q/k/v projection and the merge of attention's output (and of
+// attention_grad's) folded into the attention nodes as packed_heads (src/passes/fuse_attention_heads.cpp).
+Result<ir::Graph> fuse_attention_heads(const ir::Graph& g);
 // Trees of elementwise ops -> one fused_elementwise node (src/passes/fuse_elementwise.cpp).
 Result<ir::Graph> fuse_elementwise(const ir::Graph& g);
 // add(matmul(a, b), bias[N]) -> matmul(a, b, bias), then relu / gelu of a matmul -> its

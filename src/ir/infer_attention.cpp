@@ -19,6 +19,18 @@ bool kv_batch_fits(const Shape& q, const Shape& k) {
   return hk == hq || (hk > 0 && hq % hk == 0);
 }
 
+// packed_heads H: q, k and v one shape [..., T, 3 H D] (D > 0, T > 0); returns H D.
+Result<int64_t> packed_width(Op op, std::span<const TensorType> qkv, const Attrs& attrs) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t heads, tagged(op, attrs.get_int("packed_heads", 0)));
+  const Shape& x = qkv[0].shape;
+  const int64_t w = x.empty() ? 0 : x.back();
+  if (heads <= 0 || x.size() < 2 || qkv[1] != qkv[0] || qkv[2] != qkv[0] || w <= 0 || w % (3 * heads) != 0 ||
+      x[x.size() - 2] == 0)
+    return fail(op, "packed_heads " + std::to_string(heads) + " wants q, k and v of one shape [..., T, 3 H D] with T > 0 "
+                        "and D > 0, got " + qkv[0].to_string() + ", " + qkv[1].to_string() + ", " + qkv[2].to_string());
+  return w / 3;
+}
+
 }  // namespace
 
 // (q [..., T, D], k [..., S, D], v [..., S, E] (k and v may have fewer heads than q: grouped
@@ -39,6 +51,13 @@ Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& 
     if (in[3].dtype != DType::i32 || in[3].numel() != 1)
       return fail(op, "position must be i32 with one element, got " + in[3].to_string());
     if (attrs.has("prefix")) return fail(op, "prefix and a position input cannot both be given");
+  }
+  if (attrs.has("packed_heads")) {
+    if (in.size() != 3 || attrs.has("prefix")) return fail(op, "packed_heads takes q, k and v only, without prefix");
+    VOLTA_ASSIGN_OR_RETURN(const int64_t hd, packed_width(op, in, attrs));
+    Shape out = in[0].shape;
+    out.back() = hd;
+    return TensorType{DType::f32, out};
   }
   const Shape& q = in[0].shape;
   if (q.size() < 2) return fail(op, "q must have rank >= 2, got " + in[0].to_string());
@@ -89,6 +108,15 @@ Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const At
   const Op op = Op::AttentionGrad;
   const char* names[] = {"q", "k", "v", "dy"};
   for (size_t i = 0; i < in.size(); ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
+  if (attrs.has("packed_heads")) {
+    VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+    VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
+    VOLTA_ASSIGN_OR_RETURN(const int64_t hd, packed_width(op, in.first(3), attrs));
+    Shape dy = in[0].shape;
+    dy.back() = hd;
+    if (in[3].shape != dy) return fail(op, "dy " + in[3].to_string() + " must be " + TensorType{DType::f32, dy}.to_string());
+    return in[0];
+  }
   const Shape& q = in[0].shape;
   if (in[3] != in[0] || in[2] != in[1] || !kv_batch_fits(q, in[1].shape) ||
       !std::equal(q.end() - 2, q.end(), in[1].shape.end() - 2))

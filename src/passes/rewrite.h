@@ -26,6 +26,11 @@ Result<Readers> live_readers(const ir::Graph& g);
 // Appends `n` to g as a new node named `base` (or base_1, base_2, ... when taken); its id.
 int32_t append_node(ir::Graph& g, ir::Node n, const std::string& base);
 
+// If q, k and v are the head splits (transpose(reshape(.., [.., T, H, D]))) of the first, second
+// and third column thirds of one value x [.., T, 3 H D] (a packed projection), x; else -1
+// (fuse_attention_heads.cpp).
+int32_t packed_projection(const ir::Graph& g, int32_t q, int32_t k, int32_t v);
+
 // The node's `axis` attribute (default -1) names its last axis.
 bool last_axis(const ir::Node& n);
 // `axis` (may be negative) of a node whose value has rank `rank`, as a non-negative index.

@@ -212,6 +212,18 @@ std::vector<OpCase> cases_of(Op op) {
           no_grad(C({f({4, 10, 8}), f({4, 10, 8}), f({4, 10, 8}), mask({10, 10})},
                     A{{"scale", F(0.5)}, {"causal_offset", I(0)}, {"zero_nan_probs", I(1)}}, 2e-6),
                   "the mask form has no gradient"),
+          // packed_heads: q, k, v the thirds of packed rows, the output's heads side by side; many
+          // query rows (GEMM path), few (per-row path), and a head width off the vector width
+          no_grad(C({f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 96})},
+                    A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-6),
+                  "a layout the passes write after autograd"),
+          no_grad(C({f({1, 5, 96}), f({1, 5, 96}), f({1, 5, 96})}, A{{"causal_offset", I(0)}, {"packed_heads", I(4)}}, 2e-6),
+                  "a layout the passes write after autograd"),
+          no_grad(C({f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 45})}, A{{"scale", F(0.4)}, {"packed_heads", I(3)}}, 2e-6),
+                  "a layout the passes write after autograd"),
+          no_grad(C({f({2, 3, 10, 45}), f({2, 3, 10, 45}), f({2, 3, 10, 45})},
+                    A{{"causal_offset", I(2)}, {"packed_heads", I(3)}}, 2e-6),
+                  "a layout the passes write after autograd"),
       };
     case Op::Rope:
       return {
@@ -335,7 +347,11 @@ std::vector<OpCase> cases_of(Op op) {
               C({f({1, 1, 4}), f({1, 1, 4}), f({1, 1, 4}), f({1, 1, 4})}, A{{"causal_offset", I(0)}}, 5e-5),
               // grouped queries: dk and dv per query head
               C({f({2, 4, 24, 8}), f({2, 2, 24, 8}), f({2, 2, 24, 8}), f({2, 4, 24, 8})}, A{{"causal_offset", I(0)}}, 5e-5),
-              C({f({3, 9, 8}), f({1, 9, 8}), f({1, 9, 8}), f({3, 9, 8})}, A{{"scale", F(0.5)}}, 5e-5)};
+              C({f({3, 9, 8}), f({1, 9, 8}), f({1, 9, 8}), f({3, 9, 8})}, A{{"scale", F(0.5)}}, 5e-5),
+              // packed_heads: dq, dk, dv written into the thirds their heads were read from
+              C({f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 32})},
+                A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5),
+              C({f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 15})}, A{{"packed_heads", I(3)}}, 5e-5)};
     case Op::LayerNormGrad:
       return {C({f({70, 16}), f({16}), f({70, 16})}, {}, 2e-6), C({f({9, 130}), f({130}), f({9, 130})}, {}, 2e-6),
               C({f({2, 3, 300}), f({300}), f({2, 3, 300})}, A{{"eps", F(1e-3)}}, 2e-6)};

@@ -95,16 +95,25 @@ void rows_by_keys(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, MatView
   }
 }
 
-// c[S, N] = a[S, T] @ b[T, N] where a is the transpose of probabilities or ds [T, S]: key row
-// block [j0, j1) starts its chains at query first_query(j0) (`cut`) instead of 0.
-void keys_by_rows(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, const float* m, const float* b, float* c,
-                  int64_t S, int64_t N, int64_t T) {
+// c[S, N] (row stride ldc) = a[S, T] @ b[T, N] (row stride b_rs) where a is the transpose of
+// probabilities or ds [T, S]: key row block [j0, j1) starts its chains at query first_query(j0)
+// (`cut`) instead of 0.
+void keys_by_rows(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, const float* m, const float* b, int64_t b_rs,
+                  float* c, int64_t ldc, int64_t S, int64_t N, int64_t T) {
   const MatmulBlocking bl = matmul_blocking_for(isa, S, N, T);
-  if (!cut) return gemm(isa, bl, {m, 1, S}, {b, N, 1}, c, N, S, N, T);
+  if (!cut) return gemm(isa, bl, {m, 1, S}, {b, b_rs, 1}, c, ldc, S, N, T);
   for (int64_t j0 = 0; j0 < S; j0 += kCausalRows) {
     const int64_t j1 = std::min(S, j0 + kCausalRows), i0 = first_query(at, j0, T);
-    gemm(isa, bl, {m + i0 * S + j0, 1, S}, {b + i0 * N, N, 1}, c + j0 * N, N, j1 - j0, N, T - i0);
+    gemm(isa, bl, {m + i0 * S + j0, 1, S}, {b + i0 * b_rs, b_rs, 1}, c + j0 * ldc, ldc, j1 - j0, N, T - i0);
   }
+}
+
+// Whether rows [0, rows) of cols values, rs apart, are all finite.
+bool rows_finite(const float* x, int64_t rows, int64_t cols, int64_t rs) {
+  if (rs == cols) return all_finite(x, rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    if (!all_finite(x + r * rs, cols)) return false;
+  return true;
 }
 
 // The product is stored by an out-of-line call, so the mask's add cannot join it in one FMA
@@ -128,8 +137,9 @@ void probs_row(const ref::AttentionArgs& at, int64_t g, int64_t i, float* s, flo
     for (int64_t j = 0; j < S; ++j) p[j] = std::isnan(p[j]) ? 0.0f : p[j];
 }
 
-// One group's probabilities: p[T, S] = softmax(scale * q[T, D] kᵀ (+ mask)) with k [S, D], causal
-// rows leaving out keys past i + offset (whose scores are never computed).
+// One group's probabilities: p[T, S] = softmax(scale * q[T, D] kᵀ (+ mask)) with k [S, D] (rows
+// at.q_rs and at.k_rs apart), causal rows leaving out keys past i + offset (whose scores are
+// never computed).
 void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, int64_t g, const float* q, const float* k, int64_t S,
                  float* p) {
   const int64_t T = at.T, D = at.D;
@@ -137,10 +147,10 @@ void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, int64_t g, const f
   // kᵀ packed once for all row blocks (each reads its first keys_seen columns).
   thread_local std::vector<float> kt;
   kt.resize(static_cast<size_t>(matmul_packed_b_floats(isa, S, D)));
-  pack_b_once(isa, bl, {k, 1, D}, S, D, kt.data());
+  pack_b_once(isa, bl, {k, 1, at.k_rs}, S, D, kt.data());
   for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
     const int64_t i1 = std::min(T, i0 + kCausalRows);
-    gemm_packed_b(isa, bl, {q + i0 * D, D, 1}, kt.data(), S, p + i0 * S, S, i1 - i0, keys_seen(at, i1, S), D);
+    gemm_packed_b(isa, bl, {q + i0 * at.q_rs, at.q_rs, 1}, kt.data(), S, p + i0 * S, S, i1 - i0, keys_seen(at, i1, S), D);
   }
   for (int64_t i = 0; i < T; ++i) probs_row(at, g, i, p + i * S, p + i * S, S, at.causal ? i + at.offset + 1 : S);
 }
@@ -169,9 +179,10 @@ Status attention(const KernelArgs& a) {
     const Source& s = src[0];
     parallel_for(G, [&](int64_t g) {
       float* p = scratch(static_cast<size_t>(T * S));
-      const float* v = s.v + at.kv(g) * s.cap * E;
-      group_probs(isa, at, g, q + g * T * D, s.k + at.kv(g) * s.cap * D, S, p);
-      rows_by_keys(isa, at, skips(at) && all_finite(v, S * E), {p, S, 1}, {v, E, 1}, out + g * T * E, E, T, E, S);
+      const float* v = s.v + at.v_off(g);
+      group_probs(isa, at, g, q + at.q_off(g), s.k + at.k_off(g), S, p);
+      rows_by_keys(isa, at, skips(at) && rows_finite(v, S, E, at.v_rs), {p, S, 1}, {v, at.v_rs, 1}, out + at.o_off(g),
+                   at.o_rs, T, E, S);
     });
     return Status::ok();
   }
@@ -188,29 +199,32 @@ Status attention(const KernelArgs& a) {
     float* orow = vp + (copy_v ? S * Ep : 0);
     thread_local std::vector<const float*> rows;  // key j of the group, from whichever block
     rows.clear();
-    for (const Source& s : src)
+    for (size_t b = 0; b < src.size(); ++b) {
+      const Source& s = src[b];
       for (int64_t j = 0; j < s.S; ++j) {
-        rows.push_back(s.k + (at.kv(g) * s.cap + j) * D);
+        rows.push_back(b == 0 ? s.k + at.k_off(g) + j * at.k_rs : s.k + (at.kv(g) * s.cap + j) * D);
         if (!copy_v) continue;
         float* row = vp + static_cast<int64_t>(rows.size() - 1) * Ep;
-        std::copy_n(s.v + (at.kv(g) * s.cap + j) * E, E, row);
+        std::copy_n(b == 0 ? s.v + at.v_off(g) + j * at.v_rs : s.v + (at.kv(g) * s.cap + j) * E, E, row);
         std::fill(row + E, row + Ep, 0.0f);
       }
+    }
     std::fill(scores + S, scores + Sp, 0.0f);  // key_scores writes [0, S) only
     for (int64_t i = 0; i < T; ++i) {
-      key_scores(isa, q + (g * T + i) * D, D, rows.data(), S, scores);  // each score the matmul's chain
+      key_scores(isa, q + at.q_off(g) + i * at.q_rs, D, rows.data(), S, scores);  // each score the matmul's chain
       probs_row(at, g, i, scores, probs, Sp, std::min(S, at.causal ? i + at.offset + 1 : S));
-      float* o = copy_v ? orow : out + (g * T + i) * E;
+      float* o = copy_v ? orow : out + at.o_off(g) + i * at.o_rs;
       bool started = false;
       int64_t j0 = 0;
-      for (const Source& s : src) {
+      for (size_t b = 0; b < src.size(); ++b) {
+        const Source& s = src[b];
         if (s.S == 0) continue;
-        const float* v = copy_v ? vp + j0 * Ep : s.v + at.kv(g) * s.cap * E;
-        row_product(isa, probs + j0, s.S, v, Ep, o, Ep, started);
+        const float* v = copy_v ? vp + j0 * Ep : b == 0 ? s.v + at.v_off(g) : s.v + at.kv(g) * s.cap * E;
+        row_product(isa, probs + j0, s.S, v, copy_v ? Ep : b == 0 ? at.v_rs : E, o, Ep, started);
         started = true;
         j0 += s.S;
       }
-      if (copy_v) std::copy_n(orow, E, out + (g * T + i) * E);
+      if (copy_v) std::copy_n(orow, E, out + at.o_off(g) + i * at.o_rs);
     }
   });
   return Status::ok();
@@ -218,23 +232,28 @@ Status attention(const KernelArgs& a) {
 
 Status attention_grad(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const ref::AttentionArgs at, ref::attention_grad_args(a));
-  const int64_t G = at.G, T = at.T, D = at.D, n = a.in[0].numel();
+  const int64_t G = at.G, T = at.T, D = at.D;
   const float *q = a.in[0].as<const float>(), *k = a.in[1].as<const float>(), *v = a.in[2].as<const float>(),
               *dy = a.in[3].as<const float>();
   float* out = a.out.as<float>();
   const MatmulIsa isa = matmul_active_isa();
   parallel_for(G, [&](int64_t g) {
-    const int64_t o = g * T * D, kvo = at.kv(g) * T * D;  // k and v: key group g / rep
+    // k and v: key group g / rep; dy lies as attention's output.
+    const float *qg = q + at.q_off(g), *kg = k + at.k_off(g), *vg = v + at.v_off(g), *dyg = dy + at.o_off(g);
     float* p = scratch(static_cast<size_t>(2 * T * T));
     float* ds = p + T * T;
-    group_probs(isa, at, g, q + o, k + kvo, T, p);
+    group_probs(isa, at, g, qg, kg, T, p);
     // dp = dy vᵀ in full: a masked dp that overflowed would reach ds through the row sums.
-    gemm(isa, matmul_blocking_for(isa, T, T, D), {dy + o, D, 1}, {v + kvo, 1, D}, ds, T, T, T, D);
+    gemm(isa, matmul_blocking_for(isa, T, T, D), {dyg, at.o_rs, 1}, {vg, 1, at.v_rs}, ds, T, T, T, D);
     for (int64_t i = 0; i < T; ++i) softmax_grad_row(p + i * T, ds + i * T, ds + i * T, T, static_cast<float>(at.scale));
     const bool ds_cut = skips(at) && masked_zero(at, ds, T, T);
-    rows_by_keys(isa, at, ds_cut && all_finite(k + kvo, T * D), {ds, T, 1}, {k + kvo, D, 1}, out + o, D, T, D, T);  // dq = ds k
-    keys_by_rows(isa, at, ds_cut && all_finite(q + o, T * D), ds, q + o, out + n + o, T, D, T);      // dk = dsᵀ q
-    keys_by_rows(isa, at, skips(at) && all_finite(dy + o, T * D), p, dy + o, out + 2 * n + o, T, D, T);  // dv = pᵀ dy
+    const int64_t ld = at.grad_rs();
+    rows_by_keys(isa, at, ds_cut && rows_finite(kg, T, D, at.k_rs), {ds, T, 1}, {kg, at.k_rs, 1}, out + at.grad_off(0, g),
+                 ld, T, D, T);  // dq = ds k
+    keys_by_rows(isa, at, ds_cut && rows_finite(qg, T, D, at.q_rs), ds, qg, at.q_rs, out + at.grad_off(1, g), ld, T, D,
+                 T);  // dk = dsᵀ q
+    keys_by_rows(isa, at, skips(at) && rows_finite(dyg, T, D, at.o_rs), p, dyg, at.o_rs, out + at.grad_off(2, g), ld, T,
+                 D, T);  // dv = pᵀ dy
   });
   return Status::ok();
 }

@@ -18,6 +18,16 @@ AttentionArgs scaled_mask(const A& attrs) {
   at.offset = attrs.causal_offset.value_or(0);
   return at;
 }
+
+// packed_heads H: q, k, v [..., T, 3 H D], groups the batch times the heads.
+AttentionArgs packed(AttentionArgs at, const Shape& x, int64_t heads) {
+  const size_t r = x.size();
+  at.T = at.cap[0] = at.used[0] = x[r - 2];
+  at.D = at.E = x[r - 1] / (3 * heads);
+  at.G = dims_product(x, 0, r - 2) * heads;
+  at.set_layout(heads);
+  return at;
+}
 }  // namespace
 
 Result<AttentionArgs> attention_args(const KernelArgs& a) {
@@ -25,6 +35,7 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
   AttentionArgs at = scaled_mask(*attrs);
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
+  if (attrs->packed_heads) return packed(at, qs, *attrs->packed_heads);
   at.G = dims_product(qs, 0, r - 2), at.T = qs[r - 2], at.D = qs[r - 1], at.E = a.in[2].shape()[r - 1];
   at.rep = at.G / std::max<int64_t>(1, dims_product(a.in[1].shape(), 0, r - 2));
   at.cap[0] = a.in[1].shape()[r - 2];
@@ -45,6 +56,7 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
     at.used[0] = position + at.T;
     at.offset = offset_at(at.offset, at.cap[0], position);
   }
+  at.set_layout(0);
   return at;
 }
 
@@ -52,23 +64,21 @@ Status Attention(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const AttentionArgs at, attention_args(a));
   const double scale = at.scale;
   const bool causal = at.causal;
-  const int64_t offset = at.offset, G = at.G, T = at.T, D = at.D, E = at.E, cap = at.cap[0], S1 = at.used[0],
+  const int64_t offset = at.offset, G = at.G, T = at.T, D = at.D, E = at.E, S1 = at.used[0],
                 S2 = at.used[1], S = at.keys();
   // Key j of query group g: its row in k (or k2) and in v (or v2), of key group g / rep.
   auto key = [&](int64_t g, int64_t j) {
-    g = at.kv(g);
-    return j < S1 ? in_f32(a, 1) + (g * cap + j) * D : in_f32(a, 3) + (g * S2 + j - S1) * D;
+    return j < S1 ? in_f32(a, 1) + at.k_off(g) + j * at.k_rs : in_f32(a, 3) + (at.kv(g) * S2 + j - S1) * D;
   };
   auto val = [&](int64_t g, int64_t j) {
-    g = at.kv(g);
-    return j < S1 ? in_f32(a, 2) + (g * cap + j) * E : in_f32(a, 4) + (g * S2 + j - S1) * E;
+    return j < S1 ? in_f32(a, 2) + at.v_off(g) + j * at.v_rs : in_f32(a, 4) + (at.kv(g) * S2 + j - S1) * E;
   };
   const double ninf = -std::numeric_limits<double>::infinity();
   std::vector<double> z(static_cast<size_t>(S));
   float* out = out_f32(a);
   for (int64_t g = 0; g < G; ++g) {
     for (int64_t i = 0; i < T; ++i) {
-      const float* q = in_f32(a, 0) + (g * T + i) * D;
+      const float* q = in_f32(a, 0) + at.q_off(g) + i * at.q_rs;
       double mx = ninf;
       for (int64_t j = 0; j < S; ++j) {
         double s = 0;
@@ -85,7 +95,7 @@ Status Attention(const KernelArgs& a) {
           const auto p = static_cast<float>(std::exp(z[static_cast<size_t>(j)] - mx) / sum);
           o += static_cast<double>(at.zero_nan && std::isnan(p) ? 0.0f : p) * val(g, j)[e];
         }
-        out[(g * T + i) * E + e] = static_cast<float>(o);
+        out[at.o_off(g) + i * at.o_rs + e] = static_cast<float>(o);
       }
     }
   }
@@ -106,6 +116,8 @@ Result<AttentionArgs> attention_grad_args(const KernelArgs& a) {
   const size_t r = qs.size();
   at.G = dims_product(qs, 0, r - 2), at.T = at.cap[0] = at.used[0] = qs[r - 2], at.D = at.E = qs[r - 1];
   at.rep = at.G / std::max<int64_t>(1, dims_product(a.in[1].shape(), 0, r - 2));
+  if (attrs->packed_heads) return packed(at, qs, *attrs->packed_heads);
+  at.set_layout(0);
   return at;
 }
 
@@ -115,31 +127,31 @@ Status AttentionGrad(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const AttentionArgs args, attention_grad_args(a));
   const double scale = args.scale;
   const bool causal = args.causal;
-  const int64_t offset = args.offset, G = args.G, T = args.T, D = args.D, n = G * T * D;
+  const int64_t offset = args.offset, G = args.G, T = args.T, D = args.D;
   const float *q0 = in_f32(a, 0), *k0 = in_f32(a, 1), *v0 = in_f32(a, 2), *dy0 = in_f32(a, 3);
   float* out = out_f32(a);
   const double ninf = -std::numeric_limits<double>::infinity();
   std::vector<float> p(static_cast<size_t>(T * T)), ds(static_cast<size_t>(T * T));
   auto at = [T](std::vector<float>& m, int64_t i, int64_t j) -> float& { return m[static_cast<size_t>(i * T + j)]; };
   for (int64_t g = 0; g < G; ++g) {
-    const int64_t base = g * T * D;
-    const float *q = q0 + base, *dy = dy0 + base, *k = k0 + args.kv(g) * T * D, *v = v0 + args.kv(g) * T * D;
-    auto dot = [&](const float* x, int64_t i, const float* y, int64_t j) {
+    const float *q = q0 + args.q_off(g), *dy = dy0 + args.o_off(g), *k = k0 + args.k_off(g), *v = v0 + args.v_off(g);
+    const int64_t rs = args.q_rs, dy_rs = args.o_rs;  // q, k and v alike
+    auto dot = [&](const float* x, int64_t x_rs, int64_t i, const float* y, int64_t j) {
       double s = 0;
-      for (int64_t d = 0; d < D; ++d) s += static_cast<double>(x[i * D + d]) * y[j * D + d];
+      for (int64_t d = 0; d < D; ++d) s += static_cast<double>(x[i * x_rs + d]) * y[j * rs + d];
       return static_cast<float>(s);
     };
     for (int64_t i = 0; i < T; ++i) {
       std::vector<double> z(static_cast<size_t>(T));
       double mx = ninf, sum = 0, pdp = 0;
       for (int64_t j = 0; j < T; ++j) {
-        z[static_cast<size_t>(j)] = causal && j > i + offset ? ninf : scale * static_cast<double>(dot(q, i, k, j));
+        z[static_cast<size_t>(j)] = causal && j > i + offset ? ninf : scale * static_cast<double>(dot(q, rs, i, k, j));
         mx = std::fmax(mx, z[static_cast<size_t>(j)]);
       }
       for (int64_t j = 0; j < T; ++j) sum += std::exp(z[static_cast<size_t>(j)] - mx);
       for (int64_t j = 0; j < T; ++j) {
         at(p, i, j) = static_cast<float>(std::exp(z[static_cast<size_t>(j)] - mx) / sum);
-        at(ds, i, j) = dot(dy, i, v, j);  // dp for now
+        at(ds, i, j) = dot(dy, dy_rs, i, v, j);  // dp for now
         pdp += static_cast<double>(at(ds, i, j)) * at(p, i, j);
       }
       for (int64_t j = 0; j < T; ++j) at(ds, i, j) = static_cast<float>(scale * at(p, i, j) * (at(ds, i, j) - pdp));
@@ -148,13 +160,14 @@ Status AttentionGrad(const KernelArgs& a) {
       for (int64_t d = 0; d < D; ++d) {
         double dq = 0, dk = 0, dv = 0;
         for (int64_t j = 0; j < T; ++j) {
-          dq += static_cast<double>(at(ds, i, j)) * k[j * D + d];
-          dk += static_cast<double>(at(ds, j, i)) * q[j * D + d];
-          dv += static_cast<double>(at(p, j, i)) * dy[j * D + d];
+          dq += static_cast<double>(at(ds, i, j)) * k[j * rs + d];
+          dk += static_cast<double>(at(ds, j, i)) * q[j * rs + d];
+          dv += static_cast<double>(at(p, j, i)) * dy[j * dy_rs + d];
         }
-        out[base + i * D + d] = static_cast<float>(dq);
-        out[n + base + i * D + d] = static_cast<float>(dk);
-        out[2 * n + base + i * D + d] = static_cast<float>(dv);
+        const int64_t row = i * args.grad_rs() + d;
+        out[args.grad_off(0, g) + row] = static_cast<float>(dq);
+        out[args.grad_off(1, g) + row] = static_cast<float>(dk);
+        out[args.grad_off(2, g) + row] = static_cast<float>(dv);
       }
   }
   return Status::ok();

@@ -170,8 +170,31 @@ struct AttentionArgs {
   const float* mask = nullptr;
   std::vector<int64_t> groups, mask_group_stride;  // q's group dims, and the mask's stride along each (0: broadcast)
   int64_t mask_row_stride = 0;
+  // Where group g's rows of q, k, v (block 0), the output (dy) and attention_grad's dq, dk, dv
+  // start, as element offsets, and their row strides. Plain: [.., T, D] per group, the gradients
+  // stacked [3, ..]. packed_heads H (`heads`): group g is head g % H of batch g / H, its columns
+  // h D.. of q's, k's and v's thirds of the packed [.., T, 3 H D] rows, and of the output's
+  // [.., T, H D]; the gradients lie as q, k and v do.
+  int64_t heads = 0;
+  int64_t q_rs = 0, k_rs = 0, v_rs = 0, o_rs = 0;
   int64_t keys() const { return used[0] + used[1]; }
   int64_t kv(int64_t g) const { return g / rep; }
+  int64_t packed_row(int64_t g) const { return g / heads * T * 3 * heads * D + g % heads * D; }
+  int64_t q_off(int64_t g) const { return heads ? packed_row(g) : g * T * D; }
+  int64_t k_off(int64_t g) const { return heads ? packed_row(g) + heads * D : kv(g) * cap[0] * D; }
+  int64_t v_off(int64_t g) const { return heads ? packed_row(g) + 2 * heads * D : kv(g) * cap[0] * E; }
+  int64_t o_off(int64_t g) const { return heads ? g / heads * T * heads * D + g % heads * D : g * T * E; }
+  int64_t grad_off(int64_t part, int64_t g) const {  // part 0, 1, 2: dq, dk, dv
+    return heads ? packed_row(g) + part * heads * D : (part * G + g) * T * D;
+  }
+  int64_t grad_rs() const { return heads ? 3 * heads * D : D; }
+  // Fills the layout fields above for the plain form (heads == 0) or packed_heads `h`.
+  void set_layout(int64_t h) {
+    heads = h;
+    q_rs = k_rs = v_rs = h ? 3 * h * D : D;
+    if (!h) v_rs = E;
+    o_rs = h ? h * D : E;
+  }
   const float* mask_row(int64_t g, int64_t i) const {
     int64_t off = i * mask_row_stride;
     for (size_t d = groups.size(); d-- > 0;) {

@@ -117,10 +117,12 @@ Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorR
   if (grad) {
     VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::AttentionGrad>(n));
     d.scale = at->scale, causal_offset = at->causal_offset;
+    if (at->packed_heads) return unimplemented(prefix(n) + "packed_heads has no CUDA kernel yet " + ir::node_ref(n));
   } else {
     VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Attention>(n));
     d.scale = at->scale, causal_offset = at->causal_offset, prefix_rows = at->prefix;
     if (at->zero_nan_probs != 0) return unimplemented(prefix(n) + "zero_nan_probs has no CUDA kernel yet " + ir::node_ref(n));
+    if (at->packed_heads) return unimplemented(prefix(n) + "packed_heads has no CUDA kernel yet " + ir::node_ref(n));
   }
   d.causal = causal_offset.has_value();
   d.offset = causal_offset.value_or(0);
