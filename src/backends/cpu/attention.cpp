@@ -108,14 +108,6 @@ void keys_by_rows(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, const f
   }
 }
 
-// Whether rows [0, rows) of cols values, rs apart, are all finite.
-bool rows_finite(const float* x, int64_t rows, int64_t cols, int64_t rs) {
-  if (rs == cols) return all_finite(x, rows * cols);
-  for (int64_t r = 0; r < rows; ++r)
-    if (!all_finite(x + r * rs, cols)) return false;
-  return true;
-}
-
 // The product is stored by an out-of-line call, so the mask's add cannot join it in one FMA
 // (-ffp-contract=fast): scale * s and then + mask round twice, as mul and add do.
 __attribute__((noinline)) VOLTA_ISA_CLONES void scale_row(float* x, int64_t n, float scale) {
@@ -140,8 +132,10 @@ void probs_row(const ref::AttentionArgs& at, int64_t g, int64_t i, float* s, flo
 // One group's probabilities: p[T, S] = softmax(scale * q[T, D] kᵀ (+ mask)) with k [S, D] (rows
 // at.q_rs and at.k_rs apart), causal rows leaving out keys past i + offset (whose scores are
 // never computed).
+// `trim`: a causal row block's rows are written up to its keys_seen only (all that the forward's
+// cut second product reads of them; the backward reads whole rows).
 void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, int64_t g, const float* q, const float* k, int64_t S,
-                 float* p) {
+                 float* p, bool trim = false) {
   const int64_t T = at.T, D = at.D;
   const MatmulBlocking bl = matmul_blocking_for(isa, T, S, D);
   // kᵀ packed once for all row blocks (each reads its first keys_seen columns).
@@ -152,7 +146,10 @@ void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, int64_t g, const f
     const int64_t i1 = std::min(T, i0 + kCausalRows);
     gemm_packed_b(isa, bl, {q + i0 * at.q_rs, at.q_rs, 1}, kt.data(), S, p + i0 * S, S, i1 - i0, keys_seen(at, i1, S), D);
   }
-  for (int64_t i = 0; i < T; ++i) probs_row(at, g, i, p + i * S, p + i * S, S, at.causal ? i + at.offset + 1 : S);
+  for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
+    const int64_t i1 = std::min(T, i0 + kCausalRows), width = trim ? keys_seen(at, i1, S) : S;
+    for (int64_t i = i0; i < i1; ++i) probs_row(at, g, i, p + i * S, p + i * S, width, at.causal ? i + at.offset + 1 : S);
+  }
 }
 
 // Whether every masked entry of the causal rows of m [T, S] is a zero.
@@ -180,9 +177,9 @@ Status attention(const KernelArgs& a) {
     parallel_for(G, [&](int64_t g) {
       float* p = scratch(static_cast<size_t>(T * S));
       const float* v = s.v + at.v_off(g);
-      group_probs(isa, at, g, q + at.q_off(g), s.k + at.k_off(g), S, p);
-      rows_by_keys(isa, at, skips(at) && rows_finite(v, S, E, at.v_rs), {p, S, 1}, {v, at.v_rs, 1}, out + at.o_off(g),
-                   at.o_rs, T, E, S);
+      const bool cut = skips(at) && all_finite_rows(v, S, E, at.v_rs);  // then the rows past keys_seen are never read
+      group_probs(isa, at, g, q + at.q_off(g), s.k + at.k_off(g), S, p, cut);
+      rows_by_keys(isa, at, cut, {p, S, 1}, {v, at.v_rs, 1}, out + at.o_off(g), at.o_rs, T, E, S);
     });
     return Status::ok();
   }
@@ -248,11 +245,11 @@ Status attention_grad(const KernelArgs& a) {
     for (int64_t i = 0; i < T; ++i) softmax_grad_row(p + i * T, ds + i * T, ds + i * T, T, static_cast<float>(at.scale));
     const bool ds_cut = skips(at) && masked_zero(at, ds, T, T);
     const int64_t ld = at.grad_rs();
-    rows_by_keys(isa, at, ds_cut && rows_finite(kg, T, D, at.k_rs), {ds, T, 1}, {kg, at.k_rs, 1}, out + at.grad_off(0, g),
+    rows_by_keys(isa, at, ds_cut && all_finite_rows(kg, T, D, at.k_rs), {ds, T, 1}, {kg, at.k_rs, 1}, out + at.grad_off(0, g),
                  ld, T, D, T);  // dq = ds k
-    keys_by_rows(isa, at, ds_cut && rows_finite(qg, T, D, at.q_rs), ds, qg, at.q_rs, out + at.grad_off(1, g), ld, T, D,
+    keys_by_rows(isa, at, ds_cut && all_finite_rows(qg, T, D, at.q_rs), ds, qg, at.q_rs, out + at.grad_off(1, g), ld, T, D,
                  T);  // dk = dsᵀ q
-    keys_by_rows(isa, at, skips(at) && rows_finite(dyg, T, D, at.o_rs), p, dyg, at.o_rs, out + at.grad_off(2, g), ld, T,
+    keys_by_rows(isa, at, skips(at) && all_finite_rows(dyg, T, D, at.o_rs), p, dyg, at.o_rs, out + at.grad_off(2, g), ld, T,
                  D, T);  // dv = pᵀ dy
   });
   return Status::ok();

@@ -119,6 +119,7 @@ Status reduce_sum(const KernelArgs& a);
 void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n);
 float row_sum(const float* x, int64_t n);
 bool all_finite(const float* x, int64_t n);
+bool all_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t rs);  // rows of cols floats, rs apart
 bool all_zero(const float* x, int64_t n);
 
 // layout.cpp

@@ -30,6 +30,20 @@ float row_sum(const float* x, int64_t n) {
 }
 
 // Integer tests of the bits, so they vectorise (no float compares, no early exit).
+// Whole vectors: v - v is 0 for a finite v and nan for an inf or nan.
+VOLTA_ISA_CLONES
+bool all_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t rs) {
+  vec::Vec acc = vec::splat(0.0f);
+  for (int64_t r = 0; r < rows; ++r, x += rs)
+    for (int64_t i = 0; i < cols; i += vec::kLanes) {
+      const vec::Vec v = vec::load_n(x + i, std::min(vec::kLanes, cols - i), 0.0f);
+      acc += v - v;
+    }
+  for (int64_t l = 0; l < vec::kLanes; ++l)
+    if (acc[l] != 0.0f) return false;
+  return true;
+}
+
 VOLTA_ISA_CLONES
 bool all_finite(const float* x, int64_t n) {
   uint32_t bad = 0;
