@@ -481,7 +481,9 @@ TEST(Passes, PackedHeadsAttentionHasTheBitsOfTheSplitHeads) {
           copies += n.op == ir::Op::Slice || n.op == ir::Op::Transpose || n.op == ir::Op::Concat;
         }
         EXPECT_EQ(found, packed ? (c.train ? 2u : 1u) : 0u) << c.T;
-        if (packed) EXPECT_EQ(copies, 0u) << c.T;
+        if (packed) {
+          EXPECT_EQ(copies, 0u) << c.T;
+        }
         auto out = rt.run(**plan, *values);
         ASSERT_OK(out);
         if (first.empty()) first = *out;

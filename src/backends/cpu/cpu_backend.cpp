@@ -48,7 +48,7 @@ class CpuBackend final : public Backend {
   std::optional<std::array<int64_t, 2>> matmul_weight_packing(int64_t M, int64_t N, int64_t K) const override {
     const cpu::MatmulIsa isa = cpu::matmul_active_isa();
     const int64_t nr = cpu::matmul_tile(isa).cols;
-    if (!cpu::matmul_reads_packed_b(isa, M, nr)) return std::nullopt;
+    if (!cpu::matmul_reads_packed_b(isa, M, N, nr)) return std::nullopt;
     return std::array<int64_t, 2>{std::max<int64_t>(cpu::matmul_blocking_for(isa, M, N, K).kc, 1), nr};
   }
 

@@ -401,6 +401,13 @@ constexpr int64_t kSmallTaskCols = 128;       // columns of C per small-M task..
 // token, instead of one core taking the whole of each of the smaller ones (batch-1 decode of the
 // shakespeare model at 2 threads: 11.3-11.6k -> 13.9-14.2k tokens/s; 1 thread unchanged).
 constexpr double kSmallSplitFlops = 1 << 14;
+// Up to kSmallWideM rows (batched decode) take the small-M path too when C is at least a task
+// of columns wide: its wide kernels reading B in place beat the packed path's 12 x 32 tiles
+// there (12 x 512 x 128 with the weight in L2: 15.7 -> 9.8 us; batch-12 decode at 1 thread
+// 29.4k -> 36-37k tokens/s). Narrower products (attention's heads) measured slower that way.
+constexpr int64_t kSmallWideM = 16;
+bool small_m(int64_t M, int64_t N) { return M <= kSmallM || (M <= kSmallWideM && N >= kSmallTaskCols); }
+
 constexpr int64_t kMinTasks = 4;        // enough tasks to share out over a few threads...
 constexpr double kSplitFlops = 1 << 20;  // ...for problems big enough to be worth it
 constexpr int64_t kMaxSharedB = int64_t{1} << 23;  // floats of B packed for all tasks at most (32 MiB)
@@ -447,7 +454,9 @@ void pack_shared_b(MatmulIsa isa, const MatmulBlocking& bl, std::span<const Gemm
 
 }  // namespace
 
-bool matmul_reads_packed_b(MatmulIsa isa, int64_t M, int64_t nr) { return M > kSmallM && nr == matmul_tile(isa).cols; }
+bool matmul_reads_packed_b(MatmulIsa isa, int64_t M, int64_t N, int64_t nr) {
+  return !small_m(M, N) && nr == matmul_tile(isa).cols;
+}
 
 void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M,
                 int64_t N, int64_t K, const MatmulEpilogue* ep, const float* packed_b) {
@@ -462,10 +471,14 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   }
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
   const auto count = static_cast<int64_t>(mats.size());
-  if (M <= kSmallM && !packed_b && (mats[0].B.cs == 1 || mats[0].B.rs == 1)) {
+  if (small_m(M, N) && !packed_b && (mats[0].B.cs == 1 || mats[0].B.rs == 1)) {
     // A product this small is over before a second thread would join in: one task.
     const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
-    const int64_t task_cols = flops < kSmallSplitFlops ? N : kSmallTaskCols;
+    // Past the wide kernels' rows the kernels are half as wide, and so may the tasks be: a
+    // 128-wide product (an attention projection, an MLP's down-projection) then spreads over
+    // two threads too.
+    const int64_t task_cols = flops < kSmallSplitFlops ? N
+                              : M > matmul_small_rows(isa, true) ? kSmallTaskCols / 2 : kSmallTaskCols;
     const int64_t nt = ceil_div(N, task_cols);
     parallel_for(count * nt, [&](int64_t t) {
       const GemmOperands& g = mats[static_cast<size_t>(t / nt)];

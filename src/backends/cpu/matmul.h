@@ -78,9 +78,9 @@ struct GemmOperands {
 // matmul_reads_packed_b), so no task packs B.
 void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M, int64_t N,
                 int64_t K, const MatmulEpilogue* ep = nullptr, const float* packed_b = nullptr);
-// Whether gemm_batch reads a weight packed with nr columns per panel for products of M rows
-// (the packed path: M past the small-M path's rows, nr the ISA's tile width).
-bool matmul_reads_packed_b(MatmulIsa isa, int64_t M, int64_t nr);
+// Whether gemm_batch reads a weight packed with nr columns per panel for M x N products (the
+// packed path: a shape past the small-M path's, nr the ISA's tile width).
+bool matmul_reads_packed_b(MatmulIsa isa, int64_t M, int64_t N, int64_t nr);
 
 // C[M, N] (row stride ldc) = A[M, K] @ B[K, N] on the threads of parallel_for, with the given
 // microkernels and blocking. The task list depends on (M, N, K, blocking) only. `ep` (when

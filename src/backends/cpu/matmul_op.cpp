@@ -151,7 +151,7 @@ Status matmul_packed_weight(const KernelArgs& a, const MatmulEpilogue& ep) {
   const float* B = a.in[1].as<const float>();
   const int64_t rows = K == 0 ? 0 : a.in[0].numel() / K;
   const MatmulIsa isa = matmul_active_isa();
-  if (!at->transpose_a && !at->a_perm && !at->out_perm && matmul_reads_packed_b(isa, rows, nr)) {
+  if (!at->transpose_a && !at->a_perm && !at->out_perm && matmul_reads_packed_b(isa, rows, N, nr)) {
     MatmulBlocking bl = matmul_blocking_for(isa, rows, N, K);
     bl.kc = kc;
     gemm(isa, bl, {a.in[0].as<const float>(), K, 1}, {B, N, 1}, a.out.as<float>(), N, rows, N, K, &ep, B);
