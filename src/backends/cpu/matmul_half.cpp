@@ -16,7 +16,7 @@ namespace volta::cpu {
 
 namespace {
 
-constexpr int64_t kTaskCols = 128;  // columns of C per decode task: the wide small tile's width
+constexpr int64_t kTaskCols = 128;  // columns of C per decode task: the wide small tile's width (half past its rows)
 // Rows the decode path takes: up to 16 (four passes of the half-width tile over the weights), where
 // the f32 kernel packs past 8: widening the whole weight and packing it again cost more.
 constexpr int64_t kHalfSmallM = 16;
@@ -63,15 +63,16 @@ Status matmul_half_weights(const KernelArgs& a) {
     return matmul(KernelArgs{a.node, in, a.out, a.workspace.subspan(bytes)});
   }
   const int64_t nw = matmul_narrow_cols(isa);
-  const int64_t tasks = (g.N + kTaskCols - 1) / kTaskCols;
   const float* A = a.in[0].as<const float>();
   float* C = a.out.as<float>();
-  // One or two rows: the wide tile; more: the half-width one, whose pass over B serves more rows.
+  // One or two rows: the wide tile; more: the half-width one, whose pass over B serves more rows,
+  // and tasks as wide as it (so a 128-wide product spreads over two threads).
   const bool wide = g.rows <= matmul_small_rows(isa, true);
   const int64_t sc = matmul_small_cols(isa, wide), sr = matmul_small_rows(isa, wide);
+  const int64_t task_cols = wide ? kTaskCols : kTaskCols / 2, tasks = (g.N + task_cols - 1) / task_cols;
   parallel_for(tasks, [&](int64_t t) {
-    int64_t n0 = t * kTaskCols;
-    const int64_t end = std::min(g.N, n0 + kTaskCols);
+    int64_t n0 = t * task_cols;
+    const int64_t end = std::min(g.N, n0 + task_cols);
     // Whole tiles widen in registers; a right edge narrower than a tile widens into scratch.
     for (bool fused = true; n0 + sc <= end && fused; n0 += fused ? sc : 0)
       for (int64_t i = 0; i < g.rows && fused; i += sr)
