@@ -198,11 +198,15 @@ Status attention(const KernelArgs& a) {
     rows.clear();
     for (size_t b = 0; b < src.size(); ++b) {
       const Source& s = src[b];
+      // Block 0 lies as the layout says (packed heads, or its cap rows per group), block 1 plainly.
+      const float* k0 = b == 0 ? s.k + at.k_off(g) : s.k + at.kv(g) * s.cap * D;
+      const float* v0 = b == 0 ? s.v + at.v_off(g) : s.v + at.kv(g) * s.cap * E;
+      const int64_t k_rs = b == 0 ? at.k_rs : D, v_rs = b == 0 ? at.v_rs : E;
       for (int64_t j = 0; j < s.S; ++j) {
-        rows.push_back(b == 0 ? s.k + at.k_off(g) + j * at.k_rs : s.k + (at.kv(g) * s.cap + j) * D);
+        rows.push_back(k0 + j * k_rs);
         if (!copy_v) continue;
         float* row = vp + static_cast<int64_t>(rows.size() - 1) * Ep;
-        std::copy_n(b == 0 ? s.v + at.v_off(g) + j * at.v_rs : s.v + (at.kv(g) * s.cap + j) * E, E, row);
+        std::copy_n(v0 + j * v_rs, E, row);
         std::fill(row + E, row + Ep, 0.0f);
       }
     }
