@@ -29,17 +29,19 @@ bool is_head_swap(const ir::Node& t) {
   return perm.is_ok() && *perm == head_swap(t.type.shape.size());
 }
 
+// Whether `merged` [.., T, H D] is `split` [.., T, H, D] with its last two dims joined.
+bool joins_heads(const Shape& merged, const Shape& split) {
+  return merged.size() + 1 == split.size() && std::equal(merged.begin(), merged.end() - 1, split.begin()) &&
+         merged.back() == split[split.size() - 2] * split.back();
+}
+
 // If `id` [.., H, T, D] is heads(x) for a merged [.., T, H D] value x, that x.
 int32_t merged_of(const ir::Graph& g, int32_t id) {
   const ir::Node& t = g.node(id);
   if (!is_head_swap(t)) return -1;
   const ir::Node& r = g.node(t.inputs[0]);
   if (r.op != ir::Op::Reshape) return -1;
-  const Shape& s = r.type.shape;  // [.., T, H, D]
-  const Shape& x = g.node(r.inputs[0]).type.shape;
-  if (x.size() + 1 != s.size() || !std::equal(x.begin(), x.end() - 1, s.begin()) || x.back() != s[s.size() - 2] * s.back())
-    return -1;
-  return r.inputs[0];
+  return joins_heads(g.node(r.inputs[0]).type.shape, r.type.shape) ? r.inputs[0] : -1;
 }
 
 // If `id` is heads(slice(x, last axis, third `part`)), x [.., T, 3 H D].
@@ -90,11 +92,7 @@ class Matcher {
     if (t < 0 || !is_head_swap(g_.node(t)) || g_.node(t).inputs[0] != y) return -1;
     const int32_t r = only_reader(t);
     if (r < 0 || g_.node(r).op != ir::Op::Reshape) return -1;
-    const Shape& s = g_.node(t).type.shape;  // [.., T, H, D]
-    const Shape& m = g_.node(r).type.shape;
-    if (m.size() + 1 != s.size() || !std::equal(m.begin(), m.end() - 1, s.begin()) || m.back() != s[s.size() - 2] * s.back())
-      return -1;
-    return r;
+    return joins_heads(g_.node(r).type.shape, g_.node(t).type.shape) ? r : -1;
   }
 
   // If attention_grad g's three parts are merged and concatenated, in order, along the last axis

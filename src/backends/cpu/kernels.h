@@ -113,13 +113,12 @@ Status cross_entropy(const KernelArgs& a);
 Status cross_entropy_grad(const KernelArgs& a);
 
 // reduce.cpp, with the sums and scans other families share: column sums of a [rows, n] block
-// with row stride ld; the sum of a row; whether x[0, n) holds no inf or nan; whether it holds
-// only zeros of either sign.
+// with row stride ld; the sum of a row; whether rows of cols floats, rs apart, hold no inf or
+// nan; whether x[0, n) holds only zeros of either sign.
 Status reduce_sum(const KernelArgs& a);
 void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n);
 float row_sum(const float* x, int64_t n);
-bool all_finite(const float* x, int64_t n);
-bool all_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t rs);  // rows of cols floats, rs apart
+bool all_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t rs);
 bool all_zero(const float* x, int64_t n);
 
 // layout.cpp

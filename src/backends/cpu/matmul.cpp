@@ -249,7 +249,7 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
     // row-major B this task packs the next K block's rows of its columns, spread over the last
     // row block's tiles (cold A: 768x128x512 134 -> 145 GFLOP/s at 1 thread; cold B:
     // 128x512x768 115 -> 123).
-    const bool ahead_a = a.data == A.data + i0 * A.rs + p0 * A.cs && a.cs == 1 && a.rs != 1 && mrows * kb > kL1Floats;
+    const bool ahead_a = !sa.data && !pack_a_rows && a.cs == 1 && a.rs != 1 && mrows * kb > kL1Floats;
     const int64_t a_lines = ceil_div(kb, 16);
     const bool ahead_b = own_b && B.cs == 1 && p0 + kc < K && i0 + mc >= rows;
     const int64_t b_row_lines = ceil_div(cols, 16), b_lines = ahead_b ? std::min(kc, K - p0 - kc) * b_row_lines : 0;

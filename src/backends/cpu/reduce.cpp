@@ -29,8 +29,7 @@ float row_sum(const float* x, int64_t n) {
   return sum_lanes(n, [&](int64_t i, int64_t k) VOLTA_VEC_LAMBDA { return load_n(x + i, k, 0.0f); });
 }
 
-// Integer tests of the bits, so they vectorise (no float compares, no early exit).
-// Whole vectors: v - v is 0 for a finite v and nan for an inf or nan.
+// Whole vectors, no early exit: v - v is 0 for a finite v and nan for an inf or nan.
 VOLTA_ISA_CLONES
 bool all_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t rs) {
   vec::Vec acc = vec::splat(0.0f);
@@ -44,17 +43,7 @@ bool all_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t rs) {
   return true;
 }
 
-VOLTA_ISA_CLONES
-bool all_finite(const float* x, int64_t n) {
-  uint32_t bad = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, sizeof u);
-    bad |= (u & 0x7f800000u) == 0x7f800000u ? 1u : 0u;  // exponent all ones: inf or nan
-  }
-  return bad == 0;
-}
-
+// An integer test of the bits, so it vectorises (no float compares, no early exit).
 VOLTA_ISA_CLONES
 bool all_zero(const float* x, int64_t n) {
   uint32_t bits = 0;

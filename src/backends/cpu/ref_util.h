@@ -191,8 +191,8 @@ struct AttentionArgs {
   // Fills the layout fields above for the plain form (heads == 0) or packed_heads `h`.
   void set_layout(int64_t h) {
     heads = h;
-    q_rs = k_rs = v_rs = h ? 3 * h * D : D;
-    if (!h) v_rs = E;
+    q_rs = k_rs = h ? 3 * h * D : D;
+    v_rs = h ? 3 * h * D : E;
     o_rs = h ? h * D : E;
   }
   const float* mask_row(int64_t g, int64_t i) const {
