@@ -133,6 +133,7 @@ class CapabilitiesOnly final : public Backend {
   KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level) const override {
     return cuda::kernel_info(g, n, level);
   }
+  Status check_node(const ir::Graph& g, const ir::Node& n) const override { return cuda::check_node(g, n); }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cuda::workspace_bytes(g, n); }
   Status execute(const ir::Node&, std::span<const TensorRef>, const TensorRef&, std::span<std::byte>, const KernelInfo&) override {
     return unavailable("no device");
@@ -225,6 +226,49 @@ TEST(CudaCapabilities, PlanningRefusesOpsWithoutAKernelNamingThem) {
   auto plan = rt.compile(*g);
   EXPECT_ERROR_CONTAINS(plan, "[mse] backend 'cuda' has no kernel");
   EXPECT_ERROR_CONTAINS(plan, "the_loss");
+}
+
+// Forms of supported ops the kernels do not take are refused when planning, naming the node:
+// integer arithmetic, an attention's additive mask, packed_heads.
+TEST(CudaCapabilities, PlanningRefusesFormsWithoutAKernelNamingTheNode) {
+  Runtime rt(std::make_unique<CapabilitiesOnly>());
+  {
+    ModelBuilder b("ints");
+    auto x = b.input("x", {DType::i32, {4, 5}});
+    b.output(b.add(x, x, "int_sum"));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto plan = rt.compile(*g);
+    EXPECT_ERROR_CONTAINS(plan, "[add] backend 'cuda' computes f32 only");
+    EXPECT_ERROR_CONTAINS(plan, "int_sum");
+  }
+  auto attention = [&](std::vector<TensorType> types, ir::Attrs attrs, const std::string& want) {
+    ModelBuilder b("attention");
+    std::vector<Value> in;
+    for (size_t i = 0; i < types.size(); ++i) in.push_back(b.input("x" + std::to_string(i), types[i]));
+    b.output(b.op(ir::Op::Attention, in, attrs, "the_attention"));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto plan = rt.compile(*g);
+    EXPECT_ERROR_CONTAINS(plan, want);
+    EXPECT_ERROR_CONTAINS(plan, "the_attention");
+  };
+  const TensorType qkv{DType::f32, {2, 3, 8, 16}};
+  attention({qkv, qkv, qkv, TensorType{DType::f32, {8, 8}}}, {}, "an additive mask input");
+  ir::Attrs packed;
+  packed.set("packed_heads", int64_t{2});
+  const TensorType rows{DType::f32, {2, 8, 48}};
+  attention({rows, rows, rows}, packed, "packed_heads");
+  // The plain form plans (as far as this device-less backend goes: it fails allocating).
+  ModelBuilder b("plain");
+  auto q = b.input("q", qkv);
+  b.output(b.op(ir::Op::Attention, {q, q, q}, {}, "plain"));
+  auto g = b.build();
+  ASSERT_OK(g);
+  auto plan = rt.compile(*g);
+  if (!plan.is_ok()) {
+    EXPECT_EQ(plan.status().message().find("backend 'cuda'"), std::string::npos) << plan.status().message();
+  }
 }
 
 TEST(CudaDevice, ExplicitCudaFailsClearlyWithoutAGpuAndNeverFallsBack) {

@@ -66,6 +66,9 @@ class Backend {
   virtual std::optional<std::array<int64_t, 2>> matmul_weight_packing(int64_t /*M*/, int64_t /*N*/, int64_t /*K*/) const {
     return std::nullopt;
   }
+  // A form of a supported op this backend's kernel does not take (a dtype, an attribute, an
+  // input): planning refuses it (kUnimplemented, naming the node) instead of failing at run time.
+  virtual Status check_node(const ir::Graph& /*g*/, const ir::Node& /*node*/) const { return Status::ok(); }
   // Workspace bytes `node` needs beyond its inputs and output.
   virtual size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const = 0;
   // Runs one node with `kernel`, which kernel_info chose for it. Shapes were verified before

@@ -45,7 +45,7 @@ Result<std::unique_ptr<Backend>> select_backend(DeviceKind kind, const ir::Graph
       bool covers = cuda.is_ok();
       if (covers && g)
         for (const ir::Node& n : g->nodes)
-          covers = covers && (ir::is_leaf(n.op) || (*cuda)->capabilities().supports(n.op));
+          covers = covers && (ir::is_leaf(n.op) || ((*cuda)->capabilities().supports(n.op) && (*cuda)->check_node(*g, n).is_ok()));
       if (covers) return cuda;
       return make_cpu_backend();
     }

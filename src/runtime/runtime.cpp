@@ -104,6 +104,7 @@ Result<std::vector<KernelInfo>> check_capabilities(const ir::Graph& g, const Bac
     if (ir::is_leaf(n.op)) continue;
     if (!caps.supports(n.op))
       return unimplemented(what() + "has no kernel for this op " + ir::node_ref(n) + " with type " + n.type.to_string());
+    VOLTA_RETURN_IF_ERROR(backend.check_node(g, n));
     KernelInfo k = backend.kernel_info(g, n, level);
     if (k.level < level)
       return unimplemented(what() + "kernel '" + k.variant + "' is only " + determinism_name(k.level) +

@@ -115,11 +115,21 @@ void report(Tally& t, const char* verdict, const std::string& backend, const std
   else ++t.skipped;
 }
 
+// A form of the op the backend refuses when planning (Backend::check_node, kUnimplemented) is a
+// visible skip: planning names it to the user, so there is no kernel to test. Any other refusal fails.
+Status planning_refusal(const Backend& be, const ir::Node& node, const OpCase& c) {
+  const ir::Graph g = node_graph(node, input_types(c));
+  return be.check_node(g, g.nodes.back());
+}
+const char* refusal_verdict(const Status& s) { return s.code() == StatusCode::kUnimplemented ? "SKIP" : "FAIL"; }
+
 // One case's parity on one backend, with ordinary and with special values.
 void test_case(Backend& be, const OpCase& c, Tally& tally, Determinism level) {
   const std::string label = c.label();
   auto node = make_node(c.op, input_types(c), c.attrs);
   if (!node.is_ok()) return report(tally, "FAIL", be.name(), label, "the case does not verify: " + node.status().message());
+  if (Status s = planning_refusal(be, *node, c); !s.is_ok())
+    return report(tally, refusal_verdict(s), be.name(), label, "refused when planning: " + s.message());
   auto ref = make_reference_backend();
   const bool cpu = be.name() == "cpu";
   // Strict: the CPU at 1, 2 and 3 threads; below it the same thread count twice.
@@ -231,8 +241,12 @@ void grad_case(const std::string& backend, const OpCase& c, Tally& tally) {
   Runtime rt(std::move(*be));
   auto train = rt.compile(gg->graph);
   auto fwd = rt.compile(*forward);
-  if (!train.is_ok() || !fwd.is_ok())
-    return report(tally, "FAIL", backend, label, (train.is_ok() ? fwd.status() : train.status()).message());
+  if (!train.is_ok() || !fwd.is_ok()) {
+    // A backend without a kernel for an op or form of the gradient graph refuses it by name
+    // (reduce_max's gradient needs equal): a visible skip, as for a forward form it refuses.
+    const Status& s = train.is_ok() ? fwd.status() : train.status();
+    return report(tally, refusal_verdict(s), backend, label, "refused when planning: " + s.message());
+  }
   auto analytic = rt.run(**train, values);
   if (!analytic.is_ok()) return report(tally, "FAIL", backend, label, analytic.status().message());
   auto loss = [&]() -> Result<double> {
@@ -292,6 +306,8 @@ void perf_case(Backend& be, const OpCase& c, Tally& tally, Determinism level) {
   const std::string label = c.label();
   auto node = make_node(c.op, input_types(c), c.attrs);
   if (!node.is_ok()) return report(tally, "FAIL", be.name(), label, node.status().message());
+  if (Status s = planning_refusal(be, *node, c); !s.is_ok())
+    return report(tally, refusal_verdict(s), be.name(), label, "refused when planning: " + s.message());
   const std::vector<Tensor> in = make_inputs(c, 23, false);
   auto up = upload(be, in);
   if (!up.is_ok()) return report(tally, "FAIL", be.name(), label, "cannot upload the inputs: " + up.status().message());

@@ -1,6 +1,8 @@
 // The attention family, mirroring ref_attention.cpp.
 //
-// attention and attention_grad (kernels.h has the contract): a block of 4 warps takes 16 rows
+// attention and attention_grad (kernels.h has the contract) take the tiled f32 kernels of
+// attention_tiled.cu where those fit; here are the per-row kernels for the rest (decode steps,
+// a few rows, score rows longer than shared memory holds): a block of 4 warps takes 16 rows
 // (queries; keys for dk and dv), 4 per warp, and walks tiles of 32 rows of the other side held
 // in shared memory, one per lane. A lane's score is a dot product in double rounded to f32, the
 // reference's; a row's statistics come from butterflies over the lanes, after which every lane
@@ -10,7 +12,7 @@
 // add (no fused multiply-add), so the bits are the CPU's.
 #include <cmath>
 
-#include "backends/cuda/launch.cuh"
+#include "backends/cuda/attention_tiled.cuh"
 
 namespace volta::cuda {
 namespace {
@@ -30,16 +32,8 @@ __device__ inline double warp_sum(double v) {  // every lane ends with the same 
   return v;
 }
 
-// Rows [0, S1) of one group of k (or v) then rows [0, S2) of k2 (v2), each `width` floats.
-struct Rows {
-  const float* a;
-  const float* b;
-  int64_t split, width;
-  __device__ const float* row(int64_t j) const { return j < split ? a + j * width : b + (j - split) * width; }
-};
-
 // dst[r][0, width) (row stride `stride`) = rows r0 + r of src, zeros past `count` rows.
-__device__ inline void load_rows(float* dst, int stride, const Rows& src, int64_t r0, int64_t count, int n_rows, int width) {
+__device__ inline void load_rows(float* dst, int stride, const AttentionRows& src, int64_t r0, int64_t count, int n_rows, int width) {
   for (int t = static_cast<int>(threadIdx.x); t < n_rows * width; t += blockDim.x) {
     const int r = t / width, c = t % width;
     dst[r * stride + c] = r < count ? src.row(r0 + r)[c] : 0.0f;
@@ -104,7 +98,7 @@ __device__ inline void scaled_scores(const float* q, const float* key, int D, in
 
 // The first pass over keys [0, end): each of the warp's rows' softmax max m and sum l. `ks` is
 // the block's key tile (row stride Dp).
-__device__ inline void softmax_stats(const float* q, float* ks, int D, int Dp, const Rows& keys, int64_t i0, const Mask& mk,
+__device__ inline void softmax_stats(const float* q, float* ks, int D, int Dp, const AttentionRows& keys, int64_t i0, const Mask& mk,
                                      int lane, double (&m)[kRowsPerWarp], double (&l)[kRowsPerWarp]) {
   double z[kRowsPerWarp];
   for (int r = 0; r < kRowsPerWarp; ++r) m[r] = kNegInf, l[r] = 0.0;
@@ -134,13 +128,13 @@ __device__ inline Window window(const AttentionDesc& d) {
 
 // finite[g] = 1 when every row group g reads (q, dy: its own; k, v: its key group's used rows)
 // is finite: then a causal block may skip what the mask zeroes.
-__global__ void __launch_bounds__(kThreads) finite_kernel(const float* q, const float* dy, Rows k, Rows v, int64_t rows_q,
+__global__ void __launch_bounds__(kThreads) finite_kernel(const float* q, const float* dy, AttentionRows k, AttentionRows v, int64_t rows_q,
                                                           int64_t keys, int64_t rep, int64_t group_stride_k,
                                                           int64_t group_stride_k2, int64_t G, int* finite) {
   for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {
     const int64_t kvg = g / rep;
-    Rows kg{k.a + kvg * group_stride_k * k.width, k.b ? k.b + kvg * group_stride_k2 * k.width : nullptr, k.split, k.width};
-    Rows vg{v.a + kvg * group_stride_k * v.width, v.b ? v.b + kvg * group_stride_k2 * v.width : nullptr, v.split, v.width};
+    AttentionRows kg{k.a + kvg * group_stride_k * k.width, k.b ? k.b + kvg * group_stride_k2 * k.width : nullptr, k.split, k.width};
+    AttentionRows vg{v.a + kvg * group_stride_k * v.width, v.b ? v.b + kvg * group_stride_k2 * v.width : nullptr, v.split, v.width};
     bool ok = true;
     for (int64_t t = threadIdx.x; t < rows_q * k.width; t += blockDim.x) {
       if (q && !isfinite(q[g * rows_q * k.width + t])) ok = false;
@@ -178,11 +172,11 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* __
         if (i0 + t / E < d.T) o[(i0 + t / E) * E + t % E] = NAN;
       continue;
     }
-    const Rows keys{k + kvg * d.cap * D, k2 ? k2 + kvg * d.S2 * D : nullptr, w.S1, D};
-    const Rows vals{v + kvg * d.cap * E, v2 ? v2 + kvg * d.S2 * E : nullptr, w.S1, E};
+    const AttentionRows keys{k + kvg * d.cap * D, k2 ? k2 + kvg * d.S2 * D : nullptr, w.S1, D};
+    const AttentionRows vals{v + kvg * d.cap * E, v2 ? v2 + kvg * d.S2 * E : nullptr, w.S1, E};
     const bool skip = finite != nullptr && finite[g] != 0;  // only passed for a causal mask with offset >= 0
     const int64_t end = skip ? min(max(i0 + kRows + w.offset, int64_t{0}), S) : S;  // keys any of the rows keeps
-    const Rows qrows{q + g * d.T * D, nullptr, d.T, D};
+    const AttentionRows qrows{q + g * d.T * D, nullptr, d.T, D};
     load_rows(qs, D, qrows, i0, d.T - i0, kRows, D);
     __syncthreads();
     const float* my_q = qs + warp * kRowsPerWarp * D;
@@ -227,11 +221,11 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float*
   const int64_t T = d.T, row_blocks = (T + kRows - 1) / kRows;
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
     const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows, kvg = g / d.rep;
-    const Rows keys{k + kvg * T * D, nullptr, T, D}, vals{v + kvg * T * D, nullptr, T, D};
+    const AttentionRows keys{k + kvg * T * D, nullptr, T, D}, vals{v + kvg * T * D, nullptr, T, D};
     const bool skip = d.causal && d.offset >= 0 && finite[g] != 0;
     const int64_t end = skip ? min(max(i0 + kRows + d.offset, int64_t{0}), T) : T;
-    load_rows(qs, D, Rows{q + g * T * D, nullptr, T, D}, i0, T - i0, kRows, D);
-    load_rows(dys, D, Rows{dy + g * T * D, nullptr, T, D}, i0, T - i0, kRows, D);
+    load_rows(qs, D, AttentionRows{q + g * T * D, nullptr, T, D}, i0, T - i0, kRows, D);
+    load_rows(dys, D, AttentionRows{dy + g * T * D, nullptr, T, D}, i0, T - i0, kRows, D);
     __syncthreads();
     const float* my_q = qs + warp * kRowsPerWarp * D;
     const float* my_dy = dys + warp * kRowsPerWarp * D;
@@ -303,9 +297,9 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkv_kernel(const float
     const int64_t g = b / row_blocks, j0 = (b % row_blocks) * kRows, kvg = g / d.rep;
     const bool skip = d.causal && d.offset >= 0 && finite[g] != 0;
     const int64_t start = skip ? min(max(j0 - d.offset, int64_t{0}), T) : 0;  // the first query row that sees a key here
-    load_rows(kr, D, Rows{k + kvg * T * D, nullptr, T, D}, j0, T - j0, kRows, D);
-    load_rows(vr, D, Rows{v + kvg * T * D, nullptr, T, D}, j0, T - j0, kRows, D);
-    const Rows qrows{q + g * T * D, nullptr, T, D}, dyrows{dy + g * T * D, nullptr, T, D};
+    load_rows(kr, D, AttentionRows{k + kvg * T * D, nullptr, T, D}, j0, T - j0, kRows, D);
+    load_rows(vr, D, AttentionRows{v + kvg * T * D, nullptr, T, D}, j0, T - j0, kRows, D);
+    const AttentionRows qrows{q + g * T * D, nullptr, T, D}, dyrows{dy + g * T * D, nullptr, T, D};
     double dk_acc[kRowsPerWarp][kLaneDims] = {}, dv_acc[kRowsPerWarp][kLaneDims] = {};
     for (int64_t t0 = start; t0 < T; t0 += kTile) {
       load_rows(qt, Dp, qrows, t0, T - t0, kTile, D);
@@ -393,10 +387,11 @@ cudaError_t launch_attention(const float* q, const float* k, const float* v, con
   // window is on the device.
   const bool skippable = d.causal && d.offset >= 0 && d.position == nullptr;
   if (skippable) {
-    finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(nullptr, nullptr, Rows{k, k2, d.S1, d.D}, Rows{v, v2, d.S1, d.E},
+    finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(nullptr, nullptr, AttentionRows{k, k2, d.S1, d.D}, AttentionRows{v, v2, d.S1, d.E},
                                                            d.T, d.S1 + d.S2, d.rep, d.cap, d.S2, d.G, finite);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
+  if (attention_tiled_fits(d, false)) return launch_attention_tiled(q, k, v, k2, v2, out, d, skippable ? finite : nullptr, stream);
   const size_t shared = sizeof(float) * static_cast<size_t>(kRows * d.D + kTile * (d.D + 1) + kTile * d.E);
   if (cudaError_t e = allow_shared(attention_kernel, shared); e != cudaSuccess) return e;
   attention_kernel<<<attention_grid(d), kAttnThreads, shared, stream>>>(q, k, v, k2, v2, out, d, skippable ? finite : nullptr);
@@ -408,10 +403,13 @@ cudaError_t launch_attention_grad(const float* q, const float* k, const float* v
   if (d.G == 0 || d.T == 0 || d.D == 0) return cudaSuccess;
   if (d.D > kAttentionMaxDim || d.E != d.D) return cudaErrorInvalidValue;
   if (d.causal && d.offset >= 0) {  // as attention's: only then may blocks skip
-    finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(q, dy, Rows{k, nullptr, d.T, d.D}, Rows{v, nullptr, d.T, d.D}, d.T,
+    finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(q, dy, AttentionRows{k, nullptr, d.T, d.D}, AttentionRows{v, nullptr, d.T, d.D}, d.T,
                                                            d.T, d.rep, d.T, 0, d.G, finite);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
+  if (attention_tiled_fits(d, true))
+    return launch_attention_grad_tiled(q, k, v, dy, out, d, d.causal && d.offset >= 0 ? finite : nullptr,
+                                       reinterpret_cast<float*>(stats), stream);
   const int64_t n = d.G * d.T * d.D;
   const size_t dq_shared = sizeof(float) * static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
   if (cudaError_t e = allow_shared(attention_dq_kernel, dq_shared); e != cudaSuccess) return e;

@@ -1,6 +1,7 @@
 #include "backends/cuda/capabilities.h"
 
 #include "backends/cuda/kernel_list.h"
+#include "volta/op_attrs.h"
 #include "backends/cuda/workspace.h"
 
 namespace volta::cuda {
@@ -16,6 +17,29 @@ Capabilities capabilities() {
 #undef VOLTA_CUDA_KERNEL
   caps.dtypes = {DType::f32, DType::i32, DType::i64, DType::f64};
   return caps;
+}
+
+Status check_node(const ir::Graph& g, const ir::Node& n) {
+  auto refuse = [&n](const std::string& what) {
+    return unimplemented("[" + std::string(ir::op_name(n.op)) + "] backend 'cuda' " + what + " " + ir::node_ref(n));
+  };
+  if (ir::elementwise_arity(n.op) > 0) {
+    bool f32 = n.type.dtype == DType::f32;
+    for (int32_t in : n.inputs) f32 = f32 && g.node(in).type.dtype == DType::f32;
+    if (!f32) return refuse("computes f32 only, not " + n.type.to_string());
+  }
+  if (n.op == ir::Op::Attention) {
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Attention>(n));
+    if (n.inputs.size() == 4 && g.node(n.inputs[3]).type.dtype != DType::i32)
+      return refuse("has no kernel for an additive mask input yet");
+    if (at->zero_nan_probs != 0) return refuse("has no kernel for zero_nan_probs yet");
+    if (at->packed_heads) return refuse("has no kernel for packed_heads yet");
+  }
+  if (n.op == ir::Op::AttentionGrad) {
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::AttentionGrad>(n));
+    if (at->packed_heads) return refuse("has no kernel for packed_heads yet");
+  }
+  return Status::ok();
 }
 
 KernelInfo kernel_info(const ir::Node& /*n*/) { return {"cuda", Determinism::Strict}; }

@@ -67,6 +67,7 @@ class CudaBackend final : public Backend {
   KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level) const override {
     return cuda::kernel_info(g, n, level);
   }
+  Status check_node(const ir::Graph& g, const ir::Node& n) const override { return cuda::check_node(g, n); }
   size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) const override { return cuda::workspace_bytes(g, n); }
 
   // CUDA graphs: the stream's launches between begin and end are captured (nothing runs), then

@@ -8,11 +8,11 @@
 namespace volta::cuda {
 namespace {
 
-template <ir::Op op>
+template <ir::Op op, typename I>
 __global__ void binary_kernel(const float* x, const float* y, float* out, int64_t n, StridedIndex idx, bool same_shape) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ox = same_shape ? i : strided_offset(idx, 0, i);
-    const int64_t oy = same_shape ? i : strided_offset(idx, 1, i);
+    const int64_t ox = same_shape ? i : strided_offset<I>(idx, 0, static_cast<I>(i));
+    const int64_t oy = same_shape ? i : strided_offset<I>(idx, 1, static_cast<I>(i));
     out[i] = static_cast<float>(ir::scalar_binary<op>(static_cast<double>(x[ox]), static_cast<double>(y[oy])));
   }
 }
@@ -34,7 +34,10 @@ cudaError_t launch_binary(ir::Op op, const float* x, const float* y, float* out,
       err = cudaSuccess;
       return;
     }
-    binary_kernel<decltype(k)::value><<<grid_for(n), kThreads, 0, stream>>>(x, y, out, n, idx, same_shape);
+    if (same_shape || index_fits_32(idx, n, 2))
+      binary_kernel<decltype(k)::value, int32_t><<<grid_for(n), kThreads, 0, stream>>>(x, y, out, n, idx, same_shape);
+    else
+      binary_kernel<decltype(k)::value, int64_t><<<grid_for(n), kThreads, 0, stream>>>(x, y, out, n, idx, same_shape);
     err = cudaGetLastError();
   });
   return err;

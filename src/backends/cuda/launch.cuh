@@ -19,15 +19,30 @@ inline unsigned grid_for(int64_t n) {
 // Blocks for one block per row (a grid-stride loop over rows past the cap).
 inline unsigned row_grid(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20)); }
 
-// Offset of operand k at flat row-major index i of idx.dims.
-__device__ inline int64_t strided_offset(const StridedIndex& idx, int k, int64_t i) {
-  int64_t off = 0;
+// Offset of operand k at flat row-major index i of idx.dims, in the index type I: int32_t
+// where index_fits_32 holds (the GPU divides 32-bit integers several times faster than 64-bit
+// ones, and a permute or a broadcast add spends its time there), else int64_t.
+template <typename I>
+__device__ inline I strided_offset(const StridedIndex& idx, int k, I i) {
+  I off = 0;
   for (int d = idx.rank - 1; d >= 0; --d) {
-    const int64_t dim = idx.dims[d];
-    off += (i % dim) * idx.strides[k][d];
+    const I dim = static_cast<I>(idx.dims[d]);
+    off += (i % dim) * static_cast<I>(idx.strides[k][d]);
     i /= dim;
   }
   return off;
+}
+
+// Whether every flat index below n and every offset of operands [0, operands) fit int32_t.
+inline bool index_fits_32(const StridedIndex& idx, int64_t n, int operands) {
+  constexpr int64_t kMax = 0x7fffffff;
+  if (n > kMax) return false;
+  for (int k = 0; k < operands; ++k) {
+    int64_t reach = 0;
+    for (int d = 0; d < idx.rank; ++d) reach += (idx.dims[d] > 0 ? idx.dims[d] - 1 : 0) * (idx.strides[k][d] < 0 ? -idx.strides[k][d] : idx.strides[k][d]);
+    if (reach > kMax) return false;
+  }
+  return true;
 }
 
 // Tree reduction of one value per thread over a kThreads block, always in the same order.

@@ -1,16 +1,25 @@
 // Layout kernels, mirroring ref_layout.cpp: permutes, gathers and the cache write move elements,
 // never change them (slice, concat and reshape are strided copies done with cudaMemcpy2DAsync in
-// cuda_backend.cpp). The embedding gradient gives each output row one owner block that walks the
-// positions in index order (no atomics), so it has the CPU reference's summation order and bits.
+// cuda_backend.cpp). The embedding gradient gives each strip of an output row one owner block
+// that walks the positions in index order (no atomics), so it has the CPU reference's summation
+// order and bits.
 #include "backends/cuda/launch.cuh"
 
 namespace volta::cuda {
 namespace {
 
-template <typename E>
+template <typename E, typename I>
 __global__ void permute_kernel(const E* x, E* out, int64_t n, StridedIndex idx) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = x[strided_offset(idx, 0, i)];
+    out[i] = x[strided_offset<I>(idx, 0, static_cast<I>(i))];
+}
+
+template <typename E>
+void permute(const void* x, void* out, int64_t n, const StridedIndex& idx, cudaStream_t stream) {
+  if (index_fits_32(idx, n, 1))
+    permute_kernel<E, int32_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const E*>(x), static_cast<E*>(out), n, idx);
+  else
+    permute_kernel<E, int64_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const E*>(x), static_cast<E*>(out), n, idx);
 }
 
 // An id outside the table (which check_indices reports) reads nothing: its row is nan.
@@ -55,27 +64,30 @@ __global__ void cache_write_kernel(uint32_t* cache, const uint32_t* rows, const 
   }
 }
 
-// Block b owns output rows b, b + grid, ...; the ids pass through shared memory a tile at a time.
+// Block b owns the kGradCols columns (b % strips) of output row b / strips (and b + grid, ...):
+// each thread one column, summing the positions in order. The ids pass through shared memory a
+// tile at a time. Narrow column strips give the GPU rows x strips blocks, where one block per
+// row left most of it idle on a small vocabulary.
+constexpr int kGradCols = 64;
 template <typename Id>
-__global__ void __launch_bounds__(kThreads) embedding_grad_kernel(const Id* __restrict__ ids, int64_t P,
-                                                                  const float* __restrict__ dy, float* __restrict__ out,
-                                                                  int64_t rows, int64_t D) {
-  __shared__ int64_t tile[kThreads];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    for (int64_t d0 = 0; d0 < D; d0 += kThreads) {
-      const int64_t d = d0 + threadIdx.x;
-      double acc = 0.0;
-      for (int64_t p0 = 0; p0 < P; p0 += kThreads) {
-        const int64_t count = P - p0 < kThreads ? P - p0 : kThreads;
-        __syncthreads();  // the previous tile has been read
-        if (threadIdx.x < count) tile[threadIdx.x] = static_cast<int64_t>(ids[p0 + threadIdx.x]);
-        __syncthreads();
-        if (d < D)
-          for (int64_t j = 0; j < count; ++j)
-            if (tile[j] == r) acc += dy[(p0 + j) * D + d];
-      }
-      if (d < D) out[r * D + d] = static_cast<float>(acc);
+__global__ void __launch_bounds__(kGradCols) embedding_grad_kernel(const Id* __restrict__ ids, int64_t P,
+                                                                   const float* __restrict__ dy, float* __restrict__ out,
+                                                                   int64_t rows, int64_t D) {
+  __shared__ int64_t tile[kGradCols];
+  const int64_t strips = (D + kGradCols - 1) / kGradCols;
+  for (int64_t b = blockIdx.x; b < rows * strips; b += gridDim.x) {
+    const int64_t r = b / strips, d = b % strips * kGradCols + threadIdx.x;
+    double acc = 0.0;
+    for (int64_t p0 = 0; p0 < P; p0 += kGradCols) {
+      const int64_t count = P - p0 < kGradCols ? P - p0 : kGradCols;
+      __syncthreads();  // the previous tile has been read
+      if (threadIdx.x < count) tile[threadIdx.x] = static_cast<int64_t>(ids[p0 + threadIdx.x]);
+      __syncthreads();
+      if (d < D)
+        for (int64_t j = 0; j < count; ++j)
+          if (tile[j] == r) acc += dy[(p0 + j) * D + d];
     }
+    if (d < D) out[r * D + d] = static_cast<float>(acc);
   }
 }
 
@@ -94,9 +106,9 @@ cudaError_t launch_permute(const void* x, void* out, int64_t n, int elem_bytes, 
                            cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (elem_bytes == 4) {
-    permute_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(out), n, idx);
+    permute<uint32_t>(x, out, n, idx, stream);
   } else if (elem_bytes == 8) {
-    permute_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(out), n, idx);
+    permute<uint64_t>(x, out, n, idx, stream);
   } else {
     return cudaErrorInvalidValue;
   }
@@ -131,10 +143,11 @@ cudaError_t launch_check_indices(const void* ids, bool ids_i64, int64_t n, int64
 cudaError_t launch_embedding_grad(const void* ids, bool ids_i64, int64_t n_ids, const float* dy, float* out, int64_t rows,
                                   int64_t D, cudaStream_t stream) {
   if (rows == 0 || D == 0) return cudaSuccess;
+  const unsigned grid = row_grid(rows * ((D + kGradCols - 1) / kGradCols));
   if (ids_i64)
-    embedding_grad_kernel<<<row_grid(rows), kThreads, 0, stream>>>(static_cast<const int64_t*>(ids), n_ids, dy, out, rows, D);
+    embedding_grad_kernel<<<grid, kGradCols, 0, stream>>>(static_cast<const int64_t*>(ids), n_ids, dy, out, rows, D);
   else
-    embedding_grad_kernel<<<row_grid(rows), kThreads, 0, stream>>>(static_cast<const int32_t*>(ids), n_ids, dy, out, rows, D);
+    embedding_grad_kernel<<<grid, kGradCols, 0, stream>>>(static_cast<const int32_t*>(ids), n_ids, dy, out, rows, D);
   return cudaGetLastError();
 }
 

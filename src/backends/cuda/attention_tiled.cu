@@ -1,0 +1,418 @@
+// The fused attention's tiled f32 kernels, for shapes whose score rows fit in shared memory
+// (attention.cu takes the rest: decode steps, long rows, no keys).
+//
+// A block of 4 warps takes 32 rows (queries; keys for dk and dv), 8 per warp. Scores are dot
+// products in f32, one fused multiply-add chain per score over d in order: a warp's 8 rows are
+// read as float4 broadcasts, the lane's row of the other side from a tile padded to an odd
+// stride. The block keeps its rows' scores whole in shared memory, so a row's softmax is exact
+// (max, then exp and sum, then the division), as the reference's; weighted sums run over the
+// keys (queries) in order. Every output's arithmetic is fixed by the shapes alone: the bits
+// repeat run to run and do not depend on the batch. The dq kernel and the dk/dv kernel compute
+// each score, probability and ds with the same expressions, so the two halves of the gradient
+// see the same bits.
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cuda/attention_tiled.cuh"
+
+namespace volta::cuda {
+namespace {
+
+constexpr int kWarps = 4, kRowsPerWarp = 8, kRows = kWarps * kRowsPerWarp, kTile = 32;
+constexpr int kThreadsPerBlock = kWarps * 32;
+constexpr unsigned kFull = 0xffffffffu;
+
+__device__ inline float warp_max(float v) {  // NaN-ignoring, as fmaxf; every lane gets the same value
+  for (int s = 16; s > 0; s >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, s));
+  return v;
+}
+__device__ inline float warp_sum(float v) {  // the xor butterfly: every lane adds the same pairs
+  for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(kFull, v, s);
+  return v;
+}
+
+__device__ inline bool aligned16(const float* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// dst[r][c] (row stride `stride`) = src row r0 + r, column c, for r < kTile and c < cols; zeros
+// past `count` rows or `width` columns (the padding the float4 reads and the odd strides need).
+// Rows of a multiple of 4 floats at 16-byte aligned bases are read as float4, several in flight.
+__device__ inline void load_tile(float* dst, int stride, int cols, const AttentionRows& src, int64_t r0, int64_t count, int width) {
+  if (width % 4 == 0 && cols == width && aligned16(src.a) && (src.b == nullptr || aligned16(src.b))) {
+    const int quads = cols / 4;
+#pragma unroll 4
+    for (int t = static_cast<int>(threadIdx.x); t < kTile * quads; t += blockDim.x) {
+      const int r = t / quads, c = t % quads * 4;
+      const float4 x = r < count ? *reinterpret_cast<const float4*>(src.row(r0 + r) + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      float* d = dst + r * stride + c;
+      if (stride % 4 == 0) {
+        *reinterpret_cast<float4*>(d) = x;
+      } else {
+        d[0] = x.x, d[1] = x.y, d[2] = x.z, d[3] = x.w;
+      }
+    }
+    return;
+  }
+  for (int t = static_cast<int>(threadIdx.x); t < kTile * cols; t += blockDim.x) {
+    const int r = t / cols, c = t % cols;
+    dst[r * stride + c] = r < count && c < width ? src.row(r0 + r)[c] : 0.0f;
+  }
+}
+
+// s[r] = dot(rows[r], col) for the warp's 8 rows (row stride Dq, read as float4 broadcasts) and
+// the lane's row `col`: each one chain of fmaf over d in order.
+__device__ inline void dots8(const float* rows, int Dq, const float* col, float (&s)[kRowsPerWarp]) {
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) s[r] = 0.0f;
+  for (int d = 0; d < Dq; d += 4) {
+    const float c0 = col[d], c1 = col[d + 1], c2 = col[d + 2], c3 = col[d + 3];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const float4 a = *reinterpret_cast<const float4*>(rows + r * Dq + d);
+      s[r] = fmaf(a.x, c0, s[r]);
+      s[r] = fmaf(a.y, c1, s[r]);
+      s[r] = fmaf(a.z, c2, s[r]);
+      s[r] = fmaf(a.w, c3, s[r]);
+    }
+  }
+}
+
+// acc[r][c] += w[r][jj] * tile[jj][lane + 32 c] over jj = 0..n-1 in order: the warp's 8 rows
+// of weights (row stride w_stride) times a tile's rows (stride t_stride), `width` columns.
+template <int C>
+__device__ inline void weighted_rows(const float* w, int w_stride, const float* tile, int t_stride, int width, int n, int lane,
+                                     float (&acc)[kRowsPerWarp][C]) {
+  for (int jj = 0; jj < n; ++jj) {
+    float t[C];
+#pragma unroll
+    for (int c = 0; c < C; ++c) t[c] = lane + 32 * c < width ? tile[jj * t_stride + lane + 32 * c] : 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const float wr = w[r * w_stride + jj];
+#pragma unroll
+      for (int c = 0; c < C; ++c) acc[r][c] = fmaf(wr, t[c], acc[r][c]);
+    }
+  }
+}
+
+// The score of query i against key j: scale * q.k, -inf where the causal mask drops it or past
+// `end` (keys the block does not read).
+__device__ inline float masked_score(float s, int64_t i, int64_t j, int64_t end, const AttentionDesc& d, float scale) {
+  return j >= end || (d.causal && j > i + d.offset) ? -INFINITY : scale * s;
+}
+__device__ inline float probability(float z, float m, float l) { return expf(z - m) / l; }
+__device__ inline float score_grad(float p, float dp, float pdp, float scale) { return scale * p * (dp - pdp); }
+
+// Scores of the block's 32 rows (`rows`, [32][Dq]) against keys [0, end) into sc [32][Sp]:
+// tiles of 32 keys through `tile` ([32][Dq + 1]).
+__device__ inline void score_rows(const float* rows, int Dq, float* tile, const AttentionRows& keys, int64_t end, int64_t i0,
+                                  const AttentionDesc& d, float scale, float* sc, int Sp, int warp, int lane) {
+  for (int64_t t0 = 0; t0 < end; t0 += kTile) {
+    load_tile(tile, Dq + 1, Dq, keys, t0, end - t0, static_cast<int>(keys.width));
+    __syncthreads();
+    float s[kRowsPerWarp];
+    dots8(rows + warp * kRowsPerWarp * Dq, Dq, tile + lane * (Dq + 1), s);
+    const int64_t j = t0 + lane;
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int row = warp * kRowsPerWarp + r;
+      sc[row * Sp + j] = masked_score(s[r], i0 + row, j, end, d, scale);
+    }
+    __syncthreads();
+  }
+}
+
+// Each of the warp's rows of sc over [0, end) becomes its softmax; its max and sum come back.
+__device__ inline void softmax_rows(float* sc, int Sp, int64_t end, int warp, int lane, float (&m)[kRowsPerWarp],
+                                    float (&l)[kRowsPerWarp]) {
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    float* row = sc + (warp * kRowsPerWarp + r) * Sp;
+    float mx = -INFINITY;
+    for (int64_t j = lane; j < end; j += 32) mx = fmaxf(mx, row[j]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int64_t j = lane; j < end; j += 32) {
+      const float e = expf(row[j] - mx);
+      row[j] = e;
+      sum += e;
+    }
+    sum = warp_sum(sum);
+    // e / sum: the bits of probability(z, mx, sum), which the dk/dv kernel recomputes
+    for (int64_t j = lane; j < end; j += 32) row[j] = row[j] / sum;
+    m[r] = mx, l[r] = sum;
+  }
+}
+
+// out rows [i0, i0 + 32) (< T, row stride width) = the block's weights sc [32][Sp] over keys
+// [0, end) times their rows of `vals`, through `tile` ([32][width]).
+template <int C>
+__device__ inline void weighted_sum(const float* sc, int Sp, float* tile, const AttentionRows& vals, int64_t end, int64_t i0,
+                                    int64_t T, float* out, int warp, int lane) {
+  const int width = static_cast<int>(vals.width);
+  float acc[kRowsPerWarp][C] = {};
+  for (int64_t t0 = 0; t0 < end; t0 += kTile) {
+    load_tile(tile, width, width, vals, t0, end - t0, width);
+    __syncthreads();
+    weighted_rows<C>(sc + warp * kRowsPerWarp * Sp + t0, Sp, tile, width, width, static_cast<int>(min(int64_t{kTile}, end - t0)),
+                     lane, acc);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t i = i0 + warp * kRowsPerWarp + r;
+    if (i >= T) continue;
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+      if (lane + 32 * c < width) out[i * width + lane + 32 * c] = acc[r][c];
+  }
+}
+
+// The block's keys: those past the last row's causal limit are left out when the group is finite
+// (`finite` non-null only for a causal mask with offset >= 0).
+__device__ inline int64_t keys_end(const AttentionDesc& d, const int* finite, int64_t g, int64_t i0, int64_t S) {
+  return finite != nullptr && finite[g] != 0 ? min(max(i0 + kRows + d.offset, int64_t{0}), S) : S;
+}
+
+// ---- attention: out [G, T, E] ----
+// Shared memory: q rows [32][Dq], one tile [32][max(Dq + 1, E)], scores [32][Sp].
+template <int C>
+__global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                                                           const float* __restrict__ v, const float* __restrict__ k2,
+                                                                           const float* __restrict__ v2, float* __restrict__ out,
+                                                                           AttentionDesc d, TiledShape ts, const int* __restrict__ finite) {
+  extern __shared__ float4 sm4[];
+  float* qs = reinterpret_cast<float*>(sm4);
+  float* tile = qs + kRows * ts.Dq;
+  float* sc = tile + ts.tile_floats;
+  const int D = static_cast<int>(d.D), E = static_cast<int>(d.E), Dq = ts.Dq;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t row_blocks = (d.T + kRows - 1) / kRows, S = d.S1 + d.S2;
+  const float scale = static_cast<float>(d.scale);
+  for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
+    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows, kvg = g / d.rep;
+    const AttentionRows keys{k + kvg * d.cap * D, k2 ? k2 + kvg * d.S2 * D : nullptr, d.S1, D};
+    const AttentionRows vals{v + kvg * d.cap * E, v2 ? v2 + kvg * d.S2 * E : nullptr, d.S1, E};
+    const int64_t end = keys_end(d, finite, g, i0, S);
+    load_tile(qs, Dq, Dq, AttentionRows{q + g * d.T * D, nullptr, d.T, D}, i0, d.T - i0, D);
+    score_rows(qs, Dq, tile, keys, end, i0, d, scale, sc, ts.Sp, warp, lane);
+    float m[kRowsPerWarp], l[kRowsPerWarp];
+    softmax_rows(sc, ts.Sp, end, warp, lane, m, l);
+    __syncthreads();
+    weighted_sum<C>(sc, ts.Sp, tile, vals, end, i0, d.T, out + g * d.T * E, warp, lane);
+  }
+}
+
+// ---- attention_grad, part 1: dq and each query row's statistics (max, sum, sum(dp * p)) ----
+// Shared memory: q and dy rows [32][Dq] each, one tile [32][Dq + 1], p and ds [32][Sp] each.
+template <int C>
+__global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                                                              const float* __restrict__ v, const float* __restrict__ dy,
+                                                                              float* __restrict__ dq, AttentionDesc d, TiledShape ts,
+                                                                              const int* __restrict__ finite, float* __restrict__ stats) {
+  extern __shared__ float4 sm4[];
+  const int D = static_cast<int>(d.D), Dq = ts.Dq, Sp = ts.Sp;
+  float* qs = reinterpret_cast<float*>(sm4);
+  float* dys = qs + kRows * Dq;
+  float* tile = dys + kRows * Dq;
+  float* ps = tile + ts.tile_floats;
+  float* dps = ps + kRows * Sp;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t T = d.T, row_blocks = (T + kRows - 1) / kRows;
+  const float scale = static_cast<float>(d.scale);
+  for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
+    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows, kvg = g / d.rep;
+    const AttentionRows keys{k + kvg * T * D, nullptr, T, D}, vals{v + kvg * T * D, nullptr, T, D};
+    const int64_t end = keys_end(d, finite, g, i0, T);
+    load_tile(qs, Dq, Dq, AttentionRows{q + g * T * D, nullptr, T, D}, i0, T - i0, D);
+    load_tile(dys, Dq, Dq, AttentionRows{dy + g * T * D, nullptr, T, D}, i0, T - i0, D);
+    score_rows(qs, Dq, tile, keys, end, i0, d, scale, ps, Sp, warp, lane);
+    // dp = dy . v, the same dot products as the scores (no mask: only read where p is)
+    AttentionDesc open = d;
+    open.causal = false;
+    score_rows(dys, Dq, tile, vals, end, i0, open, 1.0f, dps, Sp, warp, lane);
+    float m[kRowsPerWarp], l[kRowsPerWarp], pdp[kRowsPerWarp];
+    softmax_rows(ps, Sp, end, warp, lane, m, l);
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int row = warp * kRowsPerWarp + r;
+      float part = 0.0f;
+      for (int64_t j = lane; j < end; j += 32) part = fmaf(dps[row * Sp + j], ps[row * Sp + j], part);
+      pdp[r] = warp_sum(part);
+      for (int64_t j = lane; j < end; j += 32) dps[row * Sp + j] = score_grad(ps[row * Sp + j], dps[row * Sp + j], pdp[r], scale);
+    }
+    __syncthreads();
+    weighted_sum<C>(dps, Sp, tile, keys, end, i0, T, dq + g * T * D, warp, lane);
+    if (lane == 0)
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const int64_t i = i0 + warp * kRowsPerWarp + r;
+        if (i >= T) continue;
+        float* st = stats + (g * T + i) * 3;
+        st[0] = m[r], st[1] = l[r], st[2] = pdp[r];
+      }
+  }
+}
+
+// ---- attention_grad, part 2: dk and dv per key row, over the query rows that see it ----
+// Shared memory: key and value rows [32][Dq] each, q and dy tiles [32][Dq + 1] each, the
+// tile's p and ds [32 keys][33 queries] each, and its rows' statistics [32][3].
+template <int C>
+__global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dkv_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                                                               const float* __restrict__ v, const float* __restrict__ dy,
+                                                                               float* __restrict__ dk, float* __restrict__ dv,
+                                                                               AttentionDesc d, TiledShape ts,
+                                                                               const int* __restrict__ finite,
+                                                                               const float* __restrict__ stats) {
+  extern __shared__ float4 sm4[];
+  const int D = static_cast<int>(d.D), Dq = ts.Dq, Dp = Dq + 1;
+  float* kr = reinterpret_cast<float*>(sm4);
+  float* vr = kr + kRows * Dq;
+  float* qt = vr + kRows * Dq;
+  float* dyt = qt + kTile * Dp;
+  float* pt = dyt + kTile * Dp;
+  float* dst = pt + kRows * (kTile + 1);
+  float* st = dst + kRows * (kTile + 1);
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t T = d.T, row_blocks = (T + kRows - 1) / kRows;
+  const float scale = static_cast<float>(d.scale);
+  for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
+    const int64_t g = b / row_blocks, j0 = (b % row_blocks) * kRows, kvg = g / d.rep;
+    const bool skip = finite != nullptr && finite[g] != 0;
+    const int64_t start = skip ? min(max(j0 - d.offset, int64_t{0}), T) : 0;  // the first query row that sees a key here
+    load_tile(kr, Dq, Dq, AttentionRows{k + kvg * T * D, nullptr, T, D}, j0, T - j0, D);
+    load_tile(vr, Dq, Dq, AttentionRows{v + kvg * T * D, nullptr, T, D}, j0, T - j0, D);
+    const AttentionRows qrows{q + g * T * D, nullptr, T, D}, dyrows{dy + g * T * D, nullptr, T, D};
+    float dk_acc[kRowsPerWarp][C] = {}, dv_acc[kRowsPerWarp][C] = {};
+    for (int64_t t0 = start; t0 < T; t0 += kTile) {
+      load_tile(qt, Dp, Dq, qrows, t0, T - t0, D);
+      load_tile(dyt, Dp, Dq, dyrows, t0, T - t0, D);
+      for (int t = static_cast<int>(threadIdx.x); t < kTile * 3; t += blockDim.x)
+        st[t] = t0 + t / 3 < T ? stats[(g * T + t0) * 3 + t] : 0.0f;
+      __syncthreads();
+      const int64_t i = t0 + lane;  // this lane's query row
+      float s[kRowsPerWarp], dp[kRowsPerWarp];
+      dots8(kr + warp * kRowsPerWarp * Dq, Dq, qt + lane * Dp, s);
+      dots8(vr + warp * kRowsPerWarp * Dq, Dq, dyt + lane * Dp, dp);
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const int row = warp * kRowsPerWarp + r;
+        const int64_t j = j0 + row;
+        float p = 0.0f, ds = 0.0f;
+        if (i < T && j < T) {
+          p = probability(masked_score(s[r], i, j, T, d, scale), st[lane * 3], st[lane * 3 + 1]);
+          ds = score_grad(p, dp[r], st[lane * 3 + 2], scale);
+        }
+        pt[row * (kTile + 1) + lane] = p;
+        dst[row * (kTile + 1) + lane] = ds;
+      }
+      __syncthreads();
+      const int n = static_cast<int>(min(int64_t{kTile}, T - t0));
+      weighted_rows<C>(pt + warp * kRowsPerWarp * (kTile + 1), kTile + 1, dyt, Dp, D, n, lane, dv_acc);
+      weighted_rows<C>(dst + warp * kRowsPerWarp * (kTile + 1), kTile + 1, qt, Dp, D, n, lane, dk_acc);
+      __syncthreads();
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int64_t j = j0 + warp * kRowsPerWarp + r;
+      if (j >= T) continue;
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+        if (lane + 32 * c < D) {
+          dk[(g * T + j) * D + lane + 32 * c] = dk_acc[r][c];
+          dv[(g * T + j) * D + lane + 32 * c] = dv_acc[r][c];
+        }
+    }
+    __syncthreads();  // kr, vr are reloaded by the next block
+  }
+}
+
+template <typename Kernel>
+cudaError_t allow_shared(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
+unsigned tiled_grid(const AttentionDesc& d) {
+  return static_cast<unsigned>(std::min<int64_t>(d.G * ((d.T + kRows - 1) / kRows), int64_t{1} << 20));
+}
+
+// The device's per-block shared memory limit (opt-in), read once per process and device.
+size_t shared_limit() {
+  int dev = 0, bytes = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    return 48 * 1024;
+  return static_cast<size_t>(bytes);
+}
+
+TiledShape tiled_shape(const AttentionDesc& d, int64_t keys) {
+  TiledShape ts;
+  ts.Dq = static_cast<int>((d.D + 3) / 4 * 4);
+  ts.Sp = static_cast<int>((keys + kTile - 1) / kTile * kTile);
+  ts.tile_floats = static_cast<int>(std::max<int64_t>(kTile * (ts.Dq + 1), kTile * d.E) + 3) / 4 * 4;
+  return ts;
+}
+
+size_t forward_shared(const TiledShape& ts) { return sizeof(float) * (size_t{kRows} * ts.Dq + ts.tile_floats + size_t{kRows} * ts.Sp); }
+size_t dq_shared(const TiledShape& ts) { return sizeof(float) * (2 * size_t{kRows} * ts.Dq + ts.tile_floats + 2 * size_t{kRows} * ts.Sp); }
+size_t dkv_shared(const TiledShape& ts) {
+  return sizeof(float) * (2 * size_t{kRows} * ts.Dq + 2 * size_t{kTile} * (ts.Dq + 1) + 2 * size_t{kRows} * (kTile + 1) + kTile * 3);
+}
+
+template <template <int> class Launch, typename... Args>
+cudaError_t by_lane_dims(int64_t width, Args&&... args) {
+  switch ((width + 31) / 32) {
+    case 1: return Launch<1>::run(args...);
+    case 2: return Launch<2>::run(args...);
+    case 3: return Launch<3>::run(args...);
+    case 4: return Launch<4>::run(args...);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <int C>
+struct LaunchForward {
+  static cudaError_t run(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
+                         const AttentionDesc& d, const TiledShape& ts, const int* finite, cudaStream_t stream) {
+    const size_t shared = forward_shared(ts);
+    if (cudaError_t e = allow_shared(attention_tiled_kernel<C>, shared); e != cudaSuccess) return e;
+    attention_tiled_kernel<C><<<tiled_grid(d), kThreadsPerBlock, shared, stream>>>(q, k, v, k2, v2, out, d, ts, finite);
+    return cudaGetLastError();
+  }
+};
+
+template <int C>
+struct LaunchGrad {
+  static cudaError_t run(const float* q, const float* k, const float* v, const float* dy, float* out, const AttentionDesc& d,
+                         const TiledShape& ts, const int* finite, float* stats, cudaStream_t stream) {
+    const size_t a = dq_shared(ts), b = dkv_shared(ts);
+    if (cudaError_t e = allow_shared(attention_tiled_dq_kernel<C>, a); e != cudaSuccess) return e;
+    attention_tiled_dq_kernel<C><<<tiled_grid(d), kThreadsPerBlock, a, stream>>>(q, k, v, dy, out, d, ts, finite, stats);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (cudaError_t e = allow_shared(attention_tiled_dkv_kernel<C>, b); e != cudaSuccess) return e;
+    const int64_t n = d.G * d.T * d.D;
+    attention_tiled_dkv_kernel<C><<<tiled_grid(d), kThreadsPerBlock, b, stream>>>(q, k, v, dy, out + n, out + 2 * n, d, ts, finite,
+                                                                                    stats);
+    return cudaGetLastError();
+  }
+};
+
+}  // namespace
+
+bool attention_tiled_fits(const AttentionDesc& d, bool grad) {
+  static const size_t limit = shared_limit();
+  const int64_t keys = grad ? d.T : d.S1 + d.S2;
+  if (d.position != nullptr || d.T < kTiledMinRows || keys == 0 || d.D == 0 || d.D > kAttentionMaxDim || d.E > kAttentionMaxDim)
+    return false;
+  const TiledShape ts = tiled_shape(d, keys);
+  return (grad ? std::max(dq_shared(ts), dkv_shared(ts)) : forward_shared(ts)) <= limit;
+}
+
+cudaError_t launch_attention_tiled(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
+                                   const AttentionDesc& d, const int* finite, cudaStream_t stream) {
+  return by_lane_dims<LaunchForward>(d.E, q, k, v, k2, v2, out, d, tiled_shape(d, d.S1 + d.S2), finite, stream);
+}
+
+cudaError_t launch_attention_grad_tiled(const float* q, const float* k, const float* v, const float* dy, float* out,
+                                        const AttentionDesc& d, const int* finite, float* stats, cudaStream_t stream) {
+  return by_lane_dims<LaunchGrad>(d.D, q, k, v, dy, out, d, tiled_shape(d, d.T), finite, stats, stream);
+}
+
+}  // namespace volta::cuda
