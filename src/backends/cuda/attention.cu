@@ -23,14 +23,6 @@ constexpr int kLaneDims = static_cast<int>(kAttentionMaxDim / 32);  // output di
 constexpr unsigned kFull = 0xffffffffu;
 constexpr double kNegInf = -INFINITY;
 
-__device__ inline double warp_max(double v) {  // NaN-ignoring, as fmax
-  for (int s = 16; s > 0; s >>= 1) v = fmax(v, __shfl_xor_sync(kFull, v, s));
-  return v;
-}
-__device__ inline double warp_sum(double v) {  // every lane ends with the same sum
-  for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(kFull, v, s);
-  return v;
-}
 
 // dst[r][0, width) (row stride `stride`) = rows r0 + r of src, zeros past `count` rows.
 __device__ inline void load_rows(float* dst, int stride, const AttentionRows& src, int64_t r0, int64_t count, int n_rows, int width) {
@@ -338,16 +330,6 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkv_kernel(const float
   }
 }
 
-// Dynamic shared memory past the default 48 KB needs the kernel's limit raised first.
-template <typename Kernel>
-cudaError_t allow_shared(Kernel kernel, size_t bytes) {
-  if (bytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-}
-
-unsigned attention_grid(const AttentionDesc& d) {
-  return static_cast<unsigned>(std::min<int64_t>(d.G * ((d.T + kRows - 1) / kRows), int64_t{1} << 20));
-}
 
 __global__ void rope_kernel(const float* x, const float* cos, const float* sin, const int32_t* position, float* out,
                             int64_t rows, int64_t T, int64_t half, int64_t table_rows) {
@@ -394,7 +376,7 @@ cudaError_t launch_attention(const float* q, const float* k, const float* v, con
   if (attention_tiled_fits(d, false)) return launch_attention_tiled(q, k, v, k2, v2, out, d, skippable ? finite : nullptr, stream);
   const size_t shared = sizeof(float) * static_cast<size_t>(kRows * d.D + kTile * (d.D + 1) + kTile * d.E);
   if (cudaError_t e = allow_shared(attention_kernel, shared); e != cudaSuccess) return e;
-  attention_kernel<<<attention_grid(d), kAttnThreads, shared, stream>>>(q, k, v, k2, v2, out, d, skippable ? finite : nullptr);
+  attention_kernel<<<attention_grid(d, kRows), kAttnThreads, shared, stream>>>(q, k, v, k2, v2, out, d, skippable ? finite : nullptr);
   return cudaGetLastError();
 }
 
@@ -413,12 +395,12 @@ cudaError_t launch_attention_grad(const float* q, const float* k, const float* v
   const int64_t n = d.G * d.T * d.D;
   const size_t dq_shared = sizeof(float) * static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
   if (cudaError_t e = allow_shared(attention_dq_kernel, dq_shared); e != cudaSuccess) return e;
-  attention_dq_kernel<<<attention_grid(d), kAttnThreads, dq_shared, stream>>>(q, k, v, dy, out, d, finite, stats);
+  attention_dq_kernel<<<attention_grid(d, kRows), kAttnThreads, dq_shared, stream>>>(q, k, v, dy, out, d, finite, stats);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   const size_t floats = static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
   const size_t dkv_shared = sizeof(float) * ((floats + 1) / 2 * 2) + sizeof(double) * kTile * 3;
   if (cudaError_t e = allow_shared(attention_dkv_kernel, dkv_shared); e != cudaSuccess) return e;
-  attention_dkv_kernel<<<attention_grid(d), kAttnThreads, dkv_shared, stream>>>(q, k, v, dy, out + n, out + 2 * n, d, finite,
+  attention_dkv_kernel<<<attention_grid(d, kRows), kAttnThreads, dkv_shared, stream>>>(q, k, v, dy, out + n, out + 2 * n, d, finite,
                                                                                  stats);
   return cudaGetLastError();
 }

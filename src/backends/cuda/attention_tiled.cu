@@ -20,16 +20,6 @@ namespace {
 
 constexpr int kWarps = 4, kRowsPerWarp = 8, kRows = kWarps * kRowsPerWarp, kTile = 32;
 constexpr int kThreadsPerBlock = kWarps * 32;
-constexpr unsigned kFull = 0xffffffffu;
-
-__device__ inline float warp_max(float v) {  // NaN-ignoring, as fmaxf; every lane gets the same value
-  for (int s = 16; s > 0; s >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, s));
-  return v;
-}
-__device__ inline float warp_sum(float v) {  // the xor butterfly: every lane adds the same pairs
-  for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(kFull, v, s);
-  return v;
-}
 
 __device__ inline bool aligned16(const float* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
@@ -323,15 +313,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dkv_kernel(c
   }
 }
 
-template <typename Kernel>
-cudaError_t allow_shared(Kernel kernel, size_t bytes) {
-  if (bytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-}
-
-unsigned tiled_grid(const AttentionDesc& d) {
-  return static_cast<unsigned>(std::min<int64_t>(d.G * ((d.T + kRows - 1) / kRows), int64_t{1} << 20));
-}
 
 // The device's per-block shared memory limit (opt-in), read once per process and device.
 size_t shared_limit() {
@@ -373,7 +354,7 @@ struct LaunchForward {
                          const AttentionDesc& d, const TiledShape& ts, const int* finite, cudaStream_t stream) {
     const size_t shared = forward_shared(ts);
     if (cudaError_t e = allow_shared(attention_tiled_kernel<C>, shared); e != cudaSuccess) return e;
-    attention_tiled_kernel<C><<<tiled_grid(d), kThreadsPerBlock, shared, stream>>>(q, k, v, k2, v2, out, d, ts, finite);
+    attention_tiled_kernel<C><<<attention_grid(d, kRows), kThreadsPerBlock, shared, stream>>>(q, k, v, k2, v2, out, d, ts, finite);
     return cudaGetLastError();
   }
 };
@@ -384,11 +365,11 @@ struct LaunchGrad {
                          const TiledShape& ts, const int* finite, float* stats, cudaStream_t stream) {
     const size_t a = dq_shared(ts), b = dkv_shared(ts);
     if (cudaError_t e = allow_shared(attention_tiled_dq_kernel<C>, a); e != cudaSuccess) return e;
-    attention_tiled_dq_kernel<C><<<tiled_grid(d), kThreadsPerBlock, a, stream>>>(q, k, v, dy, out, d, ts, finite, stats);
+    attention_tiled_dq_kernel<C><<<attention_grid(d, kRows), kThreadsPerBlock, a, stream>>>(q, k, v, dy, out, d, ts, finite, stats);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     if (cudaError_t e = allow_shared(attention_tiled_dkv_kernel<C>, b); e != cudaSuccess) return e;
     const int64_t n = d.G * d.T * d.D;
-    attention_tiled_dkv_kernel<C><<<tiled_grid(d), kThreadsPerBlock, b, stream>>>(q, k, v, dy, out + n, out + 2 * n, d, ts, finite,
+    attention_tiled_dkv_kernel<C><<<attention_grid(d, kRows), kThreadsPerBlock, b, stream>>>(q, k, v, dy, out + n, out + 2 * n, d, ts, finite,
                                                                                     stats);
     return cudaGetLastError();
   }

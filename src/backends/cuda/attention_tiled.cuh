@@ -22,6 +22,11 @@ struct TiledShape {
   int Dq = 0, Sp = 0, tile_floats = 0;
 };
 
+// Blocks for the G query groups' row blocks of `rows` (a grid-stride loop past the cap).
+inline unsigned attention_grid(const AttentionDesc& d, int64_t rows) {
+  return static_cast<unsigned>(std::min<int64_t>(d.G * ((d.T + rows - 1) / rows), int64_t{1} << 20));
+}
+
 // Fewer query rows than this take the per-row kernels (a decode step, a short prompt).
 constexpr int64_t kTiledMinRows = 8;
 

@@ -45,6 +45,30 @@ inline bool index_fits_32(const StridedIndex& idx, int64_t n, int operands) {
   return true;
 }
 
+// Butterflies over a warp's 32 lanes: one fixed xor pattern in which every lane combines the
+// same pairs, so every lane ends with the same bits. warp_max ignores NaN, as fmax.
+template <typename T>
+__device__ inline T warp_sum(T v) {
+  for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+  return v;
+}
+template <typename T>
+__device__ inline T warp_max(T v) {
+  for (int s = 16; s > 0; s >>= 1) {
+    const T o = __shfl_xor_sync(0xffffffffu, v, s);
+    if constexpr (sizeof(T) == sizeof(float)) v = fmaxf(v, o);
+    else v = fmax(v, o);
+  }
+  return v;
+}
+
+// Dynamic shared memory past the default 48 KB needs the kernel's limit raised first.
+template <typename Kernel>
+cudaError_t allow_shared(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
 // Tree reduction of one value per thread over a kThreads block, always in the same order.
 // `buf` holds kThreads entries; every thread gets the result.
 template <typename T, typename Op>

@@ -10,11 +10,6 @@ namespace {
 
 constexpr int kRowsPerBlock = kThreads / 32;
 
-__device__ inline double lanes_sum(double v) {
-  for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-  return v;
-}
-
 // The warp's rows: r0 = this warp's first, then a stride of every warp of the grid.
 __device__ inline int64_t first_row() { return int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / 32; }
 __device__ inline int64_t row_stride() { return int64_t{gridDim.x} * kRowsPerBlock; }
@@ -29,14 +24,14 @@ __global__ void __launch_bounds__(kThreads) norm_kernel(const float* __restrict_
     if (center) {
       double s = 0.0;
       for (int64_t d = lane; d < D; d += 32) s += xr[d];
-      mean = lanes_sum(s) / static_cast<double>(D);
+      mean = warp_sum(s) / static_cast<double>(D);
     }
     double s2 = 0.0;  // layer_norm: biased variance; rms_norm: mean square
     for (int64_t d = lane; d < D; d += 32) {
       const double c = xr[d] - mean;
       s2 += c * c;
     }
-    const double inv = 1.0 / sqrt(lanes_sum(s2) / static_cast<double>(D) + eps);
+    const double inv = 1.0 / sqrt(warp_sum(s2) / static_cast<double>(D) + eps);
     for (int64_t d = lane; d < D; d += 32) {
       double y = (xr[d] - mean) * inv * gamma[d];
       if (beta) y += beta[d];
@@ -59,19 +54,19 @@ __global__ void __launch_bounds__(kThreads) norm_grad_kernel(const float* __rest
     if (center) {
       double s = 0.0;
       for (int64_t d = lane; d < D; d += 32) s += xr[d];
-      mean = lanes_sum(s) * inv_d;
+      mean = warp_sum(s) * inv_d;
     }
     double s2 = 0.0;
     for (int64_t d = lane; d < D; d += 32) s2 += (xr[d] - mean) * (xr[d] - mean);
-    const double rstd = 1.0 / sqrt(lanes_sum(s2) * inv_d + eps);
+    const double rstd = 1.0 / sqrt(warp_sum(s2) * inv_d + eps);
     double g_sum = 0.0, gx_sum = 0.0;
     for (int64_t d = lane; d < D; d += 32) {
       const double g = static_cast<double>(dyr[d]) * gamma[d];
       g_sum += g;
       gx_sum += g * ((xr[d] - mean) * rstd);
     }
-    const double g_mean = lanes_sum(g_sum) * inv_d;
-    const double gx_mean = lanes_sum(gx_sum) * inv_d;
+    const double g_mean = warp_sum(g_sum) * inv_d;
+    const double gx_mean = warp_sum(gx_sum) * inv_d;
     for (int64_t d = lane; d < D; d += 32) {
       const double g = static_cast<double>(dyr[d]) * gamma[d];
       const double centered = center ? g - g_mean : g;
