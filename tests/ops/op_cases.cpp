@@ -181,6 +181,10 @@ std::vector<OpCase> cases_of(Op op) {
           C({f({2, 12, 8}), f({2, 30, 8}), f({2, 30, 8})}, A{{"scale", F(0.5)}, {"prefix", I(17)}}, 2e-6),
           C({f({2, 4, 3}), f({2, 3, 3}), f({2, 3, 5}), f({2, 2, 3}), f({2, 2, 5})},
             A{{"scale", F(0.6)}, {"causal_offset", I(1)}, {"prefix", I(2)}}, 2e-6),  // a prefix of k, v, then k2, v2
+          // rows enough for CUDA's tiled kernels: k, v then k2, v2; a head width off the float4
+          C({f({2, 10, 8}), f({2, 6, 8}), f({2, 6, 5}), f({2, 10, 8}), f({2, 10, 5})},
+            A{{"scale", F(0.45)}, {"causal_offset", I(6)}}, 2e-6),
+          C({f({2, 20, 5}), f({2, 20, 5}), f({2, 20, 7})}, A{{"scale", F(0.4)}, {"causal_offset", I(0)}}, 2e-6),
           // a decode step over a cache and the new position (k2, v2), then the cache read in place
           C({f({1, 4, 1, 32}), f({1, 4, 20, 32}), f({1, 4, 20, 32}), f({1, 4, 1, 32}), f({1, 4, 1, 32})},
             A{{"scale", F(0.17)}, {"causal_offset", I(20)}}, 2e-6),

@@ -81,6 +81,60 @@ template <int R, int NV, bool BF16>
 VOLTA_TARGET_AVX512 void half_tile_avx512(const TileArgs& t) {
   half_tile_body<VecOf<16>::type, 16, R, NV, BF16>(t, Avx512HalfOps{});
 }
+
+// bf16 on AVX-512, 32 columns per 64-byte load: read as 16 words, each holds a pair of columns
+// (2i in its low half, 2i + 1 in its high half), so the odd column is already an f32 once its
+// low half is masked off and the even one once shifted up: two single-uop operations widen 32
+// values, where widening 16 at a time takes a zero-extension and a shift for each 16. The
+// accumulators hold the even and the odd columns apart and are interleaved once at the end.
+// Each column is the same FMA chain on the same widened weight as in half_tile_body.
+template <int R, int NV>
+VOLTA_TARGET_AVX512 void bf16_pair_tile_avx512(const TileArgs& t) {
+  static_assert(NV % 2 == 0, "columns come in loads of two vectors");
+  constexpr int P = NV / 2;
+  const __m512i lo_cols = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi_cols = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512i high_half = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  __m512 even[R][P], odd[R][P];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) {
+      even[r][j] = _mm512_setzero_ps(), odd[r][j] = _mm512_setzero_ps();
+      if (t.accumulate) {  // C's columns split into the even and the odd ones
+        const __m512 c0 = _mm512_loadu_ps(t.c + r * t.ldc + j * 32), c1 = _mm512_loadu_ps(t.c + r * t.ldc + j * 32 + 16);
+        even[r][j] = _mm512_permutex2var_ps(c0, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), c1);
+        odd[r][j] = _mm512_permutex2var_ps(c0, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), c1);
+      }
+    }
+  const float* a = t.a;
+  const auto* b = reinterpret_cast<const uint16_t*>(t.b);
+  for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
+    __m512 be[P], bo[P];
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) {
+      const __m512i w = _mm512_loadu_si512(b + j * 32);
+      be[j] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+      bo[j] = _mm512_castsi512_ps(_mm512_and_si512(w, high_half));
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * t.a_rs]);
+#pragma GCC unroll 16
+      for (int j = 0; j < P; ++j) {
+        even[r][j] = _mm512_fmadd_ps(x, be[j], even[r][j]);
+        odd[r][j] = _mm512_fmadd_ps(x, bo[j], odd[r][j]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) {
+      _mm512_storeu_ps(t.c + r * t.ldc + j * 32, _mm512_permutex2var_ps(even[r][j], lo_cols, odd[r][j]));
+      _mm512_storeu_ps(t.c + r * t.ldc + j * 32 + 16, _mm512_permutex2var_ps(even[r][j], hi_cols, odd[r][j]));
+    }
+}
 template <int R, int NV, bool BF16>
 VOLTA_TARGET_AVX2_F16C void half_tile_avx2(const TileArgs& t) {
   half_tile_body<VecOf<8>::type, 8, R, NV, BF16>(t, Avx2HalfOps{});
@@ -89,7 +143,8 @@ VOLTA_TARGET_AVX2_F16C void half_tile_avx2(const TileArgs& t) {
 // The wide and the half-width decode tiles, as run_small_tile has them: [bf16][rows - 1].
 template <int NV, bool BF16, int... R>
 constexpr std::array<TileFn, sizeof...(R)> half_b_avx512(std::integer_sequence<int, R...>) {
-  return {&half_tile_avx512<R + 1, NV, BF16>...};
+  if constexpr (BF16) return {&bf16_pair_tile_avx512<R + 1, NV>...};
+  else return {&half_tile_avx512<R + 1, NV, BF16>...};
 }
 template <int NV, bool BF16, int... R>
 constexpr std::array<TileFn, sizeof...(R)> half_b_avx2(std::integer_sequence<int, R...>) {

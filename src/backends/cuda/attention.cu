@@ -23,7 +23,6 @@ constexpr int kLaneDims = static_cast<int>(kAttentionMaxDim / 32);  // output di
 constexpr unsigned kFull = 0xffffffffu;
 constexpr double kNegInf = -INFINITY;
 
-
 // dst[r][0, width) (row stride `stride`) = rows r0 + r of src, zeros past `count` rows.
 __device__ inline void load_rows(float* dst, int stride, const AttentionRows& src, int64_t r0, int64_t count, int n_rows, int width) {
   for (int t = static_cast<int>(threadIdx.x); t < n_rows * width; t += blockDim.x) {
@@ -329,7 +328,6 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkv_kernel(const float
     __syncthreads();  // kr, vr are reloaded by the next block
   }
 }
-
 
 __global__ void rope_kernel(const float* x, const float* cos, const float* sin, const int32_t* position, float* out,
                             int64_t rows, int64_t T, int64_t half, int64_t table_rows) {

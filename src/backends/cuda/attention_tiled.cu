@@ -313,7 +313,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dkv_kernel(c
   }
 }
 
-
 // The device's per-block shared memory limit (opt-in), read once per process and device.
 size_t shared_limit() {
   int dev = 0, bytes = 0;
