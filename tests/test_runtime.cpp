@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <thread>
 
 #include "backends/cpu/parallel.h"
 #include "cpu_variant.h"
@@ -394,6 +395,35 @@ TEST(RuntimeMemory, FailedAllocationsAreErrorsNeverAborts) {
   std::vector<int> again(64, 0);
   cpu::parallel_for(64, [&](int64_t i) { again[static_cast<size_t>(i)] = 1; });
   EXPECT_EQ(std::count(again.begin(), again.end(), 1), 64);
+  set_cpu_threads(0);
+}
+
+// A decode step's single-task products on resident weights: each weight's task runs on the same
+// thread every call, and two weights heavier than everything seen before land on different
+// threads (the balance of bytes per core); split products still run every task once.
+TEST(Parallel, ResidentOperandsKeepTheirThreadAndBalanceTheCores) {
+  set_cpu_threads(2);
+  const float a[1] = {}, b[1] = {}, c[1] = {};
+  constexpr int64_t kHeavy = int64_t{1} << 50;  // outweighs any earlier test's weights
+  auto runner = [](const void* key, int64_t bytes) {
+    std::thread::id id;
+    cpu::parallel_for_resident(key, bytes, 1, [&](int64_t i) {
+      EXPECT_EQ(i, 0);
+      id = std::this_thread::get_id();
+    });
+    return id;
+  };
+  const std::thread::id first = runner(a, kHeavy), second = runner(b, kHeavy);
+  EXPECT_NE(first, second);
+  for (int call = 0; call < 5; ++call) {
+    EXPECT_EQ(runner(a, kHeavy), first);
+    EXPECT_EQ(runner(b, kHeavy), second);
+  }
+  std::vector<int> seen(7, 0);
+  cpu::parallel_for_resident(c, 64, 7, [&](int64_t i) { ++seen[static_cast<size_t>(i)]; });
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 7);
+  set_cpu_threads(1);  // one thread: everything inline, on the caller
+  EXPECT_EQ(runner(b, kHeavy), std::this_thread::get_id());
   set_cpu_threads(0);
 }
 

@@ -480,14 +480,17 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
     const int64_t task_cols = flops < kSmallSplitFlops ? N
                               : M > matmul_small_rows(isa, true) ? kSmallTaskCols / 2 : kSmallTaskCols;
     const int64_t nt = ceil_div(N, task_cols);
-    parallel_for(count * nt, [&](int64_t t) {
+    auto task = [&](int64_t t) {
       const GemmOperands& g = mats[static_cast<size_t>(t / nt)];
       const int64_t n0 = (t % nt) * task_cols;
       const int64_t cols = std::min(task_cols, N - n0);
       if (g.B.cs == 1) small_blocks(isa, g.A, {g.B.data + n0, g.B.rs, 1}, g.C + n0, ldc, M, cols, K);
       else small_block_transposed_b(isa, g.A, {g.B.data + n0 * g.B.cs, 1, g.B.cs}, g.C + n0, ldc, M, cols, K);
       if (ep) ep->apply(g.C + n0, M, cols);
-    });
+    };
+    // One weight (a decode step's): its tasks stay on the same cores from call to call.
+    if (count == 1) parallel_for_resident(mats[0].B.data, task_cols * K * static_cast<int64_t>(sizeof(float)), nt, task);
+    else parallel_for(count * nt, task);
     return;
   }
   const std::pair<int64_t, int64_t> blocks = task_blocks(isa, bl, count, M, N, K);

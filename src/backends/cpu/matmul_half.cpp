@@ -70,7 +70,7 @@ Status matmul_half_weights(const KernelArgs& a) {
   const bool wide = g.rows <= matmul_small_rows(isa, true);
   const int64_t sc = matmul_small_cols(isa, wide), sr = matmul_small_rows(isa, wide);
   const int64_t task_cols = wide ? kTaskCols : kTaskCols / 2, tasks = (g.N + task_cols - 1) / task_cols;
-  parallel_for(tasks, [&](int64_t t) {
+  parallel_for_resident(src, task_cols * g.K * 2, tasks, [&](int64_t t) {
     int64_t n0 = t * task_cols;
     const int64_t end = std::min(g.N, n0 + task_cols);
     // Whole tiles widen in registers; a right edge narrower than a tile widens into scratch.
