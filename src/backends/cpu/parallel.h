@@ -17,10 +17,11 @@ int num_threads();
 void parallel_for(int64_t n, const std::function<void(int64_t)>& task);
 
 // parallel_for for a product over an operand read again on later calls (a decode step's
-// weight, keyed by its address): a single task runs on the participant whose share of such
-// operands is the smallest when `key` is first seen, and on that one every later call (0 is the
-// caller, which then waits), so each core's cache keeps its own weights from token to token;
-// split products count each participant's tasks (`bytes_per_task` each) toward its share.
+// weight, keyed by its address): a single task of at least 192 KB runs on the participant whose
+// share of such operands is the smallest when `key` is first seen, and on that one every later
+// call (0 is the caller, which then waits), so each core's cache keeps its own weights from
+// token to token; smaller single tasks stay on the caller, and split products count each
+// participant's tasks (`bytes_per_task` each) toward its share.
 // Only which thread runs a task depends on this, never a result.
 void parallel_for_resident(const void* key, int64_t bytes_per_task, int64_t n, const std::function<void(int64_t)>& task);
 
