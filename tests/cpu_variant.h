@@ -37,11 +37,15 @@ class CpuWrapper : public Backend {
 // what is copied in).
 class CpuVariant final : public CpuWrapper {
  public:
-  enum Kind { kNoAttention, kDevice };
+  // kUnpacked: every kernel, but no packed weights (the wrapper never offers a packing).
+  enum Kind { kNoAttention, kDevice, kUnpacked };
   explicit CpuVariant(Kind kind) : kind_(kind), caps_(cpu_->capabilities()) {
     if (kind == kNoAttention) std::erase(caps_.ops, ir::Op::Attention), caps_.features.clear();
+    if (kind == kUnpacked) std::erase(caps_.features, "matmul.packed_b");
   }
-  std::string name() const override { return kind_ == kDevice ? "fake-device" : "cpu-no-attention"; }
+  std::string name() const override {
+    return kind_ == kDevice ? "fake-device" : kind_ == kUnpacked ? "cpu-unpacked" : "cpu-no-attention";
+  }
   const Capabilities& capabilities() const override { return caps_; }
   bool host_memory() const override { return kind_ != kDevice; }
   size_t copied_in = 0;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "backends/cpu/matmul.h"
 #include "cpu_variant.h"
 #include "model/generate.h"
 #include "test_util.h"
@@ -125,6 +126,64 @@ TEST(Generate, HalfWeightsGiveTheTextOfF32WeightsRoundedOnce) {
   Runtime rt(make_cpu_backend());
   EXPECT_ERROR_CONTAINS(model::Generator::create(rt, tiny_config(), tiny_params(tiny_config()), DType::i32),
                         "--weights must be f32, bf16 or f16, got i32");
+}
+
+// f32 weights: the generator stores each matmul weight whose width is whole panels in the CPU
+// GEMM's packed layout, and its prompt and decode plans read them in place with the bits of plain
+// weights: the logits of both equal a generator's on a backend without packing, at 1 and 2
+// threads, and so does the text.
+TEST(Generate, F32WeightsStoredPackedKeepTheBits) {
+  model::TinyLMConfig gpt{11, 16, 2, 2, 32, false};  // every block matrix whole 32-column panels
+  model::TinyLMConfig llama = tiny_llama();
+  llama.channels = 32, llama.ffn = 64;
+  for (const model::TinyLMConfig& c : {gpt, llama}) {
+    const Bindings params = tiny_params(c);
+    for (int threads : {1, 2}) {
+      set_cpu_threads(threads);
+      Runtime packed_rt(make_cpu_backend());
+      Runtime plain_rt(std::make_unique<test::CpuVariant>(test::CpuVariant::kUnpacked));
+      auto packed = model::Generator::create(packed_rt, c, params);
+      auto plain = model::Generator::create(plain_rt, c, params);
+      ASSERT_OK(packed);
+      ASSERT_OK(plain);
+      for (const auto& [name, t] : params) EXPECT_TRUE(plain->state().get(name)->bitwise_equal(t)) << name;
+      const int64_t B = 2, T = 5;
+      Tensor prompt = Tensor::zeros(DType::i32, {B, T}), next = Tensor::zeros(DType::i32, {B, 1}), at = Tensor::zeros(DType::i32, {1});
+      for (int64_t i = 0; i < B * T; ++i) prompt.data<int32_t>()[i] = static_cast<int32_t>((3 * i + 1) % c.vocab);
+      next.data<int32_t>()[0] = 4, next.data<int32_t>()[1] = 9, at.data<int32_t>()[0] = static_cast<int32_t>(T);
+      std::vector<std::vector<Tensor>> logits;
+      for (auto [rt, gen] : {std::pair{&packed_rt, &*packed}, std::pair{&plain_rt, &*plain}}) {
+        ASSERT_OK(gen->reserve(B));
+        auto prefill = gen->prefill_plan(B, T);
+        auto step = gen->decode_plan(B);
+        ASSERT_OK(prefill);
+        ASSERT_OK(step);
+        // Every block matrix is read packed, on a vector ISA with packing.
+        for (const auto* plan : {&**prefill, &**step}) {
+          int64_t reads = 0;
+          for (const ir::Node& n : plan->graph.nodes) reads += n.op == ir::Op::Matmul && n.attrs.has("b_packed") ? 1 : 0;
+          const bool packs = rt == &packed_rt && cpu::matmul_active_isa() != cpu::MatmulIsa::kScalar;
+          EXPECT_EQ(reads, packs ? 4 * c.layers : 0) << model::arch_name(c.arch) << " " << rt->backend().name();
+        }
+        auto p = rt->run(**prefill, {{"tokens", prompt}}, &gen->state());
+        auto d = rt->run(**step, {{"tokens", next}, {"position", at}}, &gen->state());
+        ASSERT_OK(p);
+        ASSERT_OK(d);
+        logits.push_back({(*p)[0], (*d)[0]});
+      }
+      EXPECT_TRUE(logits[0][0].bitwise_equal(logits[1][0])) << model::arch_name(c.arch) << " prompt, threads " << threads;
+      EXPECT_TRUE(logits[0][1].bitwise_equal(logits[1][1])) << model::arch_name(c.arch) << " decode, threads " << threads;
+      model::SampleOptions o;
+      o.tokens = 24;  // past the context: a restart's prefill too
+      o.batch = 2;
+      auto a = packed->generate({1, 2, 3}, o);
+      auto b = plain->generate({1, 2, 3}, o);
+      ASSERT_OK(a);
+      ASSERT_OK(b);
+      EXPECT_EQ(*a, *b) << model::arch_name(c.arch);
+    }
+  }
+  set_cpu_threads(0);
 }
 
 // Past the context the window restarts from its last `keep` tokens. The reference prefills the

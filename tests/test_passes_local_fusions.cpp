@@ -226,8 +226,9 @@ TEST(Passes, TransposesFoldIntoTheMatmulsAroundThem) {
 
 // Constant weights packed once when the plan is made (pack_matmul_weights): the bits of the
 // unpacked products on every ISA and thread count (an ISA other than the plan's reads them
-// unpacked); a weight two matmuls read is packed once; one read another way, transposed, or
-// by a decode-sized product stays as it is.
+// unpacked); a weight two matmuls read is packed once; one read another way or transposed
+// stays as it is. Decode-sized products read their packed weight in place too (one and four
+// rows, 160 columns: the wide or half tiles and a single panel, over two K blocks).
 TEST(Passes, PackedWeightsKeepTheBits) {
   ModelBuilder b("packed");
   Value x = b.input("x", {DType::f32, {3, 40, 48}});
@@ -242,10 +243,14 @@ TEST(Passes, PackedWeightsKeepTheBits) {
   Value h = b.gelu(b.add(b.matmul(x, w1, "fc1"), weight("bias", {384}, 5)));
   Value y = b.matmul(b.matmul(h, w2, "fc2a"), w2, "fc2b");  // one weight, two readers
   Value z = b.matmul(y, wt, "tb", false, true);             // transposed: stays
-  Value d = b.matmul(t, wo, "decode");                      // 4 rows: the small-M path reads it in place
+  Value d = b.matmul(t, wo, "small");                       // wo is also read by a mul: stays
+  Value t1 = b.input("t1", {DType::f32, {1, 384}}), t4 = b.input("t4", {DType::f32, {4, 384}});
+  Value wd = weight("wd", {384, 160}, 6);
+  b.output(b.matmul(t1, wd, "decode1"));
+  b.output(b.matmul(t4, wd, "decode4"));
   b.output(z);
   b.output(d);
-  b.output(b.mul(wo, b.scalar(2.0f)));  // wo is also read by a mul: stays
+  b.output(b.mul(wo, b.input("s", {DType::f32, {64, 32}})));  // wo is also read by a mul: stays
   auto g = b.build();
   ASSERT_OK(g);
   auto values = test::seeded_values(*g, 9);
@@ -256,10 +261,51 @@ TEST(Passes, PackedWeightsKeepTheBits) {
         std::set<std::string> packed;  // fc1 carries its GELU epilogue, and the GELU's name
         for (const ir::Node& n : plan.nodes)
           if (n.op == ir::Op::Matmul && n.attrs.has("b_packed")) packed.insert(n.name.starts_with("gelu") ? "fc1" : n.name);
-        const std::set<std::string> want = fuse ? std::set<std::string>{"fc1", "fc2a", "fc2b"} : std::set<std::string>{};
+        std::set<std::string> want;
+        if (fuse) want = {"fc1", "fc2a", "fc2b"};
+        if (fuse && cpu::matmul_active_isa() != cpu::MatmulIsa::kScalar) want.insert({"decode1", "decode4"});
         EXPECT_EQ(packed, want);
       },
       "packed weights");
+}
+
+// store_weights_packed (inference's f32 weights in the GEMM's layout): the named params' matmuls
+// read them as b_packed and the params are frozen; a param read any other way, or not a whole
+// number of panels wide, is refused naming it.
+TEST(Passes, StoringWeightsPackedMarksTheirReadersAndRefusesOtherReads) {
+  auto graph = [](bool transposed) {
+    ModelBuilder b("stored");
+    Value x = b.input("x", {DType::f32, {2, 32}});
+    Value w = b.param("w", {DType::f32, {32, 64}});
+    Value v = b.param("v", {DType::f32, {64, 48}});
+    Value h = b.matmul(x, w, "mm");
+    b.output(b.matmul(h, v, "mv"));
+    if (transposed) b.output(b.matmul(h, w, "tb", false, true));
+    return b.build();
+  };
+  auto g = graph(false);
+  ASSERT_OK(g);
+  auto packed = passes::store_weights_packed(*g, {{"w", {16, 32}}});
+  ASSERT_OK(packed);
+  for (const ir::Node& n : packed->nodes) {
+    if (n.name == "mm") {
+      auto layout = n.attrs.get_ints("b_packed");
+      ASSERT_OK(layout);
+      EXPECT_EQ(*layout, (std::vector<int64_t>{16, 32}));
+    }
+    if (n.name == "mv") {
+      EXPECT_FALSE(n.attrs.has("b_packed"));
+    }
+    if (n.name == "w") {
+      EXPECT_EQ(*n.attrs.get_int("trainable", 1), 0);
+    }
+  }
+  EXPECT_ERROR_CONTAINS(passes::store_weights_packed(*g, {{"v", {16, 32}}}),
+                        "param 'v' (f32[64,48]) cannot be stored in panels of 32 columns");
+  auto t = graph(true);
+  ASSERT_OK(t);
+  EXPECT_ERROR_CONTAINS(passes::store_weights_packed(*t, {{"w", {16, 32}}}),
+                        "param 'w' is stored packed but read other than as a matmul's plain weight");
 }
 
 // A graph moved into compile is the pipeline's own: the weight it packs is replaced, not kept

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/parallel.h"
+#include "ir/packed_weight.h"
 #include "volta/rng.h"
 #include "volta/tensor.h"
 
@@ -111,38 +112,52 @@ BENCHMARK(BM_GemmTransposedA)
     ->Args({512, 128, 768, 2})
     ->Unit(benchmark::kMicrosecond);
 
-// One decode token's weight GEMVs for TinyLM (4 layers of x @ W for W in [128, 384], [128, 128],
-// [128, 512], [512, 128]): 3.1 MB of distinct weights per token, more than L2 holds, so this
-// times the GEMV at the memory bandwidth decode actually sees, unlike a hot single GEMV.
+// One decode token's weight GEMVs for TinyLM (`layers` layers of x @ W for W in [128, 384],
+// [128, 128], [128, 512], [512, 128]; 4 layers: 3.1 MB of distinct weights per token, more than
+// one core's L2 holds, so this times the GEMV at the bandwidth decode actually sees, unlike a
+// hot single GEMV). `packed`: the weights in the packed layout the generator stores them in,
+// each task's columns one contiguous piece (at 2 threads each core's half then stays in its L2).
 void BM_DecodeGemvs(benchmark::State& state) {
   set_threads(state, 0);
+  const bool packed = state.range(2) != 0;
   struct Shape {
     int64_t k, n;
   };
   const Shape layer[] = {{128, 384}, {128, 128}, {128, 512}, {512, 128}};
+  const auto isa = volta::cpu::matmul_best_isa();
+  const int64_t nr = volta::cpu::matmul_tile(isa).cols, kc = 192;
   std::vector<std::vector<float>> weights;
   std::vector<Shape> shapes;
   int64_t bytes = 0;
-  for (int l = 0; l < 4; ++l)
+  for (int64_t l = 0; l < state.range(1); ++l)
     for (const Shape& s : layer) {
       weights.push_back(seeded(s.k * s.n, static_cast<uint64_t>(weights.size() + 3)));
+      if (packed) {
+        std::vector<float> p(weights.back().size());
+        volta::ir::repack_weight(weights.back().data(), p.data(), s.k, s.n, kc, nr, true);
+        weights.back() = std::move(p);
+      }
       shapes.push_back(s);
       bytes += s.k * s.n * 4;
     }
   const std::vector<float> x = seeded(512, 1);
   std::vector<float> y(512);
-  const auto isa = volta::cpu::matmul_best_isa();
   for (auto _ : state) {
     for (size_t i = 0; i < weights.size(); ++i) {
       const Shape s = shapes[i];
-      volta::cpu::gemm(isa, volta::cpu::matmul_blocking_for(isa, 1, s.n, s.k), {x.data(), s.k, 1},
-                       {weights[i].data(), s.n, 1}, y.data(), s.n, 1, s.n, s.k);
+      volta::cpu::MatmulBlocking bl = volta::cpu::matmul_blocking_for(isa, 1, s.n, s.k);
+      bl.kc = kc;
+      const float* w = weights[i].data();
+      volta::cpu::gemm(isa, bl, {x.data(), s.k, 1}, {w, s.n, 1}, y.data(), s.n, 1, s.n, s.k, nullptr, packed ? w : nullptr);
     }
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * bytes);
 }
-BENCHMARK(BM_DecodeGemvs)->ArgNames({"threads"})->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeGemvs)
+    ->ArgNames({"threads", "layers", "packed"})
+    ->ArgsProduct({{1, 2}, {2, 4}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 
 // The cost of one parallel_for of two empty tasks: the floor under every threaded op.
 void BM_ParallelFor(benchmark::State& state) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "ir/packed_weight.h"
 #include "volta/passes.h"
 #include "volta/rng.h"
 
@@ -68,7 +69,8 @@ Bindings params_as(Bindings params, const std::vector<std::string>& matmul, DTyp
 }
 
 Result<ir::Graph> Generator::with_weights(Result<ir::Graph> g) const {
-  if (!g.is_ok() || weights_ == DType::f32) return g;
+  if (!g.is_ok()) return g;
+  if (weights_ == DType::f32) return packed_.empty() ? g : passes::store_weights_packed(*g, packed_);
   return passes::store_weights_as(*g, weights_);
 }
 
@@ -87,7 +89,21 @@ Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bi
   }
   Generator gen(rt, c, weights);
   VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, matmul_weights(c));
-  const Bindings held = params_as(params, matmul, weights);
+  Bindings held = params_as(params, matmul, weights);
+  // f32 weights in the layout the backend's GEMM reads in place (where it has one): a prompt's
+  // rows and a decode step's alike, each decode task's columns then one contiguous piece.
+  const bool packs = weights == DType::f32 && rt.backend().capabilities().has("matmul.packed_b");
+  for (const std::string& name : packs ? matmul : std::vector<std::string>{}) {
+    Tensor& w = held.at(name);
+    if (w.shape().size() != 2) continue;
+    const int64_t K = w.shape()[0], N = w.shape()[1];
+    const auto layout = rt.backend().matmul_weight_packing(c.context, N, K);
+    if (!layout || (*layout)[1] < 1 || N % (*layout)[1] != 0) continue;
+    Tensor packed = Tensor::empty(DType::f32, {K, N});  // repack_weight writes every element
+    ir::repack_weight(w.data<float>(), packed.data<float>(), K, N, (*layout)[0], (*layout)[1], true);
+    w = std::move(packed);
+    gen.packed_[name] = *layout;
+  }
   for (const ir::Node& n : g.nodes)
     if (n.op == ir::Op::Param) VOLTA_RETURN_IF_ERROR(gen.state_.put(n.name, held.at(n.name), plan::MemClass::Param));
   return gen;

@@ -4,6 +4,7 @@
 // half the bytes is up to twice the tokens/s where weights stream from memory.
 #include "volta/passes.h"
 #include "volta/verify.h"
+#include "ir/packed_weight.h"
 
 namespace volta::passes {
 
@@ -33,6 +34,35 @@ Result<ir::Graph> store_weights_as(const ir::Graph& g, DType dtype, std::vector<
     n.attrs.set("trainable", int64_t{0});
     if (converted) converted->push_back(n.name);
   }
+  VOLTA_RETURN_IF_ERROR(ir::verify_graph(out));
+  return out;
+}
+
+Result<ir::Graph> store_weights_packed(const ir::Graph& g, const std::map<std::string, std::array<int64_t, 2>>& layouts) {
+  ir::Graph out = g;
+  std::vector<const std::array<int64_t, 2>*> layout(g.size(), nullptr);
+  for (ir::Node& n : out.nodes) {
+    auto it = n.op == ir::Op::Param ? layouts.find(n.name) : layouts.end();
+    if (it == layouts.end()) continue;
+    const auto [kc, nr] = it->second;
+    if (n.type.dtype != DType::f32 || n.type.shape.size() != 2 || kc < 1 || nr < 1 || n.type.shape[1] % nr != 0)
+      return invalid_argument("param '" + n.name + "' (" + n.type.to_string() + ") cannot be stored in panels of " +
+                              std::to_string(nr) + " columns");
+    layout[static_cast<size_t>(n.id)] = &it->second;
+    n.attrs.set("trainable", int64_t{0});
+  }
+  for (ir::Node& n : out.nodes)
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const std::array<int64_t, 2>* l = layout[static_cast<size_t>(n.inputs[i])];
+      if (!l) continue;
+      const auto tb = n.attrs.get_int("transpose_b", 0);
+      const bool plain_b = n.op == ir::Op::Matmul && i == 1 && !n.attrs.has("b_perm") && !n.attrs.has("b_packed") &&
+                           tb.is_ok() && *tb == 0;
+      if (!plain_b)
+        return invalid_argument("param '" + g.node(n.inputs[i]).name + "' is stored packed but read other than as a matmul's plain weight " +
+                                ir::node_ref(n));
+      n.attrs.set("b_packed", std::vector<int64_t>{(*l)[0], (*l)[1]});
+    }
   VOLTA_RETURN_IF_ERROR(ir::verify_graph(out));
   return out;
 }

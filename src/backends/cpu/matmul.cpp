@@ -8,7 +8,6 @@
 // The task list is a function of the shape and the blocking alone (see parallel.h).
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -28,44 +27,6 @@
 #endif
 
 namespace volta::cpu {
-
-// ---- ISA selection ------------------------------------------------------------------------------
-
-MatmulIsa matmul_best_isa() {
-  static const MatmulIsa best = matmul_isa_supported(MatmulIsa::kAvx512) ? MatmulIsa::kAvx512
-                                : matmul_isa_supported(MatmulIsa::kAvx2) ? MatmulIsa::kAvx2
-                                                                         : MatmulIsa::kScalar;
-  return best;
-}
-
-namespace {
-std::atomic<int> g_isa_override{-1};  // -1: none
-}  // namespace
-
-MatmulIsa matmul_active_isa() {
-  const int o = g_isa_override.load(std::memory_order_relaxed);
-  return o < 0 ? matmul_best_isa() : static_cast<MatmulIsa>(o);
-}
-
-void set_matmul_isa_override(std::optional<MatmulIsa> isa) {
-  g_isa_override = isa && matmul_isa_supported(*isa) ? static_cast<int>(*isa) : -1;
-}
-
-MatmulBlocking matmul_default_blocking(MatmulIsa isa) {
-  // kc x (tile cols) of packed B stays in L1 while the tile rows of packed A stream past it;
-  // the mc x kc block of A and the kc x nc block of B fit in L2 together.
-  switch (isa) {
-    case MatmulIsa::kAvx512: return {.kc = 192, .mc = 144, .nc = 512};
-    case MatmulIsa::kAvx2: return {.kc = 256, .mc = 96, .nc = 512};
-    case MatmulIsa::kScalar: break;
-  }
-  return {.kc = 256, .mc = 64, .nc = 256};
-}
-
-MatmulBlocking matmul_blocking_for(MatmulIsa isa, int64_t M, int64_t N, int64_t K) {
-  if (auto tuned = tuned_blocking(M, N, K)) return *tuned;
-  return matmul_default_blocking(isa);
-}
 
 namespace {
 
@@ -452,10 +413,55 @@ void pack_shared_b(MatmulIsa isa, const MatmulBlocking& bl, std::span<const Gemm
   });
 }
 
+// The small-M path on a weight packed when the plan was made (ir/packed_weight.h: blocks of kc
+// rows, panels of the tile's nr columns), read in place: the tiles take their vectors panel by
+// panel (TileArgs::b_ps) and continue each chain from C across the K blocks, so every element of
+// C has the bits of the plain weight's product. A task's columns are then one contiguous piece
+// of each K block. Read in place from a row-major weight, a task's columns are a band of every
+// row, which (rows 2 KiB apart) falls into a fraction of L2's sets: at two threads each core's
+// half of a 3.1 MB model then crowded its L2 as the whole model would, and every token read the
+// weights from L3.
+void small_packed_blocks(MatmulIsa isa, MatView A, const float* packed_b, int64_t kc, float* C, int64_t ldc, int64_t M,
+                         int64_t n0, int64_t cols, int64_t N, int64_t K) {
+  const bool wide = M <= matmul_small_rows(isa, true);
+  const int64_t nr = matmul_tile(isa).cols, half = matmul_small_cols(isa, false);
+  for (int64_t p0 = 0; p0 < K; p0 += kc) {
+    const int64_t kb = std::min(kc, K - p0);
+    const float* block = packed_b + p0 * N;  // panel j (its first column n) at block + n * kb
+    const auto tile = [&](bool w, int64_t j, int64_t rows) {
+      for (int64_t i = 0; i < M; i += rows)
+        run_small_tile(isa, w, {.rows = std::min(rows, M - i), .k = kb, .a = A.data + i * A.rs + p0 * A.cs, .a_rs = A.rs,
+                                .a_cs = A.cs, .b = block + j * kb, .b_rs = nr, .c = C + i * ldc + j, .ldc = ldc,
+                                .accumulate = p0 > 0, .b_ps = nr * kb});
+    };
+    int64_t j = n0;
+    const int64_t end = n0 + cols, sc = matmul_small_cols(isa, wide);
+    for (; j + sc <= end; j += sc) tile(wide, j, matmul_small_rows(isa, wide));
+    for (; j + half <= end; j += half) tile(false, j, matmul_small_rows(isa, false));
+    for (; j < end; j += nr)  // one panel: a contiguous [kb, nr] matrix
+      for (int64_t i = 0; i < M; ++i)
+        run_row_tile(isa, nr / matmul_narrow_cols(isa),
+                     {.rows = 1, .k = kb, .a = A.data + i * A.rs + p0 * A.cs, .a_rs = A.rs, .a_cs = A.cs,
+                      .b = block + j * kb, .b_rs = nr, .c = C + i * ldc + j, .ldc = ldc, .accumulate = p0 > 0});
+  }
+}
+
+// Columns per task of the small-M path on a packed weight. Up to the wide tile's rows (decode at
+// batch 1 or 2) each thread takes an equal share of whole half tiles, so at two threads each
+// core reads half of every weight, the same half every token (the bits do not depend on the
+// split: every column is its own chain); more rows: half tiles, as on a plain weight.
+int64_t small_packed_task_cols(MatmulIsa isa, int64_t count, int64_t M, int64_t N, int64_t K) {
+  const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
+  const int64_t half = matmul_small_cols(isa, false);
+  if (flops < kSmallSplitFlops) return N;
+  if (M > matmul_small_rows(isa, true)) return half;
+  return std::min(N, round_up(ceil_div(N, std::max(1, num_threads())), half));
+}
+
 }  // namespace
 
 bool matmul_reads_packed_b(MatmulIsa isa, int64_t M, int64_t N, int64_t nr) {
-  return !small_m(M, N) && nr == matmul_tile(isa).cols;
+  return nr == matmul_tile(isa).cols && (!small_m(M, N) || isa != MatmulIsa::kScalar);
 }
 
 void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M,
@@ -471,6 +477,17 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   }
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
   const auto count = static_cast<int64_t>(mats.size());
+  if (small_m(M, N) && packed_b) {
+    const int64_t task_cols = small_packed_task_cols(isa, count, M, N, K), nt = ceil_div(N, task_cols);
+    const int64_t kc = std::min(bl.kc, K);
+    parallel_for_resident(packed_b, task_cols * K * static_cast<int64_t>(sizeof(float)), count * nt, [&](int64_t t) {
+      const GemmOperands& g = mats[static_cast<size_t>(t / nt)];
+      const int64_t n0 = (t % nt) * task_cols, cols = std::min(task_cols, N - n0);
+      small_packed_blocks(isa, g.A, packed_b, kc, g.C, ldc, M, n0, cols, N, K);
+      if (ep) ep->apply(g.C + n0, M, cols);
+    });
+    return;
+  }
   if (small_m(M, N) && !packed_b && (mats[0].B.cs == 1 || mats[0].B.rs == 1)) {
     // A product this small is over before a second thread would join in: one task.
     const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);

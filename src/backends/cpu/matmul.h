@@ -138,6 +138,9 @@ struct TileArgs {
   // L2 one 64-byte line per k step: `b_next_lines` lines from b_next on. nullptr: none.
   const float* b_next = nullptr;
   int64_t b_next_lines = 0;
+  // Small tiles only: B is a packed weight's panels (matmul_tile(isa).cols wide, rows b_rs
+  // apart), the next panel b_ps floats on; 0: B's rows are contiguous.
+  int64_t b_ps = 0;
 };
 // Tile width matmul_tile(isa).cols; A packed or with unit row stride (a_rs == 1) or any strides.
 void run_tile(MatmulIsa isa, const TileArgs& t);
@@ -145,7 +148,8 @@ void run_tile(MatmulIsa isa, const TileArgs& t);
 void run_narrow_tile(MatmulIsa isa, const TileArgs& t);
 int64_t matmul_narrow_cols(MatmulIsa isa);
 // Unpacked A (any strides), B read in place; rows <= matmul_small_rows(isa, wide), width
-// matmul_small_cols(isa, wide). The M = 1 (decode) path: many independent chains per row.
+// matmul_small_cols(isa, wide). The M = 1 (decode) path: many independent chains per row. Not
+// for the scalar ISA when b_ps is set.
 void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t);
 int64_t matmul_small_rows(MatmulIsa isa, bool wide);
 // run_small_tile (wide or half-width) on bf16 or f16 (`bf16`) weights: t.b points at the

@@ -27,7 +27,12 @@ using namespace tile;  // NOLINT: the tile sizes and vector helpers of matmul_ti
 // The loops over rows and vectors are unrolled by pragma: unrolled only later, GCC keeps acc in a
 // stack array, stored and reloaded around the k loop on every call (about 100 memory operations,
 // several percent of a tile when k is short, as in attention).
-template <int W, int R, int NV, bool PackedA>
+// Panels: B is a weight in the packed path's layout (ir/packed_weight.h), read by the small tiles
+// in place: each row's vectors come kPanelVecs at a time from panels t.b_ps apart.
+constexpr int kPanelVecs = kAvx512Vecs;
+static_assert(kAvx2Vecs == kPanelVecs, "both ISAs' packed panels are two vectors wide");
+
+template <int W, int R, int NV, bool PackedA, bool Panels = false>
 [[gnu::always_inline]] inline void tile_body(const TileArgs& t) {
   using V = typename VecOf<W>::type;
   const auto load = [](const float* p) {  // unaligned load
@@ -54,7 +59,7 @@ template <int W, int R, int NV, bool PackedA>
     if (p < b_lines) __builtin_prefetch(b_next + p * 16, 0, 2);
     V bv[NV];
 #pragma GCC unroll 16
-    for (int j = 0; j < NV; ++j) bv[j] = load(b + j * W);
+    for (int j = 0; j < NV; ++j) bv[j] = load(b + (Panels ? j / kPanelVecs * t.b_ps + j % kPanelVecs * W : j * W));
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const V x = splat<W>(a[r * a_rs]);
@@ -70,23 +75,23 @@ template <int W, int R, int NV, bool PackedA>
 
 using TileFn = void (*)(const TileArgs&);
 
-template <int R, int NV, bool PackedA>
+template <int R, int NV, bool PackedA, bool Panels = false>
 VOLTA_TARGET_AVX512 void tile_avx512(const TileArgs& t) {
-  tile_body<16, R, NV, PackedA>(t);
+  tile_body<16, R, NV, PackedA, Panels>(t);
 }
-template <int R, int NV, bool PackedA>
+template <int R, int NV, bool PackedA, bool Panels = false>
 VOLTA_TARGET_AVX2 void tile_avx2(const TileArgs& t) {
-  tile_body<8, R, NV, PackedA>(t);
+  tile_body<8, R, NV, PackedA, Panels>(t);
 }
 
 // Tables of the kernels for 1..R rows, indexed by rows - 1.
-template <int NV, bool PackedA, int... R>
+template <int NV, bool PackedA, bool Panels = false, int... R>
 constexpr std::array<TileFn, sizeof...(R)> avx512_table(std::integer_sequence<int, R...>) {
-  return {&tile_avx512<R + 1, NV, PackedA>...};
+  return {&tile_avx512<R + 1, NV, PackedA, Panels>...};
 }
-template <int NV, bool PackedA, int... R>
+template <int NV, bool PackedA, bool Panels = false, int... R>
 constexpr std::array<TileFn, sizeof...(R)> avx2_table(std::integer_sequence<int, R...>) {
-  return {&tile_avx2<R + 1, NV, PackedA>...};
+  return {&tile_avx2<R + 1, NV, PackedA, Panels>...};
 }
 
 constexpr auto kAvx512Tiles = avx512_table<kAvx512Vecs, true>(std::make_integer_sequence<int, kAvx512Rows>());
@@ -113,6 +118,10 @@ constexpr auto kAvx2Row = avx2_row_table(std::make_integer_sequence<int, kWideVe
 
 constexpr auto kAvx2Wide = avx2_table<kWideVecs, false>(std::make_integer_sequence<int, kAvx2WideRows>());
 constexpr auto kAvx2Half = avx2_table<kHalfVecs, false>(std::make_integer_sequence<int, kAvx2HalfRows>());
+constexpr auto kAvx512WidePanels = avx512_table<kWideVecs, false, true>(std::make_integer_sequence<int, kAvx512WideRows>());
+constexpr auto kAvx512HalfPanels = avx512_table<kHalfVecs, false, true>(std::make_integer_sequence<int, kAvx512HalfRows>());
+constexpr auto kAvx2WidePanels = avx2_table<kWideVecs, false, true>(std::make_integer_sequence<int, kAvx2WideRows>());
+constexpr auto kAvx2HalfPanels = avx2_table<kHalfVecs, false, true>(std::make_integer_sequence<int, kAvx2HalfRows>());
 
 // ---- Narrow right edges, lanes along the rows (run_column_edge) ---------------------------
 // Panels in groups of kEdgeGroup, so as many independent chains hide the FMA latency; the rows of
@@ -409,8 +418,12 @@ void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t) {
   const auto row = static_cast<size_t>(t.rows - 1);
   switch (isa) {
 #ifdef VOLTA_MATMUL_X86
-    case MatmulIsa::kAvx512: return (wide ? kAvx512Wide[row] : kAvx512Half[row])(t);
-    case MatmulIsa::kAvx2: return (wide ? kAvx2Wide[row] : kAvx2Half[row])(t);
+    case MatmulIsa::kAvx512:
+      if (t.b_ps) return (wide ? kAvx512WidePanels[row] : kAvx512HalfPanels[row])(t);
+      return (wide ? kAvx512Wide[row] : kAvx512Half[row])(t);
+    case MatmulIsa::kAvx2:
+      if (t.b_ps) return (wide ? kAvx2WidePanels[row] : kAvx2HalfPanels[row])(t);
+      return (wide ? kAvx2Wide[row] : kAvx2Half[row])(t);
 #else
     case MatmulIsa::kAvx512:
     case MatmulIsa::kAvx2:

@@ -1,8 +1,10 @@
-// The matmul tuning cache: blocking parameters measured by `volta tune matmul`, per shape class,
-// in a JSON file per CPU signature; the kernel loads it once, lazily, and falls back to the
-// defaults for shapes it lacks. Tuned parameters change speed only: the matmul's bits do not
-// depend on blocking.
+// Which matmul kernels and blocking this CPU runs: the ISA (the best it has, or a test's
+// override), the default blocking, and the tuning cache: blocking parameters measured by `volta
+// tune matmul`, per shape class, in a JSON file per CPU signature; the kernel loads it once,
+// lazily, and falls back to the defaults for shapes it lacks. Tuned parameters change speed
+// only: the matmul's bits do not depend on blocking.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cctype>
 #include <cstdlib>
@@ -184,6 +186,44 @@ void reload_matmul_tuning() {
   std::lock_guard lock(c.mu);
   c.loaded = false;
   c.by_class.clear();
+}
+
+// ---- ISA and blocking ------------------------------------------------------------------------------
+
+MatmulIsa matmul_best_isa() {
+  static const MatmulIsa best = matmul_isa_supported(MatmulIsa::kAvx512) ? MatmulIsa::kAvx512
+                                : matmul_isa_supported(MatmulIsa::kAvx2) ? MatmulIsa::kAvx2
+                                                                         : MatmulIsa::kScalar;
+  return best;
+}
+
+namespace {
+std::atomic<int> g_isa_override{-1};  // -1: none
+}  // namespace
+
+MatmulIsa matmul_active_isa() {
+  const int o = g_isa_override.load(std::memory_order_relaxed);
+  return o < 0 ? matmul_best_isa() : static_cast<MatmulIsa>(o);
+}
+
+void set_matmul_isa_override(std::optional<MatmulIsa> isa) {
+  g_isa_override = isa && matmul_isa_supported(*isa) ? static_cast<int>(*isa) : -1;
+}
+
+MatmulBlocking matmul_default_blocking(MatmulIsa isa) {
+  // kc x (tile cols) of packed B stays in L1 while the tile rows of packed A stream past it;
+  // the mc x kc block of A and the kc x nc block of B fit in L2 together.
+  switch (isa) {
+    case MatmulIsa::kAvx512: return {.kc = 192, .mc = 144, .nc = 512};
+    case MatmulIsa::kAvx2: return {.kc = 256, .mc = 96, .nc = 512};
+    case MatmulIsa::kScalar: break;
+  }
+  return {.kc = 256, .mc = 64, .nc = 256};
+}
+
+MatmulBlocking matmul_blocking_for(MatmulIsa isa, int64_t M, int64_t N, int64_t K) {
+  if (auto tuned = tuned_blocking(M, N, K)) return *tuned;
+  return matmul_default_blocking(isa);
 }
 
 }  // namespace volta::cpu

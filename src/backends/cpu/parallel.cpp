@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -38,7 +39,8 @@ void cpu_relax() {
 #endif
 }
 
-thread_local bool t_in_task = false;  // nested parallel_for calls run inline
+thread_local bool t_in_task = false;
+constexpr auto kNoTask = [](int64_t) {};  // nested parallel_for calls run inline
 
 class Pool {
  public:
@@ -52,19 +54,24 @@ class Pool {
   }
 
   // Runs task(0..n-1) on `threads` participants (the caller and threads - 1 workers).
-  void run(int64_t n, const std::function<void(int64_t)>& task, int threads) {
+  void run(int64_t n, TaskRef task, int threads) {
     std::lock_guard caller(call_mu_);  // one parallel_for at a time; others queue here
     while (static_cast<int>(workers_.size()) < threads - 1) {
       const int index = static_cast<int>(workers_.size());
-      workers_.emplace_back([this, index] { work(index); });
+      // A new worker starts from the current round (no round runs now), so it waits for the next.
+      const uint64_t now = generation_.load(std::memory_order_relaxed);
+      done_.emplace_back();  // a deque: the slots of running workers stay where they are
+      done_.back().round.store(now, std::memory_order_relaxed);
+      workers_.emplace_back([this, index, now] { work(index, now); });
     }
-    task_ = &task;
+    task_ = task;
     n_ = n;
     active_ = threads - 1;
-    // Every worker acknowledges every round, taking tasks only when it is among the active ones,
-    // so none can miss a round or read the next round's state.
-    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_seq_cst);
+    // Every worker acknowledges every round in its own slot, taking tasks only when it is among
+    // the active ones, so none can miss a round or read the next round's state. (A shared count
+    // the caller reset each round cost a cache line's trip to this core before the round could
+    // start: about a fifth of a two-thread round.)
+    const uint64_t round = generation_.fetch_add(1, std::memory_order_seq_cst) + 1;
     // A worker going to sleep counts itself in sleepers_ before its last look at generation_
     // (both seq_cst), so either it sees the new round or this sees it and wakes it.
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
@@ -72,7 +79,8 @@ class Pool {
       cv_.notify_all();
     }
     take_tasks(0);
-    while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+    for (const DoneSlot& d : done_)
+      while (d.round.load(std::memory_order_acquire) != round) cpu_relax();
     // A task that threw (std::bad_alloc of a kernel's scratch) fails the whole call on the
     // caller's thread, where it can become an error value; a worker never terminates the process.
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
@@ -87,7 +95,7 @@ class Pool {
     t_in_task = true;
     for (int64_t i = p * n_ / parts; i < (p + 1) * n_ / parts; ++i) {
       try {
-        (*task_)(i);
+        task_(i);
       } catch (...) {
         std::lock_guard lock(error_mu_);
         if (!error_) error_ = std::current_exception();
@@ -96,8 +104,7 @@ class Pool {
     t_in_task = false;
   }
 
-  void work(int index) {
-    uint64_t seen = 0;
+  void work(int index, uint64_t seen) {
     for (;;) {
       for (int spin = 0; generation_.load(std::memory_order_acquire) == seen; ++spin) {
         if (spin < kSpins) {
@@ -112,7 +119,7 @@ class Pool {
       }
       seen = generation_.load(std::memory_order_acquire);
       if (index < active_) take_tasks(index + 1);
-      pending_.fetch_sub(1, std::memory_order_release);
+      done_[static_cast<size_t>(index)].round.store(seen, std::memory_order_release);
     }
   }
 
@@ -126,12 +133,15 @@ class Pool {
   // cache line the workers poll, apart from the counter the caller polls (sharing a line, the
   // two sides' writes bounced it between the cores several times a round).
   alignas(64) std::atomic<uint64_t> generation_{0};
-  const std::function<void(int64_t)>* task_ = nullptr;
+  TaskRef task_ = kNoTask;
   int64_t n_ = 0;
   int active_ = 0;
   std::mutex error_mu_;
   std::exception_ptr error_;  // the first exception a task of this round threw
-  alignas(64) std::atomic<int> pending_{0};
+  struct alignas(64) DoneSlot {
+    std::atomic<uint64_t> round{0};  // the last round this worker finished
+  };
+  std::deque<DoneSlot> done_;
 };
 
 Pool& pool() {
@@ -196,7 +206,7 @@ int num_threads() {
   return n <= 0 ? hardware_threads() : n;
 }
 
-void parallel_for(int64_t n, const std::function<void(int64_t)>& task) {
+void parallel_for(int64_t n, TaskRef task) {
   const int threads = static_cast<int>(std::min<int64_t>(num_threads(), n));
   if (threads <= 1 || t_in_task) {
     for (int64_t i = 0; i < n; ++i) task(i);
@@ -205,7 +215,7 @@ void parallel_for(int64_t n, const std::function<void(int64_t)>& task) {
   pool().run(n, task, threads);
 }
 
-void parallel_for_resident(const void* key, int64_t bytes_per_task, int64_t n, const std::function<void(int64_t)>& task) {
+void parallel_for_resident(const void* key, int64_t bytes_per_task, int64_t n, TaskRef task) {
   const int threads = num_threads();
   if (threads <= 1 || t_in_task || n <= 0) return parallel_for(n, task);
   const int home = resident_home(key, bytes_per_task, n, threads);

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
+#include <type_traits>
 
 namespace volta::cpu {
 
@@ -13,8 +13,24 @@ namespace volta::cpu {
 void set_num_threads(int n);
 int num_threads();
 
+// A task list's body, borrowed for one call: a pointer to the caller's callable and a function
+// that invokes it. Unlike std::function it never copies the callable to the heap, so a worker
+// reads the caller's lambda where it is (a decode step makes about 25 of these calls a token).
+class TaskRef {
+ public:
+  template <typename F>
+    requires std::is_invocable_v<const F&, int64_t> && (!std::is_same_v<std::remove_cvref_t<F>, TaskRef>)
+  TaskRef(const F& f)  // NOLINT(google-explicit-constructor): called with lambdas
+      : obj_(static_cast<const void*>(&f)), call_([](const void* o, int64_t i) { (*static_cast<const F*>(o))(i); }) {}
+  void operator()(int64_t i) const { call_(obj_, i); }
+
+ private:
+  const void* obj_;
+  void (*call_)(const void*, int64_t);
+};
+
 // Runs task(i) for every i in [0, n), spread over the threads.
-void parallel_for(int64_t n, const std::function<void(int64_t)>& task);
+void parallel_for(int64_t n, TaskRef task);
 
 // parallel_for for a product over an operand read again on later calls (a decode step's
 // weight, keyed by its address): a single task of at least 192 KB runs on the participant whose
@@ -23,7 +39,7 @@ void parallel_for(int64_t n, const std::function<void(int64_t)>& task);
 // token to token; smaller single tasks stay on the caller, and split products count each
 // participant's tasks (`bytes_per_task` each) toward its share.
 // Only which thread runs a task depends on this, never a result.
-void parallel_for_resident(const void* key, int64_t bytes_per_task, int64_t n, const std::function<void(int64_t)>& task);
+void parallel_for_resident(const void* key, int64_t bytes_per_task, int64_t n, TaskRef task);
 
 // Runs f(begin, end) over [0, n) in fixed chunks of `chunk` elements (the last may be shorter).
 template <typename F>
