@@ -28,9 +28,11 @@ namespace volta::cpu {
 namespace {
 
 std::atomic<int> g_threads{0};
+// Asked once: glibc answers hardware_concurrency() by reading sysfs, several microseconds a call,
+// and a program that never sets the thread count asks on every parallel_for.
 int hardware_threads() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
+  static const int n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return n;
 }
 
 void cpu_relax() {
