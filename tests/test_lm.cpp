@@ -1,4 +1,5 @@
 // TinyLM: data, generation with and without the KV cache, sampling, and the CLI around them.
+#include <bit>
 #include <filesystem>
 #include <fstream>
 
@@ -172,6 +173,21 @@ TEST(Generate, F32WeightsStoredPackedKeepTheBits) {
         logits.push_back({(*p)[0], (*d)[0]});
       }
       EXPECT_TRUE(logits[0][0].bitwise_equal(logits[1][0])) << model::arch_name(c.arch) << " prompt, threads " << threads;
+      // Both have the bits of the model's plain forward pass on the params as given (the tied
+      // head read through its transposed copy, the weights packed).
+      auto forward = model::build_tinylm_logits(c, B, T);
+      ASSERT_OK(forward);
+      Bindings in = params;
+      in["tokens"] = prompt;
+      auto plan = plain_rt.compile(*forward);
+      ASSERT_OK(plan);
+      auto all = plain_rt.run(**plan, in);
+      ASSERT_OK(all);
+      for (int64_t r = 0; r < B; ++r)
+        for (int64_t v = 0; v < c.vocab; ++v)
+          ASSERT_EQ(std::bit_cast<uint32_t>((*all)[0].data<float>()[(r * T + T - 1) * c.vocab + v]),
+                    std::bit_cast<uint32_t>(logits[0][0].data<float>()[r * c.vocab + v]))
+              << model::arch_name(c.arch) << " row " << r << " token " << v;
       EXPECT_TRUE(logits[0][1].bitwise_equal(logits[1][1])) << model::arch_name(c.arch) << " decode, threads " << threads;
       model::SampleOptions o;
       o.tokens = 24;  // past the context: a restart's prefill too

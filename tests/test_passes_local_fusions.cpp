@@ -308,6 +308,55 @@ TEST(Passes, StoringWeightsPackedMarksTheirReadersAndRefusesOtherReads) {
                         "param 'w' is stored packed but read other than as a matmul's plain weight");
 }
 
+// untie_transposed_weights: a param a matmul reads transposed (a tied output embedding) gets one
+// frozen transposed copy that every such matmul reads plainly, with the same bits; its other
+// reads and a constant read transposed stay as they are.
+TEST(Passes, UntyingATransposedWeightReadsACopyWithTheSameBits) {
+  ModelBuilder b("tied");
+  Value ids = b.input("ids", {DType::i32, {2, 5}});
+  Value wte = b.param("wte", {DType::f32, {11, 16}});
+  Value x = b.embedding(wte, ids, "emb");
+  Tensor c = Tensor::zeros(DType::f32, {7, 16});
+  fill_normal(c, 4, 0, 0.0f, 1.0f);
+  b.output(b.matmul(x, wte, "head", false, true));
+  b.output(b.matmul(b.matmul(x, wte, "again", false, true), wte, "plain"));
+  b.output(b.matmul(x, b.constant("c", c), "const", false, true));
+  auto g = b.build();
+  ASSERT_OK(g);
+  std::vector<std::pair<std::string, std::string>> copies;
+  auto untied = passes::untie_transposed_weights(*g, &copies);
+  ASSERT_OK(untied);
+  ASSERT_EQ(copies, (std::vector<std::pair<std::string, std::string>>{{"wte.t", "wte"}}));
+  const int32_t copy = untied->find("wte.t");
+  ASSERT_GE(copy, 0);
+  EXPECT_EQ(untied->node(copy).type.shape, (Shape{16, 11}));
+  EXPECT_EQ(*untied->node(copy).attrs.get_int("trainable", 1), 0);
+  for (const ir::Node& n : untied->nodes) {
+    if (n.name != "head" && n.name != "again" && n.name != "plain" && n.name != "const") continue;
+    const bool read_copy = n.name == "head" || n.name == "again";
+    EXPECT_EQ(n.inputs[1] == copy, read_copy) << n.name;
+    EXPECT_EQ(*n.attrs.get_int("transpose_b", 0), n.name == "const" ? 1 : 0) << n.name;
+  }
+  auto values = test::seeded_values(*g, 3);
+  ASSERT_OK(values);
+  Bindings with_copy = *values;
+  const Tensor& w = with_copy.at("wte");
+  Tensor t = Tensor::zeros(DType::f32, {16, 11});
+  for (int64_t r = 0; r < 11; ++r)
+    for (int64_t k = 0; k < 16; ++k) t.data<float>()[k * 11 + r] = w.data<float>()[r * 16 + k];
+  with_copy["wte.t"] = t;
+  Runtime rt(make_cpu_backend());
+  auto p0 = rt.compile(*g);
+  auto p1 = rt.compile(*untied);
+  ASSERT_OK(p0);
+  ASSERT_OK(p1);
+  auto want = rt.run(**p0, *values);
+  auto got = rt.run(**p1, with_copy);
+  ASSERT_OK(want);
+  ASSERT_OK(got);
+  for (size_t i = 0; i < want->size(); ++i) EXPECT_TRUE((*want)[i].bitwise_equal((*got)[i])) << "output " << i;
+}
+
 // A graph moved into compile is the pipeline's own: the weight it packs is replaced, not kept
 // beside its packed copy (only the test's handle holds the original afterwards), and the plan
 // computes what the plan of a copy computes.

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "volta/ir.h"
@@ -62,6 +63,12 @@ Result<ir::Graph> store_weights_as(const ir::Graph& g, DType dtype, std::vector<
 // (ir::repack_weight). Decode reads each task's columns of a packed weight as one contiguous
 // piece, which stays in its core's L2 from token to token.
 Result<ir::Graph> store_weights_packed(const ir::Graph& g, const std::map<std::string, std::array<int64_t, 2>>& layouts);
+// Inference's copy of each f32 param a matmul reads transposed (a GPT's tied output embedding,
+// x @ wte^T): a frozen param `<name>.t` holding its transpose, which those matmuls read plainly,
+// as decode's small products read a weight in place; a transposed one they transpose on every
+// call (the shakespeare model's head: 1.3 -> 0.3 us a token). It costs the param's bytes again.
+// `copies` receives (copy, original) names; the caller stores the transposes.
+Result<ir::Graph> untie_transposed_weights(const ir::Graph& g, std::vector<std::pair<std::string, std::string>>* copies = nullptr);
 
 struct PipelineOptions;
 // Constant matmul weights in the layout the backend's GEMM reads (PipelineOptions::weight_packing):

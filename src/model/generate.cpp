@@ -70,8 +70,10 @@ Bindings params_as(Bindings params, const std::vector<std::string>& matmul, DTyp
 
 Result<ir::Graph> Generator::with_weights(Result<ir::Graph> g) const {
   if (!g.is_ok()) return g;
-  if (weights_ == DType::f32) return packed_.empty() ? g : passes::store_weights_packed(*g, packed_);
-  return passes::store_weights_as(*g, weights_);
+  if (weights_ != DType::f32) g = passes::store_weights_as(*g, weights_);
+  if (g.is_ok() && untie_) g = passes::untie_transposed_weights(*g);  // after: a tied head stays f32
+  if (!g.is_ok() || packed_.empty()) return g;
+  return passes::store_weights_packed(*g, packed_);
 }
 
 Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bindings& params, DType weights) {
@@ -106,6 +108,21 @@ Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bi
   }
   for (const ir::Node& n : g.nodes)
     if (n.op == ir::Op::Param) VOLTA_RETURN_IF_ERROR(gen.state_.put(n.name, held.at(n.name), plan::MemClass::Param));
+  // The transposed copies of params the plans' matmuls read transposed (the GPT's tied head),
+  // for the CPU's decode products, which read a plain weight in place but transpose a transposed
+  // one on every call; a device's GEMM reads either in place.
+  gen.untie_ = rt.backend().host_memory();
+  std::vector<std::pair<std::string, std::string>> copies;
+  VOLTA_ASSIGN_OR_RETURN(const ir::Graph step, build_tinylm_decode(c, 1));
+  if (gen.untie_) VOLTA_RETURN_IF_ERROR(passes::untie_transposed_weights(step, &copies).status());
+  for (const auto& [copy, original] : copies) {
+    const Tensor& w = held.at(original);
+    const int64_t rows = w.shape()[0], cols = w.shape()[1];
+    Tensor t = Tensor::empty(DType::f32, {cols, rows});
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < cols; ++k) t.data<float>()[k * rows + r] = w.data<float>()[r * cols + k];
+    VOLTA_RETURN_IF_ERROR(gen.state_.put(copy, t, plan::MemClass::Param));
+  }
   return gen;
 }
 

@@ -65,6 +65,7 @@ class Generator {
   std::string config_;  // the model's JSON and the weights' dtype, part of the plan keys
   DType weights_;
   std::map<std::string, std::array<int64_t, 2>> packed_;  // f32 weights stored packed: their layouts
+  bool untie_ = false;  // params read transposed get a transposed copy (passes::untie_transposed_weights)
   State state_;
   int64_t cache_batch_ = 0;  // the batch size the caches hold (0: none yet)
 };

@@ -5,6 +5,7 @@
 #include "volta/passes.h"
 #include "volta/verify.h"
 #include "ir/packed_weight.h"
+#include "passes/rewrite.h"
 
 namespace volta::passes {
 
@@ -63,6 +64,34 @@ Result<ir::Graph> store_weights_packed(const ir::Graph& g, const std::map<std::s
                                 ir::node_ref(n));
       n.attrs.set("b_packed", std::vector<int64_t>{(*l)[0], (*l)[1]});
     }
+  VOLTA_RETURN_IF_ERROR(ir::verify_graph(out));
+  return out;
+}
+
+Result<ir::Graph> untie_transposed_weights(const ir::Graph& g, std::vector<std::pair<std::string, std::string>>* copies) {
+  ir::Graph out = g;
+  std::vector<int32_t> copy(g.size(), -1);  // by param id: its transposed copy
+  for (size_t i = 0; i < g.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    const auto tb = n.attrs.get_int("transpose_b", 0);
+    if (n.op != ir::Op::Matmul || n.inputs.size() < 2 || !tb.is_ok() || *tb != 1 || n.attrs.has("b_perm") ||
+        n.attrs.has("b_packed"))
+      continue;
+    const int32_t w = n.inputs[1];
+    const ir::Node& p = g.node(w);
+    if (p.op != ir::Op::Param || p.type.dtype != DType::f32 || p.type.shape.size() != 2) continue;
+    if (copy[static_cast<size_t>(w)] < 0) {
+      ir::Node t;
+      t.op = ir::Op::Param;
+      t.type = {DType::f32, {p.type.shape[1], p.type.shape[0]}};
+      t.attrs.set("trainable", int64_t{0});
+      copy[static_cast<size_t>(w)] = append_node(out, std::move(t), p.name + ".t");
+      if (copies) copies->emplace_back(out.nodes.back().name, p.name);
+    }
+    ir::Node& m = out.nodes[i];
+    m.inputs[1] = copy[static_cast<size_t>(w)];
+    m.attrs.set("transpose_b", int64_t{0});
+  }
   VOLTA_RETURN_IF_ERROR(ir::verify_graph(out));
   return out;
 }
