@@ -1,6 +1,9 @@
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <set>
 #include <thread>
 
 #include "backends/cpu/parallel.h"
@@ -424,6 +427,27 @@ TEST(Parallel, ResidentOperandsKeepTheirThreadAndBalanceTheCores) {
   EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 7);
   set_cpu_threads(1);  // one thread: everything inline, on the caller
   EXPECT_EQ(runner(b, kHeavy), std::this_thread::get_id());
+  set_cpu_threads(0);
+}
+
+// Every task of every round runs exactly once, on at most as many threads as asked, also when
+// the count grows after rounds have run and new workers join the pool.
+TEST(Parallel, EveryTaskRunsOnceAsTheThreadCountGrows) {
+  for (int threads : {2, 3, 4, 2, 4}) {
+    set_cpu_threads(threads);
+    for (int round = 0; round < 200; ++round) {
+      std::vector<std::atomic<int>> runs(static_cast<size_t>(5 + round % 7));
+      std::mutex mu;
+      std::set<std::thread::id> ids;
+      cpu::parallel_for(static_cast<int64_t>(runs.size()), [&](int64_t i) {
+        runs[static_cast<size_t>(i)].fetch_add(1);
+        std::lock_guard lock(mu);
+        ids.insert(std::this_thread::get_id());
+      });
+      for (size_t i = 0; i < runs.size(); ++i) ASSERT_EQ(runs[i].load(), 1) << "task " << i << " round " << round << " threads " << threads;
+      ASSERT_LE(ids.size(), static_cast<size_t>(threads));
+    }
+  }
   set_cpu_threads(0);
 }
 
