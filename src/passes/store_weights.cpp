@@ -1,11 +1,13 @@
-// Weights in bf16 or f16: a leaf whose every reader takes it as a matmul's right operand is
-// stored at half the bytes; the CPU matmul widens it as it reads (exactly), so results are those
-// of f32 weights rounded once to the storage dtype. Decode reads every weight once per token:
-// half the bytes is up to twice the tokens/s where weights stream from memory.
+// How inference stores its weights; none of it is part of the pipeline, the commands ask for it.
+// - store_weights_as: bf16 or f16. A leaf whose every reader takes it as a matmul's right operand
+//   is stored at half the bytes; the CPU matmul widens it as it reads (exactly), so results are
+//   those of f32 weights rounded once to the storage dtype. Decode reads every weight once per
+//   token: half the bytes is up to twice the tokens/s where weights stream from memory.
+// - store_weights_packed: f32 params in the backend GEMM's packed layout (b_packed).
+// - untie_transposed_weights: a transposed copy of a param matmuls read transposed.
+#include "passes/rewrite.h"
 #include "volta/passes.h"
 #include "volta/verify.h"
-#include "ir/packed_weight.h"
-#include "passes/rewrite.h"
 
 namespace volta::passes {
 

@@ -479,7 +479,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   }
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
   const auto count = static_cast<int64_t>(mats.size());
-  if (small_m(M, N) && packed_b) {
+  if (small_m(M, N) && packed_b && isa != MatmulIsa::kScalar) {  // (the scalar tile reads no panels)
     const int64_t task_cols = small_packed_task_cols(isa, count, M, N, K), nt = ceil_div(N, task_cols);
     const int64_t kc = std::min(bl.kc, K);
     parallel_for_resident(packed_b, task_cols * K * static_cast<int64_t>(sizeof(float)), count * nt, [&](int64_t t) {

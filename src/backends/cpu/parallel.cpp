@@ -41,8 +41,8 @@ void cpu_relax() {
 #endif
 }
 
-thread_local bool t_in_task = false;
-constexpr auto kNoTask = [](int64_t) {};  // nested parallel_for calls run inline
+thread_local bool t_in_task = false;      // nested parallel_for calls run inline
+constexpr auto kNoTask = [](int64_t) {};  // the pool's task before its first round
 
 class Pool {
  public:
