@@ -68,35 +68,41 @@ void norm_moments(const float* x, int64_t D, float eps, bool center, float* m) {
   m[0] = mo.mean, m[1] = mo.rstd;
 }
 
-// p[j] = dy[j] * xhat[j] for j < n, xhat = (x - mean) * rstd * 1 as norm_row computes it with a
-// unit gain. Out of line so that the caller's sums add the rounded products, as reduce_sum adds
-// the stored output of mul: inlined, the compiler may contract the product and the sum into one
-// FMA (-ffp-contract=fast), which would change the bits.
-__attribute__((noinline)) VOLTA_ISA_CLONES void unit_norm_products(const float* x, const float* dy, float mean, float rstd,
-                                                                   float* p, int64_t n) {
-  for (int64_t d = 0; d < n; d += kLanes) {
-    const int64_t k = std::min(kLanes, n - d);
-    const Vec xhat = (load_n(x + d, k, 0.0f) - splat(mean)) * splat(rstd) * splat(1.0f);
-    store_n(p + d, load_n(dy + d, k, 0.0f) * xhat, k);
-  }
-}
-
 constexpr int64_t kParamGradCols = 64;  // columns per task of norm_param_grad's sums
+constexpr int64_t kParamGradRows = 32;  // rows of products per call of unit_norm_products
+
+// p[i * kParamGradCols + j] = dy[j] * xhat[j] of row i < rows (rows D apart, columns j < n,
+// moments m[2 i], m[2 i + 1]), xhat = (x - mean) * rstd * 1 as norm_row computes it with a unit
+// gain. Out of line so that the caller's sums add the rounded products, as reduce_sum adds the
+// stored output of mul: inlined, the compiler may contract the product and the sum into one FMA
+// (-ffp-contract=fast), which would change the bits. A block of rows a call, not one.
+__attribute__((noinline)) VOLTA_ISA_CLONES void unit_norm_products(const float* x, const float* dy, const float* m,
+                                                                   int64_t rows, int64_t D, float* p, int64_t n) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t d = 0; d < n; d += kLanes) {
+      const int64_t k = std::min(kLanes, n - d);
+      const Vec xhat = (load_n(x + i * D + d, k, 0.0f) - splat(m[2 * i])) * splat(m[2 * i + 1]) * splat(1.0f);
+      store_n(p + i * kParamGradCols + d, load_n(dy + i * D + d, k, 0.0f) * xhat, k);
+    }
+}
 
 // Columns [0, n) (n <= kParamGradCols) of norm_param_grad: out[j] = sum over the rows in order of
 // dy * xhat, out[D + j] of dy, each from +0 (x, dy and out start at the task's first column).
 VOLTA_ISA_CLONES
 void norm_param_sums(const float* x, const float* dy, const float* moments, int64_t rows, int64_t D, int64_t n, float* out) {
-  float p[kParamGradCols];
+  alignas(64) float p[kParamGradRows * kParamGradCols];
   Vec dg[kParamGradCols / kLanes], db[kParamGradCols / kLanes];
   for (int64_t v = 0; v < kParamGradCols / kLanes; ++v) dg[v] = splat(0.0f), db[v] = splat(0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* dyr = dy + r * D;
-    unit_norm_products(x + r * D, dyr, moments[2 * r], moments[2 * r + 1], p, n);
-    for (int64_t c = 0; c < n; c += kLanes) {
-      const int64_t k = std::min(kLanes, n - c);
-      dg[c / kLanes] += load_n(p + c, k, 0.0f);
-      db[c / kLanes] += load_n(dyr + c, k, 0.0f);
+  for (int64_t r0 = 0; r0 < rows; r0 += kParamGradRows) {
+    const int64_t block = std::min(kParamGradRows, rows - r0);
+    unit_norm_products(x + r0 * D, dy + r0 * D, moments + 2 * r0, block, D, p, n);
+    for (int64_t i = 0; i < block; ++i) {
+      const float* dyr = dy + (r0 + i) * D;
+      for (int64_t c = 0; c < n; c += kLanes) {
+        const int64_t k = std::min(kLanes, n - c);
+        dg[c / kLanes] += load_n(p + i * kParamGradCols + c, k, 0.0f);
+        db[c / kLanes] += load_n(dyr + c, k, 0.0f);
+      }
     }
   }
   for (int64_t c = 0; c < n; c += kLanes) {
