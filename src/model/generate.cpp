@@ -71,7 +71,7 @@ Bindings params_as(Bindings params, const std::vector<std::string>& matmul, DTyp
 Result<ir::Graph> Generator::with_weights(Result<ir::Graph> g) const {
   if (!g.is_ok()) return g;
   if (weights_ != DType::f32) g = passes::store_weights_as(*g, weights_);
-  if (g.is_ok() && untie_) g = passes::untie_transposed_weights(*g);  // after: a tied head stays f32
+  if (g.is_ok() && unties()) g = passes::untie_transposed_weights(*g);  // after: a tied head stays f32
   if (!g.is_ok() || packed_.empty()) return g;
   return passes::store_weights_packed(*g, packed_);
 }
@@ -111,10 +111,9 @@ Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bi
   // The transposed copies of params the plans' matmuls read transposed (the GPT's tied head),
   // for the CPU's decode products, which read a plain weight in place but transpose a transposed
   // one on every call; a device's GEMM reads either in place.
-  gen.untie_ = rt.backend().host_memory();
   std::vector<std::pair<std::string, std::string>> copies;
   VOLTA_ASSIGN_OR_RETURN(const ir::Graph step, build_tinylm_decode(c, 1));
-  if (gen.untie_) VOLTA_RETURN_IF_ERROR(passes::untie_transposed_weights(step, &copies).status());
+  if (gen.unties()) VOLTA_RETURN_IF_ERROR(passes::untie_transposed_weights(step, &copies).status());
   for (const auto& [copy, original] : copies) {
     const Tensor& w = held.at(original);
     const int64_t rows = w.shape()[0], cols = w.shape()[1];

@@ -60,12 +60,14 @@ class Generator {
       : rt_(&rt), c_(c), config_(config_to_json(c) + " weights=" + dtype_name(weights)), weights_(weights), state_(rt.backend()) {}
   // `g` with the weights in weights_ (as is for f32).
   Result<ir::Graph> with_weights(Result<ir::Graph> g) const;
+  // Whether params read transposed get a transposed copy (passes::untie_transposed_weights): on
+  // host memory, where the CPU's decode products would transpose them on every call.
+  bool unties() const { return rt_->backend().host_memory(); }
   Runtime* rt_;
   TinyLMConfig c_;
   std::string config_;  // the model's JSON and the weights' dtype, part of the plan keys
   DType weights_;
   std::map<std::string, std::array<int64_t, 2>> packed_;  // f32 weights stored packed: their layouts
-  bool untie_ = false;  // params read transposed get a transposed copy (passes::untie_transposed_weights)
   State state_;
   int64_t cache_batch_ = 0;  // the batch size the caches hold (0: none yet)
 };

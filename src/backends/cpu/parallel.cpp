@@ -132,7 +132,7 @@ class Pool {
   bool stop_ = false;
   std::atomic<int> sleepers_{0};
   // The current round, written before generation_ is bumped and read after it is seen: one
-  // cache line the workers poll, apart from the counter the caller polls (sharing a line, the
+  // cache line the workers poll, apart from the done slots the caller polls (sharing a line, the
   // two sides' writes bounced it between the cores several times a round).
   alignas(64) std::atomic<uint64_t> generation_{0};
   TaskRef task_ = kNoTask;
