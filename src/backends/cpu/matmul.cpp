@@ -5,7 +5,8 @@
 // +0; K blocks continue the chain from the value stored in C. Packing only moves operands, tiles
 // and tasks only choose which elements are computed together, so the bits depend on none of the
 // blocking parameters, the tile, the ISA (all kernels fuse), the task split or the thread count.
-// The task list is a function of the shape and the blocking alone (see parallel.h).
+// The task list is a function of the shape and the blocking alone (see parallel.h), but for the
+// small-M path on a packed weight, which cuts its columns into one share per thread.
 #include <algorithm>
 #include <array>
 #include <cmath>

@@ -1,6 +1,7 @@
-// Threads for the CPU backend. Work is always cut into a fixed list of tasks chosen from the
-// problem shape alone (never from the thread count), and each task writes its own outputs with
-// its own fixed reduction order, so results are bitwise the same for any number of threads.
+// Threads for the CPU backend. Work is cut into a fixed list of tasks chosen from the problem
+// shape (a decode product on a packed weight also cuts its columns into one share per thread;
+// no reduction is ever split), and each task writes its own outputs with its own fixed
+// reduction order, so results are bitwise the same for any number of threads.
 #pragma once
 
 #include <algorithm>
