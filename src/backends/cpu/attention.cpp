@@ -108,12 +108,6 @@ void keys_by_rows(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, const f
   }
 }
 
-// The product is stored by an out-of-line call, so the mask's add cannot join it in one FMA
-// (-ffp-contract=fast): scale * s and then + mask round twice, as mul and add do.
-__attribute__((noinline)) VOLTA_ISA_CLONES void scale_row(float* x, int64_t n, float scale) {
-  for (int64_t j = 0; j < n; ++j) x[j] *= scale;
-}
-
 // Query row i of group g: its scores s[0, S) (valid of them read; S may be the keys padded to
 // whole vectors) -> probabilities p[0, S): softmax(scale * s), or with a mask softmax(scale * s +
 // mask row) (the row scaled first, then softmax_row adds the mask to x * 1), then nan -> 0 when

@@ -17,11 +17,8 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/ref_scalar.h"
 #include "backends/cpu/ref_util.h"
-#include "backends/cpu/vec_math.h"
 
 namespace volta::cpu {
-
-using namespace vec;
 
 namespace {
 
@@ -65,32 +62,6 @@ void gather(const float* src, const ref::Strides& st, const Shape& shape, int64_
       idx[d] = 0;
     }
   }
-}
-
-// The unary ops with vector math (vec_math.h), as maps over n floats: one ISA-cloned function
-// per op, which the unfused op's kernel and fused_elementwise's steps both call.
-#define VOLTA_VEC_MATH_MAP(name, f)                                                       \
-  VOLTA_ISA_CLONES void name(const float* x, float* y, int64_t n) {                       \
-    map(x, y, n, 0.0f, [](Vec v) VOLTA_VEC_LAMBDA { return math::f(v); });                \
-  }
-VOLTA_VEC_MATH_MAP(map_exp, exp)
-VOLTA_VEC_MATH_MAP(map_log, log)
-VOLTA_VEC_MATH_MAP(map_tanh, tanh)
-VOLTA_VEC_MATH_MAP(map_sigmoid, sigmoid)
-VOLTA_VEC_MATH_MAP(map_silu, silu)
-VOLTA_VEC_MATH_MAP(map_erf, erf)
-#undef VOLTA_VEC_MATH_MAP
-
-// Exact ops: f32 sqrt, negation and |x| are the double evaluation rounded once (sqrt: a double
-// square root rounded to f32 is the correctly rounded f32 one).
-VOLTA_ISA_CLONES void map_sqrt(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]);
-}
-VOLTA_ISA_CLONES void map_neg(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = -x[i];
-}
-VOLTA_ISA_CLONES void map_abs(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]);
 }
 
 }  // namespace

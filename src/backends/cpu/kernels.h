@@ -9,6 +9,7 @@
 #include <array>
 #include <span>
 
+#include "backends/cpu/vec_kernels.h"
 #include "volta/backend.h"
 #include "volta/ir.h"
 #include "volta/op_attrs.h"
@@ -68,8 +69,9 @@ KernelEntry cpu_kernel_at(ir::Op op, int index);
 // The CPU backend's own kernels, one file per op family, mirroring the reference kernels
 // (ref_<family>.cpp) and the CUDA backend (cuda/<family>.cu). Each is checked against the
 // reference by the op-test harness and falls back to it outside its fast layouts. Files other
-// than ref_*.cpp are compiled with -O3 and FMA contraction, and their 16-lane row kernels
-// (VOLTA_ISA_CLONES, vec.h) give the same bits on every ISA clone.
+// than ref_*.cpp are compiled with -O3 and FMA contraction; their 16-lane row kernels are in
+// <family>_vec.cpp (vec_kernels.h lists them), built once per ISA level with the same bits on
+// AVX-512 and AVX2.
 
 // elementwise.cpp: the Unary ops and add / sub / mul / div (nullptr for any other op), and
 // fused_elementwise with the bits of the unfused chain.
@@ -81,24 +83,21 @@ Status fused_elementwise(const KernelArgs& a);
 using UnaryMap = void (*)(const float* x, float* y, int64_t n);
 UnaryMap vector_unary(ir::Op op);
 
-// activation.cpp; gelu_erf(x, y, n) is gelu with approximate="none" on n floats (the matmul
-// epilogue's).
+// activation.cpp; vec_kernels.h's gelu_erf(x, y, n) is gelu with approximate="none" on n floats
+// (the matmul epilogue's), gelu_erf_grad(x, dy, out, n) its gradient (out may be dy).
 Status gelu(const KernelArgs& a);
 Status gelu_grad(const KernelArgs& a);
 Status silu_grad(const KernelArgs& a);
 Status swiglu(const KernelArgs& a);
 Status swiglu_grad(const KernelArgs& a);
-void gelu_erf(const float* x, float* y, int64_t n);
-void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n);  // gelu_grad's, out may be dy
 
-// softmax.cpp. The rows: softmax / log_softmax of scale * x (+ add, with scale 1) over the first
-// `valid` of C entries (the rest 0 / -inf; false when the row held an inf or nan), and the
-// softmax gradient dx = scale * y * (dy - sum(dy y)).
+// softmax.cpp. Its rows (vec_kernels.h's softmax_row and softmax_grad_row): softmax /
+// log_softmax of scale * x (+ add, with scale 1; add may be nullptr) over the first `valid` of C
+// entries (the rest 0 / -inf; false when the row held an inf or nan), and the softmax gradient
+// dx = scale * y * (dy - sum(dy y)).
 Status softmax(const KernelArgs& a);
 Status log_softmax(const KernelArgs& a);
 Status softmax_grad(const KernelArgs& a);
-bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log, const float* add = nullptr);
-void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale);
 
 // norm.cpp
 Status layer_norm(const KernelArgs& a);
@@ -112,14 +111,10 @@ Status rms_norm_grad(const KernelArgs& a);
 Status cross_entropy(const KernelArgs& a);
 Status cross_entropy_grad(const KernelArgs& a);
 
-// reduce.cpp, with the sums and scans other families share: column sums of a [rows, n] block
-// with row stride ld; the sum of a row; whether rows of cols floats, rs apart, hold no inf or
-// nan; whether x[0, n) holds only zeros of either sign.
+// reduce.cpp. The sums and scans other families share are vec_kernels.h's: column_sums of a
+// [rows, n] block with row stride ld; row_sum; all_finite_rows (rows of cols floats, rs apart,
+// hold no inf or nan); all_zero (x[0, n) holds only zeros of either sign).
 Status reduce_sum(const KernelArgs& a);
-void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n);
-float row_sum(const float* x, int64_t n);
-bool all_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t rs);
-bool all_zero(const float* x, int64_t n);
 
 // layout.cpp
 Status transpose(const KernelArgs& a);

@@ -7,66 +7,14 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
-#include "backends/cpu/vec.h"
 
 namespace volta::cpu {
-
-using namespace vec;
 
 namespace {
 
 constexpr int64_t kChunk = 16384;       // elements per task of the norm (its partial sums); a multiple of the lanes
 constexpr int64_t kUpdateChunk = 4096;  // per task of the updates, whose elements are independent: a
                                         // 128 x 128 weight is four tasks, not one
-
-VOLTA_VEC_INLINE Vec vsqrt(Vec v) {
-  float l[kLanes];
-  store(l, v);
-  for (float& x : l) x = __builtin_sqrtf(x);  // becomes one vector sqrt
-  return load(l);
-}
-
-struct AdamCoef {
-  float lr, b1, b2, one_minus_b1, one_minus_b2, eps, decay, scale, c1, c2;  // decay: 1 - lr * wd (AdamW) or wd
-  bool decoupled;
-};
-
-VOLTA_ISA_CLONES
-void adam_chunk(const AdamCoef& k, float* p, const float* g, float* m, float* v, int64_t n) {
-  for (int64_t i = 0; i < n; i += kLanes) {
-    const int64_t c = std::min(kLanes, n - i);
-    Vec w = load_n(p + i, c, 0.0f), d = load_n(g + i, c, 0.0f) * splat(k.scale);
-    if (k.decoupled) w *= splat(k.decay);
-    else d += splat(k.decay) * w;
-    const Vec mi = splat(k.b1) * load_n(m + i, c, 0.0f) + splat(k.one_minus_b1) * d;
-    const Vec vi = splat(k.b2) * load_n(v + i, c, 0.0f) + splat(k.one_minus_b2) * d * d;
-    store_n(m + i, mi, c);
-    store_n(v + i, vi, c);
-    store_n(p + i, w - splat(k.lr) * (mi / splat(k.c1)) / (vsqrt(vi / splat(k.c2)) + splat(k.eps)), c);
-  }
-}
-
-VOLTA_ISA_CLONES
-void sgd_chunk(float lr, float wd, float momentum, float scale, float* p, const float* g, float* buf, int64_t n) {
-  for (int64_t i = 0; i < n; i += kLanes) {
-    const int64_t c = std::min(kLanes, n - i);
-    const Vec w = load_n(p + i, c, 0.0f);
-    Vec d = load_n(g + i, c, 0.0f) * splat(scale) + splat(wd) * w;
-    if (buf) {
-      d = splat(momentum) * load_n(buf + i, c, 0.0f) + d;
-      store_n(buf + i, d, c);
-    }
-    store_n(p + i, w - splat(lr) * d, c);
-  }
-}
-
-VOLTA_ISA_CLONES
-float squares_chunk(const float* x, int64_t n) {
-  return sum_lanes(n, [&](int64_t i, int64_t c) VOLTA_VEC_LAMBDA {
-    const Vec v = load_n(x + i, c, 0.0f);
-    return v * v;
-  });
-}
 
 // f(begin, length) over fixed chunks of `chunk` elements.
 template <typename F>

@@ -1,5 +1,5 @@
-// The CPU backend's reduce_sum over one contiguous range of axes, and the 16-lane sums and
-// scans the other kernels share (column sums, row sums, all-finite and all-zero tests).
+// The CPU backend's reduce_sum over one contiguous range of axes, which uses the 16-lane sums
+// of reduce_vec.cpp that the other kernels share too.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -7,53 +7,8 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/ref_util.h"
-#include "backends/cpu/vec.h"
 
 namespace volta::cpu {
-
-using namespace vec;
-
-// out[j] = sum over r of x[r * ld + j], j < n (n <= a few hundred), r in order.
-VOLTA_ISA_CLONES
-void column_sums(const float* x, int64_t ld, int64_t rows, float* out, int64_t n) {
-  for (int64_t j = 0; j < n; j += kLanes) {
-    const int64_t k = std::min(kLanes, n - j);
-    Vec acc = splat(0.0f);
-    for (int64_t r = 0; r < rows; ++r) acc += load_n(x + r * ld + j, k, 0.0f);
-    store_n(out + j, acc, k);
-  }
-}
-
-VOLTA_ISA_CLONES
-float row_sum(const float* x, int64_t n) {
-  return sum_lanes(n, [&](int64_t i, int64_t k) VOLTA_VEC_LAMBDA { return load_n(x + i, k, 0.0f); });
-}
-
-// Whole vectors, no early exit: v - v is 0 for a finite v and nan for an inf or nan.
-VOLTA_ISA_CLONES
-bool all_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t rs) {
-  vec::Vec acc = vec::splat(0.0f);
-  for (int64_t r = 0; r < rows; ++r, x += rs)
-    for (int64_t i = 0; i < cols; i += vec::kLanes) {
-      const vec::Vec v = vec::load_n(x + i, std::min(vec::kLanes, cols - i), 0.0f);
-      acc += v - v;
-    }
-  for (int64_t l = 0; l < vec::kLanes; ++l)
-    if (acc[l] != 0.0f) return false;
-  return true;
-}
-
-// An integer test of the bits, so it vectorises (no float compares, no early exit).
-VOLTA_ISA_CLONES
-bool all_zero(const float* x, int64_t n) {
-  uint32_t bits = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, sizeof u);
-    bits |= u & 0x7fffffffu;  // +0 and -0 alike
-  }
-  return bits == 0;
-}
 
 // reduce_sum whose reduced axes form one contiguous range: x viewed as [outer, R, inner].
 // Each output is summed over r in index order (in 16-lane groups of outputs, or in lanes along

@@ -9,18 +9,10 @@
 
 #include "backends/cpu/vec.h"
 
-namespace volta::cpu::vec::math {
+namespace volta::cpu::VOLTA_VEC_NS::vec::math {
 
-VOLTA_VEC_INLINE Vec bits_as_float(IVec i) {
-  Vec v;
-  std::memcpy(&v, &i, sizeof v);
-  return v;
-}
-VOLTA_VEC_INLINE IVec float_bits(Vec v) {
-  IVec i;
-  std::memcpy(&i, &v, sizeof i);
-  return i;
-}
+VOLTA_VEC_INLINE Vec bits_as_float(IVec i) { return as_float(i); }
+VOLTA_VEC_INLINE IVec float_bits(Vec v) { return as_int(v); }
 constexpr int32_t kSignBit = static_cast<int32_t>(0x80000000u);
 VOLTA_VEC_INLINE Vec vabs(Vec x) { return bits_as_float(float_bits(x) & ~kSignBit); }
 // |m| with the sign of s (nan keeps being nan).
@@ -42,17 +34,17 @@ VOLTA_VEC_INLINE Vec exp_shifted(Vec x, IVec shift) {
   static constexpr float q[] = {5.000000000e-01f, 1.666666567e-01f, 4.166629538e-02f,
                                 8.333496749e-03f, 1.394464984e-03f, 1.979035733e-04f};
   const auto nan = x != x;
-  Vec c = nan ? splat(0.0f) : x;
-  c = c > splat(89.0f) ? splat(89.0f) : c;      // exp(89) overflows
-  c = c < splat(-150.0f) ? splat(-150.0f) : c;  // exp(-150) 2^64 rounds to 0
+  Vec c = select(nan, splat(0.0f), x);
+  c = select(c > splat(89.0f), splat(89.0f), c);      // exp(89) overflows
+  c = select(c < splat(-150.0f), splat(-150.0f), c);  // exp(-150) 2^64 rounds to 0
   // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer in round-to-nearest mode.
   const Vec n = (c * splat(1.44269504f) + splat(12582912.0f)) - splat(12582912.0f);
   const Vec r = (c - n * splat(0.693145751953125f)) - n * splat(1.428606765330187e-06f);
   const Vec p = (r * r * poly(r, q) + r) + splat(1.0f);
-  const IVec ni = __builtin_convertvector(n, IVec) + shift;  // [-216, 192]
+  const IVec ni = to_int(n) + shift;  // [-216, 192]
   const IVec n1 = ni >> 1, n2 = ni - n1;                     // each in [-108, 96]: a normal power of 2
   const Vec y = (p * bits_as_float((n1 + 127) << 23)) * bits_as_float((n2 + 127) << 23);
-  return nan ? x : y;
+  return select(nan, x, y);
 }
 VOLTA_VEC_INLINE Vec exp(Vec x) { return exp_shifted(x, IVec{}); }
 
@@ -62,21 +54,22 @@ VOLTA_VEC_INLINE Vec log(Vec x) {
   static constexpr float pc[] = {3.333333135e-01f,  -2.500082254e-01f, 2.000122666e-01f,  -1.662335694e-01f,
                                  1.420176178e-01f, -1.316019446e-01f, 1.276154965e-01f, -7.634429634e-02f};
   const auto sub = x < splat(0x1p-126f);
-  const IVec bits = float_bits(sub ? x * splat(0x1p23f) : x);
+  const IVec bits = float_bits(select(sub, x * splat(0x1p23f), x));
   IVec e = ((bits >> 23) & 0xff) - 127 - (sub & 23);
   Vec m = bits_as_float((bits & 0x007fffff) | 0x3f800000);  // [1, 2)
   const auto high = m > splat(1.41421356f);
-  m = high ? m * splat(0.5f) : m;
+  m = select(high, m * splat(0.5f), m);
   e = e - high;  // a true comparison is -1
   const Vec f = m - splat(1.0f);  // exact
-  const Vec ef = __builtin_convertvector(e, Vec);
+  const Vec ef = to_float(e);
   const Vec f2 = f * f;
-  Vec y = f2 * f * poly(f, pc) + ef * splat(1.428606765330187e-06f);
+  const Vec cubic = f2 * f * poly(f, pc);  // named: the product fused with the sum below (see vec.h)
+  Vec y = cubic + ef * splat(1.428606765330187e-06f);
   y = (f + (y - splat(0.5f) * f2)) + ef * splat(0.693145751953125f);
-  y = x == splat(__builtin_inff()) ? x : y;
-  y = x == splat(0.0f) ? splat(-__builtin_inff()) : y;
-  y = x < splat(0.0f) ? splat(__builtin_nanf("")) : y;
-  return x != x ? x : y;
+  y = select(x == splat(__builtin_inff()), x, y);
+  y = select(x == splat(0.0f), splat(-__builtin_inff()), y);
+  y = select(x < splat(0.0f), splat(__builtin_nanf("")), y);
+  return select(x != x, x, y);
 }
 
 // tanh(x), odd: |x| < 1 by x + x^3 T(x^2), else 1 - 2 / (exp(2|x|) + 1). Within 1 ulp.
@@ -86,13 +79,13 @@ VOLTA_VEC_INLINE Vec tanh(Vec x) {
   const Vec a = vabs(x), s = a * a;
   const Vec small = a * s * poly(s, tc) + a;
   const Vec big = splat(1.0f) - splat(2.0f) / (exp(a + a) + splat(1.0f));
-  return with_sign_of(a < splat(1.0f) ? small : big, x);
+  return with_sign_of(select(a < splat(1.0f), small, big), x);
 }
 
 // sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) below, e = exp(-|x|). Within 2 ulp.
 VOLTA_VEC_INLINE Vec sigmoid(Vec x) {
   const Vec e = exp(-vabs(x)), d = splat(1.0f) + e;
-  return x < splat(0.0f) ? e / d : splat(1.0f) / d;
+  return select(x < splat(0.0f), e / d, splat(1.0f) / d);
 }
 
 // silu(x) = x sigmoid(x): x / (1 + exp(-x)) for x >= 0 and x e / (1 + e), e = exp(x), below.
@@ -101,8 +94,8 @@ VOLTA_VEC_INLINE Vec sigmoid(Vec x) {
 VOLTA_VEC_INLINE Vec silu(Vec x) {
   const auto neg = x < splat(0.0f), tail = x < splat(-80.0f);
   const Vec e = exp_shifted(-vabs(x), tail & 64);  // a true comparison is -1
-  const Vec y = (neg ? x * e : x) / (splat(1.0f) + (tail ? splat(0.0f) : e));
-  return tail ? y * splat(0x1p-64f) : y;
+  const Vec y = select(neg, x * e, x) / (splat(1.0f) + select(tail, splat(0.0f), e));
+  return select(tail, y * splat(0x1p-64f), y);
 }
 
 // erf(x), odd: |x| < 1 by x + x S(x^2), else 1 - exp(-x^2) R(|x| - 2) (R fits erfc(x) exp(x^2)
@@ -114,11 +107,11 @@ VOLTA_VEC_INLINE Vec erf(Vec x) {
                                  5.435745697e-03f,  -1.851273468e-03f, 5.898842355e-04f, -1.570387540e-04f,
                                  6.819483679e-05f, -2.799457252e-05f};
   Vec a = vabs(x);
-  a = a > splat(4.0f) ? splat(4.0f) : a;  // nan stays nan
+  a = select(a > splat(4.0f), splat(4.0f), a);  // nan stays nan
   const Vec s = a * a;
   const Vec small = a * poly(s, sc) + a;
   const Vec big = splat(1.0f) - exp(-s) * poly(a - splat(2.0f), rc);
-  return with_sign_of(a < splat(1.0f) ? small : big, x);
+  return with_sign_of(select(a < splat(1.0f), small, big), x);
 }
 
-}  // namespace volta::cpu::vec::math
+}  // namespace volta::cpu::VOLTA_VEC_NS::vec::math
