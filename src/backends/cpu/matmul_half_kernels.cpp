@@ -139,6 +139,57 @@ template <int R, int NV, bool BF16>
 VOLTA_TARGET_AVX2_F16C void half_tile_avx2(const TileArgs& t) {
   half_tile_body<VecOf<8>::type, 8, R, NV, BF16>(t, Avx2HalfOps{});
 }
+
+// bf16 on AVX2, as bf16_pair_tile_avx512 with 16 columns per 32-byte load: the odd columns are
+// the words with their low half masked off, the even ones the words shifted up, one operation per
+// 8 values where widening takes a zero-extension and a shift. A 128-bit lane of the even and of the
+// odd accumulators interleaves into 8 columns (unpack), which permute2f128 puts in order.
+template <int R, int NV>
+VOLTA_TARGET_AVX2_F16C void bf16_pair_tile_avx2(const TileArgs& t) {
+  static_assert(NV % 2 == 0, "columns come in loads of two vectors");
+  constexpr int P = NV / 2;
+  const __m256i high_half = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  __m256 even[R][P], odd[R][P];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) {
+      even[r][j] = _mm256_setzero_ps(), odd[r][j] = _mm256_setzero_ps();
+      if (t.accumulate) {  // C's columns split into the even and the odd ones
+        const __m256 c0 = _mm256_loadu_ps(t.c + r * t.ldc + j * 16), c1 = _mm256_loadu_ps(t.c + r * t.ldc + j * 16 + 8);
+        even[r][j] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(c0, c1, 0x88)), 0xd8));
+        odd[r][j] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(c0, c1, 0xdd)), 0xd8));
+      }
+    }
+  const float* a = t.a;
+  const auto* b = reinterpret_cast<const uint16_t*>(t.b);
+  for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
+    __m256 be[P], bo[P];
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) {
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + j * 16));
+      be[j] = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+      bo[j] = _mm256_castsi256_ps(_mm256_and_si256(w, high_half));
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_set1_ps(a[r * t.a_rs]);
+#pragma GCC unroll 16
+      for (int j = 0; j < P; ++j) {
+        even[r][j] = _mm256_fmadd_ps(x, be[j], even[r][j]);
+        odd[r][j] = _mm256_fmadd_ps(x, bo[j], odd[r][j]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) {
+      const __m256 lo = _mm256_unpacklo_ps(even[r][j], odd[r][j]), hi = _mm256_unpackhi_ps(even[r][j], odd[r][j]);
+      _mm256_storeu_ps(t.c + r * t.ldc + j * 16, _mm256_permute2f128_ps(lo, hi, 0x20));
+      _mm256_storeu_ps(t.c + r * t.ldc + j * 16 + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+}
 #pragma GCC diagnostic pop
 // The wide and the half-width decode tiles, as run_small_tile has them: [bf16][rows - 1].
 template <int NV, bool BF16, int... R>
@@ -148,7 +199,8 @@ constexpr std::array<TileFn, sizeof...(R)> half_b_avx512(std::integer_sequence<i
 }
 template <int NV, bool BF16, int... R>
 constexpr std::array<TileFn, sizeof...(R)> half_b_avx2(std::integer_sequence<int, R...>) {
-  return {&half_tile_avx2<R + 1, NV, BF16>...};
+  if constexpr (BF16) return {&bf16_pair_tile_avx2<R + 1, NV>...};
+  else return {&half_tile_avx2<R + 1, NV, BF16>...};
 }
 template <int NV, int Rows>
 struct HalfBTables {
