@@ -54,9 +54,7 @@ template <int W, int R, int NV, bool PackedA, bool Panels = false>
   const float* next = t.c_next;
   const float* b_next = t.b_next;
   const int64_t b_lines = b_next ? t.b_next_lines : 0;
-  for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
-    if (next && p < kLines) __builtin_prefetch(next + p / kLinesPerRow * t.ldc + p % kLinesPerRow * 16, 1, 3);
-    if (p < b_lines) __builtin_prefetch(b_next + p * 16, 0, 2);
+  const auto step = [&] [[gnu::always_inline]] () {  // one k: an FMA per accumulator
     V bv[NV];
 #pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) bv[j] = load(b + (Panels ? j / kPanelVecs * t.b_ps + j % kPanelVecs * W : j * W));
@@ -64,7 +62,34 @@ template <int W, int R, int NV, bool PackedA, bool Panels = false>
     for (int r = 0; r < R; ++r) {
       const V x = splat<W>(a[r * a_rs]);
 #pragma GCC unroll 16
-      for (int j = 0; j < NV; ++j) acc[r][j] = fmadd(x, bv[j], acc[r][j]);  // one FMA per k
+      for (int j = 0; j < NV; ++j) acc[r][j] = fmadd(x, bv[j], acc[r][j]);
+    }
+    a += t.a_cs, b += t.b_rs;
+  };
+  if constexpr (W == 8) {
+    // AVX2's 12 FMAs a k leave no room for two prefetch tests (measured 5-10% slower on a Zen 3,
+    // and bimodal): the next C tile's lines are prefetched up front, and k goes two at a time.
+    if (next)
+#pragma GCC unroll 16
+      for (int64_t l = 0; l < kLines; ++l) __builtin_prefetch(next + l / kLinesPerRow * t.ldc + l % kLinesPerRow * 16, 1, 3);
+    int64_t p = 0;
+    for (; p + 2 <= t.k; p += 2) {
+      if (p < b_lines) {
+        __builtin_prefetch(b_next + p * 16, 0, 2);
+        if (p + 1 < b_lines) __builtin_prefetch(b_next + (p + 1) * 16, 0, 2);
+      }
+      step();
+      step();
+    }
+    if (p < t.k) {
+      if (p < b_lines) __builtin_prefetch(b_next + p * 16, 0, 2);
+      step();
+    }
+  } else {
+    for (int64_t p = 0; p < t.k; ++p) {
+      if (next && p < kLines) __builtin_prefetch(next + p / kLinesPerRow * t.ldc + p % kLinesPerRow * 16, 1, 3);
+      if (p < b_lines) __builtin_prefetch(b_next + p * 16, 0, 2);
+      step();
     }
   }
 #pragma GCC unroll 16
