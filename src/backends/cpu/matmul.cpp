@@ -168,7 +168,7 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
                   int64_t ldc, int64_t rows, int64_t cols, int64_t K, const PackedA& sa = {}) {
   const MatmulTile tile = matmul_tile(isa);
   const int64_t kc = std::min(bl.kc, K);
-  const int64_t mc = std::min(round_up(bl.mc, tile.rows), round_up(rows, tile.rows));
+  const int64_t mc = std::min(matmul_row_block(bl.mc, rows, tile.rows), round_up(rows, tile.rows));
   float* ap = t_scratch.get(Scratch::kA, mc * kc);
   // A small row-major B of whole panels (attention's P @ V, dS @ K) is read in place: its rows
   // already are what packing would produce, and it stays in L1 anyway.
@@ -391,7 +391,7 @@ std::pair<int64_t, int64_t> task_blocks(MatmulIsa isa, const MatmulBlocking& bl,
   int64_t nb = std::min(round_up(bl.nc, tile.cols), round_up(N, tile.cols));
   const double flops = 2.0 * static_cast<double>(mats) * static_cast<double>(M * N) * static_cast<double>(K);
   while (mats * ceil_div(M, mb) * ceil_div(N, nb) < kMinTasks && flops >= kSplitFlops) {
-    const bool rows_fit = mb <= round_up(bl.mc, tile.rows) && nb > 2 * tile.cols;
+    const bool rows_fit = mb <= matmul_row_block(bl.mc, mb, tile.rows) && nb > 2 * tile.cols;
     if ((nb / tile.cols >= mb / tile.rows || rows_fit) && nb > tile.cols) nb = round_up(nb / 2, tile.cols);
     else if (mb > tile.rows) mb = round_up(ceil_div(M, row_parts *= 2), tile.rows);
     else break;

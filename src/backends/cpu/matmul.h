@@ -44,6 +44,10 @@ struct MatmulBlocking {
 MatmulBlocking matmul_default_blocking(MatmulIsa isa);
 // Tuned blocking for this shape's class when the tuning cache has it, else the default.
 MatmulBlocking matmul_blocking_for(MatmulIsa isa, int64_t M, int64_t N, int64_t K);
+// Rows of A one block of the packed path holds, for `rows` rows and tiles of `tile_rows`: mc
+// rounded to whole tiles, or all the rows where they are at most half a block more (a short
+// second block would sweep all of B again for a few rows).
+int64_t matmul_row_block(int64_t mc, int64_t rows, int64_t tile_rows);
 
 // Element (i, j) of a strided f32 matrix is data[i * rs + j * cs].
 struct MatView {

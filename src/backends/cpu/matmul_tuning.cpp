@@ -221,6 +221,13 @@ MatmulBlocking matmul_default_blocking(MatmulIsa isa) {
   return {.kc = 256, .mc = 64, .nc = 256};
 }
 
+int64_t matmul_row_block(int64_t mc, int64_t rows, int64_t tile_rows) {
+  // AVX2's 96-row blocks and a 128-row weight gradient: 7% faster at 1 thread as one block.
+  const auto round_up = [](int64_t a, int64_t b) { return (a + b - 1) / b * b; };
+  const int64_t block = round_up(std::max<int64_t>(mc, 1), tile_rows), all = round_up(std::max<int64_t>(rows, 1), tile_rows);
+  return all <= block + block / 2 ? all : block;
+}
+
 MatmulBlocking matmul_blocking_for(MatmulIsa isa, int64_t M, int64_t N, int64_t K) {
   if (auto tuned = tuned_blocking(M, N, K)) return *tuned;
   return matmul_default_blocking(isa);
