@@ -82,113 +82,107 @@ VOLTA_TARGET_AVX512 void half_tile_avx512(const TileArgs& t) {
   half_tile_body<VecOf<16>::type, 16, R, NV, BF16>(t, Avx512HalfOps{});
 }
 
-// bf16 on AVX-512, 32 columns per 64-byte load: read as 16 words, each holds a pair of columns
-// (2i in its low half, 2i + 1 in its high half), so the odd column is already an f32 once its
-// low half is masked off and the even one once shifted up: two single-uop operations widen 32
-// values, where widening 16 at a time takes a zero-extension and a shift for each 16. The
-// accumulators hold the even and the odd columns apart and are interleaved once at the end.
-// Each column is the same FMA chain on the same widened weight as in half_tile_body.
-template <int R, int NV>
-VOLTA_TARGET_AVX512 void bf16_pair_tile_avx512(const TileArgs& t) {
-  static_assert(NV % 2 == 0, "columns come in loads of two vectors");
-  constexpr int P = NV / 2;
-  const __m512i lo_cols = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i hi_cols = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-  const __m512i high_half = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-  __m512 even[R][P], odd[R][P];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < P; ++j) {
-      even[r][j] = _mm512_setzero_ps(), odd[r][j] = _mm512_setzero_ps();
-      if (t.accumulate) {  // C's columns split into the even and the odd ones
-        const __m512 c0 = _mm512_loadu_ps(t.c + r * t.ldc + j * 32), c1 = _mm512_loadu_ps(t.c + r * t.ldc + j * 32 + 16);
-        even[r][j] = _mm512_permutex2var_ps(c0, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), c1);
-        odd[r][j] = _mm512_permutex2var_ps(c0, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), c1);
-      }
-    }
-  const float* a = t.a;
-  const auto* b = reinterpret_cast<const uint16_t*>(t.b);
-  for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
-    __m512 be[P], bo[P];
-#pragma GCC unroll 16
-    for (int j = 0; j < P; ++j) {
-      const __m512i w = _mm512_loadu_si512(b + j * 32);
-      be[j] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-      bo[j] = _mm512_castsi512_ps(_mm512_and_si512(w, high_half));
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(a[r * t.a_rs]);
-#pragma GCC unroll 16
-      for (int j = 0; j < P; ++j) {
-        even[r][j] = _mm512_fmadd_ps(x, be[j], even[r][j]);
-        odd[r][j] = _mm512_fmadd_ps(x, bo[j], odd[r][j]);
-      }
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < P; ++j) {
-      _mm512_storeu_ps(t.c + r * t.ldc + j * 32, _mm512_permutex2var_ps(even[r][j], lo_cols, odd[r][j]));
-      _mm512_storeu_ps(t.c + r * t.ldc + j * 32 + 16, _mm512_permutex2var_ps(even[r][j], hi_cols, odd[r][j]));
-    }
-}
 template <int R, int NV, bool BF16>
 VOLTA_TARGET_AVX2_F16C void half_tile_avx2(const TileArgs& t) {
   half_tile_body<VecOf<8>::type, 8, R, NV, BF16>(t, Avx2HalfOps{});
 }
 
-// bf16 on AVX2, as bf16_pair_tile_avx512 with 16 columns per 32-byte load: the odd columns are
-// the words with their low half masked off, the even ones the words shifted up, one operation per
-// 8 values where widening takes a zero-extension and a shift. A 128-bit lane of the even and of the
-// odd accumulators interleaves into 8 columns (unpack), which permute2f128 puts in order.
-template <int R, int NV>
-VOLTA_TARGET_AVX2_F16C void bf16_pair_tile_avx2(const TileArgs& t) {
+// bf16 weights, a pair of columns per 32-bit word (2i in its low half, 2i + 1 in its high half):
+// the odd column is already an f32 once its low half is masked off and the even one once shifted
+// up, so one single-uop operation widens a vector of values, where widening takes a zero-extension
+// and a shift otherwise. The accumulators hold the even and the odd columns apart; C's columns
+// are split into them at the start and interleaved once at the end. Each column is the same FMA
+// chain on the same widened weight as in half_tile_body. Ops: one load of 2 vectors' columns.
+template <typename Ops, int R, int NV>
+[[gnu::always_inline]] inline void bf16_pair_body(const TileArgs& t, Ops ops) {
   static_assert(NV % 2 == 0, "columns come in loads of two vectors");
-  constexpr int P = NV / 2;
-  const __m256i high_half = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
-  __m256 even[R][P], odd[R][P];
+  constexpr int P = NV / 2, C = Ops::kCols;  // loads per row of B, columns per load
+  using V = typename Ops::V;
+  V even[R][P], odd[R][P];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int j = 0; j < P; ++j) {
-      even[r][j] = _mm256_setzero_ps(), odd[r][j] = _mm256_setzero_ps();
-      if (t.accumulate) {  // C's columns split into the even and the odd ones
-        const __m256 c0 = _mm256_loadu_ps(t.c + r * t.ldc + j * 16), c1 = _mm256_loadu_ps(t.c + r * t.ldc + j * 16 + 8);
-        even[r][j] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(c0, c1, 0x88)), 0xd8));
-        odd[r][j] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(c0, c1, 0xdd)), 0xd8));
-      }
+      even[r][j] = ops.zero(), odd[r][j] = ops.zero();
+      if (t.accumulate) ops.split(t.c + r * t.ldc + j * C, even[r][j], odd[r][j]);
     }
   const float* a = t.a;
   const auto* b = reinterpret_cast<const uint16_t*>(t.b);
   for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
-    __m256 be[P], bo[P];
+    V be[P], bo[P];
 #pragma GCC unroll 16
-    for (int j = 0; j < P; ++j) {
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + j * 16));
-      be[j] = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-      bo[j] = _mm256_castsi256_ps(_mm256_and_si256(w, high_half));
-    }
+    for (int j = 0; j < P; ++j) ops.widen_pairs(b + j * C, be[j], bo[j]);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const __m256 x = _mm256_set1_ps(a[r * t.a_rs]);
+      const V x = ops.splat(a[r * t.a_rs]);
 #pragma GCC unroll 16
       for (int j = 0; j < P; ++j) {
-        even[r][j] = _mm256_fmadd_ps(x, be[j], even[r][j]);
-        odd[r][j] = _mm256_fmadd_ps(x, bo[j], odd[r][j]);
+        even[r][j] = ops.fma(x, be[j], even[r][j]);
+        odd[r][j] = ops.fma(x, bo[j], odd[r][j]);
       }
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < P; ++j) {
-      const __m256 lo = _mm256_unpacklo_ps(even[r][j], odd[r][j]), hi = _mm256_unpackhi_ps(even[r][j], odd[r][j]);
-      _mm256_storeu_ps(t.c + r * t.ldc + j * 16, _mm256_permute2f128_ps(lo, hi, 0x20));
-      _mm256_storeu_ps(t.c + r * t.ldc + j * 16 + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
-    }
+    for (int j = 0; j < P; ++j) ops.join(t.c + r * t.ldc + j * C, even[r][j], odd[r][j]);
+}
+
+// 32 columns per 64-byte load; permutex2var splits and joins the columns.
+struct Avx512PairOps {
+  using V = __m512;
+  static constexpr int kCols = 32;
+  VOLTA_TARGET_AVX512 V zero() const { return _mm512_setzero_ps(); }
+  VOLTA_TARGET_AVX512 V splat(float x) const { return _mm512_set1_ps(x); }
+  VOLTA_TARGET_AVX512 V fma(V x, V b, V c) const { return _mm512_fmadd_ps(x, b, c); }
+  VOLTA_TARGET_AVX512 void widen_pairs(const uint16_t* b, V& even, V& odd) const {
+    const __m512i w = _mm512_loadu_si512(b);
+    even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  VOLTA_TARGET_AVX512 void split(const float* c, V& even, V& odd) const {
+    const V c0 = _mm512_loadu_ps(c), c1 = _mm512_loadu_ps(c + 16);
+    even = _mm512_permutex2var_ps(c0, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), c1);
+    odd = _mm512_permutex2var_ps(c0, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), c1);
+  }
+  VOLTA_TARGET_AVX512 void join(float* c, V even, V odd) const {
+    _mm512_storeu_ps(c, _mm512_permutex2var_ps(even, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), odd));
+    _mm512_storeu_ps(c + 16, _mm512_permutex2var_ps(even, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), odd));
+  }
+};
+
+// 16 columns per 32-byte load; a 128-bit lane of the even and the odd accumulators interleaves
+// into 8 columns (unpack), which permute2f128 puts in order (and shuffle + permute4x64 split).
+struct Avx2PairOps {
+  using V = __m256;
+  static constexpr int kCols = 16;
+  VOLTA_TARGET_AVX2_F16C V zero() const { return _mm256_setzero_ps(); }
+  VOLTA_TARGET_AVX2_F16C V splat(float x) const { return _mm256_set1_ps(x); }
+  VOLTA_TARGET_AVX2_F16C V fma(V x, V b, V c) const { return _mm256_fmadd_ps(x, b, c); }
+  VOLTA_TARGET_AVX2_F16C void widen_pairs(const uint16_t* b, V& even, V& odd) const {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    even = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    odd = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  VOLTA_TARGET_AVX2_F16C void split(const float* c, V& even, V& odd) const {
+    const V c0 = _mm256_loadu_ps(c), c1 = _mm256_loadu_ps(c + 8);
+    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(c0, c1, 0x88)), 0xd8));
+    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(c0, c1, 0xdd)), 0xd8));
+  }
+  VOLTA_TARGET_AVX2_F16C void join(float* c, V even, V odd) const {
+    const V lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);
+    _mm256_storeu_ps(c, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(c + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+  }
+};
+
+template <int R, int NV>
+VOLTA_TARGET_AVX512 void bf16_pair_tile_avx512(const TileArgs& t) {
+  bf16_pair_body<Avx512PairOps, R, NV>(t, Avx512PairOps{});
+}
+template <int R, int NV>
+VOLTA_TARGET_AVX2_F16C void bf16_pair_tile_avx2(const TileArgs& t) {
+  bf16_pair_body<Avx2PairOps, R, NV>(t, Avx2PairOps{});
 }
 #pragma GCC diagnostic pop
 // The wide and the half-width decode tiles, as run_small_tile has them: [bf16][rows - 1].
