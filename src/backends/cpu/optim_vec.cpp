@@ -27,8 +27,11 @@ void adam_chunk(const AdamCoef& k, float* p, const float* g, float* m, float* v,
     Vec w = load_n(p + i, c, 0.0f), d = load_n(g + i, c, 0.0f) * splat(k.scale);
     if (k.decoupled) w *= splat(k.decay);
     else d += splat(k.decay) * w;
-    const Vec mi = splat(k.b1) * load_n(m + i, c, 0.0f) + splat(k.one_minus_b1) * d;
-    const Vec vi = splat(k.b2) * load_n(v + i, c, 0.0f) + splat(k.one_minus_b2) * d * d;
+    // Each sum's first product is named: it is the one fused with the sum (see vec.h).
+    const Vec m_decayed = splat(k.b1) * load_n(m + i, c, 0.0f);
+    const Vec mi = m_decayed + splat(k.one_minus_b1) * d;
+    const Vec v_decayed = splat(k.b2) * load_n(v + i, c, 0.0f);
+    const Vec vi = v_decayed + splat(k.one_minus_b2) * d * d;
     store_n(m + i, mi, c);
     store_n(v + i, vi, c);
     store_n(p + i, w - splat(k.lr) * (mi / splat(k.c1)) / (vsqrt(vi / splat(k.c2)) + splat(k.eps)), c);
@@ -39,7 +42,8 @@ void sgd_chunk(float lr, float wd, float momentum, float scale, float* p, const 
   for (int64_t i = 0; i < n; i += kLanes) {
     const int64_t c = std::min(kLanes, n - i);
     const Vec w = load_n(p + i, c, 0.0f);
-    Vec d = load_n(g + i, c, 0.0f) * splat(scale) + splat(wd) * w;
+    const Vec g_scaled = load_n(g + i, c, 0.0f) * splat(scale);  // named: the product fused below
+    Vec d = g_scaled + splat(wd) * w;
     if (buf) {
       d = splat(momentum) * load_n(buf + i, c, 0.0f) + d;
       store_n(buf + i, d, c);
