@@ -212,6 +212,29 @@ TEST(CpuMatmulBits, KeyScoresEqualTheFmaChainForEveryIsa) {
     }
 }
 
+// The packing transpose: every count of live and padding rows (8-row blocks and a last block of
+// 1..7, the AVX2 tile's 6-row panels among them) and of k (8-value blocks and single values),
+// each value moved exactly, the padding zero and nothing written outside the panel.
+TEST(CpuMatmul, TransposeCopyMovesEveryValueForEveryIsa) {
+  for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17})
+    for (int64_t pad : {0, 1, 2, 3})
+      for (int64_t k : {1, 7, 8, 9, 16, 21}) {
+        const int64_t rows_out = rows + pad, src_rs = k + 2, dst_rs = rows_out + 1;
+        const std::vector<float> src = normal(rows * src_rs, static_cast<uint64_t>(rows * 100 + k));
+        for (cpu::MatmulIsa isa : supported_isas()) {
+          std::vector<float> dst(static_cast<size_t>(k * dst_rs), -7.0f);
+          cpu::transpose_copy(isa, src.data(), src_rs, rows, k, dst.data(), dst_rs, rows_out);
+          for (int64_t p = 0; p < k; ++p)
+            for (int64_t r = 0; r < dst_rs; ++r) {
+              const float want = r >= rows_out ? -7.0f : r < rows ? src[static_cast<size_t>(r * src_rs + p)] : 0.0f;
+              ASSERT_EQ(dst[static_cast<size_t>(p * dst_rs + r)], want)
+                  << "rows=" << rows << " out=" << rows_out << " k=" << k << " p=" << p << " r=" << r
+                  << " isa=" << cpu::matmul_isa_name(isa);
+            }
+        }
+      }
+}
+
 TEST(CpuMatmulBits, LargerShapesEqualTheFmaChainForEveryIsaAndBlocking) {
   struct S {
     int64_t m, n, k;
