@@ -20,13 +20,6 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/ref_util.h"
 
-// Packing is plain loops; compiled per ISA so the copies use the widest vectors there are.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define VOLTA_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define VOLTA_ISA_CLONES
-#endif
-
 namespace volta::cpu {
 
 namespace {
@@ -60,89 +53,6 @@ class Scratch {
   std::array<size_t, kSlots> cap_{};
 };
 thread_local Scratch t_scratch;
-
-// A[rows, kb] -> panels of `mr` rows: panel i holds (r, p) at [p * mr + r]. Rows past the end of
-// the last panel are left unset: the kernel for a short panel reads only its rows.
-VOLTA_ISA_CLONES
-void pack_a(MatmulIsa isa, MatView A, int64_t rows, int64_t kb, int64_t mr, float* dst) {
-  for (int64_t i = 0; i < rows; i += mr, dst += mr * kb) {
-    const int64_t h = std::min(mr, rows - i);
-    const float* src = A.data + i * A.rs;
-    if (A.cs == 1) {  // row-major A: each row's k values are contiguous, a transpose
-      transpose_copy(isa, src, A.rs, h, kb, dst, mr, h);
-      continue;
-    }
-    for (int64_t p = 0; p < kb; ++p)  // any other strides: write the panel in order
-      for (int64_t r = 0; r < h; ++r) dst[p * mr + r] = src[r * A.rs + p * A.cs];
-  }
-}
-
-// A transposed A (A(r, p) at a[p * a_cs + r]) of M rows, K block [p0, p0 + kb) -> panels of `mr`
-// rows (panel i at dst + i * kb, (r, p) at [p * mr + r]), reading the operand one k at a time:
-// the rows of the stored matrix in order, whole. Per tile height a fixed-size copy the compiler
-// inlines (a memcpy call per 48 bytes cost more than the copy).
-template <int64_t MR>
-VOLTA_ISA_CLONES void pack_a_transposed_mr(const float* a, int64_t a_cs, int64_t M, int64_t kb, float* dst) {
-  for (int64_t p = 0; p < kb; ++p, a += a_cs) {
-    int64_t i = 0;
-    for (; i + MR <= M; i += MR) std::memcpy(dst + i * kb + p * MR, a + i, MR * sizeof(float));
-    if (i < M) std::memcpy(dst + i * kb + p * MR, a + i, static_cast<size_t>(M - i) * sizeof(float));
-  }
-}
-void pack_a_transposed(const float* a, int64_t a_cs, int64_t M, int64_t kb, int64_t mr, float* dst) {
-  switch (mr) {
-    case tile::kAvx512Rows: return pack_a_transposed_mr<tile::kAvx512Rows>(a, a_cs, M, kb, dst);
-    case tile::kAvx2Rows: return pack_a_transposed_mr<tile::kAvx2Rows>(a, a_cs, M, kb, dst);
-    case tile::kScalarRows: return pack_a_transposed_mr<tile::kScalarRows>(a, a_cs, M, kb, dst);
-    default:
-      for (int64_t p = 0; p < kb; ++p, a += a_cs)
-        for (int64_t i = 0; i < M; i += mr)
-          std::memcpy(dst + i * kb + p * mr, a + i, static_cast<size_t>(std::min(mr, M - i)) * sizeof(float));
-  }
-}
-
-// Row p of a row-major B's full panels of NR columns: `panels` copies of NR values, panel j's
-// at dst + j * panel_stride. A fixed-size copy the compiler turns into whole vectors.
-template <int64_t NR>
-[[gnu::always_inline]] inline void pack_b_row(const float* src, int64_t panels, float* dst, int64_t panel_stride) {
-  for (int64_t j = 0; j < panels; ++j) std::memcpy(dst + j * panel_stride, src + j * NR, NR * sizeof(float));
-}
-
-// B[kb, cols] -> panels of `nr` columns: panel j holds (p, c) at [p * nr + c], zero-padded to a
-// full panel because the kernel loads whole vectors.
-VOLTA_ISA_CLONES
-void pack_b(MatmulIsa isa, MatView B, int64_t kb, int64_t cols, int64_t nr, float* dst) {
-  if (B.cs == 1) {  // row-major B: its rows in order (a cold operand streams), each cut into panels
-    const int64_t full = cols / nr, stride = nr * kb;
-    for (int64_t p = 0; p < kb; ++p) {
-      const float* s = B.data + p * B.rs;
-      float* d = dst + p * nr;
-      if (nr == 16) pack_b_row<16>(s, full, d, stride);
-      else if (nr == 32) pack_b_row<32>(s, full, d, stride);
-      else
-        for (int64_t j = 0; j < full; ++j) std::copy_n(s + j * nr, nr, d + j * stride);
-      if (full * nr < cols) {  // a last, narrower panel, zero-padded
-        const int64_t w = cols - full * nr;
-        d += full * stride, s += full * nr;
-        for (int64_t c = 0; c < w; ++c) d[c] = s[c];
-        for (int64_t c = w; c < nr; ++c) d[c] = 0.0f;
-      }
-    }
-    return;
-  }
-  for (int64_t j = 0; j < cols; j += nr, dst += nr * kb) {
-    const int64_t w = std::min(nr, cols - j);
-    const float* src = B.data + j * B.cs;
-    if (B.rs == 1) {  // transposed B: each column's k values are contiguous, a transpose
-      transpose_copy(isa, src, B.cs, w, kb, dst, nr, nr);
-      continue;
-    }
-    if (w < nr)
-      for (int64_t p = 0; p < kb; ++p) std::fill(dst + p * nr + w, dst + (p + 1) * nr, 0.0f);
-    for (int64_t c = 0; c < w; ++c)  // any other strides
-      for (int64_t p = 0; p < kb; ++p) dst[p * nr + c] = src[c * B.cs + p * B.rs];
-  }
-}
 
 // Runs a tile whose output is only `w` columns wide (the right edge of C): the kernel writes a
 // full-width scratch tile, of which the w valid columns are copied out.
