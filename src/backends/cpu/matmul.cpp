@@ -26,6 +26,7 @@ namespace {
 
 constexpr int64_t kInPlaceB = 1 << 13;  // floats of a row-major B read in place at most (32 KiB)
 constexpr int64_t kL1Floats = 1 << 13;   // floats of an operand block that may still be in L1 (32 KiB)
+constexpr int64_t kPackACols = 128;     // columns of C past which a task packs a row-major A
 constexpr int64_t kCachedC = 1 << 19;   // floats of a task's C that stay cached from one K block to the next (2 MiB)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -100,15 +101,17 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
   // already are what packing would produce, and it stays in L1 anyway.
   const bool b_in_place = !shared.data && B.cs == 1 && cols % tile.cols == 0 && cols * K <= kInPlaceB;
   float* own_b = shared.data || b_in_place ? nullptr : t_scratch.get(Scratch::kB, round_up(cols, tile.cols) * kc);
-  // A panel meets only cols / tile.cols panels of B: for narrow C packing A costs more than it
+  // Each value of A meets 2 * cols FLOPs: for narrow C packing A (a transpose) costs more than it
   // saves, and the kernel reads A in place (a transposed A already has unit row stride; packing
-  // it measured no faster). Rows 4 KiB apart compete for the same L1 sets, so such an A is
-  // packed anyway.
+  // it measured no faster). The bar is in columns, not panels of B: with AVX2's 16-wide panels
+  // the training step's 128-column products ran 3-10% faster in place than packed on a Zen 3
+  // (768x128x512 hot: 80-85 -> 89-92 GFLOP/s). Rows 4 KiB apart compete for the same L1 sets,
+  // so such an A is packed anyway.
   // A right edge of a few columns runs lanes along the rows, which needs each k's row values
   // adjacent: packed.
   const int64_t narrow = matmul_narrow_cols(isa), edge_max = matmul_column_edge_max(isa);
   const bool column_edge = cols % tile.cols != 0 && cols % tile.cols <= edge_max;
-  const bool pack_a_rows = A.rs != 1 && (cols > 4 * tile.cols || A.rs % 1024 == 0 || column_edge);
+  const bool pack_a_rows = A.rs != 1 && (cols > kPackACols || A.rs % 1024 == 0 || column_edge);
   // K block p0 of the task's columns in a B packed for all tasks.
   const auto shared_block = [&](int64_t p0) { return shared.data + p0 * shared.ld + shared.col0 * std::min(kc, K - p0); };
   // One mc block of rows against one K block of B (its panels from bp on, b_step floats apart,
