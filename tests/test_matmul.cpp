@@ -235,6 +235,38 @@ TEST(CpuMatmul, TransposeCopyMovesEveryValueForEveryIsa) {
       }
 }
 
+// gemm_tiles (attention's blocks): a row-major B in place and B in pack_b_once's panels, A
+// row-major or transposed, rows past a tile and columns ending on a narrow vector, each element
+// the FMA chain; nothing written past the product, and false for what it cannot read.
+TEST(CpuMatmulBits, DirectTilesEqualTheFmaChainForEveryIsa) {
+  for (cpu::MatmulIsa isa : supported_isas()) {
+    const int64_t narrow = cpu::matmul_narrow_cols(isa), nr = cpu::matmul_tile(isa).cols;
+    for (int64_t M : {1, 5, 6, 13, 16})
+      for (int64_t N : {narrow, nr, nr + narrow, 2 * nr, int64_t{64}})
+        for (int64_t K : {1, 7, 32, 64})
+          for (bool ta : {false, true})
+            for (bool packed : {false, true}) {
+              const Problem p(M, N, K, ta, false);
+              const std::vector<float> want = fma_chain(p.A(), p.B(), M, N, K);
+              std::vector<float> panels(static_cast<size_t>(cpu::matmul_packed_b_floats(isa, N, K)));
+              cpu::pack_b_once(isa, {K, 0, 0}, p.B(), N, K, panels.data());
+              const int64_t ldc = N + 3;
+              std::vector<float> c(static_cast<size_t>(M * ldc), -7.0f);
+              ASSERT_TRUE(packed ? cpu::gemm_tiles(isa, p.A(), panels.data(), K, nr, c.data(), ldc, M, N, K)
+                                 : cpu::gemm_tiles(isa, p.A(), p.B().data, 1, N, c.data(), ldc, M, N, K));
+              for (int64_t m = 0; m < M; ++m) {
+                EXPECT_EQ(std::memcmp(c.data() + m * ldc, want.data() + m * N, static_cast<size_t>(N) * sizeof(float)), 0)
+                    << M << "x" << N << "x" << K << " ta=" << ta << " packed=" << packed << " isa=" << cpu::matmul_isa_name(isa);
+                for (int64_t j = N; j < ldc; ++j) ASSERT_EQ(c[static_cast<size_t>(m * ldc + j)], -7.0f) << "wrote past N";
+              }
+            }
+    const Problem odd(4, narrow + 1, 8, false, false);
+    std::vector<float> c(64 * 64);
+    EXPECT_FALSE(cpu::gemm_tiles(isa, odd.A(), odd.B().data, 1, odd.N, c.data(), odd.N, 4, odd.N, 8));
+    EXPECT_FALSE(cpu::gemm_tiles(isa, odd.A(), odd.B().data, 1, odd.N, c.data(), odd.N, 4, narrow, 0));
+  }
+}
+
 TEST(CpuMatmulBits, LargerShapesEqualTheFmaChainForEveryIsaAndBlocking) {
   struct S {
     int64_t m, n, k;

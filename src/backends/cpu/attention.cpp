@@ -10,6 +10,11 @@
 // attention_grad: per group, the probabilities are recomputed as above, then dp = dy vᵀ, the
 // softmax gradient rows (in place), and dq = ds k, dk = dsᵀ q, dv = pᵀ dy, each a GEMM.
 //
+// A group's products are small (TinyLM: 16 rows by 32 columns over up to 64 keys): where the
+// kernels can read the operands as they lie (kᵀ and vᵀ packed once per group) they run straight
+// through the register tiles (gemm_tiles), without gemm's task list and blocking, which cost a
+// tenth of the training step's attention.
+//
 // Every element is therefore the FMA chain (or row kernel) the unfused graph would compute, so
 // the results have the same bits as matmul -> softmax(scale, causal) -> matmul and its backward,
 // without the score and probability matrices in memory. An additive mask (imported attention)
@@ -83,15 +88,23 @@ int64_t first_query(const ref::AttentionArgs& at, int64_t j0, int64_t T) {
   return skips(at) ? std::clamp<int64_t>(j0 - at.offset, 0, T) : 0;
 }
 
+// c[rows, N] = a[rows, K] @ b[K, N] (b row-major, read in place) straight through the tiles when
+// its K fits one block, else through gemm: the same bits either way.
+void product(MatmulIsa isa, const MatmulBlocking& bl, MatView a, MatView b, float* c, int64_t ldc, int64_t rows, int64_t N,
+             int64_t K) {
+  if (K <= bl.kc && b.cs == 1 && gemm_tiles(isa, a, b.data, 1, b.rs, c, ldc, rows, N, K)) return;
+  gemm(isa, bl, a, b, c, ldc, rows, N, K);
+}
+
 // c[T, N] (row stride ldc) = a[T, K] @ b[K, N] over row blocks [i0, i1) each reading only the
 // first keys_seen(i1) of K (`cut`: true) or all of K: the products whose A is probabilities or ds.
 void rows_by_keys(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, MatView a, MatView b, float* c, int64_t ldc,
                   int64_t T, int64_t N, int64_t K) {
   const MatmulBlocking bl = matmul_blocking_for(isa, T, N, K);
-  if (!cut) return gemm(isa, bl, a, b, c, ldc, T, N, K);
+  if (!cut) return product(isa, bl, a, b, c, ldc, T, N, K);
   for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
     const int64_t i1 = std::min(T, i0 + kCausalRows);
-    gemm(isa, bl, {a.data + i0 * a.rs, a.rs, a.cs}, b, c + i0 * ldc, ldc, i1 - i0, N, keys_seen(at, i1, K));
+    product(isa, bl, {a.data + i0 * a.rs, a.rs, a.cs}, b, c + i0 * ldc, ldc, i1 - i0, N, keys_seen(at, i1, K));
   }
 }
 
@@ -101,10 +114,10 @@ void rows_by_keys(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, MatView
 void keys_by_rows(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, const float* m, const float* b, int64_t b_rs,
                   float* c, int64_t ldc, int64_t S, int64_t N, int64_t T) {
   const MatmulBlocking bl = matmul_blocking_for(isa, S, N, T);
-  if (!cut) return gemm(isa, bl, {m, 1, S}, {b, b_rs, 1}, c, ldc, S, N, T);
+  if (!cut) return product(isa, bl, {m, 1, S}, {b, b_rs, 1}, c, ldc, S, N, T);
   for (int64_t j0 = 0; j0 < S; j0 += kCausalRows) {
     const int64_t j1 = std::min(S, j0 + kCausalRows), i0 = first_query(at, j0, T);
-    gemm(isa, bl, {m + i0 * S + j0, 1, S}, {b + i0 * b_rs, b_rs, 1}, c + j0 * ldc, ldc, j1 - j0, N, T - i0);
+    product(isa, bl, {m + i0 * S + j0, 1, S}, {b + i0 * b_rs, b_rs, 1}, c + j0 * ldc, ldc, j1 - j0, N, T - i0);
   }
 }
 
@@ -138,7 +151,11 @@ void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, int64_t g, const f
   pack_b_once(isa, bl, {k, 1, at.k_rs}, S, D, kt.data());
   for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
     const int64_t i1 = std::min(T, i0 + kCausalRows);
-    gemm_packed_b(isa, bl, {q + i0 * at.q_rs, at.q_rs, 1}, kt.data(), S, p + i0 * S, S, i1 - i0, keys_seen(at, i1, S), D);
+    const MatView qb{q + i0 * at.q_rs, at.q_rs, 1};
+    const int64_t n = keys_seen(at, i1, S);
+    // kᵀ in one K block: key j's panel at j * D, its rows a tile width apart.
+    if (D <= bl.kc && gemm_tiles(isa, qb, kt.data(), D, matmul_tile(isa).cols, p + i0 * S, S, i1 - i0, n, D)) continue;
+    gemm_packed_b(isa, bl, qb, kt.data(), S, p + i0 * S, S, i1 - i0, n, D);
   }
   for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
     const int64_t i1 = std::min(T, i0 + kCausalRows), width = trim ? keys_seen(at, i1, S) : S;
@@ -239,7 +256,12 @@ Status attention_grad(const KernelArgs& a) {
     float* ds = p + T * T;
     group_probs(isa, at, g, qg, kg, T, p);
     // dp = dy vᵀ in full: a masked dp that overflowed would reach ds through the row sums.
-    gemm(isa, matmul_blocking_for(isa, T, T, D), {dyg, at.o_rs, 1}, {vg, 1, at.v_rs}, ds, T, T, T, D);
+    const MatmulBlocking bl = matmul_blocking_for(isa, T, T, D);
+    thread_local std::vector<float> vt;  // vᵀ in panels, as group_probs packs kᵀ
+    vt.resize(static_cast<size_t>(matmul_packed_b_floats(isa, T, D)));
+    pack_b_once(isa, bl, {vg, 1, at.v_rs}, T, D, vt.data());
+    if (D > bl.kc || !gemm_tiles(isa, {dyg, at.o_rs, 1}, vt.data(), D, matmul_tile(isa).cols, ds, T, T, T, D))
+      gemm_packed_b(isa, bl, {dyg, at.o_rs, 1}, vt.data(), T, ds, T, T, T, D);
     for (int64_t i = 0; i < T; ++i) softmax_grad_row(p + i * T, ds + i * T, ds + i * T, T, static_cast<float>(at.scale));
     const bool ds_cut = skips(at) && masked_zero(at, ds, T, T);
     const int64_t ld = at.grad_rs();

@@ -523,6 +523,28 @@ void gemm_packed_b(MatmulIsa isa, const MatmulBlocking& bl, MatView A, const flo
   packed_block(isa, b, A, {nullptr, 0, 0}, PackedB{packed_b, round_up(N_packed, matmul_tile(isa).cols), 0}, C, ldc, M, n, K);
 }
 
+bool gemm_tiles(MatmulIsa isa, MatView A, const float* b, int64_t b_step, int64_t b_rs, float* C, int64_t ldc, int64_t rows,
+                int64_t cols, int64_t K) {
+  const MatmulTile tile = matmul_tile(isa);
+  const int64_t narrow = matmul_narrow_cols(isa);
+  if (K <= 0 || cols % narrow != 0) return false;
+  TileArgs t{.rows = 0, .k = K, .a = nullptr, .a_rs = A.rs, .a_cs = A.cs, .b = nullptr, .b_rs = b_rs, .c = nullptr,
+             .ldc = ldc, .accumulate = false};
+  for (int64_t j = 0; j < cols;) {
+    const bool full = cols - j >= tile.cols;
+    t.b = b + j * b_step;
+    for (int64_t i = 0; i < rows; i += tile.rows) {
+      t.rows = std::min(tile.rows, rows - i);
+      t.a = A.data + i * A.rs;
+      t.c = C + i * ldc + j;
+      if (full) run_tile(isa, t);
+      else run_narrow_tile(isa, t);
+    }
+    j += full ? tile.cols : narrow;
+  }
+  return true;
+}
+
 float* half_weights_scratch(int64_t floats) { return t_scratch.get(Scratch::kHalfWeights, floats); }
 
 }  // namespace volta::cpu

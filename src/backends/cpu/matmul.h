@@ -101,6 +101,16 @@ void pack_b_once(MatmulIsa isa, const MatmulBlocking& bl, MatView B, int64_t N, 
 void gemm_packed_b(MatmulIsa isa, const MatmulBlocking& bl, MatView A, const float* packed_b, int64_t N_packed, float* C,
                    int64_t ldc, int64_t M, int64_t n, int64_t K);
 
+// C[rows, cols] = A[rows, K] @ B[K, cols] on the calling thread straight through the register
+// tiles, with the bits of gemm: for products so small (attention's blocks of one head) that
+// gemm's task list, blocking and packing cost more than they save. Column j of B is at
+// b + j * b_step, its rows b_rs apart: a row-major B read in place (b_step 1), or panels from
+// pack_b_once holding all of K in one block (b_step K, b_rs the tile width). False, with nothing
+// done, where the kernels cannot read it so: cols not a multiple of matmul_narrow_cols(isa), or
+// K = 0.
+bool gemm_tiles(MatmulIsa isa, MatView A, const float* b, int64_t b_step, int64_t b_rs, float* C, int64_t ldc, int64_t rows,
+                int64_t cols, int64_t K);
+
 // The small-M path of gemm (decode shapes; any M, four rows per pass over B) for one task's
 // columns: C[M, cols] (row stride ldc) = A @ B[:, cols] with a row-major B read in place;
 // `padded`: B's rows are readable (zeros) up to the next whole vector past cols.
