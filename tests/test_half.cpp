@@ -7,6 +7,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matmul.h"
+#include "ir/packed_weight.h"
 #include "test_util.h"
 #include "volta/backend.h"
 #include "volta/builder.h"
@@ -160,6 +161,60 @@ TEST(HalfWeights, CpuMatmulHasTheBitsOfTheF32KernelOnTheWidenedWeights) {
         check({{5, 24}, {33, 24}, false, true}, half);           // x @ w^T
         check({{24, 70}, {24, 9}, true, false}, half);           // a^T @ w
       }
+    }
+  }
+  cpu::set_matmul_isa_override(std::nullopt);
+  set_cpu_threads(0);
+}
+
+// A half weight stored packed (b_packed [kc, nr]): the CPU matmul reads it in place (decode
+// rows, over several K blocks; wide tiles, half-width ones and single panels) or widens it in
+// its layout (more rows), with the bits of the same weight unpacked; so does the reference. Every
+// ISA (a layout made for another ISA's panels is unpacked first), 1 and 2 threads.
+TEST(HalfWeights, PackedHalfWeightsHaveTheBitsOfThePlainOnes) {
+  for (int threads : {1, 2}) {
+    set_cpu_threads(threads);
+    for (cpu::MatmulIsa isa : {cpu::MatmulIsa::kScalar, cpu::MatmulIsa::kAvx2, cpu::MatmulIsa::kAvx512}) {
+      if (!cpu::matmul_isa_supported(isa)) continue;
+      cpu::set_matmul_isa_override(isa);
+      for (DType half : {DType::bf16, DType::f16})
+        for (int64_t nr : {int64_t{16}, int64_t{32}})
+          for (int64_t kc : {int64_t{7}, int64_t{64}})
+            for (int64_t m : {1, 2, 3, 16, 17})
+              for (int64_t panels : {1, 2, 3, 4, 9}) {
+                const int64_t K = 70, N = panels * nr;
+                Tensor a = Tensor::zeros(DType::f32, {m, K}), b32 = Tensor::zeros(DType::f32, {K, N});
+                fill_normal(a, 3, 1, 0.0f, 1.0f);
+                fill_normal(b32, 3, 2, 0.0f, 1.0f);
+                const Tensor plain = narrow_to(b32, half);
+                Tensor packed = Tensor::empty(half, {K, N});
+                ir::repack_weight(plain.data<uint16_t>(), packed.data<uint16_t>(), K, N, kc, nr, true);
+                ir::Node n;
+                n.op = ir::Op::Matmul, n.name = "mm", n.id = 2, n.inputs = {0, 1};
+                n.type = {DType::f32, {m, N}};
+                ir::Graph g;
+                g.nodes = {ir::Node{0, "a", ir::Op::Input, {}, {}, a.type(), {}}, ir::Node{1, "b", ir::Op::Input, {}, {}, plain.type(), {}}};
+                auto run = [&](const Tensor& b, bool is_packed) {
+                  ir::Node node = n;
+                  if (is_packed) node.attrs.set("b_packed", std::vector<int64_t>{kc, nr});
+                  std::vector<std::byte> ws(cpu::matmul_workspace_bytes(g, node));
+                  Tensor out = Tensor::zeros(DType::f32, n.type.shape);
+                  TensorRef in[2] = {{const_cast<std::byte*>(a.raw()), a.type()}, {const_cast<std::byte*>(b.raw()), b.type()}};
+                  TensorRef o{out.raw(), out.type()};
+                  const Status st = cpu::matmul(cpu::KernelArgs{node, in, o, ws});
+                  EXPECT_TRUE(st.is_ok()) << st.message();
+                  auto ref = cpu::evaluate_reference(node, std::vector<Tensor>{a, b});
+                  EXPECT_TRUE(ref.is_ok());
+                  return std::pair{out, ref.is_ok() ? *ref : Tensor()};
+                };
+                const auto [want, want_ref] = run(plain, false);
+                const auto [got, got_ref] = run(packed, true);
+                const std::string what = std::string(cpu::matmul_isa_name(isa)) + " " + dtype_name(half) + " " + std::to_string(m) +
+                                         "x" + std::to_string(N) + "x" + std::to_string(K) + " kc " + std::to_string(kc) +
+                                         " nr " + std::to_string(nr) + " threads " + std::to_string(threads);
+                EXPECT_TRUE(got.bitwise_equal(want)) << what;
+                EXPECT_TRUE(got_ref.bitwise_equal(want_ref)) << what;
+              }
     }
   }
   cpu::set_matmul_isa_override(std::nullopt);

@@ -88,19 +88,23 @@ TEST(Generate, GreedyIsIdenticalWithAndWithoutTheKVCache) {
 
 // bf16 / f16 weights: the generator narrows the matmul weights once, and its text is the f32
 // generator's on weights rounded the same way, token for token (the kernels' bits are the f32
-// kernels' on the widened weights), with and without the cache.
+// kernels' on the widened weights), with and without the cache. The narrowed values are read
+// from a generator on a backend without packing (the CPU's stores them packed).
 TEST(Generate, HalfWeightsGiveTheTextOfF32WeightsRoundedOnce) {
   for (const model::TinyLMConfig& c : {tiny_config(), tiny_llama()}) {
     const Bindings params = tiny_params(c);
     for (DType half : {DType::bf16, DType::f16}) {
-      Runtime rt(make_cpu_backend());
+      Runtime rt(make_cpu_backend()), plain_rt(std::make_unique<test::CpuVariant>(test::CpuVariant::kUnpacked));
       auto gen = model::Generator::create(rt, c, params, half);
+      auto plain = model::Generator::create(plain_rt, c, params, half);
       ASSERT_OK(gen);
+      ASSERT_OK(plain);
       // The weights the plans read as half: every matmul weight, not the GPT's tied embedding.
       Bindings rounded = params;
       size_t narrowed = 0;
       for (auto& [name, t] : rounded) {
-        auto held = gen->state().get(name);
+        EXPECT_EQ(gen->state().get(name)->dtype(), plain->state().get(name)->dtype()) << name;
+        auto held = plain->state().get(name);
         ASSERT_OK(held);
         if (held->dtype() != half) continue;
         ++narrowed;
@@ -199,6 +203,63 @@ TEST(Generate, F32WeightsStoredPackedKeepTheBits) {
       EXPECT_EQ(*a, *b) << model::arch_name(c.arch);
     }
   }
+  set_cpu_threads(0);
+}
+
+// bf16 / f16 weights stored packed: read in place panel by panel (decode-sized products) or
+// widened in their layout (a longer prompt), with the bits of the same weights unpacked: the
+// logits of 3 prompts of 5 positions and of a whole context (over 16 rows: the widened path)
+// and of a decode step, and the text, at 1 and 2 threads.
+TEST(Generate, HalfWeightsStoredPackedKeepTheBits) {
+  model::TinyLMConfig gpt{11, 16, 2, 2, 32, false};  // every block matrix whole 32-column panels
+  model::TinyLMConfig llama = tiny_llama();
+  llama.channels = 32, llama.ffn = 64;
+  for (const model::TinyLMConfig& c : {gpt, llama})
+    for (DType half : {DType::bf16, DType::f16})
+      for (int threads : {1, 2}) {
+        set_cpu_threads(threads);
+        const Bindings params = tiny_params(c);
+        Runtime packed_rt(make_cpu_backend()), plain_rt(std::make_unique<test::CpuVariant>(test::CpuVariant::kUnpacked));
+        auto packed = model::Generator::create(packed_rt, c, params, half);
+        auto plain = model::Generator::create(plain_rt, c, params, half);
+        ASSERT_OK(packed);
+        ASSERT_OK(plain);
+        const std::string what = std::string(model::arch_name(c.arch)) + " " + dtype_name(half) + " threads " + std::to_string(threads);
+        const int64_t B = 3;
+        for (int64_t T : {int64_t{5}, c.context}) {
+          Tensor prompt = Tensor::zeros(DType::i32, {B, T}), next = Tensor::zeros(DType::i32, {B, 1}), at = Tensor::zeros(DType::i32, {1});
+          for (int64_t i = 0; i < B * T; ++i) prompt.data<int32_t>()[i] = static_cast<int32_t>((5 * i + 2) % c.vocab);
+          for (int64_t r = 0; r < B; ++r) next.data<int32_t>()[r] = static_cast<int32_t>((3 + 4 * r) % c.vocab);
+          at.data<int32_t>()[0] = static_cast<int32_t>(T - 1);  // the step overwrites the last position
+          std::vector<std::vector<Tensor>> logits;
+          for (auto [rt, gen] : {std::pair{&packed_rt, &*packed}, std::pair{&plain_rt, &*plain}}) {
+            ASSERT_OK(gen->reserve(B));
+            auto prefill = gen->prefill_plan(B, T);
+            auto step = gen->decode_plan(B);
+            ASSERT_OK(prefill);
+            ASSERT_OK(step);
+            int64_t reads = 0;
+            for (const ir::Node& n : (*step)->graph.nodes) reads += n.op == ir::Op::Matmul && n.attrs.has("b_packed") ? 1 : 0;
+            const bool packs = rt == &packed_rt && cpu::matmul_active_isa() != cpu::MatmulIsa::kScalar;
+            EXPECT_EQ(reads, packs ? 4 * c.layers : 0) << what;
+            auto p = rt->run(**prefill, {{"tokens", prompt}}, &gen->state());
+            auto d = rt->run(**step, {{"tokens", next}, {"position", at}}, &gen->state());
+            ASSERT_OK(p);
+            ASSERT_OK(d);
+            logits.push_back({(*p)[0], (*d)[0]});
+          }
+          EXPECT_TRUE(logits[0][0].bitwise_equal(logits[1][0])) << what << " prompt of " << T;
+          EXPECT_TRUE(logits[0][1].bitwise_equal(logits[1][1])) << what << " decode after " << T;
+        }
+        model::SampleOptions o;
+        o.tokens = 24;
+        o.batch = 2;
+        auto a = packed->generate({1, 2, 3}, o);
+        auto b = plain->generate({1, 2, 3}, o);
+        ASSERT_OK(a);
+        ASSERT_OK(b);
+        EXPECT_EQ(*a, *b) << what;
+      }
   set_cpu_threads(0);
 }
 

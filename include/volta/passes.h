@@ -57,8 +57,8 @@ Result<ir::Graph> fuse_matmul_layout(const ir::Graph& g);
 // (bf16 or f16): params frozen (their values are the caller's to narrow), constants rounded to
 // nearest even. `converted` (optional) receives the params' names (src/passes/store_weights.cpp).
 Result<ir::Graph> store_weights_as(const ir::Graph& g, DType dtype, std::vector<std::string>* converted = nullptr);
-// Inference's f32 weights stored in the backend's packed layout (Backend::matmul_weight_packing,
-// ir/packed_weight.h): each param named in `layouts` is frozen and read as b_packed = [kc, nr] by
+// Inference's weights (f32, bf16 or f16) stored in the backend's packed layout
+// (Backend::matmul_weight_packing, ir/packed_weight.h): each param named in `layouts` is frozen and read as b_packed = [kc, nr] by
 // every matmul (it must be read only as a plain right operand); the caller stores its values so
 // (ir::repack_weight). Decode reads each task's columns of a packed weight as one contiguous
 // piece, which stays in its core's L2 from token to token.

@@ -53,9 +53,9 @@ Result<TensorType> infer_matmul_logical(std::span<const TensorType> in, const At
   const TensorType result{DType::f32, out};
   if (attrs.has("b_packed")) {
     VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> packed, tagged(op, attrs.get_ints("b_packed")));
-    if (packed.size() != 2 || packed[0] < 1 || packed[1] < 1 || in[1].dtype != DType::f32 || b.size() != 2 || tb ||
-        n % packed[1] != 0 || attrs.has("b_perm"))
-      return fail(op, "b_packed [kc, nr] needs kc, nr >= 1 and b f32 [K, N], not transposed, N a multiple of nr; got b " +
+    if (packed.size() != 2 || packed[0] < 1 || packed[1] < 1 || (in[1].dtype != DType::f32 && !is_half(in[1].dtype)) ||
+        b.size() != 2 || tb || n % packed[1] != 0 || attrs.has("b_perm"))
+      return fail(op, "b_packed [kc, nr] needs kc, nr >= 1 and b f32, bf16 or f16 [K, N], not transposed, N a multiple of nr; got b " +
                           in[1].to_string());
   }
   if (act == "gelu_grad") {  // the third input is gelu's x, of the result's type

@@ -92,17 +92,21 @@ Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bi
   Generator gen(rt, c, weights);
   VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, matmul_weights(c));
   Bindings held = params_as(params, matmul, weights);
-  // f32 weights in the layout the backend's GEMM reads in place (where it has one): a prompt's
-  // rows and a decode step's alike, each decode task's columns then one contiguous piece.
-  const bool packs = weights == DType::f32 && rt.backend().capabilities().has("matmul.packed_b");
+  // Matmul weights (f32, bf16 or f16) in the layout the backend's GEMM reads in place (where it
+  // has one): a prompt's rows and a decode step's alike, each decode task's columns then one
+  // contiguous piece.
+  const bool packs = rt.backend().capabilities().has("matmul.packed_b");
   for (const std::string& name : packs ? matmul : std::vector<std::string>{}) {
     Tensor& w = held.at(name);
     if (w.shape().size() != 2) continue;
     const int64_t K = w.shape()[0], N = w.shape()[1];
     const auto layout = rt.backend().matmul_weight_packing(c.context, N, K);
     if (!layout || (*layout)[1] < 1 || N % (*layout)[1] != 0) continue;
-    Tensor packed = Tensor::empty(DType::f32, {K, N});  // repack_weight writes every element
-    ir::repack_weight(w.data<float>(), packed.data<float>(), K, N, (*layout)[0], (*layout)[1], true);
+    Tensor packed = Tensor::empty(w.dtype(), {K, N});  // repack_weight writes every element
+    if (w.dtype() == DType::f32)
+      ir::repack_weight(w.data<float>(), packed.data<float>(), K, N, (*layout)[0], (*layout)[1], true);
+    else
+      ir::repack_weight(w.data<uint16_t>(), packed.data<uint16_t>(), K, N, (*layout)[0], (*layout)[1], true);
     w = std::move(packed);
     gen.packed_[name] = *layout;
   }

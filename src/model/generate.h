@@ -36,8 +36,9 @@ class Generator {
  public:
   // Uploads `params` (every TinyLM param of `c`, checked by name and type) into a State on rt's
   // backend. With `weights` bf16 or f16 the matmul weights are narrowed to it once here and the
-  // plans read them so (passes::store_weights_as); f32 ones are stored in the backend's packed
-  // layout where it has one (passes::store_weights_packed). The runtime must outlive the generator.
+  // plans read them so (passes::store_weights_as); either way they are stored in the backend's
+  // packed layout where it has one (passes::store_weights_packed). The runtime must outlive the
+  // generator.
   static Result<Generator> create(Runtime& rt, const TinyLMConfig& c, const Bindings& params, DType weights = DType::f32);
 
   // Returns `batch` continuations (new token ids only). The model sees a window of at most
@@ -67,7 +68,7 @@ class Generator {
   TinyLMConfig c_;
   std::string config_;  // the model's JSON and the weights' dtype, part of the plan keys
   DType weights_;
-  std::map<std::string, std::array<int64_t, 2>> packed_;  // f32 weights stored packed: their layouts
+  std::map<std::string, std::array<int64_t, 2>> packed_;  // matmul weights stored packed: their layouts
   State state_;
   int64_t cache_batch_ = 0;  // the batch size the caches hold (0: none yet)
 };

@@ -3,7 +3,7 @@
 //   is stored at half the bytes; the CPU matmul widens it as it reads (exactly), so results are
 //   those of f32 weights rounded once to the storage dtype. Decode reads every weight once per
 //   token: half the bytes is up to twice the tokens/s where weights stream from memory.
-// - store_weights_packed: f32 params in the backend GEMM's packed layout (b_packed).
+// - store_weights_packed: f32, bf16 or f16 params in the backend GEMM's packed layout (b_packed).
 // - untie_transposed_weights: a transposed copy of a param matmuls read transposed.
 #include "passes/rewrite.h"
 #include "volta/passes.h"
@@ -48,7 +48,8 @@ Result<ir::Graph> store_weights_packed(const ir::Graph& g, const std::map<std::s
     auto it = n.op == ir::Op::Param ? layouts.find(n.name) : layouts.end();
     if (it == layouts.end()) continue;
     const auto [kc, nr] = it->second;
-    if (n.type.dtype != DType::f32 || n.type.shape.size() != 2 || kc < 1 || nr < 1 || n.type.shape[1] % nr != 0)
+    if ((n.type.dtype != DType::f32 && !is_half(n.type.dtype)) || n.type.shape.size() != 2 || kc < 1 || nr < 1 ||
+        n.type.shape[1] % nr != 0)
       return invalid_argument("param '" + n.name + "' (" + n.type.to_string() + ") cannot be stored in panels of " +
                               std::to_string(nr) + " columns");
     layout[static_cast<size_t>(n.id)] = &it->second;

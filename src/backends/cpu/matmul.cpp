@@ -383,11 +383,13 @@ void small_packed_blocks(MatmulIsa isa, MatView A, const float* packed_b, int64_
   }
 }
 
+}  // namespace
+
 // Columns per task of the small-M path on a packed weight. Up to the wide tile's rows (decode at
 // batch 1 or 2) each thread takes an equal share of whole half tiles, so at two threads each
 // core reads half of every weight, the same half every token (the bits do not depend on the
 // split: every column is its own chain); more rows: half tiles, as on a plain weight.
-int64_t small_packed_task_cols(MatmulIsa isa, int64_t count, int64_t M, int64_t N, int64_t K) {
+int64_t matmul_small_packed_task_cols(MatmulIsa isa, int64_t count, int64_t M, int64_t N, int64_t K) {
   const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
   const int64_t half = matmul_small_cols(isa, false);
   // Split from 2^16 FLOP: a 128 x 128 decode product (64 KB, 2^15) finishes on one core before a
@@ -396,8 +398,6 @@ int64_t small_packed_task_cols(MatmulIsa isa, int64_t count, int64_t M, int64_t 
   if (M > matmul_small_rows(isa, true)) return half;
   return std::min(N, round_up(ceil_div(N, std::max(1, num_threads())), half));
 }
-
-}  // namespace
 
 bool matmul_reads_packed_b(MatmulIsa isa, int64_t M, int64_t N, int64_t nr) {
   return nr == matmul_tile(isa).cols && (!small_m(M, N) || isa != MatmulIsa::kScalar);
@@ -417,7 +417,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
   const auto count = static_cast<int64_t>(mats.size());
   if (small_m(M, N) && packed_b && isa != MatmulIsa::kScalar) {  // (the scalar tile reads no panels)
-    const int64_t task_cols = small_packed_task_cols(isa, count, M, N, K), nt = ceil_div(N, task_cols);
+    const int64_t task_cols = matmul_small_packed_task_cols(isa, count, M, N, K), nt = ceil_div(N, task_cols);
     const int64_t kc = std::min(bl.kc, K);
     parallel_for_resident(packed_b, task_cols * K * static_cast<int64_t>(sizeof(float)), count * nt, [&](int64_t t) {
       const GemmOperands& g = mats[static_cast<size_t>(t / nt)];

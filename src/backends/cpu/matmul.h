@@ -101,6 +101,13 @@ void pack_b_once(MatmulIsa isa, const MatmulBlocking& bl, MatView B, int64_t N, 
 void gemm_packed_b(MatmulIsa isa, const MatmulBlocking& bl, MatView A, const float* packed_b, int64_t N_packed, float* C,
                    int64_t ldc, int64_t M, int64_t n, int64_t K);
 
+// Columns per task of `count` decode-sized products (M rows, the small-M path) on one packed
+// weight [K, N]: up to the wide tile's rows each thread takes an equal share of whole half tiles
+// (the same share token after token), more rows half tiles; a product too small to split, one.
+int64_t matmul_small_packed_task_cols(MatmulIsa isa, int64_t count, int64_t M, int64_t N, int64_t K);
+// Whether the ISA has decode tiles on bf16 / f16 weights (run_small_half_tile).
+bool matmul_has_half_tiles(MatmulIsa isa);
+
 // C[rows, cols] = A[rows, K] @ B[K, cols] on the calling thread straight through the register
 // tiles, with the bits of gemm: for products so small (attention's blocks of one head) that
 // gemm's task list, blocking and packing cost more than they save. Column j of B is at
@@ -167,8 +174,9 @@ int64_t matmul_narrow_cols(MatmulIsa isa);
 void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t);
 int64_t matmul_small_rows(MatmulIsa isa, bool wide);
 // run_small_tile (wide or half-width) on bf16 or f16 (`bf16`) weights: t.b points at the
-// uint16_t values (b_rs in values), widened in registers, the bits of the f32 tile on the
-// widened weights. False when the ISA has no such kernel (scalar; AVX2 without F16C).
+// uint16_t values (b_rs and b_ps in values; b_ps set: a packed weight's panels), widened in
+// registers, the bits of the f32 tile on the widened weights. False when the ISA has no such
+// kernel (scalar; AVX2 without F16C).
 bool run_small_half_tile(MatmulIsa isa, bool wide, bool bf16, const TileArgs& t);
 // One row of C, `vecs` vectors of matmul_narrow_cols(isa) wide, A any strides, B in place;
 // vecs <= matmul_row_tile_vectors(isa) (0: the ISA has none).

@@ -48,7 +48,12 @@ struct Avx2HalfOps {
   }
 };
 
-template <typename V, int W, int R, int NV, bool BF16, typename Ops>
+// Panels: B is a weight in the packed layout (ir/packed_weight.h), each row's vectors kPanelVecs
+// at a time from panels t.b_ps values apart (as the f32 small tiles read it).
+constexpr int kPanelVecs = kAvx2Vecs;
+static_assert(kAvx512Vecs == kPanelVecs, "both ISAs' packed panels are two vectors wide");
+
+template <typename V, int W, int R, int NV, bool BF16, bool Panels, typename Ops>
 [[gnu::always_inline]] inline void half_tile_body(const TileArgs& t, Ops ops) {
   V acc[R][NV];
 #pragma GCC unroll 16
@@ -63,7 +68,7 @@ template <typename V, int W, int R, int NV, bool BF16, typename Ops>
   for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
     V bv[NV];
 #pragma GCC unroll 16
-    for (int j = 0; j < NV; ++j) bv[j] = ops.widen(b + j * W, BF16);
+    for (int j = 0; j < NV; ++j) bv[j] = ops.widen(b + (Panels ? j / kPanelVecs * t.b_ps + j % kPanelVecs * W : j * W), BF16);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const V x = splat<W>(a[r * t.a_rs]);
@@ -77,14 +82,14 @@ template <typename V, int W, int R, int NV, bool BF16, typename Ops>
     for (int j = 0; j < NV; ++j) std::memcpy(t.c + r * t.ldc + j * W, &acc[r][j], sizeof(V));
 }
 
-template <int R, int NV, bool BF16>
+template <int R, int NV, bool BF16, bool Panels>
 VOLTA_TARGET_AVX512 void half_tile_avx512(const TileArgs& t) {
-  half_tile_body<VecOf<16>::type, 16, R, NV, BF16>(t, Avx512HalfOps{});
+  half_tile_body<VecOf<16>::type, 16, R, NV, BF16, Panels>(t, Avx512HalfOps{});
 }
 
-template <int R, int NV, bool BF16>
+template <int R, int NV, bool BF16, bool Panels>
 VOLTA_TARGET_AVX2_F16C void half_tile_avx2(const TileArgs& t) {
-  half_tile_body<VecOf<8>::type, 8, R, NV, BF16>(t, Avx2HalfOps{});
+  half_tile_body<VecOf<8>::type, 8, R, NV, BF16, Panels>(t, Avx2HalfOps{});
 }
 
 // bf16 weights, a pair of columns per 32-bit word (2i in its low half, 2i + 1 in its high half):
@@ -92,8 +97,9 @@ VOLTA_TARGET_AVX2_F16C void half_tile_avx2(const TileArgs& t) {
 // up, so one single-uop operation widens a vector of values, where widening takes a zero-extension
 // and a shift otherwise. The accumulators hold the even and the odd columns apart; C's columns
 // are split into them at the start and interleaved once at the end. Each column is the same FMA
-// chain on the same widened weight as in half_tile_body. Ops: one load of 2 vectors' columns.
-template <typename Ops, int R, int NV>
+// chain on the same widened weight as in half_tile_body. Ops: one load of 2 vectors' columns, a
+// whole panel of a packed weight (Panels: loads t.b_ps values apart).
+template <typename Ops, int R, int NV, bool Panels>
 [[gnu::always_inline]] inline void bf16_pair_body(const TileArgs& t, Ops ops) {
   static_assert(NV % 2 == 0, "columns come in loads of two vectors");
   constexpr int P = NV / 2, C = Ops::kCols;  // loads per row of B, columns per load
@@ -111,7 +117,7 @@ template <typename Ops, int R, int NV>
   for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
     V be[P], bo[P];
 #pragma GCC unroll 16
-    for (int j = 0; j < P; ++j) ops.widen_pairs(b + j * C, be[j], bo[j]);
+    for (int j = 0; j < P; ++j) ops.widen_pairs(b + (Panels ? j * t.b_ps : j * C), be[j], bo[j]);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const V x = ops.splat(a[r * t.a_rs]);
@@ -176,35 +182,39 @@ struct Avx2PairOps {
   }
 };
 
-template <int R, int NV>
+template <int R, int NV, bool Panels>
 VOLTA_TARGET_AVX512 void bf16_pair_tile_avx512(const TileArgs& t) {
-  bf16_pair_body<Avx512PairOps, R, NV>(t, Avx512PairOps{});
+  bf16_pair_body<Avx512PairOps, R, NV, Panels>(t, Avx512PairOps{});
 }
-template <int R, int NV>
+template <int R, int NV, bool Panels>
 VOLTA_TARGET_AVX2_F16C void bf16_pair_tile_avx2(const TileArgs& t) {
-  bf16_pair_body<Avx2PairOps, R, NV>(t, Avx2PairOps{});
+  bf16_pair_body<Avx2PairOps, R, NV, Panels>(t, Avx2PairOps{});
 }
 #pragma GCC diagnostic pop
-// The wide and the half-width decode tiles, as run_small_tile has them: [bf16][rows - 1].
-template <int NV, bool BF16, int... R>
+// The wide and the half-width decode tiles, as run_small_tile has them: [panels][bf16][rows - 1].
+template <int NV, bool BF16, bool Panels, int... R>
 constexpr std::array<TileFn, sizeof...(R)> half_b_avx512(std::integer_sequence<int, R...>) {
-  if constexpr (BF16) return {&bf16_pair_tile_avx512<R + 1, NV>...};
-  else return {&half_tile_avx512<R + 1, NV, BF16>...};
+  if constexpr (BF16) return {&bf16_pair_tile_avx512<R + 1, NV, Panels>...};
+  else return {&half_tile_avx512<R + 1, NV, BF16, Panels>...};
 }
-template <int NV, bool BF16, int... R>
+template <int NV, bool BF16, bool Panels, int... R>
 constexpr std::array<TileFn, sizeof...(R)> half_b_avx2(std::integer_sequence<int, R...>) {
-  if constexpr (BF16) return {&bf16_pair_tile_avx2<R + 1, NV>...};
-  else return {&half_tile_avx2<R + 1, NV, BF16>...};
+  if constexpr (BF16) return {&bf16_pair_tile_avx2<R + 1, NV, Panels>...};
+  else return {&half_tile_avx2<R + 1, NV, BF16, Panels>...};
 }
 template <int NV, int Rows>
 struct HalfBTables {
-  static constexpr std::array<TileFn, Rows> avx512[2] = {half_b_avx512<NV, false>(std::make_integer_sequence<int, Rows>()),
-                                                         half_b_avx512<NV, true>(std::make_integer_sequence<int, Rows>())};
+  using Seq = std::make_integer_sequence<int, Rows>;
+  static constexpr std::array<TileFn, Rows> avx512[2][2] = {
+      {half_b_avx512<NV, false, false>(Seq()), half_b_avx512<NV, true, false>(Seq())},
+      {half_b_avx512<NV, false, true>(Seq()), half_b_avx512<NV, true, true>(Seq())}};
 };
 template <int NV, int Rows>
 struct HalfBTablesAvx2 {
-  static constexpr std::array<TileFn, Rows> avx2[2] = {half_b_avx2<NV, false>(std::make_integer_sequence<int, Rows>()),
-                                                       half_b_avx2<NV, true>(std::make_integer_sequence<int, Rows>())};
+  using Seq = std::make_integer_sequence<int, Rows>;
+  static constexpr std::array<TileFn, Rows> avx2[2][2] = {
+      {half_b_avx2<NV, false, false>(Seq()), half_b_avx2<NV, true, false>(Seq())},
+      {half_b_avx2<NV, false, true>(Seq()), half_b_avx2<NV, true, true>(Seq())}};
 };
 
 #endif  // VOLTA_MATMUL_X86
@@ -236,16 +246,29 @@ void widen_half(MatmulIsa isa, bool bf16, const uint16_t* src, float* dst, int64
   widen_scalar(bf16, src, dst, n);
 }
 
+bool matmul_has_half_tiles(MatmulIsa isa) {
+#ifdef VOLTA_MATMUL_X86
+  static const bool f16c = __builtin_cpu_supports("f16c");
+  return isa == MatmulIsa::kAvx512 || (isa == MatmulIsa::kAvx2 && f16c);
+#else
+  (void)isa;
+  return false;
+#endif
+}
+
 bool run_small_half_tile(MatmulIsa isa, bool wide, bool bf16, const TileArgs& t) {
 #ifdef VOLTA_MATMUL_X86
   static const bool f16c = __builtin_cpu_supports("f16c");
   const auto r = static_cast<size_t>(t.rows - 1);
+  const bool panels = t.b_ps != 0;
   if (isa == MatmulIsa::kAvx512 && t.rows >= 1 && t.rows <= matmul_small_rows(isa, wide)) {
-    (wide ? HalfBTables<kWideVecs, kAvx512WideRows>::avx512[bf16][r] : HalfBTables<kHalfVecs, kAvx512HalfRows>::avx512[bf16][r])(t);
+    (wide ? HalfBTables<kWideVecs, kAvx512WideRows>::avx512[panels][bf16][r]
+          : HalfBTables<kHalfVecs, kAvx512HalfRows>::avx512[panels][bf16][r])(t);
     return true;
   }
   if (isa == MatmulIsa::kAvx2 && f16c && t.rows >= 1 && t.rows <= matmul_small_rows(isa, wide)) {
-    (wide ? HalfBTablesAvx2<kWideVecs, kAvx2WideRows>::avx2[bf16][r] : HalfBTablesAvx2<kHalfVecs, kAvx2HalfRows>::avx2[bf16][r])(t);
+    (wide ? HalfBTablesAvx2<kWideVecs, kAvx2WideRows>::avx2[panels][bf16][r]
+          : HalfBTablesAvx2<kHalfVecs, kAvx2HalfRows>::avx2[panels][bf16][r])(t);
     return true;
   }
 #endif

@@ -34,8 +34,13 @@ Status Matmul(const KernelArgs& a) {
   if (a.node.attrs.has("b_packed")) {  // a packed weight: the plain product on its unpacked copy
     VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
     const Shape& bs = a.in[1].shape();
+    const auto [kc, nr] = std::pair{(*at->b_packed)[0], (*at->b_packed)[1]};
+    // f32 values, or the bits of bf16 / f16 ones (the half branch below widens them).
     std::vector<float> plain_b(static_cast<size_t>(a.in[1].numel()));
-    ir::repack_weight(in_f32(a, 1), plain_b.data(), bs[0], bs[1], (*at->b_packed)[0], (*at->b_packed)[1], false);
+    if (is_half(a.in[1].type.dtype))
+      ir::repack_weight(a.in[1].as<const uint16_t>(), reinterpret_cast<uint16_t*>(plain_b.data()), bs[0], bs[1], kc, nr, false);
+    else
+      ir::repack_weight(in_f32(a, 1), plain_b.data(), bs[0], bs[1], kc, nr, false);
     ir::Node plain = a.node;
     plain.attrs = ir::Attrs{{"transpose_a", at->transpose_a}, {"activation", at->activation}};
     if (at->a_perm) plain.attrs.set("a_perm", *at->a_perm);
