@@ -133,6 +133,13 @@ TEST(Generate, HalfWeightsGiveTheTextOfF32WeightsRoundedOnce) {
                         "--weights must be f32, bf16 or f16, got i32");
 }
 
+// Matmuls of a plan that read their weight packed (b_packed).
+int64_t packed_reads(const plan::ExecutionPlan& p) {
+  int64_t reads = 0;
+  for (const ir::Node& n : p.graph.nodes) reads += n.op == ir::Op::Matmul && n.attrs.has("b_packed") ? 1 : 0;
+  return reads;
+}
+
 // f32 weights: the generator stores each matmul weight whose width is whole panels in the CPU
 // GEMM's packed layout, and its prompt and decode plans read them in place with the bits of plain
 // weights: the logits of both equal a generator's on a backend without packing, at 1 and 2
@@ -165,10 +172,8 @@ TEST(Generate, F32WeightsStoredPackedKeepTheBits) {
         ASSERT_OK(step);
         // Every block matrix is read packed, on a vector ISA with packing.
         for (const auto* plan : {&**prefill, &**step}) {
-          int64_t reads = 0;
-          for (const ir::Node& n : plan->graph.nodes) reads += n.op == ir::Op::Matmul && n.attrs.has("b_packed") ? 1 : 0;
           const bool packs = rt == &packed_rt && cpu::matmul_active_isa() != cpu::MatmulIsa::kScalar;
-          EXPECT_EQ(reads, packs ? 4 * c.layers : 0) << model::arch_name(c.arch) << " " << rt->backend().name();
+          EXPECT_EQ(packed_reads(*plan), packs ? 4 * c.layers : 0) << model::arch_name(c.arch) << " " << rt->backend().name();
         }
         auto p = rt->run(**prefill, {{"tokens", prompt}}, &gen->state());
         auto d = rt->run(**step, {{"tokens", next}, {"position", at}}, &gen->state());
@@ -238,10 +243,8 @@ TEST(Generate, HalfWeightsStoredPackedKeepTheBits) {
             auto step = gen->decode_plan(B);
             ASSERT_OK(prefill);
             ASSERT_OK(step);
-            int64_t reads = 0;
-            for (const ir::Node& n : (*step)->graph.nodes) reads += n.op == ir::Op::Matmul && n.attrs.has("b_packed") ? 1 : 0;
             const bool packs = rt == &packed_rt && cpu::matmul_active_isa() != cpu::MatmulIsa::kScalar;
-            EXPECT_EQ(reads, packs ? 4 * c.layers : 0) << what;
+            EXPECT_EQ(packed_reads(**step), packs ? 4 * c.layers : 0) << what;
             auto p = rt->run(**prefill, {{"tokens", prompt}}, &gen->state());
             auto d = rt->run(**step, {{"tokens", next}, {"position", at}}, &gen->state());
             ASSERT_OK(p);

@@ -11,9 +11,9 @@
 // softmax gradient rows (in place), and dq = ds k, dk = dsᵀ q, dv = pᵀ dy, each a GEMM.
 //
 // A group's products are small (TinyLM: 16 rows by 32 columns over up to 64 keys): where the
-// kernels can read the operands as they lie (kᵀ and vᵀ packed once per group) they run straight
-// through the register tiles (gemm_tiles), without gemm's task list and blocking, which cost a
-// tenth of the training step's attention.
+// kernels can read the operands as they lie (kᵀ and vᵀ packed once per group, through
+// gemm_packed_b) they run straight through the register tiles (gemm_tiles), without gemm's task
+// list and blocking, which cost a tenth of the training step's attention.
 //
 // Every element is therefore the FMA chain (or row kernel) the unfused graph would compute, so
 // the results have the same bits as matmul -> softmax(scale, causal) -> matmul and its backward,
@@ -151,11 +151,7 @@ void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, int64_t g, const f
   pack_b_once(isa, bl, {k, 1, at.k_rs}, S, D, kt.data());
   for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
     const int64_t i1 = std::min(T, i0 + kCausalRows);
-    const MatView qb{q + i0 * at.q_rs, at.q_rs, 1};
-    const int64_t n = keys_seen(at, i1, S);
-    // kᵀ in one K block: key j's panel at j * D, its rows a tile width apart.
-    if (D <= bl.kc && gemm_tiles(isa, qb, kt.data(), D, matmul_tile(isa).cols, p + i0 * S, S, i1 - i0, n, D)) continue;
-    gemm_packed_b(isa, bl, qb, kt.data(), S, p + i0 * S, S, i1 - i0, n, D);
+    gemm_packed_b(isa, bl, {q + i0 * at.q_rs, at.q_rs, 1}, kt.data(), S, p + i0 * S, S, i1 - i0, keys_seen(at, i1, S), D);
   }
   for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
     const int64_t i1 = std::min(T, i0 + kCausalRows), width = trim ? keys_seen(at, i1, S) : S;
@@ -260,8 +256,7 @@ Status attention_grad(const KernelArgs& a) {
     thread_local std::vector<float> vt;  // vᵀ in panels, as group_probs packs kᵀ
     vt.resize(static_cast<size_t>(matmul_packed_b_floats(isa, T, D)));
     pack_b_once(isa, bl, {vg, 1, at.v_rs}, T, D, vt.data());
-    if (D > bl.kc || !gemm_tiles(isa, {dyg, at.o_rs, 1}, vt.data(), D, matmul_tile(isa).cols, ds, T, T, T, D))
-      gemm_packed_b(isa, bl, {dyg, at.o_rs, 1}, vt.data(), T, ds, T, T, T, D);
+    gemm_packed_b(isa, bl, {dyg, at.o_rs, 1}, vt.data(), T, ds, T, T, T, D);
     for (int64_t i = 0; i < T; ++i) softmax_grad_row(p + i * T, ds + i * T, ds + i * T, T, static_cast<float>(at.scale));
     const bool ds_cut = skips(at) && masked_zero(at, ds, T, T);
     const int64_t ld = at.grad_rs();

@@ -350,40 +350,48 @@ void pack_shared_b(MatmulIsa isa, const MatmulBlocking& bl, std::span<const Gemm
   });
 }
 
-// The small-M path on a weight packed when the plan was made (ir/packed_weight.h: blocks of kc
-// rows, panels of the tile's nr columns), read in place: the tiles take their vectors panel by
-// panel (TileArgs::b_ps) and continue each chain from C across the K blocks, so every element of
-// C has the bits of the plain weight's product. A task's columns are then one contiguous piece
-// of each K block. Read in place from a row-major weight, a task's columns are a band of every
-// row, which (rows 2 KiB apart) falls into a fraction of L2's sets: at two threads each core's
-// half of a 3.1 MB model then crowded its L2 as the whole model would, and every token read the
-// weights from L3.
-void small_packed_blocks(MatmulIsa isa, MatView A, const float* packed_b, int64_t kc, float* C, int64_t ldc, int64_t M,
-                         int64_t n0, int64_t cols, int64_t N, int64_t K) {
+}  // namespace
+
+void gemm_small_packed(MatmulIsa isa, DType dtype, MatView A, const void* packed_b, int64_t kc, float* C, int64_t ldc, int64_t M,
+                       int64_t n0, int64_t cols, int64_t N, int64_t K) {
+  const bool half = dtype != DType::f32, bf16 = dtype == DType::bf16;
   const bool wide = M <= matmul_small_rows(isa, true);
-  const int64_t nr = matmul_tile(isa).cols, half = matmul_small_cols(isa, false);
+  const int64_t nr = matmul_tile(isa).cols, hc = matmul_small_cols(isa, false);
+  // B's values from `offset` on (TileArgs::b points at half weights as their bits).
+  const auto values = [&](int64_t offset) {
+    return half ? reinterpret_cast<const float*>(static_cast<const uint16_t*>(packed_b) + offset)
+                : static_cast<const float*>(packed_b) + offset;
+  };
   for (int64_t p0 = 0; p0 < K; p0 += kc) {
     const int64_t kb = std::min(kc, K - p0);
-    const float* block = packed_b + p0 * N;  // panel j (its first column n) at block + n * kb
+    const int64_t block = p0 * N;  // panel j (its first column n) at block + n * kb
     const auto tile = [&](bool w, int64_t j, int64_t rows) {
-      for (int64_t i = 0; i < M; i += rows)
-        run_small_tile(isa, w, {.rows = std::min(rows, M - i), .k = kb, .a = A.data + i * A.rs + p0 * A.cs, .a_rs = A.rs,
-                                .a_cs = A.cs, .b = block + j * kb, .b_rs = nr, .c = C + i * ldc + j, .ldc = ldc,
-                                .accumulate = p0 > 0, .b_ps = nr * kb});
+      for (int64_t i = 0; i < M; i += rows) {
+        const TileArgs t{.rows = std::min(rows, M - i), .k = kb, .a = A.data + i * A.rs + p0 * A.cs, .a_rs = A.rs,
+                         .a_cs = A.cs, .b = values(block + j * kb), .b_rs = nr, .c = C + i * ldc + j, .ldc = ldc,
+                         .accumulate = p0 > 0, .b_ps = nr * kb};
+        if (half) run_small_half_tile(isa, w, bf16, t);
+        else run_small_tile(isa, w, t);
+      }
     };
     int64_t j = n0;
     const int64_t end = n0 + cols, sc = matmul_small_cols(isa, wide);
     for (; j + sc <= end; j += sc) tile(wide, j, matmul_small_rows(isa, wide));
-    for (; j + half <= end; j += half) tile(false, j, matmul_small_rows(isa, false));
-    for (; j < end; j += nr)  // one panel: a contiguous [kb, nr] matrix
+    for (; j + hc <= end; j += hc) tile(false, j, matmul_small_rows(isa, false));
+    for (; j < end; j += nr) {  // one panel: a contiguous [kb, nr] matrix (half weights widened whole)
+      const float* b = values(block + j * kb);
+      if (half) {
+        float* wide_b = half_weights_scratch(kb * nr);
+        widen_half(isa, bf16, static_cast<const uint16_t*>(packed_b) + block + j * kb, wide_b, kb * nr);
+        b = wide_b;
+      }
       for (int64_t i = 0; i < M; ++i)
         run_row_tile(isa, nr / matmul_narrow_cols(isa),
-                     {.rows = 1, .k = kb, .a = A.data + i * A.rs + p0 * A.cs, .a_rs = A.rs, .a_cs = A.cs,
-                      .b = block + j * kb, .b_rs = nr, .c = C + i * ldc + j, .ldc = ldc, .accumulate = p0 > 0});
+                     {.rows = 1, .k = kb, .a = A.data + i * A.rs + p0 * A.cs, .a_rs = A.rs, .a_cs = A.cs, .b = b,
+                      .b_rs = nr, .c = C + i * ldc + j, .ldc = ldc, .accumulate = p0 > 0});
+    }
   }
 }
-
-}  // namespace
 
 // Columns per task of the small-M path on a packed weight. Up to the wide tile's rows (decode at
 // batch 1 or 2) each thread takes an equal share of whole half tiles, so at two threads each
@@ -422,7 +430,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
     parallel_for_resident(packed_b, task_cols * K * static_cast<int64_t>(sizeof(float)), count * nt, [&](int64_t t) {
       const GemmOperands& g = mats[static_cast<size_t>(t / nt)];
       const int64_t n0 = (t % nt) * task_cols, cols = std::min(task_cols, N - n0);
-      small_packed_blocks(isa, g.A, packed_b, kc, g.C, ldc, M, n0, cols, N, K);
+      gemm_small_packed(isa, DType::f32, g.A, packed_b, kc, g.C, ldc, M, n0, cols, N, K);
       if (ep) ep->apply(g.C + n0, M, cols);
     });
     return;
@@ -520,6 +528,8 @@ void gemm_packed_b(MatmulIsa isa, const MatmulBlocking& bl, MatView A, const flo
     return;
   }
   const MatmulBlocking b{std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
+  // All of K in one block: column j's panel at packed_b + j * K, straight through the tiles.
+  if (K <= b.kc && gemm_tiles(isa, A, packed_b, K, matmul_tile(isa).cols, C, ldc, M, n, K)) return;
   packed_block(isa, b, A, {nullptr, 0, 0}, PackedB{packed_b, round_up(N_packed, matmul_tile(isa).cols), 0}, C, ldc, M, n, K);
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "volta/status.h"
+#include "volta/tensor.h"
 
 namespace volta::cpu {
 
@@ -95,12 +96,24 @@ void gemm(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, float* 
 // B[K, N] packed once for several products that each read its first columns (a causal
 // attention group's keys, against blocks of query rows): pack_b_once fills `dst` (at least
 // matmul_packed_b_floats(isa, N, K) floats) for blocking `bl`; gemm_packed_b then computes
-// C[M, n] = A @ B[:, :n] for any n <= N on the calling thread alone, with the bits of gemm.
+// C[M, n] = A @ B[:, :n] for any n <= N on the calling thread alone, with the bits of gemm
+// (through gemm_tiles where all of K is one block and n ends on a whole vector).
 int64_t matmul_packed_b_floats(MatmulIsa isa, int64_t N, int64_t K);
 void pack_b_once(MatmulIsa isa, const MatmulBlocking& bl, MatView B, int64_t N, int64_t K, float* dst);
 void gemm_packed_b(MatmulIsa isa, const MatmulBlocking& bl, MatView A, const float* packed_b, int64_t N_packed, float* C,
                    int64_t ldc, int64_t M, int64_t n, int64_t K);
 
+// The small-M path over columns [n0, n0 + cols) of C[M, N] (row stride ldc) = A @ B, B [K, N] a
+// weight packed when the plan was made (ir/packed_weight.h: blocks of kc rows, panels of the
+// ISA's tile width), f32, bf16 or f16 (`dtype`; half weights need matmul_has_half_tiles), read in
+// place: the wide tiles, the half-width ones, then single panels (half ones widened whole), each
+// taking its vectors panel by panel (TileArgs::b_ps) and continuing each chain from C across the
+// K blocks, so every element has the bits of the plain weight's product. n0 and cols are whole
+// panels. A task's columns are then one contiguous piece of each K block: read in place from a
+// row-major weight they are a band of every row, which (rows 2 KiB apart) falls into a fraction
+// of L2's sets, and the half-weight GEMVs streamed such bands at half the packed f32 bandwidth.
+void gemm_small_packed(MatmulIsa isa, DType dtype, MatView A, const void* packed_b, int64_t kc, float* C, int64_t ldc, int64_t M,
+                       int64_t n0, int64_t cols, int64_t N, int64_t K);
 // Columns per task of `count` decode-sized products (M rows, the small-M path) on one packed
 // weight [K, N]: up to the wide tile's rows each thread takes an equal share of whole half tiles
 // (the same share token after token), more rows half tiles; a product too small to split, one.

@@ -37,41 +37,6 @@ Geometry geometry(const Shape& as, const Shape& bs, const Shape& os, const ir::A
   return g;
 }
 
-// Columns [n0, n0 + cols) of C[rows, N] = A[rows, K] @ B, B a half weight packed with kc rows per
-// block and the ISA's tile width nr per panel, read in place: per K block the wide tiles, the
-// half-width ones, then single panels widened into scratch for the f32 row tile, each chain
-// continued from C across the K blocks (the split and join of the pair tiles only move values).
-void small_packed_half(MatmulIsa isa, bool bf16, const float* A, int64_t rows, const uint16_t* w, int64_t kc, float* C,
-                       int64_t n0, int64_t cols, int64_t N, int64_t K) {
-  const int64_t nr = matmul_tile(isa).cols, half = matmul_small_cols(isa, false), nw = matmul_narrow_cols(isa);
-  const bool wide = rows <= matmul_small_rows(isa, true);
-  const int64_t sc = matmul_small_cols(isa, wide), end = n0 + cols;
-  for (int64_t p0 = 0; p0 < K; p0 += kc) {
-    const int64_t kb = std::min(kc, K - p0);
-    const uint16_t* block = w + p0 * N;  // the panel of column n (a multiple of nr) at block + n * kb
-    TileArgs t{.rows = 0, .k = kb, .a = nullptr, .a_rs = K, .a_cs = 1, .b = nullptr, .b_rs = nr, .c = nullptr, .ldc = N,
-               .accumulate = p0 > 0, .b_ps = nr * kb};
-    const auto tiles = [&](bool wd, int64_t j) {
-      const int64_t sr = matmul_small_rows(isa, wd);
-      t.b = reinterpret_cast<const float*>(block + j * kb);
-      for (int64_t i = 0; i < rows; i += sr) {
-        t.rows = std::min(sr, rows - i), t.a = A + i * K + p0, t.c = C + i * N + j;
-        run_small_half_tile(isa, wd, bf16, t);
-      }
-    };
-    int64_t j = n0;
-    for (; j + sc <= end; j += sc) tiles(wide, j);
-    for (; j + half <= end; j += half) tiles(false, j);
-    for (; j < end; j += nr) {  // one panel: a contiguous [kb, nr] block, widened whole
-      float* b = half_weights_scratch(kb * nr);
-      widen_half(isa, bf16, block + j * kb, b, kb * nr);
-      for (int64_t i = 0; i < rows; ++i)
-        run_row_tile(isa, nr / nw, {.rows = 1, .k = kb, .a = A + i * K + p0, .a_rs = K, .a_cs = 1, .b = b, .b_rs = nr,
-                                    .c = C + i * N + j, .ldc = N, .accumulate = p0 > 0});
-    }
-  }
-}
-
 }  // namespace
 
 size_t matmul_half_workspace_bytes(const ir::Graph& g, const ir::Node& node) {
@@ -109,7 +74,7 @@ Status matmul_half_weights(const KernelArgs& a) {
       const int64_t task_cols = matmul_small_packed_task_cols(isa, 1, g.rows, g.N, g.K), tasks = (g.N + task_cols - 1) / task_cols;
       parallel_for_resident(src, task_cols * g.K * 2, tasks, [&](int64_t t) {
         const int64_t n0 = t * task_cols;
-        small_packed_half(isa, bf16, A, g.rows, src, kc, C, n0, std::min(task_cols, g.N - n0), g.N, g.K);
+        gemm_small_packed(isa, w.type.dtype, {A, g.K, 1}, src, kc, C, g.N, g.rows, n0, std::min(task_cols, g.N - n0), g.N, g.K);
       });
       return matmul_epilogue(a, g.N);
     }

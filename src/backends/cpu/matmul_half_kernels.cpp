@@ -265,23 +265,21 @@ bool matmul_has_half_tiles(MatmulIsa isa) {
 
 bool run_small_half_tile(MatmulIsa isa, bool wide, bool bf16, const TileArgs& t) {
 #ifdef VOLTA_MATMUL_X86
-  static const bool f16c = __builtin_cpu_supports("f16c");
+  if (!matmul_has_half_tiles(isa) || t.rows < 1 || t.rows > matmul_small_rows(isa, wide)) return false;
   const auto r = static_cast<size_t>(t.rows - 1);
   const bool panels = t.b_ps != 0;
-  if (isa == MatmulIsa::kAvx512 && t.rows >= 1 && t.rows <= matmul_small_rows(isa, wide)) {
+  if (isa == MatmulIsa::kAvx512) {
     (wide ? HalfBTables<kWideVecs, kAvx512WideRows>::avx512[panels][bf16][r]
           : HalfBTables<kHalfVecs, kAvx512HalfRows>::avx512[panels][bf16][r])(t);
     return true;
   }
-  if (isa == MatmulIsa::kAvx2 && f16c && t.rows >= 1 && t.rows <= matmul_small_rows(isa, wide)) {
-    (wide ? HalfBTablesAvx2<kWideVecs, kAvx2WideRows>::avx2[panels][bf16][r]
-          : HalfBTablesAvx2<kHalfVecs, kAvx2HalfRows>::avx2[panels][bf16][r])(t);
-    return true;
-  }
-#endif
+  (wide ? HalfBTablesAvx2<kWideVecs, kAvx2WideRows>::avx2[panels][bf16][r]
+        : HalfBTablesAvx2<kHalfVecs, kAvx2HalfRows>::avx2[panels][bf16][r])(t);
+  return true;
+#else
   (void)isa, (void)wide, (void)bf16, (void)t;
   return false;
+#endif
 }
-
 
 }  // namespace volta::cpu
