@@ -62,6 +62,8 @@ std::vector<OpCase> binary(double tol, bool positive_rhs = false) {
       C({f({3, 5, 7}), rhs({7})}, {}, tol),
       C({f({3, 5, 7}), rhs({5, 7})}, {}, tol),
       C({f({3, 5, 7}), rhs({})}, {}, tol),
+      C({f({5, 7}), rhs({4, 5, 7})}, {}, tol),     // the left operand repeats
+      C({f({2, 3, 4}), rhs({1, 1, 4})}, {}, tol),  // leading 1s
       C({f({3, 1, 7}), rhs({3, 5, 7})}, {}, tol),  // both broadcast: the general walk
       C({f({1, 4, 5}), rhs({3, 1, 5})}, {}, tol),
   };
@@ -355,7 +357,9 @@ std::vector<OpCase> cases_of(Op op) {
               // packed_heads: dq, dk, dv written into the thirds their heads were read from
               C({f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 32})},
                 A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5),
-              C({f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 15})}, A{{"packed_heads", I(3)}}, 5e-5)};
+              C({f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 15})}, A{{"packed_heads", I(3)}}, 5e-5),
+              // few rows (CUDA's per-row kernels)
+              C({f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 8})}, A{{"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5)};
     case Op::LayerNormGrad:
       return {C({f({70, 16}), f({16}), f({70, 16})}, {}, 2e-6), C({f({9, 130}), f({130}), f({9, 130})}, {}, 2e-6),
               C({f({2, 3, 300}), f({300}), f({2, 3, 300})}, A{{"eps", F(1e-3)}}, 2e-6)};

@@ -117,24 +117,23 @@ __device__ inline Window window(const AttentionDesc& d) {
   return w;
 }
 
-// finite[g] = 1 when every row group g reads (q, dy: its own; k, v: its key group's used rows)
-// is finite: then a causal block may skip what the mask zeroes.
-__global__ void __launch_bounds__(kThreads) finite_kernel(const float* q, const float* dy, AttentionRows k, AttentionRows v, int64_t rows_q,
-                                                          int64_t keys, int64_t rep, int64_t group_stride_k,
-                                                          int64_t group_stride_k2, int64_t G, int* finite) {
-  for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {
-    const int64_t kvg = g / rep;
-    AttentionRows kg{k.a + kvg * group_stride_k * k.width, k.b ? k.b + kvg * group_stride_k2 * k.width : nullptr, k.split, k.width};
-    AttentionRows vg{v.a + kvg * group_stride_k * v.width, v.b ? v.b + kvg * group_stride_k2 * v.width : nullptr, v.split, v.width};
-    bool ok = true;
-    for (int64_t t = threadIdx.x; t < rows_q * k.width; t += blockDim.x) {
-      if (q && !isfinite(q[g * rows_q * k.width + t])) ok = false;
-      if (dy && !isfinite(dy[g * rows_q * k.width + t])) ok = false;
-    }
-    for (int64_t t = threadIdx.x; t < keys * k.width; t += blockDim.x)
-      if (!isfinite(kg.row(t / k.width)[t % k.width])) ok = false;
-    for (int64_t t = threadIdx.x; t < keys * v.width; t += blockDim.x)
-      if (!isfinite(vg.row(t / v.width)[t % v.width])) ok = false;
+// Whether rows [0, n) of `rows` are finite, as the block's threads see their share of them.
+__device__ inline bool rows_finite(const AttentionRows& rows, int64_t n) {
+  bool ok = true;
+  for (int64_t t = threadIdx.x; t < n * rows.width; t += blockDim.x)
+    if (!isfinite(rows.row(t / rows.width)[t % rows.width])) ok = false;
+  return ok;
+}
+
+// finite[g] = 1 when every row group g reads (q, dy: its own, when given; k, v: its key group's
+// used rows, k2's and v2's) is finite: then a causal block may skip what the mask zeroes.
+__global__ void __launch_bounds__(kThreads) finite_kernel(const float* q, const float* dy, const float* k, const float* v, const float* k2,
+                                                          const float* v2, AttentionDesc d, int* finite) {
+  for (int64_t g = blockIdx.x; g < d.G; g += gridDim.x) {
+    const int64_t keys = d.S1 + d.S2;
+    bool ok = rows_finite(key_rows(d, k, k2, g, d.S1), keys) && rows_finite(value_rows(d, v, v2, g, d.S1), keys);
+    if (q) ok = rows_finite(query_rows(d, q, g), d.T) && ok;
+    if (dy) ok = rows_finite(dy_rows(d, dy, g), d.T) && ok;
     ok = __syncthreads_and(ok);
     if (threadIdx.x == 0) finite[g] = ok ? 1 : 0;
   }
@@ -156,19 +155,18 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* __
   const Window w = window(d);
   const int64_t S = w.S1 + d.S2;
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
-    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows, kvg = g / d.rep;
-    float* o = out + g * d.T * E;
+    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows;
+    float* o = out + out_offset(d, g);
+    const int64_t o_rs = out_stride(d);
     if (w.bad) {
       for (int64_t t = threadIdx.x; t < kRows * E; t += blockDim.x)
-        if (i0 + t / E < d.T) o[(i0 + t / E) * E + t % E] = NAN;
+        if (i0 + t / E < d.T) o[(i0 + t / E) * o_rs + t % E] = NAN;
       continue;
     }
-    const AttentionRows keys{k + kvg * d.cap * D, k2 ? k2 + kvg * d.S2 * D : nullptr, w.S1, D};
-    const AttentionRows vals{v + kvg * d.cap * E, v2 ? v2 + kvg * d.S2 * E : nullptr, w.S1, E};
+    const AttentionRows keys = key_rows(d, k, k2, g, w.S1), vals = value_rows(d, v, v2, g, w.S1);
     const bool skip = finite != nullptr && finite[g] != 0;  // only passed for a causal mask with offset >= 0
     const int64_t end = skip ? min(max(i0 + kRows + w.offset, int64_t{0}), S) : S;  // keys any of the rows keeps
-    const AttentionRows qrows{q + g * d.T * D, nullptr, d.T, D};
-    load_rows(qs, D, qrows, i0, d.T - i0, kRows, D);
+    load_rows(qs, D, query_rows(d, q, g), i0, d.T - i0, kRows, D);
     __syncthreads();
     const float* my_q = qs + warp * kRowsPerWarp * D;
     const int64_t my_i0 = i0 + warp * kRowsPerWarp;
@@ -191,7 +189,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* __
       if (i >= d.T) continue;
 #pragma unroll
       for (int c = 0; c < kLaneDims; ++c)
-        if (lane + 32 * c < E) o[i * E + lane + 32 * c] = m[r] == kNegInf ? NAN : static_cast<float>(acc[r][c]);
+        if (lane + 32 * c < E) o[i * o_rs + lane + 32 * c] = m[r] == kNegInf ? NAN : static_cast<float>(acc[r][c]);
     }
   }
 }
@@ -211,12 +209,12 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float*
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int64_t T = d.T, row_blocks = (T + kRows - 1) / kRows;
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
-    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows, kvg = g / d.rep;
-    const AttentionRows keys{k + kvg * T * D, nullptr, T, D}, vals{v + kvg * T * D, nullptr, T, D};
+    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows;
+    const AttentionRows keys = key_rows(d, k, nullptr, g, T), vals = value_rows(d, v, nullptr, g, T);
     const bool skip = d.causal && d.offset >= 0 && finite[g] != 0;
     const int64_t end = skip ? min(max(i0 + kRows + d.offset, int64_t{0}), T) : T;
-    load_rows(qs, D, AttentionRows{q + g * T * D, nullptr, T, D}, i0, T - i0, kRows, D);
-    load_rows(dys, D, AttentionRows{dy + g * T * D, nullptr, T, D}, i0, T - i0, kRows, D);
+    load_rows(qs, D, query_rows(d, q, g), i0, T - i0, kRows, D);
+    load_rows(dys, D, dy_rows(d, dy, g), i0, T - i0, kRows, D);
     __syncthreads();
     const float* my_q = qs + warp * kRowsPerWarp * D;
     const float* my_dy = dys + warp * kRowsPerWarp * D;
@@ -258,7 +256,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float*
       if (i >= T) continue;
 #pragma unroll
       for (int c = 0; c < kLaneDims; ++c)
-        if (lane + 32 * c < D) dq[(g * T + i) * D + lane + 32 * c] = static_cast<float>(acc[r][c]);
+        if (lane + 32 * c < D) dq[grad_offset(d, 0, g) + i * qkv_stride(d, D) + lane + 32 * c] = static_cast<float>(acc[r][c]);
       if (lane == 0) {
         double* st = stats + (g * T + i) * 3;
         st[0] = m[r], st[1] = l[r], st[2] = pdp[r];
@@ -272,8 +270,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float*
 // tile's statistics [kTile][3] (doubles, after the floats).
 __global__ void __launch_bounds__(kAttnThreads) attention_dkv_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                                                      const float* __restrict__ v, const float* __restrict__ dy,
-                                                                     float* __restrict__ dk, float* __restrict__ dv,
-                                                                     AttentionDesc d, const int* __restrict__ finite,
+                                                                     float* __restrict__ grads, AttentionDesc d, const int* __restrict__ finite,
                                                                      const double* __restrict__ stats) {
   extern __shared__ float sm[];
   const int D = static_cast<int>(d.D), Dp = D + 1;
@@ -285,12 +282,12 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkv_kernel(const float
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int64_t T = d.T, row_blocks = (T + kRows - 1) / kRows;
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
-    const int64_t g = b / row_blocks, j0 = (b % row_blocks) * kRows, kvg = g / d.rep;
+    const int64_t g = b / row_blocks, j0 = (b % row_blocks) * kRows;
     const bool skip = d.causal && d.offset >= 0 && finite[g] != 0;
     const int64_t start = skip ? min(max(j0 - d.offset, int64_t{0}), T) : 0;  // the first query row that sees a key here
-    load_rows(kr, D, AttentionRows{k + kvg * T * D, nullptr, T, D}, j0, T - j0, kRows, D);
-    load_rows(vr, D, AttentionRows{v + kvg * T * D, nullptr, T, D}, j0, T - j0, kRows, D);
-    const AttentionRows qrows{q + g * T * D, nullptr, T, D}, dyrows{dy + g * T * D, nullptr, T, D};
+    load_rows(kr, D, key_rows(d, k, nullptr, g, T), j0, T - j0, kRows, D);
+    load_rows(vr, D, value_rows(d, v, nullptr, g, T), j0, T - j0, kRows, D);
+    const AttentionRows qrows = query_rows(d, q, g), dyrows = dy_rows(d, dy, g);
     double dk_acc[kRowsPerWarp][kLaneDims] = {}, dv_acc[kRowsPerWarp][kLaneDims] = {};
     for (int64_t t0 = start; t0 < T; t0 += kTile) {
       load_rows(qt, Dp, qrows, t0, T - t0, kTile, D);
@@ -315,14 +312,17 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkv_kernel(const float
       accumulate(ds, qt, Dp, D, n, lane, dk_acc);
       __syncthreads();
     }
+    float* dk = grads + grad_offset(d, 1, g);
+    float* dv = grads + grad_offset(d, 2, g);
+    const int64_t rs = qkv_stride(d, D);
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int64_t j = j0 + warp * kRowsPerWarp + r;
       if (j >= T) continue;
 #pragma unroll
       for (int c = 0; c < kLaneDims; ++c)
         if (lane + 32 * c < D) {
-          dk[(g * T + j) * D + lane + 32 * c] = static_cast<float>(dk_acc[r][c]);
-          dv[(g * T + j) * D + lane + 32 * c] = static_cast<float>(dv_acc[r][c]);
+          dk[j * rs + lane + 32 * c] = static_cast<float>(dk_acc[r][c]);
+          dv[j * rs + lane + 32 * c] = static_cast<float>(dv_acc[r][c]);
         }
     }
     __syncthreads();  // kr, vr are reloaded by the next block
@@ -367,8 +367,7 @@ cudaError_t launch_attention(const float* q, const float* k, const float* v, con
   // window is on the device.
   const bool skippable = d.causal && d.offset >= 0 && d.position == nullptr;
   if (skippable) {
-    finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(nullptr, nullptr, AttentionRows{k, k2, d.S1, d.D}, AttentionRows{v, v2, d.S1, d.E},
-                                                           d.T, d.S1 + d.S2, d.rep, d.cap, d.S2, d.G, finite);
+    finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(nullptr, nullptr, k, v, k2, v2, d, finite);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   if (attention_tiled_fits(d, false)) return launch_attention_tiled(q, k, v, k2, v2, out, d, skippable ? finite : nullptr, stream);
@@ -383,14 +382,12 @@ cudaError_t launch_attention_grad(const float* q, const float* k, const float* v
   if (d.G == 0 || d.T == 0 || d.D == 0) return cudaSuccess;
   if (d.D > kAttentionMaxDim || d.E != d.D) return cudaErrorInvalidValue;
   if (d.causal && d.offset >= 0) {  // as attention's: only then may blocks skip
-    finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(q, dy, AttentionRows{k, nullptr, d.T, d.D}, AttentionRows{v, nullptr, d.T, d.D}, d.T,
-                                                           d.T, d.rep, d.T, 0, d.G, finite);
+    finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(q, dy, k, v, nullptr, nullptr, d, finite);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   if (attention_tiled_fits(d, true))
     return launch_attention_grad_tiled(q, k, v, dy, out, d, d.causal && d.offset >= 0 ? finite : nullptr,
                                        reinterpret_cast<float*>(stats), stream);
-  const int64_t n = d.G * d.T * d.D;
   const size_t dq_shared = sizeof(float) * static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
   if (cudaError_t e = allow_shared(attention_dq_kernel, dq_shared); e != cudaSuccess) return e;
   attention_dq_kernel<<<attention_grid(d, kRows), kAttnThreads, dq_shared, stream>>>(q, k, v, dy, out, d, finite, stats);
@@ -398,8 +395,7 @@ cudaError_t launch_attention_grad(const float* q, const float* k, const float* v
   const size_t floats = static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
   const size_t dkv_shared = sizeof(float) * ((floats + 1) / 2 * 2) + sizeof(double) * kTile * 3;
   if (cudaError_t e = allow_shared(attention_dkv_kernel, dkv_shared); e != cudaSuccess) return e;
-  attention_dkv_kernel<<<attention_grid(d, kRows), kAttnThreads, dkv_shared, stream>>>(q, k, v, dy, out + n, out + 2 * n, d, finite,
-                                                                                 stats);
+  attention_dkv_kernel<<<attention_grid(d, kRows), kAttnThreads, dkv_shared, stream>>>(q, k, v, dy, out, d, finite, stats);
   return cudaGetLastError();
 }
 

@@ -20,6 +20,10 @@ namespace {
 
 constexpr int kWarps = 4, kRowsPerWarp = 8, kRows = kWarps * kRowsPerWarp, kTile = 32;
 constexpr int kThreadsPerBlock = kWarps * 32;
+// The dk/dv kernel at 4 blocks a multiprocessor (128 registers), for a few bytes of spill: left
+// free, ptxas takes 140 registers at head widths 33-96, which fits 3.
+constexpr int kDkvMinBlocks = 4;
+constexpr int kPs = kTile + 4;  // the dk/dv kernel's p and ds rows: 16-byte aligned for weighted_rows' float4 reads
 
 __device__ inline bool aligned16(const float* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
@@ -27,7 +31,7 @@ __device__ inline bool aligned16(const float* p) { return (reinterpret_cast<uint
 // past `count` rows or `width` columns (the padding the float4 reads and the odd strides need).
 // Rows of a multiple of 4 floats at 16-byte aligned bases are read as float4, several in flight.
 __device__ inline void load_tile(float* dst, int stride, int cols, const AttentionRows& src, int64_t r0, int64_t count, int width) {
-  if (width % 4 == 0 && cols == width && aligned16(src.a) && (src.b == nullptr || aligned16(src.b))) {
+  if (width % 4 == 0 && src.stride % 4 == 0 && cols == width && aligned16(src.a) && (src.b == nullptr || aligned16(src.b))) {
     const int quads = cols / 4;
 #pragma unroll 4
     for (int t = static_cast<int>(threadIdx.x); t < kTile * quads; t += blockDim.x) {
@@ -49,29 +53,49 @@ __device__ inline void load_tile(float* dst, int stride, int cols, const Attenti
 }
 
 // s[r] = dot(rows[r], col) for the warp's 8 rows (row stride Dq, read as float4 broadcasts) and
-// the lane's row `col`: each one chain of fmaf over d in order.
+// the lane's row `col` (16-byte aligned, read as float4): each one chain of fmaf over d in order.
 __device__ inline void dots8(const float* rows, int Dq, const float* col, float (&s)[kRowsPerWarp]) {
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) s[r] = 0.0f;
   for (int d = 0; d < Dq; d += 4) {
-    const float c0 = col[d], c1 = col[d + 1], c2 = col[d + 2], c3 = col[d + 3];
+    const float4 c = *reinterpret_cast<const float4*>(col + d);
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const float4 a = *reinterpret_cast<const float4*>(rows + r * Dq + d);
-      s[r] = fmaf(a.x, c0, s[r]);
-      s[r] = fmaf(a.y, c1, s[r]);
-      s[r] = fmaf(a.z, c2, s[r]);
-      s[r] = fmaf(a.w, c3, s[r]);
+      s[r] = fmaf(a.x, c.x, s[r]);
+      s[r] = fmaf(a.y, c.y, s[r]);
+      s[r] = fmaf(a.z, c.z, s[r]);
+      s[r] = fmaf(a.w, c.w, s[r]);
     }
   }
 }
 
 // acc[r][c] += w[r][jj] * tile[jj][lane + 32 c] over jj = 0..n-1 in order: the warp's 8 rows
-// of weights (row stride w_stride) times a tile's rows (stride t_stride), `width` columns.
+// of weights (row stride w_stride, a multiple of 4 from a 16-byte aligned w: four weights a
+// read) times a tile's rows (stride t_stride), `width` columns.
 template <int C>
 __device__ inline void weighted_rows(const float* w, int w_stride, const float* tile, int t_stride, int width, int n, int lane,
                                      float (&acc)[kRowsPerWarp][C]) {
-  for (int jj = 0; jj < n; ++jj) {
+  int jj = 0;
+  for (; jj + 4 <= n; jj += 4) {
+    float t[4][C];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int c = 0; c < C; ++c) t[u][c] = lane + 32 * c < width ? tile[(jj + u) * t_stride + lane + 32 * c] : 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const float4 wr = *reinterpret_cast<const float4*>(w + r * w_stride + jj);
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        acc[r][c] = fmaf(wr.x, t[0][c], acc[r][c]);
+        acc[r][c] = fmaf(wr.y, t[1][c], acc[r][c]);
+        acc[r][c] = fmaf(wr.z, t[2][c], acc[r][c]);
+        acc[r][c] = fmaf(wr.w, t[3][c], acc[r][c]);
+      }
+    }
+  }
+  for (; jj < n; ++jj) {
     float t[C];
 #pragma unroll
     for (int c = 0; c < C; ++c) t[c] = lane + 32 * c < width ? tile[jj * t_stride + lane + 32 * c] : 0.0f;
@@ -93,14 +117,14 @@ __device__ inline float probability(float z, float m, float l) { return expf(z -
 __device__ inline float score_grad(float p, float dp, float pdp, float scale) { return scale * p * (dp - pdp); }
 
 // Scores of the block's 32 rows (`rows`, [32][Dq]) against keys [0, end) into sc [32][Sp]:
-// tiles of 32 keys through `tile` ([32][Dq + 1]).
-__device__ inline void score_rows(const float* rows, int Dq, float* tile, const AttentionRows& keys, int64_t end, int64_t i0,
+// tiles of 32 keys through `tile` ([32][Dt]).
+__device__ inline void score_rows(const float* rows, int Dq, int Dt, float* tile, const AttentionRows& keys, int64_t end, int64_t i0,
                                   const AttentionDesc& d, float scale, float* sc, int Sp, int warp, int lane) {
   for (int64_t t0 = 0; t0 < end; t0 += kTile) {
-    load_tile(tile, Dq + 1, Dq, keys, t0, end - t0, static_cast<int>(keys.width));
+    load_tile(tile, Dt, Dq, keys, t0, end - t0, static_cast<int>(keys.width));
     __syncthreads();
     float s[kRowsPerWarp];
-    dots8(rows + warp * kRowsPerWarp * Dq, Dq, tile + lane * (Dq + 1), s);
+    dots8(rows + warp * kRowsPerWarp * Dq, Dq, tile + lane * Dt, s);
     const int64_t j = t0 + lane;
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -132,11 +156,11 @@ __device__ inline void softmax_rows(float* sc, int Sp, int64_t end, int warp, in
   }
 }
 
-// out rows [i0, i0 + 32) (< T, row stride width) = the block's weights sc [32][Sp] over keys
+// out rows [i0, i0 + 32) (< T, `stride` apart) = the block's weights sc [32][Sp] over keys
 // [0, end) times their rows of `vals`, through `tile` ([32][width]).
 template <int C>
 __device__ inline void weighted_sum(const float* sc, int Sp, float* tile, const AttentionRows& vals, int64_t end, int64_t i0,
-                                    int64_t T, float* out, int warp, int lane) {
+                                    int64_t T, float* out, int64_t stride, int warp, int lane) {
   const int width = static_cast<int>(vals.width);
   float acc[kRowsPerWarp][C] = {};
   for (int64_t t0 = 0; t0 < end; t0 += kTile) {
@@ -152,7 +176,7 @@ __device__ inline void weighted_sum(const float* sc, int Sp, float* tile, const 
     if (i >= T) continue;
 #pragma unroll
     for (int c = 0; c < C; ++c)
-      if (lane + 32 * c < width) out[i * width + lane + 32 * c] = acc[r][c];
+      if (lane + 32 * c < width) out[i * stride + lane + 32 * c] = acc[r][c];
   }
 }
 
@@ -162,8 +186,8 @@ __device__ inline int64_t keys_end(const AttentionDesc& d, const int* finite, in
   return finite != nullptr && finite[g] != 0 ? min(max(i0 + kRows + d.offset, int64_t{0}), S) : S;
 }
 
-// ---- attention: out [G, T, E] ----
-// Shared memory: q rows [32][Dq], one tile [32][max(Dq + 1, E)], scores [32][Sp].
+// ---- attention: out [G, T, E] (or packed_heads' [.., T, H D]) ----
+// Shared memory: q rows [32][Dq], one tile [32][max(Dt, E)], scores [32][Sp].
 template <int C>
 __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                                                            const float* __restrict__ v, const float* __restrict__ k2,
@@ -173,26 +197,25 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_kernel(const
   float* qs = reinterpret_cast<float*>(sm4);
   float* tile = qs + kRows * ts.Dq;
   float* sc = tile + ts.tile_floats;
-  const int D = static_cast<int>(d.D), E = static_cast<int>(d.E), Dq = ts.Dq;
+  const int D = static_cast<int>(d.D), Dq = ts.Dq;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int64_t row_blocks = (d.T + kRows - 1) / kRows, S = d.S1 + d.S2;
   const float scale = static_cast<float>(d.scale);
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
-    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows, kvg = g / d.rep;
-    const AttentionRows keys{k + kvg * d.cap * D, k2 ? k2 + kvg * d.S2 * D : nullptr, d.S1, D};
-    const AttentionRows vals{v + kvg * d.cap * E, v2 ? v2 + kvg * d.S2 * E : nullptr, d.S1, E};
+    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows;
+    const AttentionRows keys = key_rows(d, k, k2, g, d.S1), vals = value_rows(d, v, v2, g, d.S1);
     const int64_t end = keys_end(d, finite, g, i0, S);
-    load_tile(qs, Dq, Dq, AttentionRows{q + g * d.T * D, nullptr, d.T, D}, i0, d.T - i0, D);
-    score_rows(qs, Dq, tile, keys, end, i0, d, scale, sc, ts.Sp, warp, lane);
+    load_tile(qs, Dq, Dq, query_rows(d, q, g), i0, d.T - i0, D);
+    score_rows(qs, Dq, ts.Dt, tile, keys, end, i0, d, scale, sc, ts.Sp, warp, lane);
     float m[kRowsPerWarp], l[kRowsPerWarp];
     softmax_rows(sc, ts.Sp, end, warp, lane, m, l);
     __syncthreads();
-    weighted_sum<C>(sc, ts.Sp, tile, vals, end, i0, d.T, out + g * d.T * E, warp, lane);
+    weighted_sum<C>(sc, ts.Sp, tile, vals, end, i0, d.T, out + out_offset(d, g), out_stride(d), warp, lane);
   }
 }
 
 // ---- attention_grad, part 1: dq and each query row's statistics (max, sum, sum(dp * p)) ----
-// Shared memory: q and dy rows [32][Dq] each, one tile [32][Dq + 1], p and ds [32][Sp] each.
+// Shared memory: q and dy rows [32][Dq] each, one tile [32][Dt], p and ds [32][Sp] each.
 template <int C>
 __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                                                               const float* __restrict__ v, const float* __restrict__ dy,
@@ -209,16 +232,16 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
   const int64_t T = d.T, row_blocks = (T + kRows - 1) / kRows;
   const float scale = static_cast<float>(d.scale);
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
-    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows, kvg = g / d.rep;
-    const AttentionRows keys{k + kvg * T * D, nullptr, T, D}, vals{v + kvg * T * D, nullptr, T, D};
+    const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows;
+    const AttentionRows keys = key_rows(d, k, nullptr, g, T), vals = value_rows(d, v, nullptr, g, T);
     const int64_t end = keys_end(d, finite, g, i0, T);
-    load_tile(qs, Dq, Dq, AttentionRows{q + g * T * D, nullptr, T, D}, i0, T - i0, D);
-    load_tile(dys, Dq, Dq, AttentionRows{dy + g * T * D, nullptr, T, D}, i0, T - i0, D);
-    score_rows(qs, Dq, tile, keys, end, i0, d, scale, ps, Sp, warp, lane);
+    load_tile(qs, Dq, Dq, query_rows(d, q, g), i0, T - i0, D);
+    load_tile(dys, Dq, Dq, dy_rows(d, dy, g), i0, T - i0, D);
+    score_rows(qs, Dq, ts.Dt, tile, keys, end, i0, d, scale, ps, Sp, warp, lane);
     // dp = dy . v, the same dot products as the scores (no mask: only read where p is)
     AttentionDesc open = d;
     open.causal = false;
-    score_rows(dys, Dq, tile, vals, end, i0, open, 1.0f, dps, Sp, warp, lane);
+    score_rows(dys, Dq, ts.Dt, tile, vals, end, i0, open, 1.0f, dps, Sp, warp, lane);
     float m[kRowsPerWarp], l[kRowsPerWarp], pdp[kRowsPerWarp];
     softmax_rows(ps, Sp, end, warp, lane, m, l);
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -229,7 +252,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
       for (int64_t j = lane; j < end; j += 32) dps[row * Sp + j] = score_grad(ps[row * Sp + j], dps[row * Sp + j], pdp[r], scale);
     }
     __syncthreads();
-    weighted_sum<C>(dps, Sp, tile, keys, end, i0, T, dq + g * T * D, warp, lane);
+    weighted_sum<C>(dps, Sp, tile, keys, end, i0, T, dq + grad_offset(d, 0, g), qkv_stride(d, D), warp, lane);
     if (lane == 0)
       for (int r = 0; r < kRowsPerWarp; ++r) {
         const int64_t i = i0 + warp * kRowsPerWarp + r;
@@ -241,45 +264,44 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
 }
 
 // ---- attention_grad, part 2: dk and dv per key row, over the query rows that see it ----
-// Shared memory: key and value rows [32][Dq] each, q and dy tiles [32][Dq + 1] each, the
-// tile's p and ds [32 keys][33 queries] each, and its rows' statistics [32][3].
+// Shared memory: key and value rows [32][Dq] each, q and dy tiles [32][Dt] each, the tile's p
+// and ds [32 keys][kPs] each, and its rows' statistics [32][3].
 template <int C>
-__global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dkv_kernel(const float* __restrict__ q, const float* __restrict__ k,
+__global__ void __launch_bounds__(kThreadsPerBlock, kDkvMinBlocks) attention_tiled_dkv_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                                                                const float* __restrict__ v, const float* __restrict__ dy,
-                                                                               float* __restrict__ dk, float* __restrict__ dv,
-                                                                               AttentionDesc d, TiledShape ts,
+                                                                               float* __restrict__ grads, AttentionDesc d, TiledShape ts,
                                                                                const int* __restrict__ finite,
                                                                                const float* __restrict__ stats) {
   extern __shared__ float4 sm4[];
-  const int D = static_cast<int>(d.D), Dq = ts.Dq, Dp = Dq + 1;
+  const int D = static_cast<int>(d.D), Dq = ts.Dq, Dt = ts.Dt;
   float* kr = reinterpret_cast<float*>(sm4);
   float* vr = kr + kRows * Dq;
   float* qt = vr + kRows * Dq;
-  float* dyt = qt + kTile * Dp;
-  float* pt = dyt + kTile * Dp;
-  float* dst = pt + kRows * (kTile + 1);
-  float* st = dst + kRows * (kTile + 1);
+  float* dyt = qt + kTile * Dt;
+  float* pt = dyt + kTile * Dt;
+  float* dst = pt + kRows * kPs;
+  float* st = dst + kRows * kPs;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int64_t T = d.T, row_blocks = (T + kRows - 1) / kRows;
   const float scale = static_cast<float>(d.scale);
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
-    const int64_t g = b / row_blocks, j0 = (b % row_blocks) * kRows, kvg = g / d.rep;
+    const int64_t g = b / row_blocks, j0 = (b % row_blocks) * kRows;
     const bool skip = finite != nullptr && finite[g] != 0;
     const int64_t start = skip ? min(max(j0 - d.offset, int64_t{0}), T) : 0;  // the first query row that sees a key here
-    load_tile(kr, Dq, Dq, AttentionRows{k + kvg * T * D, nullptr, T, D}, j0, T - j0, D);
-    load_tile(vr, Dq, Dq, AttentionRows{v + kvg * T * D, nullptr, T, D}, j0, T - j0, D);
-    const AttentionRows qrows{q + g * T * D, nullptr, T, D}, dyrows{dy + g * T * D, nullptr, T, D};
+    load_tile(kr, Dq, Dq, key_rows(d, k, nullptr, g, T), j0, T - j0, D);
+    load_tile(vr, Dq, Dq, value_rows(d, v, nullptr, g, T), j0, T - j0, D);
+    const AttentionRows qrows = query_rows(d, q, g), dyrows = dy_rows(d, dy, g);
     float dk_acc[kRowsPerWarp][C] = {}, dv_acc[kRowsPerWarp][C] = {};
     for (int64_t t0 = start; t0 < T; t0 += kTile) {
-      load_tile(qt, Dp, Dq, qrows, t0, T - t0, D);
-      load_tile(dyt, Dp, Dq, dyrows, t0, T - t0, D);
+      load_tile(qt, Dt, Dq, qrows, t0, T - t0, D);
+      load_tile(dyt, Dt, Dq, dyrows, t0, T - t0, D);
       for (int t = static_cast<int>(threadIdx.x); t < kTile * 3; t += blockDim.x)
         st[t] = t0 + t / 3 < T ? stats[(g * T + t0) * 3 + t] : 0.0f;
       __syncthreads();
       const int64_t i = t0 + lane;  // this lane's query row
       float s[kRowsPerWarp], dp[kRowsPerWarp];
-      dots8(kr + warp * kRowsPerWarp * Dq, Dq, qt + lane * Dp, s);
-      dots8(vr + warp * kRowsPerWarp * Dq, Dq, dyt + lane * Dp, dp);
+      dots8(kr + warp * kRowsPerWarp * Dq, Dq, qt + lane * Dt, s);
+      dots8(vr + warp * kRowsPerWarp * Dq, Dq, dyt + lane * Dt, dp);
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) {
         const int row = warp * kRowsPerWarp + r;
@@ -289,15 +311,18 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dkv_kernel(c
           p = probability(masked_score(s[r], i, j, T, d, scale), st[lane * 3], st[lane * 3 + 1]);
           ds = score_grad(p, dp[r], st[lane * 3 + 2], scale);
         }
-        pt[row * (kTile + 1) + lane] = p;
-        dst[row * (kTile + 1) + lane] = ds;
+        pt[row * kPs + lane] = p;
+        dst[row * kPs + lane] = ds;
       }
       __syncthreads();
       const int n = static_cast<int>(min(int64_t{kTile}, T - t0));
-      weighted_rows<C>(pt + warp * kRowsPerWarp * (kTile + 1), kTile + 1, dyt, Dp, D, n, lane, dv_acc);
-      weighted_rows<C>(dst + warp * kRowsPerWarp * (kTile + 1), kTile + 1, qt, Dp, D, n, lane, dk_acc);
+      weighted_rows<C>(pt + warp * kRowsPerWarp * kPs, kPs, dyt, Dt, D, n, lane, dv_acc);
+      weighted_rows<C>(dst + warp * kRowsPerWarp * kPs, kPs, qt, Dt, D, n, lane, dk_acc);
       __syncthreads();
     }
+    float* dk = grads + grad_offset(d, 1, g);
+    float* dv = grads + grad_offset(d, 2, g);
+    const int64_t rs = qkv_stride(d, D);
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int64_t j = j0 + warp * kRowsPerWarp + r;
@@ -305,8 +330,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dkv_kernel(c
 #pragma unroll
       for (int c = 0; c < C; ++c)
         if (lane + 32 * c < D) {
-          dk[(g * T + j) * D + lane + 32 * c] = dk_acc[r][c];
-          dv[(g * T + j) * D + lane + 32 * c] = dv_acc[r][c];
+          dk[j * rs + lane + 32 * c] = dk_acc[r][c];
+          dv[j * rs + lane + 32 * c] = dv_acc[r][c];
         }
     }
     __syncthreads();  // kr, vr are reloaded by the next block
@@ -325,15 +350,16 @@ size_t shared_limit() {
 TiledShape tiled_shape(const AttentionDesc& d, int64_t keys) {
   TiledShape ts;
   ts.Dq = static_cast<int>((d.D + 3) / 4 * 4);
+  ts.Dt = (ts.Dq / 4 | 1) * 4;
   ts.Sp = static_cast<int>((keys + kTile - 1) / kTile * kTile);
-  ts.tile_floats = static_cast<int>(std::max<int64_t>(kTile * (ts.Dq + 1), kTile * d.E) + 3) / 4 * 4;
+  ts.tile_floats = static_cast<int>(std::max<int64_t>(kTile * ts.Dt, kTile * d.E) + 3) / 4 * 4;
   return ts;
 }
 
 size_t forward_shared(const TiledShape& ts) { return sizeof(float) * (size_t{kRows} * ts.Dq + ts.tile_floats + size_t{kRows} * ts.Sp); }
 size_t dq_shared(const TiledShape& ts) { return sizeof(float) * (2 * size_t{kRows} * ts.Dq + ts.tile_floats + 2 * size_t{kRows} * ts.Sp); }
 size_t dkv_shared(const TiledShape& ts) {
-  return sizeof(float) * (2 * size_t{kRows} * ts.Dq + 2 * size_t{kTile} * (ts.Dq + 1) + 2 * size_t{kRows} * (kTile + 1) + kTile * 3);
+  return sizeof(float) * (2 * size_t{kRows} * ts.Dq + 2 * size_t{kTile} * ts.Dt + 2 * size_t{kRows} * kPs + kTile * 3);
 }
 
 template <template <int> class Launch, typename... Args>
@@ -367,9 +393,7 @@ struct LaunchGrad {
     attention_tiled_dq_kernel<C><<<attention_grid(d, kRows), kThreadsPerBlock, a, stream>>>(q, k, v, dy, out, d, ts, finite, stats);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     if (cudaError_t e = allow_shared(attention_tiled_dkv_kernel<C>, b); e != cudaSuccess) return e;
-    const int64_t n = d.G * d.T * d.D;
-    attention_tiled_dkv_kernel<C><<<attention_grid(d, kRows), kThreadsPerBlock, b, stream>>>(q, k, v, dy, out + n, out + 2 * n, d, ts, finite,
-                                                                                    stats);
+    attention_tiled_dkv_kernel<C><<<attention_grid(d, kRows), kThreadsPerBlock, b, stream>>>(q, k, v, dy, out, d, ts, finite, stats);
     return cudaGetLastError();
   }
 };

@@ -8,18 +8,53 @@
 
 namespace volta::cuda {
 
-// Rows [0, split) of one group of k (or v), then rows of k2 (v2), each `width` floats.
+// Rows [0, split) of one group of k (or v), `stride` floats apart, then rows of k2 (v2), each
+// `width` floats, `width` apart.
 struct AttentionRows {
   const float* a;
   const float* b;
-  int64_t split, width;
-  __device__ const float* row(int64_t j) const { return j < split ? a + j * width : b + (j - split) * width; }
+  int64_t split, width, stride;
+  __device__ const float* row(int64_t j) const { return j < split ? a + j * stride : b + (j - split) * width; }
 };
 
+// Where group g's rows start and how far apart they lie (AttentionDesc: plain or packed_heads).
+__device__ inline int64_t packed_row(const AttentionDesc& d, int64_t g) {
+  return g / d.heads * d.T * 3 * d.heads * d.D + g % d.heads * d.D;
+}
+__device__ inline int64_t qkv_stride(const AttentionDesc& d, int64_t width) { return d.heads ? 3 * d.heads * d.D : width; }
+// The output's (attention) or dy's (attention_grad) rows of group g, and their stride.
+__device__ inline int64_t out_offset(const AttentionDesc& d, int64_t g) {
+  return d.heads ? g / d.heads * d.T * d.heads * d.D + g % d.heads * d.D : g * d.T * d.E;
+}
+__device__ inline int64_t out_stride(const AttentionDesc& d) { return d.heads ? d.heads * d.D : d.E; }
+// attention_grad's dq (part 0), dk (1), dv (2) of group g; rows qkv_stride(d, D) apart.
+__device__ inline int64_t grad_offset(const AttentionDesc& d, int part, int64_t g) {
+  return d.heads ? packed_row(d, g) + part * d.heads * d.D : (part * d.G + g) * d.T * d.D;
+}
+__device__ inline AttentionRows query_rows(const AttentionDesc& d, const float* q, int64_t g) {
+  return {q + (d.heads ? packed_row(d, g) : g * d.T * d.D), nullptr, d.T, d.D, qkv_stride(d, d.D)};
+}
+__device__ inline AttentionRows dy_rows(const AttentionDesc& d, const float* dy, int64_t g) {
+  return {dy + out_offset(d, g), nullptr, d.T, d.E, out_stride(d)};
+}
+// Group g's keys (values): the first `used` rows of its key group, then k2's (v2's).
+__device__ inline AttentionRows key_rows(const AttentionDesc& d, const float* k, const float* k2, int64_t g, int64_t used) {
+  const int64_t kvg = g / d.rep;
+  return {k + (d.heads ? packed_row(d, g) + d.heads * d.D : kvg * d.cap * d.D), k2 ? k2 + kvg * d.S2 * d.D : nullptr, used, d.D,
+          qkv_stride(d, d.D)};
+}
+__device__ inline AttentionRows value_rows(const AttentionDesc& d, const float* v, const float* v2, int64_t g, int64_t used) {
+  const int64_t kvg = g / d.rep;
+  return {v + (d.heads ? packed_row(d, g) + 2 * d.heads * d.D : kvg * d.cap * d.E), v2 ? v2 + kvg * d.S2 * d.E : nullptr, used,
+          d.E, qkv_stride(d, d.E)};
+}
+
 // The tiled kernels' shared-memory layout: rows padded to Dq floats (a multiple of 4, for float4
-// reads), score rows of Sp floats (the keys rounded up to tiles of 32), one tile's floats.
+// reads), the other side's tile rows Dt floats apart (an odd count of float4s, so a warp reading
+// one float4 per lane from its own row hits every bank once per quarter), score rows of Sp floats
+// (the keys rounded up to tiles of 32), one tile's floats.
 struct TiledShape {
-  int Dq = 0, Sp = 0, tile_floats = 0;
+  int Dq = 0, Dt = 0, Sp = 0, tile_floats = 0;
 };
 
 // Blocks for the G query groups' row blocks of `rows` (a grid-stride loop past the cap).

@@ -16,6 +16,7 @@ Capabilities capabilities() {
   VOLTA_CUDA_KERNELS(VOLTA_CUDA_KERNEL)
 #undef VOLTA_CUDA_KERNEL
   caps.dtypes = {DType::f32, DType::i32, DType::i64, DType::f64};
+  caps.features = {"attention.packed_heads"};
   return caps;
 }
 
@@ -33,11 +34,6 @@ Status check_node(const ir::Graph& g, const ir::Node& n) {
     if (n.inputs.size() == 4 && g.node(n.inputs[3]).type.dtype != DType::i32)
       return refuse("has no kernel for an additive mask input yet");
     if (at->zero_nan_probs != 0) return refuse("has no kernel for zero_nan_probs yet");
-    if (at->packed_heads) return refuse("has no kernel for packed_heads yet");
-  }
-  if (n.op == ir::Op::AttentionGrad) {
-    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::AttentionGrad>(n));
-    if (at->packed_heads) return refuse("has no kernel for packed_heads yet");
   }
   return Status::ok();
 }
@@ -85,7 +81,8 @@ size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) {
   if (n.op == ir::Op::Attention || n.op == ir::Op::AttentionGrad) {
     const Shape& q = g.node(n.inputs[0]).type.shape;
     if (q.size() < 2) return 0;
-    int64_t groups = 1;
+    const auto heads = n.attrs.get_int("packed_heads", 0);
+    int64_t groups = heads.is_ok() && *heads > 0 ? *heads : 1;  // packed_heads: the batch times H
     for (size_t i = 0; i + 2 < q.size(); ++i) groups *= q[i];
     return static_cast<size_t>(attention_workspace_bytes(groups, q[q.size() - 2], n.op == ir::Op::AttentionGrad));
   }

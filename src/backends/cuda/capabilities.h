@@ -11,8 +11,7 @@ namespace volta::cuda {
 // Ops with a CUDA kernel (src/backends/cuda/*.cu); planning refuses every other op by name.
 Capabilities capabilities();
 // The forms of supported ops the kernels refuse, named at plan time (Backend::check_node): an
-// elementwise op on anything but f32; attention with an additive mask, zero_nan_probs or
-// packed_heads; attention_grad with packed_heads.
+// elementwise op on anything but f32; attention with an additive mask or zero_nan_probs.
 Status check_node(const ir::Graph& g, const ir::Node& n);
 // The kernel of node n (Backend::kernel_info). Volta's own kernels are strict: they reduce in
 // a fixed order (no atomics, launch shapes fixed by the problem's shape, never by the device),

@@ -9,10 +9,20 @@ namespace volta::cuda {
 namespace {
 
 template <ir::Op op, typename I>
-__global__ void binary_kernel(const float* x, const float* y, float* out, int64_t n, StridedIndex idx, bool same_shape) {
+__global__ void binary_kernel(const float* x, const float* y, float* out, int64_t n, StridedIndex idx) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ox = same_shape ? i : strided_offset<I>(idx, 0, static_cast<I>(i));
-    const int64_t oy = same_shape ? i : strided_offset<I>(idx, 1, static_cast<I>(i));
+    const int64_t ox = strided_offset<I>(idx, 0, static_cast<I>(i));
+    const int64_t oy = strided_offset<I>(idx, 1, static_cast<I>(i));
+    out[i] = static_cast<float>(ir::scalar_binary<op>(static_cast<double>(x[ox]), static_cast<double>(y[oy])));
+  }
+}
+
+// Operands out-shaped (period 0) or repeating every `period` elements: one remainder at most
+// per operand instead of a division per dim (index arithmetic is what a bias add spends on).
+template <ir::Op op, typename I>
+__global__ void binary_period_kernel(const float* x, const float* y, float* out, I n, I px, I py) {
+  for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const I ox = px == 0 ? i : i % px, oy = py == 0 ? i : i % py;
     out[i] = static_cast<float>(ir::scalar_binary<op>(static_cast<double>(x[ox]), static_cast<double>(y[oy])));
   }
 }
@@ -27,17 +37,23 @@ __global__ void unary_kernel(const float* x, float* out, int64_t n) {
 
 // One kernel instantiation per op of the category (ir::with_op_of_category); `op` picks it.
 cudaError_t launch_binary(ir::Op op, const float* x, const float* y, float* out, int64_t n, const StridedIndex& idx,
-                          bool same_shape, cudaStream_t stream) {
+                          int64_t period_x, int64_t period_y, cudaStream_t stream) {
   cudaError_t err = cudaErrorInvalidValue;
   ir::with_op_of_category<ir::OpCategory::Binary>(op, [&](auto k) {
     if (n == 0) {
       err = cudaSuccess;
       return;
     }
-    if (same_shape || index_fits_32(idx, n, 2))
-      binary_kernel<decltype(k)::value, int32_t><<<grid_for(n), kThreads, 0, stream>>>(x, y, out, n, idx, same_shape);
+    // uint32_t: i + the grid's stride (at most 2^28) stays below 2^32 for any n < 2^31.
+    if (period_x >= 0 && period_y >= 0 && n <= INT32_MAX)
+      binary_period_kernel<decltype(k)::value, uint32_t><<<grid_for(n), kThreads, 0, stream>>>(
+          x, y, out, static_cast<uint32_t>(n), static_cast<uint32_t>(period_x), static_cast<uint32_t>(period_y));
+    else if (period_x >= 0 && period_y >= 0)
+      binary_period_kernel<decltype(k)::value, int64_t><<<grid_for(n), kThreads, 0, stream>>>(x, y, out, n, period_x, period_y);
+    else if (index_fits_32(idx, n, 2))
+      binary_kernel<decltype(k)::value, int32_t><<<grid_for(n), kThreads, 0, stream>>>(x, y, out, n, idx);
     else
-      binary_kernel<decltype(k)::value, int64_t><<<grid_for(n), kThreads, 0, stream>>>(x, y, out, n, idx, same_shape);
+      binary_kernel<decltype(k)::value, int64_t><<<grid_for(n), kThreads, 0, stream>>>(x, y, out, n, idx);
     err = cudaGetLastError();
   });
   return err;

@@ -29,9 +29,11 @@ struct StridedIndex {
 // ---- elementwise.cu -----------------------------------------------------------------------------
 // Every op of category Binary (launch_binary) or Unary (launch_unary) of ops.def; another op is
 // cudaErrorInvalidValue. out[i] = x[off0] op y[off1] over idx (strides[0] for x, strides[1] for
-// y); same_shape skips the index arithmetic when both operands are already out-shaped.
+// y). Where both operands' periods are given (>= 0) the offsets skip idx: an operand of period
+// 0 is out-shaped (offset i), one of period p > 0 repeats along out's leading dims (offset
+// i % p: a bias over the last dims).
 cudaError_t launch_binary(ir::Op op, const float* x, const float* y, float* out, int64_t n, const StridedIndex& idx,
-                          bool same_shape, cudaStream_t stream);
+                          int64_t period_x, int64_t period_y, cudaStream_t stream);
 cudaError_t launch_unary(ir::Op op, const float* x, float* out, int64_t n, cudaStream_t stream);
 
 // ---- activation.cu ------------------------------------------------------------------------------
@@ -153,9 +155,13 @@ struct AttentionDesc {
   int64_t offset = 0;  // row i keeps keys j <= i + offset
   double scale = 1.0;
   const int32_t* position = nullptr;  // device i32 or null: S1 = position + T, offset moved by it
+  // packed_heads H (0: the plain layout above): group g is head g % H of batch g / H; q, k and v
+  // are the thirds of packed [.., T, 3 H D] rows (head h at columns h D.. of its third), the
+  // output and dy [.., T, H D], attention_grad's dq, dk, dv where q, k, v were read (rep = 1).
+  int64_t heads = 0;
 };
 constexpr int64_t kAttentionMaxDim = 128;  // D and E of the fused kernels
-// out [G, T, E]; `finite` is G ints of workspace. A position outside [0, cap - T] makes the
+// out [G, T, E] (plain); `finite` is G ints of workspace. A position outside [0, cap - T] makes the
 // output nan (the host has no copy of it).
 cudaError_t launch_attention(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
                              const AttentionDesc& d, int* finite, cudaStream_t stream);

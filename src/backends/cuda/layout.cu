@@ -65,27 +65,42 @@ __global__ void cache_write_kernel(uint32_t* cache, const uint32_t* rows, const 
 }
 
 // Block b owns the kGradCols columns (b % strips) of output row b / strips (and b + grid, ...):
-// each thread one column, summing the positions in order. The ids pass through shared memory a
-// tile at a time. Narrow column strips give the GPU rows x strips blocks, where one block per
-// row left most of it idle on a small vocabulary.
-constexpr int kGradCols = 64;
+// each thread one column, summing the positions whose id is the row in index order, in double.
+// The block reads the ids a chunk of kGradCols at a time (one per thread, coalesced), each warp's
+// hits as a ballot mask; the hits are then taken in index order, a few loads in flight before
+// their adds, so a block neither walks the ids one by one nor waits on each load.
+constexpr int kGradCols = 128;
+constexpr int kGradLoads = 4;
 template <typename Id>
 __global__ void __launch_bounds__(kGradCols) embedding_grad_kernel(const Id* __restrict__ ids, int64_t P,
                                                                    const float* __restrict__ dy, float* __restrict__ out,
                                                                    int64_t rows, int64_t D) {
-  __shared__ int64_t tile[kGradCols];
+  __shared__ unsigned masks[kGradCols / 32];
   const int64_t strips = (D + kGradCols - 1) / kGradCols;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   for (int64_t b = blockIdx.x; b < rows * strips; b += gridDim.x) {
     const int64_t r = b / strips, d = b % strips * kGradCols + threadIdx.x;
     double acc = 0.0;
     for (int64_t p0 = 0; p0 < P; p0 += kGradCols) {
-      const int64_t count = P - p0 < kGradCols ? P - p0 : kGradCols;
-      __syncthreads();  // the previous tile has been read
-      if (threadIdx.x < count) tile[threadIdx.x] = static_cast<int64_t>(ids[p0 + threadIdx.x]);
+      const int64_t p = p0 + threadIdx.x;
+      const unsigned hits = __ballot_sync(0xffffffffu, p < P && static_cast<int64_t>(ids[p]) == r);
+      __syncthreads();  // the previous chunk's masks have been read
+      if (lane == 0) masks[warp] = hits;
       __syncthreads();
-      if (d < D)
-        for (int64_t j = 0; j < count; ++j)
-          if (tile[j] == r) acc += dy[(p0 + j) * D + d];
+      for (int w = 0; w < kGradCols / 32; ++w) {
+        unsigned bits = masks[w];
+        while (bits != 0) {
+          int64_t at[kGradLoads];
+          int k = 0;
+          for (; k < kGradLoads && bits != 0; ++k, bits &= bits - 1) at[k] = p0 + w * 32 + __ffs(static_cast<int>(bits)) - 1;
+          float v[kGradLoads];
+#pragma unroll
+          for (int u = 0; u < kGradLoads; ++u) v[u] = u < k && d < D ? dy[at[u] * D + d] : 0.0f;
+#pragma unroll
+          for (int u = 0; u < kGradLoads; ++u)
+            if (u < k) acc += v[u];
+        }
+      }
     }
     if (d < D) out[r * D + d] = static_cast<float>(acc);
   }

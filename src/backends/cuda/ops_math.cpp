@@ -113,16 +113,14 @@ Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorR
       return internal_error(prefix(n) + "CUDA kernel computes f32 only " + ir::node_ref(n));
   if (out.type.dtype != DType::f32) return internal_error(prefix(n) + "CUDA kernel computes f32 only " + ir::node_ref(n));
   AttentionDesc d;
-  std::optional<int64_t> causal_offset, prefix_rows;
+  std::optional<int64_t> causal_offset, prefix_rows, packed_heads;
   if (grad) {
     VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::AttentionGrad>(n));
-    d.scale = at->scale, causal_offset = at->causal_offset;
-    if (at->packed_heads) return unimplemented(prefix(n) + "packed_heads has no CUDA kernel yet " + ir::node_ref(n));
+    d.scale = at->scale, causal_offset = at->causal_offset, packed_heads = at->packed_heads;
   } else {
     VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Attention>(n));
-    d.scale = at->scale, causal_offset = at->causal_offset, prefix_rows = at->prefix;
+    d.scale = at->scale, causal_offset = at->causal_offset, prefix_rows = at->prefix, packed_heads = at->packed_heads;
     if (at->zero_nan_probs != 0) return unimplemented(prefix(n) + "zero_nan_probs has no CUDA kernel yet " + ir::node_ref(n));
-    if (at->packed_heads) return unimplemented(prefix(n) + "packed_heads has no CUDA kernel yet " + ir::node_ref(n));
   }
   d.causal = causal_offset.has_value();
   d.offset = causal_offset.value_or(0);
@@ -133,6 +131,12 @@ Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorR
   d.G = product(qs, 0, r - 2), d.T = qs[r - 2], d.D = qs[r - 1], d.E = in[2].shape()[r - 1];
   const int64_t kv_groups = product(in[1].shape(), 0, r - 2);
   d.rep = kv_groups == 0 ? 1 : d.G / kv_groups;
+  if (packed_heads) {  // q, k, v [.., T, 3 H D] (the shape rule checked them): G = batch * H, rep 1
+    if (*packed_heads <= 0 || qs[r - 1] % (3 * *packed_heads) != 0)
+      return internal_error(prefix(n) + "packed_heads does not divide the packed rows " + ir::node_ref(n));
+    d.heads = *packed_heads;
+    d.G *= d.heads, d.D = d.E = qs[r - 1] / (3 * d.heads), d.rep = 1;
+  }
   d.cap = in[1].shape()[r - 2];
   d.S1 = prefix_rows.value_or(d.cap);
   d.S2 = in.size() == 5 ? in[3].shape()[r - 2] : 0;
@@ -164,6 +168,19 @@ Status swiglu(const ir::Node& n, std::span<const TensorRef> in, const TensorRef&
                   n);
 }
 
+// An operand's period in the output (launch_binary): 0 when it is out-shaped, its element count
+// when its dims past leading 1s are out's last dims (a bias), -1 otherwise.
+static int64_t period(const Shape& s, const Shape& out) {
+  if (s == out) return 0;
+  size_t lead = 0;
+  while (lead < s.size() && s[lead] == 1) ++lead;
+  const size_t k = s.size() - lead;
+  if (k > out.size() || !std::equal(s.begin() + static_cast<std::ptrdiff_t>(lead), s.end(), out.end() - static_cast<std::ptrdiff_t>(k)))
+    return -1;
+  const int64_t p = product(s, lead, s.size());
+  return p > 0 ? p : -1;
+}
+
 Status binary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, cudaStream_t stream) {
   VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
   const Shape& os = out.shape();
@@ -173,9 +190,8 @@ Status binary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef&
   for (size_t d = 0; d < os.size(); ++d) idx.dims[d] = os[d];
   broadcast_strides(in[0].shape(), os, 1, idx.strides[0]);
   broadcast_strides(in[1].shape(), os, 1, idx.strides[1]);
-  const bool same = in[0].shape() == os && in[1].shape() == os;
   return launched(launch_binary(n.op, in[0].as<const float>(), in[1].as<const float>(), out.as<float>(), out.numel(), idx,
-                                same, stream),
+                                period(in[0].shape(), os), period(in[1].shape(), os), stream),
                   n);
 }
 
