@@ -117,11 +117,16 @@ __device__ inline Window window(const AttentionDesc& d) {
   return w;
 }
 
-// Whether rows [0, n) of `rows` are finite, as the block's threads see their share of them.
+// Whether rows [0, n) of `rows` are finite, as the block's threads see their share of them: a
+// warp per row, its lanes along it (no division per element).
 __device__ inline bool rows_finite(const AttentionRows& rows, int64_t n) {
   bool ok = true;
-  for (int64_t t = threadIdx.x; t < n * rows.width; t += blockDim.x)
-    if (!isfinite(rows.row(t / rows.width)[t % rows.width])) ok = false;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t r = threadIdx.x / 32; r < n; r += blockDim.x / 32) {
+    const float* row = rows.row(r);
+    for (int64_t c = lane; c < rows.width; c += 32)
+      if (!isfinite(row[c])) ok = false;
+  }
   return ok;
 }
 

@@ -20,18 +20,24 @@ namespace {
 
 constexpr int kWarps = 4, kRowsPerWarp = 8, kRows = kWarps * kRowsPerWarp, kTile = 32;
 constexpr int kThreadsPerBlock = kWarps * 32;
-// The dk/dv kernel at 4 blocks a multiprocessor (128 registers), for a few bytes of spill: left
-// free, ptxas takes 140 registers at head widths 33-96, which fits 3.
-constexpr int kDkvMinBlocks = 4;
+// The dk/dv kernel at 3 blocks a multiprocessor (168 registers): left free, ptxas takes 194 at
+// head widths 33-64, which fits 2, and the step ran 2% slower on an H100.
+constexpr int kDkvMinBlocks = 3;
 constexpr int kPs = kTile + 4;  // the dk/dv kernel's p and ds rows: 16-byte aligned for weighted_rows' float4 reads
 
 __device__ inline bool aligned16(const float* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// Whether a tile of `src` (cols of its `width` floats a row) can be read as float4s: rows of a
+// multiple of 4 floats at 16-byte aligned bases and strides, nothing to pad.
+__device__ inline bool float4_rows(const AttentionRows& src, int cols, int width) {
+  return width % 4 == 0 && src.stride % 4 == 0 && cols == width && aligned16(src.a) && (src.b == nullptr || aligned16(src.b));
+}
+
 // dst[r][c] (row stride `stride`) = src row r0 + r, column c, for r < kTile and c < cols; zeros
 // past `count` rows or `width` columns (the padding the float4 reads and the odd strides need).
-// Rows of a multiple of 4 floats at 16-byte aligned bases are read as float4, several in flight.
+// Rows float4_rows takes are read as float4, several in flight.
 __device__ inline void load_tile(float* dst, int stride, int cols, const AttentionRows& src, int64_t r0, int64_t count, int width) {
-  if (width % 4 == 0 && src.stride % 4 == 0 && cols == width && aligned16(src.a) && (src.b == nullptr || aligned16(src.b))) {
+  if (float4_rows(src, cols, width)) {
     const int quads = cols / 4;
 #pragma unroll 4
     for (int t = static_cast<int>(threadIdx.x); t < kTile * quads; t += blockDim.x) {
@@ -51,6 +57,51 @@ __device__ inline void load_tile(float* dst, int stride, int cols, const Attenti
     dst[r * stride + c] = r < count && c < width ? src.row(r0 + r)[c] : 0.0f;
   }
 }
+
+// The tiles of rows [start, end) of `src`, kTile rows at a time, into shared memory (row stride
+// `stride`, `cols` floats a row). Where float4_rows holds, each thread keeps its float4s of the
+// next tile in registers (P of them: the tile's 32 rows of up to 128 floats over the block's 128
+// threads), loaded while the block works on the current one; otherwise load_tile, in place.
+template <int P>
+struct TileStream {
+  AttentionRows src;
+  int64_t end;
+  int cols, width, stride, quads;
+  bool vec;
+  float4 regs[P];
+
+  __device__ TileStream(const AttentionRows& rows, int64_t start, int64_t end_, int cols_, int width_, int stride_)
+      : src(rows), end(end_), cols(cols_), width(width_), stride(stride_), quads(cols_ / 4), vec(float4_rows(rows, cols_, width_)) {
+    if (vec && start < end) fetch(start);
+  }
+  __device__ void fetch(int64_t r0) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int t = static_cast<int>(threadIdx.x) + i * kThreadsPerBlock, r = t / quads, c = t % quads * 4;
+      regs[i] = t < kTile * quads && r0 + r < end ? *reinterpret_cast<const float4*>(src.row(r0 + r) + c)
+                                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
+  // dst = the tile of rows t0.. (the one fetched last), then the next one's loads are issued.
+  __device__ void fill(float* dst, int64_t t0) {
+    if (!vec) {
+      load_tile(dst, stride, cols, src, t0, end - t0, width);
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int t = static_cast<int>(threadIdx.x) + i * kThreadsPerBlock, r = t / quads, c = t % quads * 4;
+      if (t >= kTile * quads) continue;
+      float* d = dst + r * stride + c;
+      if (stride % 4 == 0) {
+        *reinterpret_cast<float4*>(d) = regs[i];
+      } else {
+        d[0] = regs[i].x, d[1] = regs[i].y, d[2] = regs[i].z, d[3] = regs[i].w;
+      }
+    }
+    if (t0 + kTile < end) fetch(t0 + kTile);
+  }
+};
 
 // s[r] = dot(rows[r], col) for the warp's 8 rows (row stride Dq, read as float4 broadcasts) and
 // the lane's row `col` (16-byte aligned, read as float4): each one chain of fmaf over d in order.
@@ -118,10 +169,12 @@ __device__ inline float score_grad(float p, float dp, float pdp, float scale) { 
 
 // Scores of the block's 32 rows (`rows`, [32][Dq]) against keys [0, end) into sc [32][Sp]:
 // tiles of 32 keys through `tile` ([32][Dt]).
+template <int C>
 __device__ inline void score_rows(const float* rows, int Dq, int Dt, float* tile, const AttentionRows& keys, int64_t end, int64_t i0,
                                   const AttentionDesc& d, float scale, float* sc, int Sp, int warp, int lane) {
+  TileStream<2 * C> in(keys, 0, end, Dq, static_cast<int>(keys.width), Dt);
   for (int64_t t0 = 0; t0 < end; t0 += kTile) {
-    load_tile(tile, Dt, Dq, keys, t0, end - t0, static_cast<int>(keys.width));
+    in.fill(tile, t0);
     __syncthreads();
     float s[kRowsPerWarp];
     dots8(rows + warp * kRowsPerWarp * Dq, Dq, tile + lane * Dt, s);
@@ -163,8 +216,9 @@ __device__ inline void weighted_sum(const float* sc, int Sp, float* tile, const 
                                     int64_t T, float* out, int64_t stride, int warp, int lane) {
   const int width = static_cast<int>(vals.width);
   float acc[kRowsPerWarp][C] = {};
+  TileStream<2 * C> in(vals, 0, end, width, width, width);
   for (int64_t t0 = 0; t0 < end; t0 += kTile) {
-    load_tile(tile, width, width, vals, t0, end - t0, width);
+    in.fill(tile, t0);
     __syncthreads();
     weighted_rows<C>(sc + warp * kRowsPerWarp * Sp + t0, Sp, tile, width, width, static_cast<int>(min(int64_t{kTile}, end - t0)),
                      lane, acc);
@@ -206,7 +260,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_kernel(const
     const AttentionRows keys = key_rows(d, k, k2, g, d.S1), vals = value_rows(d, v, v2, g, d.S1);
     const int64_t end = keys_end(d, finite, g, i0, S);
     load_tile(qs, Dq, Dq, query_rows(d, q, g), i0, d.T - i0, D);
-    score_rows(qs, Dq, ts.Dt, tile, keys, end, i0, d, scale, sc, ts.Sp, warp, lane);
+    score_rows<C>(qs, Dq, ts.Dt, tile, keys, end, i0, d, scale, sc, ts.Sp, warp, lane);
     float m[kRowsPerWarp], l[kRowsPerWarp];
     softmax_rows(sc, ts.Sp, end, warp, lane, m, l);
     __syncthreads();
@@ -237,11 +291,11 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
     const int64_t end = keys_end(d, finite, g, i0, T);
     load_tile(qs, Dq, Dq, query_rows(d, q, g), i0, T - i0, D);
     load_tile(dys, Dq, Dq, dy_rows(d, dy, g), i0, T - i0, D);
-    score_rows(qs, Dq, ts.Dt, tile, keys, end, i0, d, scale, ps, Sp, warp, lane);
+    score_rows<C>(qs, Dq, ts.Dt, tile, keys, end, i0, d, scale, ps, Sp, warp, lane);
     // dp = dy . v, the same dot products as the scores (no mask: only read where p is)
     AttentionDesc open = d;
     open.causal = false;
-    score_rows(dys, Dq, ts.Dt, tile, vals, end, i0, open, 1.0f, dps, Sp, warp, lane);
+    score_rows<C>(dys, Dq, ts.Dt, tile, vals, end, i0, open, 1.0f, dps, Sp, warp, lane);
     float m[kRowsPerWarp], l[kRowsPerWarp], pdp[kRowsPerWarp];
     softmax_rows(ps, Sp, end, warp, lane, m, l);
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -292,9 +346,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kDkvMinBlocks) attention_til
     load_tile(vr, Dq, Dq, value_rows(d, v, nullptr, g, T), j0, T - j0, D);
     const AttentionRows qrows = query_rows(d, q, g), dyrows = dy_rows(d, dy, g);
     float dk_acc[kRowsPerWarp][C] = {}, dv_acc[kRowsPerWarp][C] = {};
+    TileStream<2 * C> q_in(qrows, start, T, Dq, D, Dt), dy_in(dyrows, start, T, Dq, D, Dt);
     for (int64_t t0 = start; t0 < T; t0 += kTile) {
-      load_tile(qt, Dt, Dq, qrows, t0, T - t0, D);
-      load_tile(dyt, Dt, Dq, dyrows, t0, T - t0, D);
+      q_in.fill(qt, t0);
+      dy_in.fill(dyt, t0);
       for (int t = static_cast<int>(threadIdx.x); t < kTile * 3; t += blockDim.x)
         st[t] = t0 + t / 3 < T ? stats[(g * T + t0) * 3 + t] : 0.0f;
       __syncthreads();

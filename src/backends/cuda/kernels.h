@@ -37,14 +37,15 @@ cudaError_t launch_binary(ir::Op op, const float* x, const float* y, float* out,
 cudaError_t launch_unary(ir::Op op, const float* x, float* out, int64_t n, cudaStream_t stream);
 
 // ---- activation.cu ------------------------------------------------------------------------------
-// Each element in double with the CPU reference's f32 roundings (ir/scalar_math.h).
+// Each element in double with the CPU reference's f32 roundings (ir/scalar_math.h); gelu's erf
+// form and its gradient in f32 (activation.cu says why).
 cudaError_t launch_gelu(const float* x, float* out, int64_t n, bool tanh_form, cudaStream_t stream);
 // x [rows, 2F] -> out [rows, F] = silu(gate) * up; with dy [rows, F], the gradient [rows, 2F].
 cudaError_t launch_swiglu(const float* x, const float* dy, float* out, int64_t rows, int64_t F, cudaStream_t stream);
 
 // out = x > 0 ? dy : 0
 cudaError_t launch_relu_grad(const float* x, const float* dy, float* out, int64_t n, cudaStream_t stream);
-// out = gelu'(x) * dy, erf form or tanh approximation, in double.
+// out = gelu'(x) * dy, erf form (f32) or tanh approximation (double).
 cudaError_t launch_gelu_grad(const float* x, const float* dy, float* out, int64_t n, bool tanh_form, cudaStream_t stream);
 cudaError_t launch_silu_grad(const float* x, const float* dy, float* out, int64_t n, cudaStream_t stream);
 
