@@ -371,7 +371,8 @@ std::vector<OpCase> cases_of(Op op) {
               no_grad(C({f({4, 8, 70}), f({4, 8, 70})}, A{{"center", I(0)}}, 1e-4), "a backward op")};
     case Op::EmbeddingGrad:
       return {C({i32({2, 50}, 11), f({2, 50, 16})}, A{{"rows", I(11)}}, 1e-6),
-              C({i64({600}, 9), f({600, 300})}, A{{"rows", I(9)}}, 1e-6)};  // runs of ids, D > a CUDA block
+              C({i64({600}, 9), f({600, 300})}, A{{"rows", I(9)}}, 1e-6),  // runs of ids, D > a CUDA block
+              C({i32({3, 1100}, 7), f({3, 1100, 20})}, A{{"rows", I(7)}}, 1e-6)};  // several of CUDA's id windows
     case Op::CrossEntropyGrad:
       return {C({f({6, 65}), i32({6}, 65), value(DType::f32, {}, 0.75)}, {}, 2e-6),
               C({f({2, 30, 700}), i64({2, 30}, 700), value(DType::f32, {}, 0.75)}, A{{"ignore_index", I(3)}}, 2e-6)};
@@ -391,8 +392,11 @@ std::vector<OpCase> cases_of(Op op) {
     case Op::AvgPoolGrad:
       return {C({f({1, 2, 6, 6})}, A{{"kernel", V({3, 3})}, {"pads", V({1, 1, 1, 1})}, {"shape", V({1, 2, 6, 6})}}, 1e-6)};
 
-    case Op::GradNorm:  // past several chunks of the CUDA squares tree, ragged ends
-      return {C({f({100003}), f({17}), f({16384})}, {}, 1e-6), C({f({3, 7})}, {}, 1e-6), C({f({})}, {}, 1e-6)};
+    case Op::GradNorm: {  // past several chunks of the CUDA squares tree, ragged ends; more gradients than a CUDA batch
+      std::vector<CaseInput> many;
+      for (int i = 0; i < 70; ++i) many.push_back(f({i % 5 == 0 ? 9000 : 3 + i}));
+      return {C({f({100003}), f({17}), f({16384})}, {}, 1e-6), C({f({3, 7})}, {}, 1e-6), C({f({})}, {}, 1e-6), C(many, {}, 1e-6)};
+    }
     case Op::OptimizerUpdate: {
       auto scalars = [](double norm) {
         return std::vector<CaseInput>{value(DType::f64, {}, norm), value(DType::f64, {}, 1e-2), value(DType::i64, {}, 3)};

@@ -383,7 +383,7 @@ cudaError_t launch_attention(const float* q, const float* k, const float* v, con
 }
 
 cudaError_t launch_attention_grad(const float* q, const float* k, const float* v, const float* dy, float* out,
-                                  const AttentionDesc& d, int* finite, double* stats, cudaStream_t stream) {
+                                  const AttentionDesc& d, int* finite, double* stats, float* probs, cudaStream_t stream) {
   if (d.G == 0 || d.T == 0 || d.D == 0) return cudaSuccess;
   if (d.D > kAttentionMaxDim || d.E != d.D) return cudaErrorInvalidValue;
   if (d.causal && d.offset >= 0) {  // as attention's: only then may blocks skip
@@ -392,7 +392,7 @@ cudaError_t launch_attention_grad(const float* q, const float* k, const float* v
   }
   if (attention_tiled_fits(d, true))
     return launch_attention_grad_tiled(q, k, v, dy, out, d, d.causal && d.offset >= 0 ? finite : nullptr,
-                                       reinterpret_cast<float*>(stats), stream);
+                                       reinterpret_cast<float*>(stats), probs, stream);
   const size_t dq_shared = sizeof(float) * static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
   if (cudaError_t e = allow_shared(attention_dq_kernel, dq_shared); e != cudaSuccess) return e;
   attention_dq_kernel<<<attention_grid(d, kRows), kAttnThreads, dq_shared, stream>>>(q, k, v, dy, out, d, finite, stats);

@@ -274,7 +274,8 @@ template <int C>
 __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                                                               const float* __restrict__ v, const float* __restrict__ dy,
                                                                               float* __restrict__ dq, AttentionDesc d, TiledShape ts,
-                                                                              const int* __restrict__ finite, float* __restrict__ stats) {
+                                                                              const int* __restrict__ finite, float* __restrict__ stats,
+                                                                              float* __restrict__ probs) {
   extern __shared__ float4 sm4[];
   const int D = static_cast<int>(d.D), Dq = ts.Dq, Sp = ts.Sp;
   float* qs = reinterpret_cast<float*>(sm4);
@@ -304,6 +305,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
       for (int64_t j = lane; j < end; j += 32) part = fmaf(dps[row * Sp + j], ps[row * Sp + j], part);
       pdp[r] = warp_sum(part);
       for (int64_t j = lane; j < end; j += 32) dps[row * Sp + j] = score_grad(ps[row * Sp + j], dps[row * Sp + j], pdp[r], scale);
+      const int64_t i = i0 + row;
+      if (probs != nullptr && i < T)  // the row's p and ds for the dk/dv kernel, keys [0, end)
+        for (int64_t j = lane; j < end; j += 32) {
+          probs[(g * T + i) * T + j] = ps[row * Sp + j];
+          probs[((d.G + g) * T + i) * T + j] = dps[row * Sp + j];
+        }
     }
     __syncthreads();
     weighted_sum<C>(dps, Sp, tile, keys, end, i0, T, dq + grad_offset(d, 0, g), qkv_stride(d, D), warp, lane);
@@ -317,15 +324,83 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
   }
 }
 
+// The dk/dv block's p and ds for query tile t0.. recomputed, with the dq kernel's expressions
+// (so its bits): the scores and dp from the block's key and value rows `kr`, `vr` and the tile's
+// q and dy rows (qt, dyt), the rows' statistics read into `st`; into pt and dst [32 keys][kPs].
+// Ends with the block synchronised.
+__device__ inline void recompute_probs(const float* kr, const float* vr, const float* qt, const float* dyt, const float* stats,
+                                       float* st, float* pt, float* dst, const AttentionDesc& d, int64_t g, int64_t j0, int64_t t0,
+                                       int Dq, int Dt, float scale) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t T = d.T;
+  for (int t = static_cast<int>(threadIdx.x); t < kTile * 3; t += blockDim.x) st[t] = t0 + t / 3 < T ? stats[(g * T + t0) * 3 + t] : 0.0f;
+  __syncthreads();
+  const int64_t i = t0 + lane;  // this lane's query row
+  float s[kRowsPerWarp], dp[kRowsPerWarp];
+  dots8(kr + warp * kRowsPerWarp * Dq, Dq, qt + lane * Dt, s);
+  dots8(vr + warp * kRowsPerWarp * Dq, Dq, dyt + lane * Dt, dp);
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int row = warp * kRowsPerWarp + r;
+    const int64_t j = j0 + row;
+    float p = 0.0f, ds = 0.0f;
+    if (i < T && j < T) {
+      p = probability(masked_score(s[r], i, j, T, d, scale), st[lane * 3], st[lane * 3 + 1]);
+      ds = score_grad(p, dp[r], st[lane * 3 + 2], scale);
+    }
+    pt[row * kPs + lane] = p;
+    dst[row * kPs + lane] = ds;
+  }
+  __syncthreads();
+}
+
+// The dq kernel's stored probabilities and score gradients ([G, T, T] each, query
+// rows by key columns) for the dk/dv block's keys j0.. and a query tile: each thread 8 of each
+// (query row warp + 4 u of the tile, its lane's key), the next tile's loaded while the block
+// works on the current one, and stored transposed (key rows) for weighted_rows. Zeros where the
+// dq kernel wrote none: past T, and keys past its block's causal end, where the recomputed values
+// are zeros too (masked, every operand finite).
+struct StoredProbs {
+  const float* p_rows;
+  const float* ds_rows;
+  const AttentionDesc& d;
+  const int* finite;
+  int64_t g, j0;
+  float p[8], ds[8];
+
+  __device__ void fetch(int64_t t0) {
+    const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+    const int64_t j = j0 + lane;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t i = t0 + warp + 4 * u;
+      const bool stored = i < d.T && j < keys_end(d, finite, g, i / kRows * kRows, d.T);
+      p[u] = stored ? p_rows[i * d.T + j] : 0.0f;
+      ds[u] = stored ? ds_rows[i * d.T + j] : 0.0f;
+    }
+  }
+  __device__ void fill(float* pt, float* dst, int64_t t0) {
+    const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      pt[lane * kPs + warp + 4 * u] = p[u];
+      dst[lane * kPs + warp + 4 * u] = ds[u];
+    }
+    if (t0 + kTile < d.T) fetch(t0 + kTile);
+  }
+};
+
 // ---- attention_grad, part 2: dk and dv per key row, over the query rows that see it ----
 // Shared memory: key and value rows [32][Dq] each, q and dy tiles [32][Dt] each, the tile's p
-// and ds [32 keys][kPs] each, and its rows' statistics [32][3].
-template <int C>
+// and ds [32 keys][kPs] each, and its rows' statistics [32][3]. kStored: p and ds come from the
+// dq kernel (StoredProbs), so neither the key and value rows nor the statistics are read.
+template <int C, bool kStored>
 __global__ void __launch_bounds__(kThreadsPerBlock, kDkvMinBlocks) attention_tiled_dkv_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                                                                const float* __restrict__ v, const float* __restrict__ dy,
                                                                                float* __restrict__ grads, AttentionDesc d, TiledShape ts,
                                                                                const int* __restrict__ finite,
-                                                                               const float* __restrict__ stats) {
+                                                                               const float* __restrict__ stats,
+                                                                               const float* __restrict__ probs) {
   extern __shared__ float4 sm4[];
   const int D = static_cast<int>(d.D), Dq = ts.Dq, Dt = ts.Dt;
   float* kr = reinterpret_cast<float*>(sm4);
@@ -342,34 +417,24 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kDkvMinBlocks) attention_til
     const int64_t g = b / row_blocks, j0 = (b % row_blocks) * kRows;
     const bool skip = finite != nullptr && finite[g] != 0;
     const int64_t start = skip ? min(max(j0 - d.offset, int64_t{0}), T) : 0;  // the first query row that sees a key here
-    load_tile(kr, Dq, Dq, key_rows(d, k, nullptr, g, T), j0, T - j0, D);
-    load_tile(vr, Dq, Dq, value_rows(d, v, nullptr, g, T), j0, T - j0, D);
+    if constexpr (!kStored) {
+      load_tile(kr, Dq, Dq, key_rows(d, k, nullptr, g, T), j0, T - j0, D);
+      load_tile(vr, Dq, Dq, value_rows(d, v, nullptr, g, T), j0, T - j0, D);
+    }
     const AttentionRows qrows = query_rows(d, q, g), dyrows = dy_rows(d, dy, g);
     float dk_acc[kRowsPerWarp][C] = {}, dv_acc[kRowsPerWarp][C] = {};
     TileStream<2 * C> q_in(qrows, start, T, Dq, D, Dt), dy_in(dyrows, start, T, Dq, D, Dt);
+    StoredProbs stored{kStored ? probs + g * T * T : nullptr, kStored ? probs + (d.G + g) * T * T : nullptr, d, finite, g, j0, {}, {}};
+    if constexpr (kStored) stored.fetch(start);
     for (int64_t t0 = start; t0 < T; t0 += kTile) {
       q_in.fill(qt, t0);
       dy_in.fill(dyt, t0);
-      for (int t = static_cast<int>(threadIdx.x); t < kTile * 3; t += blockDim.x)
-        st[t] = t0 + t / 3 < T ? stats[(g * T + t0) * 3 + t] : 0.0f;
-      __syncthreads();
-      const int64_t i = t0 + lane;  // this lane's query row
-      float s[kRowsPerWarp], dp[kRowsPerWarp];
-      dots8(kr + warp * kRowsPerWarp * Dq, Dq, qt + lane * Dt, s);
-      dots8(vr + warp * kRowsPerWarp * Dq, Dq, dyt + lane * Dt, dp);
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const int row = warp * kRowsPerWarp + r;
-        const int64_t j = j0 + row;
-        float p = 0.0f, ds = 0.0f;
-        if (i < T && j < T) {
-          p = probability(masked_score(s[r], i, j, T, d, scale), st[lane * 3], st[lane * 3 + 1]);
-          ds = score_grad(p, dp[r], st[lane * 3 + 2], scale);
-        }
-        pt[row * kPs + lane] = p;
-        dst[row * kPs + lane] = ds;
+      if constexpr (kStored) {
+        stored.fill(pt, dst, t0);
+        __syncthreads();
+      } else {
+        recompute_probs(kr, vr, qt, dyt, stats, st, pt, dst, d, g, j0, t0, Dq, Dt, scale);
       }
-      __syncthreads();
       const int n = static_cast<int>(min(int64_t{kTile}, T - t0));
       weighted_rows<C>(pt + warp * kRowsPerWarp * kPs, kPs, dyt, Dt, D, n, lane, dv_acc);
       weighted_rows<C>(dst + warp * kRowsPerWarp * kPs, kPs, qt, Dt, D, n, lane, dk_acc);
@@ -442,13 +507,14 @@ struct LaunchForward {
 template <int C>
 struct LaunchGrad {
   static cudaError_t run(const float* q, const float* k, const float* v, const float* dy, float* out, const AttentionDesc& d,
-                         const TiledShape& ts, const int* finite, float* stats, cudaStream_t stream) {
+                         const TiledShape& ts, const int* finite, float* stats, float* probs, cudaStream_t stream) {
     const size_t a = dq_shared(ts), b = dkv_shared(ts);
     if (cudaError_t e = allow_shared(attention_tiled_dq_kernel<C>, a); e != cudaSuccess) return e;
-    attention_tiled_dq_kernel<C><<<attention_grid(d, kRows), kThreadsPerBlock, a, stream>>>(q, k, v, dy, out, d, ts, finite, stats);
+    attention_tiled_dq_kernel<C><<<attention_grid(d, kRows), kThreadsPerBlock, a, stream>>>(q, k, v, dy, out, d, ts, finite, stats, probs);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    if (cudaError_t e = allow_shared(attention_tiled_dkv_kernel<C>, b); e != cudaSuccess) return e;
-    attention_tiled_dkv_kernel<C><<<attention_grid(d, kRows), kThreadsPerBlock, b, stream>>>(q, k, v, dy, out, d, ts, finite, stats);
+    auto dkv = probs != nullptr ? attention_tiled_dkv_kernel<C, true> : attention_tiled_dkv_kernel<C, false>;
+    if (cudaError_t e = allow_shared(dkv, b); e != cudaSuccess) return e;
+    dkv<<<attention_grid(d, kRows), kThreadsPerBlock, b, stream>>>(q, k, v, dy, out, d, ts, finite, stats, probs);
     return cudaGetLastError();
   }
 };
@@ -470,8 +536,8 @@ cudaError_t launch_attention_tiled(const float* q, const float* k, const float* 
 }
 
 cudaError_t launch_attention_grad_tiled(const float* q, const float* k, const float* v, const float* dy, float* out,
-                                        const AttentionDesc& d, const int* finite, float* stats, cudaStream_t stream) {
-  return by_lane_dims<LaunchGrad>(d.D, q, k, v, dy, out, d, tiled_shape(d, d.T), finite, stats, stream);
+                                        const AttentionDesc& d, const int* finite, float* stats, float* probs, cudaStream_t stream) {
+  return by_lane_dims<LaunchGrad>(d.D, q, k, v, dy, out, d, tiled_shape(d, d.T), finite, stats, probs, stream);
 }
 
 }  // namespace volta::cuda

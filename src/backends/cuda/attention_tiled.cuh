@@ -72,7 +72,9 @@ bool attention_tiled_fits(const AttentionDesc& d, bool grad);
 // the grad's statistics are 3 floats per query row.
 cudaError_t launch_attention_tiled(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
                                    const AttentionDesc& d, const int* finite, cudaStream_t stream);
+// `probs` (null, or 2 G T T floats): the dq kernel stores each row's probabilities and score
+// gradients there, and the dk/dv kernel reads them instead of recomputing them.
 cudaError_t launch_attention_grad_tiled(const float* q, const float* k, const float* v, const float* dy, float* out,
-                                        const AttentionDesc& d, const int* finite, float* stats, cudaStream_t stream);
+                                        const AttentionDesc& d, const int* finite, float* stats, float* probs, cudaStream_t stream);
 
 }  // namespace volta::cuda

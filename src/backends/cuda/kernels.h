@@ -167,9 +167,10 @@ constexpr int64_t kAttentionMaxDim = 128;  // D and E of the fused kernels
 cudaError_t launch_attention(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
                              const AttentionDesc& d, int* finite, cudaStream_t stream);
 // attention_grad: out [3, G, T, D] = dq, dk, dv (dk, dv per query group); workspace `finite` G
-// ints and `stats` G * T * 3 doubles (each row's max, sum and sum(dp * p)).
+// ints, `stats` G * T * 3 doubles (each row's max, sum and sum(dp * p)) and, where
+// attention_stored_probs_bytes gives room (else null), `probs`: 2 G T T floats.
 cudaError_t launch_attention_grad(const float* q, const float* k, const float* v, const float* dy, float* out,
-                                  const AttentionDesc& d, int* finite, double* stats, cudaStream_t stream);
+                                  const AttentionDesc& d, int* finite, double* stats, float* probs, cudaStream_t stream);
 
 // rope: out = x [rows, 2 half] rotated: row r at table row (*position or 0) + r % T of cos, sin
 // [table_rows, half], each product rounded before the add (the CPU's bits). A position outside
@@ -178,10 +179,20 @@ cudaError_t launch_rope(const float* x, const float* cos, const float* sin, cons
                         int64_t T, int64_t half, int64_t table_rows, cudaStream_t stream);
 
 // ---- optim.cu -----------------------------------------------------------------------------------
-// Sum of x[i]^2 in double over a fixed partition: chunks of kSquaresChunk elements, each a
-// fixed tree, then one fixed tree over the chunks. `partials` holds squares_partials(n) doubles;
-// the result lands in *out (device).
-cudaError_t launch_sum_of_squares(const float* x, int64_t n, double* partials, double* out, cudaStream_t stream);
+// Sums of x[i]^2 in double over a fixed partition, for up to kSquaresBatch tensors in two
+// launches: chunks of kSquaresChunk elements, each a fixed tree, then per tensor one fixed tree
+// over its chunks. Tensor t's chunks are partials[first[t] .. first[t + 1]) (first[0] = 0,
+// squares_partials(n[t]) of them); its sum lands in sums[t] (device).
+constexpr int kSquaresBatch = 64;
+struct SquaresBatch {
+  int count = 0;
+  const float* x[kSquaresBatch] = {};
+  int64_t n[kSquaresBatch] = {};
+  int64_t first[kSquaresBatch + 1] = {};
+  double* partials = nullptr;
+  double* sums = nullptr;
+};
+cudaError_t launch_sums_of_squares(const SquaresBatch& b, cudaStream_t stream);
 // out[0] = sqrt(sums[0] + sums[1] + ... + sums[n-1]), added in that order (grad_norm's tail).
 cudaError_t launch_norm_of_sums(const double* sums, int64_t n, double* out, cudaStream_t stream);
 // counter[0] += 1; out[0] = counter[0] (the step counter of the training step).

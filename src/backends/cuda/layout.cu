@@ -1,7 +1,7 @@
 // Layout kernels, mirroring ref_layout.cpp: permutes, gathers and the cache write move elements,
 // never change them (slice, concat and reshape are strided copies done with cudaMemcpy2DAsync in
 // cuda_backend.cpp). The embedding gradient gives each strip of an output row one owner block
-// that walks the positions in index order (no atomics), so it has the CPU reference's summation
+// that sums its positions in index order (no atomics), so it has the CPU reference's summation
 // order and bits.
 #include "backends/cuda/launch.cuh"
 
@@ -66,41 +66,67 @@ __global__ void cache_write_kernel(uint32_t* cache, const uint32_t* rows, const 
 
 // Block b owns the kGradCols columns (b % strips) of output row b / strips (and b + grid, ...):
 // each thread one column, summing the positions whose id is the row in index order, in double.
-// The block reads the ids a chunk of kGradCols at a time (one per thread, coalesced), each warp's
-// hits as a ballot mask; the hits are then taken in index order, a few loads in flight before
-// their adds, so a block neither walks the ids one by one nor waits on each load.
-constexpr int kGradCols = 128;
-constexpr int kGradLoads = 4;
+// The block reads the ids a window of kGradWindow at a time (kGradIds per thread, coalesced, in
+// flight together), lists the window's hits in position order in shared memory (ballots, then
+// one warp's prefix sum over their counts), then walks the list kGradLoads loads at a time,
+// adding in order: a block neither walks the ids one by one nor waits on each load.
+constexpr int kGradCols = 128, kGradIds = 8, kGradWindow = kGradCols * kGradIds, kGradLoads = 8;
 template <typename Id>
 __global__ void __launch_bounds__(kGradCols) embedding_grad_kernel(const Id* __restrict__ ids, int64_t P,
                                                                    const float* __restrict__ dy, float* __restrict__ out,
                                                                    int64_t rows, int64_t D) {
-  __shared__ unsigned masks[kGradCols / 32];
+  constexpr int kMasks = kGradWindow / 32;
+  static_assert(kMasks == 32, "one warp's prefix sum covers the window's masks");
+  __shared__ unsigned masks[kMasks];
+  __shared__ int offsets[kMasks + 1];
+  __shared__ int64_t hits[kGradWindow];
   const int64_t strips = (D + kGradCols - 1) / kGradCols;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   for (int64_t b = blockIdx.x; b < rows * strips; b += gridDim.x) {
     const int64_t r = b / strips, d = b % strips * kGradCols + threadIdx.x;
     double acc = 0.0;
-    for (int64_t p0 = 0; p0 < P; p0 += kGradCols) {
-      const int64_t p = p0 + threadIdx.x;
-      const unsigned hits = __ballot_sync(0xffffffffu, p < P && static_cast<int64_t>(ids[p]) == r);
-      __syncthreads();  // the previous chunk's masks have been read
-      if (lane == 0) masks[warp] = hits;
-      __syncthreads();
-      for (int w = 0; w < kGradCols / 32; ++w) {
-        unsigned bits = masks[w];
-        while (bits != 0) {
-          int64_t at[kGradLoads];
-          int k = 0;
-          for (; k < kGradLoads && bits != 0; ++k, bits &= bits - 1) at[k] = p0 + w * 32 + __ffs(static_cast<int>(bits)) - 1;
-          float v[kGradLoads];
+    for (int64_t p0 = 0; p0 < P; p0 += kGradWindow) {
+      // Position p0 + 128 u + 32 warp + lane is bit `lane` of mask u * 4 + warp: masks in position order.
+      bool hit[kGradIds];
 #pragma unroll
-          for (int u = 0; u < kGradLoads; ++u) v[u] = u < k && d < D ? dy[at[u] * D + d] : 0.0f;
-#pragma unroll
-          for (int u = 0; u < kGradLoads; ++u)
-            if (u < k) acc += v[u];
-        }
+      for (int u = 0; u < kGradIds; ++u) {
+        const int64_t p = p0 + u * kGradCols + threadIdx.x;
+        hit[u] = p < P && static_cast<int64_t>(ids[p]) == r;
       }
+#pragma unroll
+      for (int u = 0; u < kGradIds; ++u) {
+        const unsigned m = __ballot_sync(0xffffffffu, hit[u]);
+        if (lane == 0) masks[u * (kGradCols / 32) + warp] = m;
+      }
+      __syncthreads();
+      if (warp == 0) {  // exclusive prefix sum of the masks' counts (kMasks == 32: one per lane)
+        const int count = __popc(masks[lane]);
+        int sum = count;
+        for (int s = 1; s < 32; s <<= 1) {
+          const int o = __shfl_up_sync(0xffffffffu, sum, s);
+          if (lane >= s) sum += o;
+        }
+        offsets[lane] = sum - count;
+        if (lane == 31) offsets[kMasks] = sum;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int u = 0; u < kGradIds; ++u)
+        if (hit[u]) {
+          const int k = u * (kGradCols / 32) + warp;
+          hits[offsets[k] + __popc(masks[k] & ((1u << lane) - 1u))] = p0 + u * kGradCols + threadIdx.x;
+        }
+      __syncthreads();
+      const int n = offsets[kMasks];
+      for (int h = 0; h < n; h += kGradLoads) {
+        float v[kGradLoads];
+#pragma unroll
+        for (int u = 0; u < kGradLoads; ++u) v[u] = h + u < n && d < D ? dy[hits[h + u] * D + d] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < kGradLoads; ++u)
+          if (h + u < n) acc += v[u];
+      }
+      __syncthreads();  // masks, offsets and hits are rewritten by the next window
     }
     if (d < D) out[r * D + d] = static_cast<float>(acc);
   }

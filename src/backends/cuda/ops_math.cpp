@@ -149,8 +149,11 @@ Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorR
   int* finite = reinterpret_cast<int*>(workspace.data());
   if (grad) {
     auto* stats = reinterpret_cast<double*>(workspace.data() + attention_flags_bytes(d.G));
+    float* probs = attention_stored_probs_bytes(d.G, d.T) == 0
+                       ? nullptr
+                       : reinterpret_cast<float*>(workspace.data() + attention_flags_bytes(d.G) + attention_stats_bytes(d.G, d.T));
     return launched(launch_attention_grad(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(),
-                                          in[3].as<const float>(), out.as<float>(), d, finite, stats, stream),
+                                          in[3].as<const float>(), out.as<float>(), d, finite, stats, probs, stream),
                     n);
   }
   const float* k2 = in.size() == 5 ? in[3].as<const float>() : nullptr;

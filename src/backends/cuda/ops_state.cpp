@@ -31,7 +31,8 @@ Status cache_write(const ir::Node& n, std::span<const TensorRef> in, const Tenso
                prefix(n) + ir::node_ref(n));
 }
 
-// Each gradient's sum of squares over its fixed tree, then their sum in input order.
+// Each gradient's sum of squares over its fixed tree (kSquaresBatch gradients a launch pair),
+// then their sum in input order.
 Status grad_norm(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace, cudaStream_t stream) {
   size_t words = in.size();
   for (const TensorRef& g : in) words += static_cast<size_t>(squares_partials(g.numel()));
@@ -39,10 +40,16 @@ Status grad_norm(const ir::Node& n, std::span<const TensorRef> in, const TensorR
     return internal_error(prefix(n) + "workspace too small or output not f64 " + ir::node_ref(n));
   auto* sums = reinterpret_cast<double*>(workspace.data());
   double* partials = sums + in.size();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i].type.dtype != DType::f32) return internal_error(prefix(n) + "gradients must be f32 " + ir::node_ref(n));
-    VOLTA_RETURN_IF_ERROR(launched(launch_sum_of_squares(in[i].as<const float>(), in[i].numel(), partials, sums + i, stream), n));
-    partials += squares_partials(in[i].numel());
+  for (size_t i0 = 0; i0 < in.size(); i0 += kSquaresBatch) {
+    SquaresBatch b;
+    b.partials = partials, b.sums = sums + i0;
+    for (size_t i = i0; i < in.size() && b.count < kSquaresBatch; ++i, ++b.count) {
+      if (in[i].type.dtype != DType::f32) return internal_error(prefix(n) + "gradients must be f32 " + ir::node_ref(n));
+      b.x[b.count] = in[i].as<const float>(), b.n[b.count] = in[i].numel();
+      b.first[b.count + 1] = b.first[b.count] + squares_partials(in[i].numel());
+    }
+    VOLTA_RETURN_IF_ERROR(launched(launch_sums_of_squares(b, stream), n));
+    partials += b.first[b.count];
   }
   return launched(launch_norm_of_sums(sums, static_cast<int64_t>(in.size()), out.as<double>(), stream), n);
 }

@@ -59,23 +59,30 @@ __global__ void adam_kernel(OptimDesc d, float* __restrict__ p, const float* __r
   }
 }
 
-__global__ void __launch_bounds__(kThreads) squares_chunk_kernel(const float* __restrict__ x, int64_t n,
-                                                                 double* __restrict__ partials) {
+// Block b: chunk b - first[t] of the tensor t whose chunks hold b; each chunk's fixed tree.
+__global__ void __launch_bounds__(kThreads) squares_chunk_kernel(SquaresBatch sb) {
   __shared__ double buf[kThreads];
-  const int64_t begin = blockIdx.x * kSquaresChunk;
+  const int64_t b = blockIdx.x;
+  int t = 0;
+  while (b >= sb.first[t + 1]) ++t;
+  const float* x = sb.x[t];
+  const int64_t n = sb.n[t], begin = (b - sb.first[t]) * kSquaresChunk;
   const int64_t end = begin + kSquaresChunk < n ? begin + kSquaresChunk : n;
   double s = 0.0;
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) s += static_cast<double>(x[i]) * x[i];
   s = block_reduce(s, buf, [](double a, double b) { return a + b; });
-  if (threadIdx.x == 0) partials[blockIdx.x] = s;
+  if (threadIdx.x == 0) sb.partials[b] = s;
 }
 
-__global__ void __launch_bounds__(kThreads) sum_kernel(const double* __restrict__ partials, int64_t n, double* __restrict__ out) {
+// Block t: tensor t's chunks, one fixed tree.
+__global__ void __launch_bounds__(kThreads) sum_kernel(SquaresBatch sb) {
   __shared__ double buf[kThreads];
+  const double* partials = sb.partials + sb.first[blockIdx.x];
+  const int64_t n = sb.first[blockIdx.x + 1] - sb.first[blockIdx.x];
   double s = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) s += partials[i];
   s = block_reduce(s, buf, [](double a, double b) { return a + b; });
-  if (threadIdx.x == 0) out[0] = s;
+  if (threadIdx.x == 0) sb.sums[blockIdx.x] = s;
 }
 
 __global__ void norm_of_sums_kernel(const double* sums, int64_t n, double* out) {
@@ -109,11 +116,12 @@ cudaError_t launch_increment(int64_t* counter, int64_t* out, cudaStream_t stream
   return cudaGetLastError();
 }
 
-cudaError_t launch_sum_of_squares(const float* x, int64_t n, double* partials, double* out, cudaStream_t stream) {
-  const int64_t chunks = squares_partials(n);
-  squares_chunk_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(x, n, partials);
+cudaError_t launch_sums_of_squares(const SquaresBatch& b, cudaStream_t stream) {
+  if (b.count == 0) return cudaSuccess;
+  if (b.count > kSquaresBatch || b.first[b.count] > int64_t{0x7fffffff}) return cudaErrorInvalidValue;
+  squares_chunk_kernel<<<static_cast<unsigned>(b.first[b.count]), kThreads, 0, stream>>>(b);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  sum_kernel<<<1, kThreads, 0, stream>>>(partials, chunks, out);
+  sum_kernel<<<static_cast<unsigned>(b.count), kThreads, 0, stream>>>(b);
   return cudaGetLastError();
 }
 

@@ -13,10 +13,19 @@ constexpr int64_t kSquaresChunk = 8192;
 inline int64_t squares_partials(int64_t n) { return n == 0 ? 1 : (n + kSquaresChunk - 1) / kSquaresChunk; }
 
 // attention keeps one int per query group (are its operands finite: may causal blocks skip?),
-// attention_grad also each query row's softmax statistics (3 doubles), after the ints.
+// attention_grad also each query row's softmax statistics (3 doubles), after the ints, and where
+// they take at most kAttentionStoredProbs bytes, the probabilities and score gradients its dq
+// kernel computes ([groups, rows, rows] f32 each), which the dk/dv kernel then reads instead of
+// recomputing two products (an H100 spent more time on those than on writing and reading them).
+constexpr int64_t kAttentionStoredProbs = int64_t{256} << 20;
 inline int64_t attention_flags_bytes(int64_t groups) { return (groups * 4 + 15) / 16 * 16; }
+inline int64_t attention_stored_probs_bytes(int64_t groups, int64_t rows) {
+  const int64_t bytes = 2 * groups * rows * rows * 4;
+  return bytes <= kAttentionStoredProbs ? bytes : 0;
+}
+inline int64_t attention_stats_bytes(int64_t groups, int64_t rows) { return groups * rows * 3 * 8; }
 inline int64_t attention_workspace_bytes(int64_t groups, int64_t rows, bool grad) {
-  return attention_flags_bytes(groups) + (grad ? groups * rows * 3 * 8 : 0);
+  return attention_flags_bytes(groups) + (grad ? attention_stats_bytes(groups, rows) + attention_stored_probs_bytes(groups, rows) : 0);
 }
 
 // Whether cuBLAS's int dims hold a GEMM (the cuda.cublas matmul variant).
