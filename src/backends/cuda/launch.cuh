@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "backends/cuda/kernels.h"
 
@@ -60,6 +61,16 @@ __device__ inline T warp_max(T v) {
     else v = fmax(v, o);
   }
   return v;
+}
+
+// Whether n floats from each of the pointers can be walked as float4s (n a multiple of 4 below
+// 2^31 floats, every pointer 16-byte aligned): elementwise kernels then take four elements a thread,
+// each with its own expression, so the bits are those of one a thread.
+inline bool float4_walk(int64_t n, std::initializer_list<const void*> ptrs) {
+  if (n % 4 != 0 || n > 0x7fffffff) return false;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
 }
 
 // Dynamic shared memory past the default 48 KB needs the kernel's limit raised first.

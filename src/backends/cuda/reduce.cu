@@ -57,6 +57,7 @@ __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const float* __re
 }
 
 constexpr int kStrip = 32, kLanes = 32;  // a column block: 32 columns x 32 row lanes
+constexpr int kColumnLoads = 16;
 
 // [O, R, I] -> [O, I]: block (o, strip) of kStrip x kLanes threads.
 template <ReduceOp op>
@@ -69,8 +70,18 @@ __global__ void __launch_bounds__(kStrip* kLanes) reduce_columns_kernel(const fl
     const int64_t o = b / strips, i = (b % strips) * kStrip + c;
     double acc = identity<op>();
     if (i < I) {
+      // The lane's rows in order, kColumnLoads loads issued before their combines: the same
+      // chain, with enough bytes in flight for a grid of one block per strip.
       const float* col = x + o * R * I + i;
-      for (int64_t r = lane; r < R; r += kLanes) acc = combine<op>(acc, col[r * I]);
+      int64_t r = lane;
+      for (; r + (kColumnLoads - 1) * kLanes < R; r += kColumnLoads * kLanes) {
+        float v[kColumnLoads];
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u) v[u] = col[(r + u * kLanes) * I];
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u) acc = combine<op>(acc, v[u]);
+      }
+      for (; r < R; r += kLanes) acc = combine<op>(acc, col[r * I]);
     }
     buf[lane][c] = acc;
     __syncthreads();
