@@ -354,8 +354,8 @@ __device__ inline void recompute_probs(const float* kr, const float* vr, const f
   __syncthreads();
 }
 
-// The dq kernel's stored probabilities and score gradients ([G, T, T] each, query
-// rows by key columns) for the dk/dv block's keys j0.. and a query tile: each thread 8 of each
+// The dq kernel's stored probabilities and score gradients ([G, T, T] each, query rows by key
+// columns) for the dk/dv block's keys j0.. and a query tile: each thread 8 of each
 // (query row warp + 4 u of the tile, its lane's key), the next tile's loaded while the block
 // works on the current one, and stored transposed (key rows) for weighted_rows. Zeros where the
 // dq kernel wrote none: past T, and keys past its block's causal end, where the recomputed values
