@@ -81,8 +81,8 @@ size_t workspace_bytes(const ir::Graph& g, const ir::Node& n) {
   if (n.op == ir::Op::Attention || n.op == ir::Op::AttentionGrad) {
     const Shape& q = g.node(n.inputs[0]).type.shape;
     if (q.size() < 2) return 0;
-    const auto heads = n.attrs.get_int("packed_heads", 0);
-    int64_t groups = heads.is_ok() && *heads > 0 ? *heads : 1;  // packed_heads: the batch times H
+    const auto heads = ir::field_of<ir::Op::Attention, ir::Op::AttentionGrad>(n, [](const auto& a) { return a.packed_heads; });
+    int64_t groups = heads.is_ok() && heads->value_or(0) > 0 ? **heads : 1;  // packed_heads: the batch times H
     for (size_t i = 0; i + 2 < q.size(); ++i) groups *= q[i];
     return static_cast<size_t>(attention_workspace_bytes(groups, q[q.size() - 2], n.op == ir::Op::AttentionGrad));
   }
