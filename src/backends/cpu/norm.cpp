@@ -1,5 +1,5 @@
 // The CPU backend's layer_norm and rms_norm over the last axis and their gradients, one 16-lane
-// row kernel each (norm_vec.cpp), rows split into fixed tasks.
+// kernel each over a task's rows (norm_vec.cpp), rows split into fixed tasks.
 #include <algorithm>
 #include <cmath>
 
@@ -23,11 +23,13 @@ Status norm(const KernelArgs& a, bool center, bool grad) {
   const auto e = static_cast<float>(eps);
   if (grad) {
     const float* dy = a.in[2].as<const float>();
-    chunk_rows(rows, D, [&](int64_t r) { norm_grad_row(x + r * D, gamma, dy + r * D, out + r * D, D, e, center); });
+    chunk_row_ranges(rows, D, [&](int64_t r0, int64_t r1) {
+      norm_grad_rows(x + r0 * D, gamma, dy + r0 * D, out + r0 * D, r1 - r0, D, e, center);
+    });
     return Status::ok();
   }
   const float* beta = a.in.size() > 2 ? a.in[2].as<const float>() : nullptr;
-  chunk_rows(rows, D, [&](int64_t r) { norm_row(x + r * D, gamma, beta, out + r * D, D, e, center); });
+  chunk_row_ranges(rows, D, [&](int64_t r0, int64_t r1) { norm_rows(x + r0 * D, gamma, beta, out + r0 * D, r1 - r0, D, e, center); });
   return Status::ok();
 }
 
@@ -53,7 +55,7 @@ Status norm_param_grad(const KernelArgs& a) {
   auto* moments = reinterpret_cast<float*>(a.workspace.data());  // mean, rstd per row
   const auto eps = static_cast<float>(at->eps);
   const bool center = at->center != 0;
-  chunk_rows(rows, D, [&](int64_t r) { norm_moments(x + r * D, D, eps, center, moments + 2 * r); });
+  chunk_row_ranges(rows, D, [&](int64_t r0, int64_t r1) { norm_moments(x + r0 * D, r1 - r0, D, eps, center, moments + 2 * r0); });
   parallel_for((D + kParamGradCols - 1) / kParamGradCols, [&](int64_t t) {
     const int64_t j0 = t * kParamGradCols;
     norm_param_sums(x + j0, dy + j0, moments, rows, D, std::min(kParamGradCols, D - j0), out + j0);

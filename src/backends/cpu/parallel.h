@@ -58,11 +58,18 @@ void parallel_rows(int64_t n, int64_t len, int64_t chunk, F&& f) {
   });
 }
 
+// parallel_rows with each task's rows as one range: f(first, end).
+template <typename F>
+void parallel_row_ranges(int64_t n, int64_t len, int64_t chunk, F&& f) {
+  const int64_t per = std::max<int64_t>(1, chunk / std::max<int64_t>(1, len));
+  parallel_for((n + per - 1) / per, [&](int64_t t) { f(t * per, std::min(n, (t + 1) * per)); });
+}
+
 // Elements per task of the elementwise and row kernels: enough work to outweigh a task's
 // hand-off, few enough that tensors of a few times this size spread over the threads.
 inline constexpr int64_t kTaskElements = 16384;
 
-// parallel_chunks and parallel_rows with tasks of kTaskElements.
+// parallel_chunks, parallel_rows and parallel_row_ranges with tasks of kTaskElements.
 template <typename F>
 void chunks(int64_t n, F&& f) {
   parallel_chunks(n, kTaskElements, f);
@@ -70,6 +77,10 @@ void chunks(int64_t n, F&& f) {
 template <typename F>
 void chunk_rows(int64_t n, int64_t len, F&& f) {
   parallel_rows(n, len, kTaskElements, f);
+}
+template <typename F>
+void chunk_row_ranges(int64_t n, int64_t len, F&& f) {
+  parallel_row_ranges(n, len, kTaskElements, f);
 }
 
 }  // namespace volta::cpu

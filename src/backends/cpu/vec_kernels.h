@@ -35,11 +35,12 @@ constexpr int64_t kParamGradRows = 32;  // rows of products per call of unit_nor
     (x, y, C, valid, scale, as_log, add))                                                                             \
   X(void, softmax_grad_row, (const float* y, const float* dy, float* dx, int64_t C, float scale), (y, dy, dx, C, scale)) \
   /* norm_vec.cpp */                                                                                                  \
-  X(void, norm_row, (const float* x, const float* gamma, const float* beta, float* y, int64_t D, float eps, bool center), \
-    (x, gamma, beta, y, D, eps, center))                                                                              \
-  X(void, norm_grad_row, (const float* x, const float* gamma, const float* dy, float* dx, int64_t D, float eps, bool center), \
-    (x, gamma, dy, dx, D, eps, center))                                                                               \
-  X(void, norm_moments, (const float* x, int64_t D, float eps, bool center, float* m), (x, D, eps, center, m))        \
+  X(void, norm_rows, (const float* x, const float* gamma, const float* beta, float* y, int64_t rows, int64_t D, float eps, \
+    bool center), (x, gamma, beta, y, rows, D, eps, center))                                                          \
+  X(void, norm_grad_rows, (const float* x, const float* gamma, const float* dy, float* dx, int64_t rows, int64_t D,   \
+    float eps, bool center), (x, gamma, dy, dx, rows, D, eps, center))                                                \
+  X(void, norm_moments, (const float* x, int64_t rows, int64_t D, float eps, bool center, float* m),                  \
+    (x, rows, D, eps, center, m))                                                                                     \
   X(void, norm_param_sums, (const float* x, const float* dy, const float* moments, int64_t rows, int64_t D, int64_t n, float* out), \
     (x, dy, moments, rows, D, n, out))                                                                                \
   /* optim_vec.cpp */                                                                                                 \
