@@ -26,15 +26,17 @@ float row_sum(const float* x, int64_t n) {
 }
 
 // Whole vectors, no early exit: v - v is 0 for a finite v and nan for an inf or nan.
+// x - x is nan exactly where x is an inf or a nan; the lanes where it is not 0 are or-ed into a
+// mask (a sum of them, as before, was one chain of float adds: 5% of the attention gradient).
 bool all_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t rs) {
-  Vec acc = splat(0.0f);
+  IVec bad = splat(0.0f) != splat(0.0f);
   for (int64_t r = 0; r < rows; ++r, x += rs)
     for (int64_t i = 0; i < cols; i += kLanes) {
       const Vec v = load_n(x + i, std::min(kLanes, cols - i), 0.0f);
-      acc += v - v;
+      bad = bad | (v - v != splat(0.0f));
     }
   for (int64_t l = 0; l < kLanes; ++l)
-    if (acc[l] != 0.0f) return false;
+    if (bad[l] != 0) return false;
   return true;
 }
 
