@@ -34,16 +34,16 @@ def ratio(a, b):
 def gemm_table(logs, threads):
     print("GEMM, fp32 GFLOP/s (median); ratio = Volta / peer, higher is better")
     print()
-    print("| group | m | n | k | threads | Volta | OpenBLAS | oneDNN | Volta/OpenBLAS | Volta/oneDNN |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| group | m | n | k | form | threads | Volta | OpenBLAS | oneDNN | Volta/OpenBLAS | Volta/oneDNN |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for t in threads:
         peers = {}
         for peer in ("openblas", "onednn"):
-            peers[peer] = {(r["m"], r["n"], r["k"]): r["gflops"] for r in rows(logs, f"{peer}_matmul_t{t}")}
+            peers[peer] = {(r["m"], r["n"], r["k"], r.get("form", "nn")): r["gflops"] for r in rows(logs, f"{peer}_matmul_t{t}")}
         for v in rows(logs, f"volta_matmul_t{t}"):
-            shape = (v["m"], v["n"], v["k"])
+            shape = (v["m"], v["n"], v["k"], v.get("form", "nn"))
             blas, dnnl = peers["openblas"].get(shape, 0.0), peers["onednn"].get(shape, 0.0)
-            print(f"| {v['group']} | {v['m']} | {v['n']} | {v['k']} | {t} | {v['gflops']:.1f} | {blas:.1f} | "
+            print(f"| {v['group']} | {v['m']} | {v['n']} | {v['k']} | {shape[3]} | {t} | {v['gflops']:.1f} | {blas:.1f} | "
                   f"{dnnl:.1f} | {ratio(v['gflops'], blas)} | {ratio(v['gflops'], dnnl)} |")
     print()
 

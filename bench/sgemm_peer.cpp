@@ -5,7 +5,7 @@
 //   g++ -O2 -std=c++20 sgemm_peer.cpp -lopenblas                     -> OpenBLAS cblas_sgemm
 //   g++ -O2 -std=c++20 -DPEER_ONEDNN sgemm_peer.cpp -ldnnl -fopenmp  -> oneDNN dnnl_sgemm
 // Usage: sgemm_peer [--threads T] [--runs R] [--warmup W] [--group all|square|tiny-gpt|decode|big-gpt]
-// Output: one JSON object per line with volta's keys: bench, group, m, n, k, threads, gflops
+// Output: one JSON object per line with volta's keys: bench, group, m, n, k, form, threads, gflops
 // (median of the timed samples), gflops_best, backend.
 #include <algorithm>
 #include <chrono>
@@ -28,6 +28,7 @@ namespace {
 struct Shape {
   const char* group;
   int64_t m, n, k;
+  const char* form = "nn";  // "tn": C = Aᵀ B with A stored [k, m]; "nt": C = A Bᵀ with B stored [n, k]
 };
 
 // Must match gemm_suite() in src/cli/cmd_bench.cpp.
@@ -37,22 +38,30 @@ const Shape kSuite[] = {
     {"tiny-gpt", 768, 384, 128},   {"tiny-gpt", 768, 512, 128},   {"tiny-gpt", 768, 128, 512},
     {"tiny-gpt", 768, 65, 128},    {"decode", 1, 384, 128},       {"decode", 1, 512, 128},
     {"decode", 1, 128, 512},       {"decode", 1, 65, 128},        {"big-gpt", 16384, 1152, 384},
-    {"big-gpt", 16384, 1536, 384}, {"big-gpt", 16384, 384, 1536}, {"big-gpt", 16384, 65, 384}};
+    {"big-gpt", 16384, 1536, 384}, {"big-gpt", 16384, 384, 1536}, {"big-gpt", 16384, 65, 384},
+    {"train-bwd", 128, 384, 768, "tn"}, {"train-bwd", 128, 128, 768, "tn"}, {"train-bwd", 128, 512, 768, "tn"},
+    {"train-bwd", 512, 128, 768, "tn"}, {"train-bwd", 65, 128, 768, "tn"},  {"train-bwd", 768, 128, 384, "nt"},
+    {"train-bwd", 768, 128, 128, "nt"}, {"train-bwd", 768, 128, 512, "nt"}, {"train-bwd", 768, 512, 128, "nt"},
+    {"train-bwd", 768, 65, 128, "nt"},  {"train-bwd", 768, 128, 65}};
 
 #ifdef PEER_ONEDNN
 const char* kBackend = "onednn";
 void set_threads(int t) { omp_set_num_threads(t); }
-// C[m,n] = A[m,k] * B[k,n], all row-major (dnnl_sgemm's convention).
+// C[m,n] = op(A) * op(B), all row-major (dnnl_sgemm's convention); A stored [k, m] when
+// transposed, B [n, k].
 bool sgemm(const Shape& s, const float* a, const float* b, float* c) {
-  return dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, a, s.k, b, s.n, 0.0f, c, s.n) == dnnl_success;
+  const bool ta = s.form[0] == 't', tb = s.form[1] == 't';
+  return dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', s.m, s.n, s.k, 1.0f, a, ta ? s.m : s.k, b, tb ? s.k : s.n, 0.0f, c,
+                    s.n) == dnnl_success;
 }
 #else
 const char* kBackend = "openblas";
 void set_threads(int t) { openblas_set_num_threads(t); }
 bool sgemm(const Shape& s, const float* a, const float* b, float* c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
-              static_cast<int>(s.k), 1.0f, a, static_cast<int>(s.k), b, static_cast<int>(s.n), 0.0f, c,
-              static_cast<int>(s.n));
+  const bool ta = s.form[0] == 't', tb = s.form[1] == 't';
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(s.m),
+              static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, a, static_cast<int>(ta ? s.m : s.k), b,
+              static_cast<int>(tb ? s.k : s.n), 0.0f, c, static_cast<int>(s.n));
   return true;
 }
 #endif
@@ -123,9 +132,9 @@ int main(int argc, char** argv) {
     const double best = *std::max_element(gflops.begin(), gflops.end());
     std::sort(gflops.begin(), gflops.end());
     std::printf(
-        "{\"bench\":\"matmul\",\"group\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"threads\":%lld,"
+        "{\"bench\":\"matmul\",\"group\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"form\":\"%s\",\"threads\":%lld,"
         "\"gflops\":%.3f,\"gflops_best\":%.3f,\"backend\":\"%s\"}\n",
-        s.group, static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k),
+        s.group, static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k), s.form,
         static_cast<long long>(threads), gflops[gflops.size() / 2], best, kBackend);
     std::fflush(stdout);
   }

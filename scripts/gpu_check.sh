@@ -250,7 +250,7 @@ def rows(path):
     try:
         for line in open(path):
             r = json.loads(line)
-            out[(r["m"], r["n"], r["k"])] = r
+            out[(r["m"], r["n"], r["k"], r.get("form", "nn"))] = r
     except (OSError, ValueError):
         pass
     return out
@@ -258,16 +258,16 @@ peer = rows(sys.argv[2])
 strict, rtr = {}, {}  # Volta's rows by kernel: its own (strict), cuBLAS (run-to-run)
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    (rtr if r.get("kernel") == "cuda.cublas" else strict)[(r["m"], r["n"], r["k"])] = r
+    (rtr if r.get("kernel") == "cuda.cublas" else strict)[(r["m"], r["n"], r["k"], r.get("form", "nn"))] = r
 print("### GEMM, fp32: Volta's CUDA kernels vs cuBLAS through PyTorch (TF32 off), GFLOP/s, median of 5")
 print()
-print("| group | m | n | k | Volta strict (own) | Volta run-to-run (cuda.cublas) | PyTorch cuBLAS | strict / cuBLAS |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+print("| group | m | n | k | form | Volta strict (own) | Volta run-to-run (cuda.cublas) | PyTorch cuBLAS | strict / cuBLAS |")
+print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
 nan = float("nan")
 for key, v in strict.items():
     pg = peer[key]["gflops"] if key in peer else nan
     rg = rtr[key]["gflops"] if key in rtr else nan
-    print(f"| {v['group']} | {key[0]} | {key[1]} | {key[2]} | {v['gflops']:.0f} | {rg:.0f} | {pg:.0f} | {v['gflops'] / pg:.3f} |")
+    print(f"| {v['group']} | {key[0]} | {key[1]} | {key[2]} | {key[3]} | {v['gflops']:.0f} | {rg:.0f} | {pg:.0f} | {v['gflops'] / pg:.3f} |")
 PY
 }
 say ""

@@ -51,9 +51,13 @@ void emit(bool json, const nlohmann::ordered_json& row, const std::string& text)
 struct GemmShape {
   const char* group;
   int64_t m, n, k;
+  const char* form = "nn";  // "tn": C = Aᵀ B with A stored [k, m]; "nt": C = A Bᵀ with B stored [n, k]
 };
 
-// The peers' suite (../shared/peers/sgemm_common.hpp), so rows pair up by (m, n, k).
+// The peers' suite (../shared/peers/sgemm_common.hpp), so rows pair up by (m, n, k), and
+// bench/sgemm_peer.cpp's train-bwd group: the shakespeare-char training step's products in the
+// forms its plan runs them (768 rows of 128 channels; the weight gradients tn, the input
+// gradients and the tied head nt), paired by (m, n, k, form).
 const std::vector<GemmShape>& gemm_suite() {
   static const std::vector<GemmShape> shapes = {
       {"square", 64, 64, 64},       {"square", 128, 128, 128},    {"square", 256, 256, 256},
@@ -61,22 +65,28 @@ const std::vector<GemmShape>& gemm_suite() {
       {"tiny-gpt", 768, 384, 128},  {"tiny-gpt", 768, 512, 128},  {"tiny-gpt", 768, 128, 512},
       {"tiny-gpt", 768, 65, 128},   {"decode", 1, 384, 128},      {"decode", 1, 512, 128},
       {"decode", 1, 128, 512},      {"decode", 1, 65, 128},       {"big-gpt", 16384, 1152, 384},
-      {"big-gpt", 16384, 1536, 384}, {"big-gpt", 16384, 384, 1536}, {"big-gpt", 16384, 65, 384}};
+      {"big-gpt", 16384, 1536, 384}, {"big-gpt", 16384, 384, 1536}, {"big-gpt", 16384, 65, 384},
+      {"train-bwd", 128, 384, 768, "tn"}, {"train-bwd", 128, 128, 768, "tn"}, {"train-bwd", 128, 512, 768, "tn"},
+      {"train-bwd", 512, 128, 768, "tn"}, {"train-bwd", 65, 128, 768, "tn"},  {"train-bwd", 768, 128, 384, "nt"},
+      {"train-bwd", 768, 128, 128, "nt"}, {"train-bwd", 768, 128, 512, "nt"}, {"train-bwd", 768, 512, 128, "nt"},
+      {"train-bwd", 768, 65, 128, "nt"},  {"train-bwd", 768, 128, 65}};
   return shapes;
 }
 
 Status bench_matmul(const BenchFlags& f, const GlobalFlags& global) {
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
   VOLTA_ASSIGN_OR_RETURN(auto backend, select_backend(device));
-  if (!f.json) std::printf("%-9s %6s %6s %6s %8s %10s\n", "group", "m", "n", "k", "threads", "GFLOP/s");
+  if (!f.json) std::printf("%-9s %6s %6s %6s %8s %10s %4s\n", "group", "m", "n", "k", "threads", "GFLOP/s", "form");
   for (const GemmShape& s : gemm_suite()) {
     if (f.group != "all" && f.group != s.group) continue;
+    const bool trans_a = s.form[0] == 't', trans_b = s.form[1] == 't';
+    const Shape a_shape = trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, b_shape = trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n};
     ModelBuilder b("gemm");
-    Value x = b.input("a", {DType::f32, {s.m, s.k}});
-    Value w = b.input("b", {DType::f32, {s.k, s.n}});
-    b.output(b.matmul(x, w, "c"));
+    Value x = b.input("a", {DType::f32, a_shape});
+    Value w = b.input("b", {DType::f32, b_shape});
+    b.output(b.matmul(x, w, "c", trans_a, trans_b));
     VOLTA_ASSIGN_OR_RETURN(ir::Graph g, b.build());
-    Tensor ta = Tensor::zeros(DType::f32, {s.m, s.k}), tb = Tensor::zeros(DType::f32, {s.k, s.n}),
+    Tensor ta = Tensor::zeros(DType::f32, a_shape), tb = Tensor::zeros(DType::f32, b_shape),
            tc = Tensor::zeros(DType::f32, {s.m, s.n});
     fill_normal(ta, 1, 1, 0.0f, 1.0f);
     fill_normal(tb, 1, 2, 0.0f, 1.0f);
@@ -109,10 +119,10 @@ Status bench_matmul(const BenchFlags& f, const GlobalFlags& global) {
     }
     const double med = median(gflops);
     char text[128];
-    std::snprintf(text, sizeof text, "%-9s %6lld %6lld %6lld %8d %10.1f", s.group, static_cast<long long>(s.m),
-                  static_cast<long long>(s.n), static_cast<long long>(s.k), cpu_threads(), med);
+    std::snprintf(text, sizeof text, "%-9s %6lld %6lld %6lld %8d %10.1f %4s", s.group, static_cast<long long>(s.m),
+                  static_cast<long long>(s.n), static_cast<long long>(s.k), cpu_threads(), med, s.form);
     emit(f.json,
-         {{"bench", "matmul"}, {"group", s.group}, {"m", s.m}, {"n", s.n}, {"k", s.k}, {"threads", cpu_threads()},
+         {{"bench", "matmul"}, {"group", s.group}, {"m", s.m}, {"n", s.n}, {"k", s.k}, {"form", s.form}, {"threads", cpu_threads()},
           {"gflops", med}, {"gflops_best", *std::max_element(gflops.begin(), gflops.end())}, {"backend", backend->name()},
           {"kernel", kernel.variant}},
          text);
@@ -241,7 +251,7 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   };
   CLI::App* mm = cmd->add_subcommand("matmul", "GFLOP/s of the matmul kernel on the peers' shape suite");
   common(mm);
-  mm->add_option("--group", f->group, "all | square | tiny-gpt | decode | big-gpt")->capture_default_str();
+  mm->add_option("--group", f->group, "all | square | tiny-gpt | decode | big-gpt | train-bwd")->capture_default_str();
   CLI::App* tr = cmd->add_subcommand("train", "ms per training step of the shakespeare-char recipe");
   common(tr);
   tr->add_option("--recipe", f->group, "shakespeare-char")->capture_default_str();
