@@ -30,7 +30,7 @@ bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale
     const int64_t k = std::min(kLanes, C - c);
     const Vec v = add ? load_n(x + c, k, 0.0f) * splat(scale) + load_n(add + c, std::min(k, valid - c), 0.0f)
                       : load_n(x + c, k, 0.0f) * splat(scale);
-    return keep_first(v, valid - c, ninf);
+    return valid - c >= kLanes ? v : keep_first(v, valid - c, ninf);  // (a whole group keeps all its lanes)
   };
   Vec m = splat(ninf);
   for (int64_t c = 0; c < valid; c += kLanes) m = vmax(m, z(c));
@@ -48,7 +48,7 @@ bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale
   }
   Vec acc = splat(0.0f);
   for (int64_t c = 0; c < C; c += kLanes) {
-    const Vec e = c < valid ? vexp(z(c) - splat(mx)) : splat(0.0f);
+    const Vec e = c < valid ? vexp<true>(z(c) - splat(mx)) : splat(0.0f);  // z <= mx
     acc += e;
     if (!as_log) store_n(y + c, e, std::min(kLanes, C - c));
   }
