@@ -20,7 +20,7 @@ VOLTA_VEC_INLINE Vec gelu_v(Vec v) { return splat(0.5f) * v * (splat(1.0f) + ver
 // d/dx x Phi(x) = Phi(x) + x phi(x); erf's exp(-a^2), a = x / sqrt(2), is phi's exp(-x^2 / 2).
 VOLTA_VEC_INLINE Vec gelu_d(Vec v) {
   const Vec a = v * splat(kInvSqrt2);
-  const Vec e = vexp<true>(-a * a);
+  const Vec e = vexp(-a * a);
   // Of the two products the first is fused with the sum (-ffp-contract=fast): named, so it comes
   // first in either vector spelling (vec.h's AVX2 operators may evaluate their right operand first).
   const Vec phi = splat(0.5f) * (splat(1.0f) + verf_given(a, e));
@@ -40,7 +40,7 @@ VOLTA_VEC_INLINE SigmoidParts sigmoid_parts(Vec v) {
   const Vec a = select(neg, v, -v);  // -|v|: exp never overflows
   const auto tail = a < splat(-80.0f);
   const Vec sc = select(tail, splat(0x1p-64f), one);
-  Vec es = vexp<true>(a);
+  Vec es = vexp(a);
   bool any_tail = false;
   for (int64_t i = 0; i < kLanes; ++i) any_tail |= tail[i] != 0;
   if (any_tail) es = select(tail, math::exp_shifted(a, tail & 64), es);  // a true comparison is -1

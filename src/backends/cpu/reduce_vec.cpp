@@ -25,9 +25,8 @@ float row_sum(const float* x, int64_t n) {
   return sum_lanes(n, [&](int64_t i, int64_t k) VOLTA_VEC_LAMBDA { return load_n(x + i, k, 0.0f); });
 }
 
-// Whole vectors, no early exit: v - v is 0 for a finite v and nan for an inf or nan.
-// x - x is nan exactly where x is an inf or a nan; the lanes where it is not 0 are or-ed into a
-// mask (a sum of them, as before, was one chain of float adds: 5% of the attention gradient).
+// Whole vectors, no early exit: v - v is 0 for a finite v and nan for an inf or nan, and the
+// lanes where it is not 0 are or-ed into a mask (summed, they were one chain of float adds).
 bool all_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t rs) {
   IVec bad = splat(0.0f) != splat(0.0f);
   for (int64_t r = 0; r < rows; ++r, x += rs)

@@ -48,7 +48,7 @@ bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale
   }
   Vec acc = splat(0.0f);
   for (int64_t c = 0; c < C; c += kLanes) {
-    const Vec e = c < valid ? vexp<true>(z(c) - splat(mx)) : splat(0.0f);  // z <= mx
+    const Vec e = c < valid ? vexp(z(c) - splat(mx)) : splat(0.0f);  // z <= mx
     acc += e;
     if (!as_log) store_n(y + c, e, std::min(kLanes, C - c));
   }
