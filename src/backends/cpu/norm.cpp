@@ -11,7 +11,7 @@ namespace volta::cpu {
 
 namespace {
 
-// layer_norm / rms_norm and their gradients over the last axis, one row at a time.
+// layer_norm / rms_norm and their gradients over the last axis, a task's rows a call.
 Status norm(const KernelArgs& a, bool center, bool grad) {
   VOLTA_ASSIGN_OR_RETURN(const double eps,
                          (ir::field_of<ir::Op::LayerNorm, ir::Op::RmsNorm, ir::Op::LayerNormGrad, ir::Op::RmsNormGrad>(

@@ -56,8 +56,9 @@ VOLTA_VEC_INLINE void row_moments(const float* x, int64_t D, float eps, bool cen
 }
 
 // Rows [0, rows) in groups of G (then one by one): f(first row, group size, its moments). In the
-// training step (operands from L3) pairs measured best: 768 x 128 at 1 thread, layer_norm 51 -> 42
-// us, its gradient 68 -> 60 (groups of 4: 45 and 59; hot in L2, 4 did best).
+// training step (operands from L3; 768 x 128, 1 thread, means of six rounds) pairs did best: one
+// row a call 51 and 74 us for layer_norm and its gradient, pairs 42 and 63, fours 45 and 80
+// (hot in L2, fours won).
 constexpr int kGroup = 2;
 template <int G, typename F>
 VOLTA_VEC_INLINE void row_groups(const float* x, int64_t rows, int64_t D, float eps, bool center, F f) {
