@@ -18,55 +18,40 @@ namespace {
 struct Moments {
   float mean, rstd;
 };
-// The moments of R rows (D apart) at once: each row's sums are the same chains in the same order
-// as one row alone, interleaved. A row's chains are short and each step waits for the last (two
-// sums of D / 16 adds, two horizontal trees, a square root), so rows one after the other left the
-// cores mostly idle: a 768 x 128 layer_norm took 50 us hot in L2.
+// The moments of R rows (D apart) at once, their sums interleaved (sum_rows): a row's chains are
+// short (two sums of D / 16 adds, two horizontal trees, a square root), so rows one after the
+// other left the cores mostly idle: a 768 x 128 layer_norm took 50 us hot in L2.
 template <int R>
 VOLTA_VEC_INLINE void row_moments(const float* x, int64_t D, float eps, bool center, Moments* mo) {
   const float inv_d = 1.0f / static_cast<float>(D);
-  float mean[R];
-  Vec acc[R];
+  float mean[R], var[R];
   for (int r = 0; r < R; ++r) mean[r] = 0.0f;
   if (center) {
-    for (int r = 0; r < R; ++r) acc[r] = splat(0.0f);
-    int64_t d = 0;
-    for (; d + kLanes <= D; d += kLanes)
-      for (int r = 0; r < R; ++r) acc[r] += load(x + r * D + d);
-    if (d < D)
-      for (int r = 0; r < R; ++r) acc[r] += load_part(x + r * D + d, D - d, 0.0f);
-    for (int r = 0; r < R; ++r) mean[r] = hsum(acc[r]) * inv_d;
+    sum_rows<R>(D, [&](int r, int64_t d, int64_t k) VOLTA_VEC_LAMBDA { return load_n(x + r * D + d, k, 0.0f); }, mean);
+    for (int r = 0; r < R; ++r) mean[r] *= inv_d;
   }
-  for (int r = 0; r < R; ++r) acc[r] = splat(0.0f);
-  int64_t d = 0;
-  for (; d + kLanes <= D; d += kLanes)
-    for (int r = 0; r < R; ++r) {
-      const Vec c = load(x + r * D + d) - splat(mean[r]);
-      acc[r] += c * c;
-    }
-  if (d < D)
-    for (int r = 0; r < R; ++r) {
-      const Vec c = load_part(x + r * D + d, D - d, mean[r]) - splat(mean[r]);
-      acc[r] += c * c;
-    }
-  for (int r = 0; r < R; ++r) {
-    const float var = hsum(acc[r]) * inv_d;
-    mo[r] = {mean[r], 1.0f / std::sqrt(var + eps)};
-  }
+  sum_rows<R>(
+      D,
+      [&](int r, int64_t d, int64_t k) VOLTA_VEC_LAMBDA {
+        const Vec c = load_n(x + r * D + d, k, mean[r]) - splat(mean[r]);
+        return c * c;
+      },
+      var);
+  for (int r = 0; r < R; ++r) mo[r] = {mean[r], 1.0f / std::sqrt(var[r] * inv_d + eps)};
 }
 
-// Rows [0, rows) in groups of G (then one by one): f(first row, group size, its moments). In the
-// training step (operands from L3; 768 x 128, 1 thread, means of six rounds) pairs did best: one
-// row a call 51 and 74 us for layer_norm and its gradient, pairs 42 and 63, fours 45 and 80
-// (hot in L2, fours won).
+// Rows [0, rows) in groups of kGroup (then one by one): f(first row, group size, its moments).
+// In the training step (operands from L3; 768 x 128, 1 thread, means of six rounds) pairs did
+// best: one row a call 51 and 74 us for layer_norm and its gradient, pairs 42 and 63, fours 45
+// and 80 (hot in L2, fours won).
 constexpr int kGroup = 2;
-template <int G, typename F>
+template <typename F>
 VOLTA_VEC_INLINE void row_groups(const float* x, int64_t rows, int64_t D, float eps, bool center, F f) {
-  Moments mo[G];
+  Moments mo[kGroup];
   int64_t r = 0;
-  for (; r + G <= rows; r += G) {
-    row_moments<G>(x + r * D, D, eps, center, mo);
-    f(r, std::integral_constant<int, G>{}, mo);
+  for (; r + kGroup <= rows; r += kGroup) {
+    row_moments<kGroup>(x + r * D, D, eps, center, mo);
+    f(r, std::integral_constant<int, kGroup>{}, mo);
   }
   for (; r < rows; ++r) {
     row_moments<1>(x + r * D, D, eps, center, mo);
@@ -97,21 +82,11 @@ VOLTA_VEC_INLINE void norm_grad_out(const float* x, const float* gamma, const fl
     return (load_n(x + r * D + d, k, mo[r].mean) - splat(mo[r].mean)) * splat(mo[r].rstd);
   };
   auto g = [&](int r, int64_t d, int64_t k) VOLTA_VEC_LAMBDA { return load_n(dy + r * D + d, k, 0.0f) * load_n(gamma + d, k, 0.0f); };
-  // Sums over the row of f(r, d, k) for each row, as sum_lanes takes them.
-  auto sums = [&](float* out, auto f) VOLTA_VEC_LAMBDA {
-    Vec acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = splat(0.0f);
-    int64_t d = 0;
-    for (; d + kLanes <= D; d += kLanes)
-      for (int r = 0; r < R; ++r) acc[r] += f(r, d, kLanes);
-    if (d < D)
-      for (int r = 0; r < R; ++r) acc[r] += f(r, d, D - d);
-    for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) * inv_d;
-  };
   float g_mean[R], gx_mean[R];
   for (int r = 0; r < R; ++r) g_mean[r] = 0.0f;
-  if (center) sums(g_mean, g);
-  sums(gx_mean, [&](int r, int64_t d, int64_t k) VOLTA_VEC_LAMBDA { return g(r, d, k) * xhat(r, d, k); });
+  if (center) sum_rows<R>(D, g, g_mean);
+  sum_rows<R>(D, [&](int r, int64_t d, int64_t k) VOLTA_VEC_LAMBDA { return g(r, d, k) * xhat(r, d, k); }, gx_mean);
+  for (int r = 0; r < R; ++r) g_mean[r] *= inv_d, gx_mean[r] *= inv_d;
   for (int r = 0; r < R; ++r)
     for (int64_t d = 0; d < D; d += kLanes) {
       const int64_t k = std::min(kLanes, D - d);
@@ -122,14 +97,14 @@ VOLTA_VEC_INLINE void norm_grad_out(const float* x, const float* gamma, const fl
 }  // namespace
 
 void norm_rows(const float* x, const float* gamma, const float* beta, float* y, int64_t rows, int64_t D, float eps, bool center) {
-  row_groups<kGroup>(x, rows, D, eps, center, [&](int64_t r0, auto group, const Moments* mo) VOLTA_VEC_LAMBDA {
+  row_groups(x, rows, D, eps, center, [&](int64_t r0, auto group, const Moments* mo) VOLTA_VEC_LAMBDA {
     for (int i = 0; i < group; ++i) norm_out(x + (r0 + i) * D, gamma, beta, y + (r0 + i) * D, D, mo[i]);
   });
 }
 
 void norm_grad_rows(const float* x, const float* gamma, const float* dy, float* dx, int64_t rows, int64_t D, float eps,
                     bool center) {
-  row_groups<kGroup>(x, rows, D, eps, center, [&](int64_t r0, auto group, const Moments* mo) VOLTA_VEC_LAMBDA {
+  row_groups(x, rows, D, eps, center, [&](int64_t r0, auto group, const Moments* mo) VOLTA_VEC_LAMBDA {
     norm_grad_out<decltype(group)::value>(x + r0 * D, gamma, dy + r0 * D, dx + r0 * D, D, center, mo);
   });
 }

@@ -48,21 +48,18 @@ void parallel_chunks(int64_t n, int64_t chunk, F&& f) {
   parallel_for((n + chunk - 1) / chunk, [&](int64_t c) { f(c * chunk, std::min(n, (c + 1) * chunk)); });
 }
 
-// Runs f(row) for rows [0, n) of `len` elements each, in tasks of about `chunk` elements of
-// whole rows.
-template <typename F>
-void parallel_rows(int64_t n, int64_t len, int64_t chunk, F&& f) {
-  const int64_t per = std::max<int64_t>(1, chunk / std::max<int64_t>(1, len));
-  parallel_for((n + per - 1) / per, [&](int64_t t) {
-    for (int64_t r = t * per; r < std::min(n, (t + 1) * per); ++r) f(r);
-  });
-}
-
-// parallel_rows with each task's rows as one range: f(first, end).
+// Runs f(first, end) over rows [0, n) of `len` elements each, in tasks of about `chunk` elements
+// of whole rows; parallel_rows runs f(row) for each row of them.
 template <typename F>
 void parallel_row_ranges(int64_t n, int64_t len, int64_t chunk, F&& f) {
   const int64_t per = std::max<int64_t>(1, chunk / std::max<int64_t>(1, len));
   parallel_for((n + per - 1) / per, [&](int64_t t) { f(t * per, std::min(n, (t + 1) * per)); });
+}
+template <typename F>
+void parallel_rows(int64_t n, int64_t len, int64_t chunk, F&& f) {
+  parallel_row_ranges(n, len, chunk, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) f(r);
+  });
 }
 
 // Elements per task of the elementwise and row kernels: enough work to outweigh a task's

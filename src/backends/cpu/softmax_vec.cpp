@@ -30,7 +30,7 @@ bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale
     const int64_t k = std::min(kLanes, C - c);
     const Vec v = add ? load_n(x + c, k, 0.0f) * splat(scale) + load_n(add + c, std::min(k, valid - c), 0.0f)
                       : load_n(x + c, k, 0.0f) * splat(scale);
-    return valid - c >= kLanes ? v : keep_first(v, valid - c, ninf);  // (a whole group keeps all its lanes)
+    return keep_first(v, valid - c, ninf);
   };
   Vec m = splat(ninf);
   for (int64_t c = 0; c < valid; c += kLanes) m = vmax(m, z(c));

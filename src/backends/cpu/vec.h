@@ -237,18 +237,30 @@ VOLTA_VEC_INLINE void map(const float* x, float* y, int64_t n, float fill, F f) 
 
 // Sum of f(i-th vector) over n elements in lanes, then the fixed tree. f gets the element
 // offset and the number of valid lanes (16 except at the tail) and returns 0 in invalid lanes.
+// sum_rows: the same for R rows at once, out[r] the sum of f(r, i, lanes), the rows' chains
+// interleaved (each the one its row alone would take): short rows, whose chains each wait on
+// the last step, then keep the core busy.
+template <int R, typename F>
+VOLTA_VEC_INLINE void sum_rows(int64_t n, F f, float* out) {
+  Vec acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = splat(0.0f);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int r = 0; r < R; ++r) acc[r] += f(r, i, kLanes);
+  if (i < n)
+    for (int r = 0; r < R; ++r) acc[r] += f(r, i, n - i);
+  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
+}
 template <typename F>
 VOLTA_VEC_INLINE float sum_lanes(int64_t n, F f) {
-  Vec acc = splat(0.0f);
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) acc += f(i, kLanes);
-  if (i < n) acc += f(i, n - i);
-  return hsum(acc);
+  float s;
+  sum_rows<1>(n, [&](int, int64_t i, int64_t k) VOLTA_VEC_LAMBDA { return f(i, k); }, &s);
+  return s;
 }
 
-// v in its first k lanes, `fill` in the others.
+// v in its first k lanes, `fill` in the others (v itself for k >= 16).
 VOLTA_VEC_INLINE Vec keep_first(Vec v, int64_t k, float fill) {
-  return select(lane_index() < static_cast<int32_t>(k), v, splat(fill));
+  return k >= kLanes ? v : select(lane_index() < static_cast<int32_t>(k), v, splat(fill));
 }
 
 // Loads 16 lanes at p, or the first m with `fill` elsewhere.
