@@ -121,19 +121,22 @@ void keys_by_rows(MatmulIsa isa, const ref::AttentionArgs& at, bool cut, const f
   }
 }
 
-// Query row i of group g: its scores s[0, S) (valid of them read; S may be the keys padded to
-// whole vectors) -> probabilities p[0, S): softmax(scale * s), or with a mask softmax(scale * s +
-// mask row) (the row scaled first, then softmax_row adds the mask to x * 1), then nan -> 0 when
-// asked (only a row that held an inf or nan can have one).
-void probs_row(const ref::AttentionArgs& at, int64_t g, int64_t i, float* s, float* p, int64_t S, int64_t valid) {
+// Query rows [i0, i0 + rows) of group g, ld apart: their scores s[0, S) (valid + (i - i0) *
+// valid_step of them read; S may be the keys padded to whole vectors) -> probabilities p[0, S):
+// softmax(scale * s), or with a mask softmax(scale * s + mask row) (the rows scaled first, then
+// softmax_rows adds the mask to x * 1), then nan -> 0 when asked (only a row that held an inf
+// or nan can have one).
+void probs_rows(const ref::AttentionArgs& at, int64_t g, int64_t i0, int64_t rows, float* s, float* p, int64_t ld, int64_t S,
+                int64_t valid, int64_t valid_step) {
   float scale = static_cast<float>(at.scale);
-  const float* mask = at.mask ? at.mask_row(g, i) : nullptr;  // read over the valid keys only
+  const float* mask = at.mask ? at.mask_row(g, i0) : nullptr;  // read over the valid keys only
   if (mask && scale != 1.0f) {
-    scale_row(s, std::clamp<int64_t>(valid, 0, S), scale);
+    for (int64_t i = 0; i < rows; ++i) scale_row(s + i * ld, std::clamp<int64_t>(valid + i * valid_step, 0, S), scale);
     scale = 1.0f;
   }
-  if (!softmax_row(s, p, S, valid, scale, false, mask) && at.zero_nan)
-    for (int64_t j = 0; j < S; ++j) p[j] = std::isnan(p[j]) ? 0.0f : p[j];
+  if (!softmax_rows(s, p, ld, rows, S, valid, valid_step, scale, false, mask, at.mask_row_stride) && at.zero_nan)
+    for (int64_t i = 0; i < rows; ++i)
+      for (float* q = p + i * ld; q < p + i * ld + S; ++q) *q = std::isnan(*q) ? 0.0f : *q;
 }
 
 // One group's probabilities: p[T, S] = softmax(scale * q[T, D] kᵀ (+ mask)) with k [S, D] (rows
@@ -155,7 +158,7 @@ void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, int64_t g, const f
   }
   for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
     const int64_t i1 = std::min(T, i0 + kCausalRows), width = trim ? keys_seen(at, i1, S) : S;
-    for (int64_t i = i0; i < i1; ++i) probs_row(at, g, i, p + i * S, p + i * S, width, at.causal ? i + at.offset + 1 : S);
+    probs_rows(at, g, i0, i1 - i0, p + i0 * S, p + i0 * S, S, width, at.causal ? i0 + at.offset + 1 : S, at.causal ? 1 : 0);
   }
 }
 
@@ -190,7 +193,7 @@ Status attention(const KernelArgs& a) {
     });
     return Status::ok();
   }
-  // Score rows padded to whole 16-lane groups: softmax_row then loads no partial vector (its
+  // Score rows padded to whole 16-lane groups: softmax_rows then loads no partial vector (its
   // masked lanes give the bits of a row of S).
   const int64_t w = matmul_narrow_cols(isa), Sp = round_up(S, 16), Ep = round_up(E, w);
   const bool copy_v = Ep != E;  // the value rows are read a whole vector at a time
@@ -220,7 +223,7 @@ Status attention(const KernelArgs& a) {
     std::fill(scores + S, scores + Sp, 0.0f);  // key_scores writes [0, S) only
     for (int64_t i = 0; i < T; ++i) {
       key_scores(isa, q + at.q_off(g) + i * at.q_rs, D, rows.data(), S, scores);  // each score the matmul's chain
-      probs_row(at, g, i, scores, probs, Sp, std::min(S, at.causal ? i + at.offset + 1 : S));
+      probs_rows(at, g, i, 1, scores, probs, Sp, Sp, std::min(S, at.causal ? i + at.offset + 1 : S), 0);
       float* o = copy_v ? orow : out + at.o_off(g) + i * at.o_rs;
       bool started = false;
       int64_t j0 = 0;
@@ -257,7 +260,7 @@ Status attention_grad(const KernelArgs& a) {
     vt.resize(static_cast<size_t>(matmul_packed_b_floats(isa, T, D)));
     pack_b_once(isa, bl, {vg, 1, at.v_rs}, T, D, vt.data());
     gemm_packed_b(isa, bl, {dyg, at.o_rs, 1}, vt.data(), T, ds, T, T, T, D);
-    for (int64_t i = 0; i < T; ++i) softmax_grad_row(p + i * T, ds + i * T, ds + i * T, T, static_cast<float>(at.scale));
+    softmax_grad_rows(p, ds, ds, T, T, T, static_cast<float>(at.scale));
     const bool ds_cut = skips(at) && masked_zero(at, ds, T, T);
     const int64_t ld = at.grad_rs();
     rows_by_keys(isa, at, ds_cut && all_finite_rows(kg, T, D, at.k_rs), {ds, T, 1}, {kg, at.k_rs, 1}, out + at.grad_off(0, g),

@@ -91,10 +91,10 @@ Status silu_grad(const KernelArgs& a);
 Status swiglu(const KernelArgs& a);
 Status swiglu_grad(const KernelArgs& a);
 
-// softmax.cpp. Its rows (vec_kernels.h's softmax_row and softmax_grad_row): softmax /
-// log_softmax of scale * x (+ add, with scale 1; add may be nullptr) over the first `valid` of C
-// entries (the rest 0 / -inf; false when the row held an inf or nan), and the softmax gradient
-// dx = scale * y * (dy - sum(dy y)).
+// softmax.cpp. Its rows (vec_kernels.h's softmax_rows and softmax_grad_rows, rows ld apart):
+// softmax / log_softmax of scale * x (+ add, with scale 1; add may be nullptr, its rows add_ld
+// apart) over the first valid + i * valid_step of row i's C entries (the rest 0 / -inf; false
+// when a row held an inf or nan), and the softmax gradient dx = scale * y * (dy - sum(dy y)).
 Status softmax(const KernelArgs& a);
 Status log_softmax(const KernelArgs& a);
 Status softmax_grad(const KernelArgs& a);

@@ -34,7 +34,7 @@ Status cross_entropy(const KernelArgs& a, bool grad) {
       if (has_ignore && t == ignore) return;
       thread_local std::vector<float> row;  // -log_softmax(x)[t] via one log-softmax row
       row.resize(static_cast<size_t>(C));
-      softmax_row(x + r * C, row.data(), C, C, 1.0f, true, nullptr);
+      softmax_rows(x + r * C, row.data(), C, 1, C, C, 0, 1.0f, true, nullptr, 0);
       loss[static_cast<size_t>(r)] = -row[static_cast<size_t>(t)];
     });
     double total = 0.0;
@@ -52,7 +52,7 @@ Status cross_entropy(const KernelArgs& a, bool grad) {
       std::fill_n(gr, C, 0.0f);
       return;
     }
-    softmax_row(x + r * C, gr, C, C, 1.0f, false, nullptr);
+    softmax_rows(x + r * C, gr, C, 1, C, C, 0, 1.0f, false, nullptr, 0);
     gr[t] -= 1.0f;
     for (int64_t c = 0; c < C; ++c) gr[c] *= scale;
   });

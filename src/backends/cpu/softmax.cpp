@@ -14,8 +14,8 @@ namespace volta::cpu {
 
 namespace {
 
-// softmax / log_softmax over the last axis, one row at a time , with the
-// optional scale and causal mask of a fused attention softmax.
+// softmax / log_softmax over the last axis, a task's rows at a time, with the optional scale and
+// causal mask of a fused attention softmax.
 Status softmax(const KernelArgs& a, bool as_log, int64_t axis, double scale, std::optional<int64_t> causal_offset) {
   const bool causal = causal_offset.has_value();
   const Shape& s = a.in[0].shape();
@@ -24,8 +24,13 @@ Status softmax(const KernelArgs& a, bool as_log, int64_t axis, double scale, std
   const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C, R = causal ? s[s.size() - 2] : 1;
   const float* x = a.in[0].as<const float>();
   float* out = a.out.as<float>();
-  chunk_rows(rows, C, [&](int64_t r) {
-    softmax_row(x + r * C, out + r * C, C, causal ? r % R + offset + 1 : C, static_cast<float>(scale), as_log, nullptr);
+  chunk_row_ranges(rows, C, [&](int64_t first, int64_t end) {
+    for (int64_t r = first; r < end;) {  // runs of rows within one matrix (a causal row's valid is its row + 1)
+      const int64_t run = causal ? std::min(end, (r / R + 1) * R) - r : end - r;
+      softmax_rows(x + r * C, out + r * C, C, run, C, causal ? r % R + offset + 1 : C, causal ? 1 : 0, static_cast<float>(scale),
+                   as_log, nullptr, 0);
+      r += run;
+    }
   });
   return Status::ok();
 }
@@ -52,7 +57,9 @@ Status softmax_grad(const KernelArgs& a) {
   const float* y = a.in[0].as<const float>();
   const float* dy = a.in[1].as<const float>();
   float* out = a.out.as<float>();
-  chunk_rows(rows, C, [&](int64_t r) { softmax_grad_row(y + r * C, dy + r * C, out + r * C, C, static_cast<float>(scale)); });
+  chunk_row_ranges(rows, C, [&](int64_t first, int64_t end) {
+    softmax_grad_rows(y + first * C, dy + first * C, out + first * C, C, end - first, C, static_cast<float>(scale));
+  });
   return Status::ok();
 }
 

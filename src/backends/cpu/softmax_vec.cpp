@@ -12,6 +12,8 @@ namespace volta::cpu::VOLTA_VEC_NS {
 
 using namespace vec;
 
+namespace {
+
 // softmax(scale * x (+ add)) over the first `valid` entries of a row; the others are left out
 // (0 for softmax, -inf for log_softmax). No valid entry gives nan, like the reference's 0/0.
 // Loads cover whole 16-lane groups of the row where it has them; masked lanes hold -inf, whose
@@ -19,7 +21,8 @@ using namespace vec;
 // comes with scale 1, so x * 1 + add, one FMA, is x + add rounded once, as an add node computes
 // it. Returns false when the row held an inf or nan (the scalar path: only such a row can give
 // nan probabilities).
-bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log, const float* add) {
+VOLTA_VEC_INLINE bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log,
+                                  const float* add) {
   const float ninf = -std::numeric_limits<float>::infinity();
   valid = std::min(valid, C);
   if (valid <= 0) {
@@ -71,13 +74,31 @@ bool softmax_row(const float* x, float* y, int64_t C, int64_t valid, float scale
 }
 
 // dx = scale * y * (dy - sum(dy * y)) for one softmax row y.
-void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale) {
+VOLTA_VEC_INLINE void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t C, float scale) {
   const float dot =
       sum_lanes(C, [&](int64_t c, int64_t k) VOLTA_VEC_LAMBDA { return load_n(dy + c, k, 0.0f) * load_n(y + c, k, 0.0f); });
   for (int64_t c = 0; c < C; c += kLanes) {
     const int64_t k = std::min(kLanes, C - c);
     store_n(dx + c, splat(scale) * load_n(y + c, k, 0.0f) * (load_n(dy + c, k, 0.0f) - splat(dot)), k);
   }
+}
+
+}  // namespace
+
+// A caller's rows in one call: an attention group's score rows are 16 to 64 keys, and a call
+// through the ISA dispatch per row cost about a tenth of the fused attention's time. (Running
+// several rows' chains interleaved, as the norms do, measured no faster: the exps' arithmetic
+// bounds these rows, not their chains' latency.)
+bool softmax_rows(const float* x, float* y, int64_t ld, int64_t rows, int64_t C, int64_t valid, int64_t valid_step,
+                  float scale, bool as_log, const float* add, int64_t add_ld) {
+  bool finite = true;
+  for (int64_t i = 0; i < rows; ++i)
+    finite &= softmax_row(x + i * ld, y + i * ld, C, valid + i * valid_step, scale, as_log, add ? add + i * add_ld : nullptr);
+  return finite;
+}
+
+void softmax_grad_rows(const float* y, const float* dy, float* dx, int64_t ld, int64_t rows, int64_t C, float scale) {
+  for (int64_t i = 0; i < rows; ++i) softmax_grad_row(y + i * ld, dy + i * ld, dx + i * ld, C, scale);
 }
 
 }  // namespace volta::cpu::VOLTA_VEC_NS

@@ -31,9 +31,10 @@ constexpr int64_t kParamGradRows = 32;  // rows of products per call of unit_nor
   X(void, swiglu_rows, (const float* x, const float* dy, float* out, int64_t rows, int64_t F), (x, dy, out, rows, F)) \
   X(void, silu_grad_elems, (const float* x, const float* dy, float* out, int64_t n), (x, dy, out, n))                 \
   /* softmax_vec.cpp */                                                                                               \
-  X(bool, softmax_row, (const float* x, float* y, int64_t C, int64_t valid, float scale, bool as_log, const float* add), \
-    (x, y, C, valid, scale, as_log, add))                                                                             \
-  X(void, softmax_grad_row, (const float* y, const float* dy, float* dx, int64_t C, float scale), (y, dy, dx, C, scale)) \
+  X(bool, softmax_rows, (const float* x, float* y, int64_t ld, int64_t rows, int64_t C, int64_t valid, int64_t valid_step, \
+    float scale, bool as_log, const float* add, int64_t add_ld), (x, y, ld, rows, C, valid, valid_step, scale, as_log, add, add_ld)) \
+  X(void, softmax_grad_rows, (const float* y, const float* dy, float* dx, int64_t ld, int64_t rows, int64_t C, float scale), \
+    (y, dy, dx, ld, rows, C, scale))                                                                                  \
   /* norm_vec.cpp */                                                                                                  \
   X(void, norm_rows, (const float* x, const float* gamma, const float* beta, float* y, int64_t rows, int64_t D, float eps, \
     bool center), (x, gamma, beta, y, rows, D, eps, center))                                                          \
