@@ -484,17 +484,16 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   const bool share_a = count == 1 && tm * tn > 1 && (transposed_a || row_major_a) && lda * K <= kMaxSharedA;
   float* shared_a = share_a ? t_scratch.get(Scratch::kSharedA, lda * K) : nullptr;
   if (share_a) {
-    // Tasks of one K block by half of the rows: the training step's K of 768 is three blocks,
-    // which left one of two threads a third of the pass idle (its weight gradients at 2 threads,
-    // six alternating rounds in the step: 128 x 128 x 768 and 65 x 128 x 768 10-15% faster,
-    // 128 x 384 and 128 x 512 5-7%).
-    const int64_t kblocks = ceil_div(K, kc), half = round_up(ceil_div(M, 2), mr);
-    parallel_for(2 * kblocks, [&](int64_t t) {
-      const int64_t p0 = t / 2 * kc, kb = std::min(kc, K - p0), r0 = t % 2 * half, rows = std::min(half, M - r0);
-      if (rows <= 0) return;
-      float* dst = shared_a + p0 * lda + r0 * kb;
-      if (transposed_a) pack_a_transposed(A0.data + p0 * A0.cs + r0, A0.cs, rows, kb, mr, dst);
-      else pack_a(isa, {A0.data + p0 + r0 * A0.rs, A0.rs, 1}, rows, kb, mr, dst);
+    // A transposed A in tasks of half a K block, each copying whole rows of the stored matrix in
+    // order: the weight gradients' K of 768 is three blocks, and whole blocks left one of two
+    // threads idle a third of the pass. (Halves of the rows instead measured up to a tenth
+    // slower for 512 x 128 x 768, whose stored rows were then read in 1 KiB pieces.)
+    const int64_t parts = transposed_a ? 2 : 1;
+    parallel_for(parts * ceil_div(K, kc), [&](int64_t t) {
+      const int64_t p0 = t / parts * kc, kb = std::min(kc, K - p0), half = ceil_div(kb, parts);
+      const int64_t ka = t % parts * half, k = std::min(half, kb - ka);
+      if (transposed_a) pack_a_transposed(A0.data + (p0 + ka) * A0.cs, A0.cs, M, k, kb, mr, shared_a + p0 * lda + ka * mr);
+      else pack_a(isa, {A0.data + p0, A0.rs, 1}, M, kb, mr, shared_a + p0 * lda);
     });
   }
   parallel_for(count * tm * tn, [&](int64_t t) {

@@ -224,10 +224,10 @@ void run_column_edge(MatmulIsa isa, const ColumnEdgeArgs& e);
 // A[rows, kb] -> panels of `mr` rows: panel i holds (r, p) at [p * mr + r]. Rows past the end of
 // the last panel are left unset: the kernel for a short panel reads only its rows.
 void pack_a(MatmulIsa isa, MatView A, int64_t rows, int64_t kb, int64_t mr, float* dst);
-// A transposed A (A(r, p) at a[p * a_cs + r]) of M rows, K block [p0, p0 + kb) -> panels of `mr`
-// rows (panel i at dst + i * kb, (r, p) at [p * mr + r]), reading the operand one k at a time:
-// the rows of the stored matrix in order, whole.
-void pack_a_transposed(const float* a, int64_t a_cs, int64_t M, int64_t kb, int64_t mr, float* dst);
+// A transposed A (A(r, p) at a[p * a_cs + r]) of M rows, k of its K block's kb rows -> panels of
+// `mr` rows (panel i at dst + i * kb, (r, p) at [p * mr + r] for p < k), reading the operand one
+// k at a time: the rows of the stored matrix in order, whole.
+void pack_a_transposed(const float* a, int64_t a_cs, int64_t M, int64_t k, int64_t kb, int64_t mr, float* dst);
 // B[kb, cols] -> panels of `nr` columns: panel j holds (p, c) at [p * nr + c], zero-padded to a
 // full panel because the kernel loads whole vectors.
 void pack_b(MatmulIsa isa, MatView B, int64_t kb, int64_t cols, int64_t nr, float* dst);

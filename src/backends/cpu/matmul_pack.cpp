@@ -21,8 +21,8 @@ namespace {
 // pack_a_transposed for tile height MR: a fixed-size copy the compiler inlines (a memcpy call per
 // 48 bytes cost more than the copy).
 template <int64_t MR>
-VOLTA_ISA_CLONES void pack_a_transposed_mr(const float* a, int64_t a_cs, int64_t M, int64_t kb, float* dst) {
-  for (int64_t p = 0; p < kb; ++p, a += a_cs) {
+VOLTA_ISA_CLONES void pack_a_transposed_mr(const float* a, int64_t a_cs, int64_t M, int64_t k, int64_t kb, float* dst) {
+  for (int64_t p = 0; p < k; ++p, a += a_cs) {
     int64_t i = 0;
     for (; i + MR <= M; i += MR) std::memcpy(dst + i * kb + p * MR, a + i, MR * sizeof(float));
     if (i < M) std::memcpy(dst + i * kb + p * MR, a + i, static_cast<size_t>(M - i) * sizeof(float));
@@ -51,13 +51,13 @@ void pack_a(MatmulIsa isa, MatView A, int64_t rows, int64_t kb, int64_t mr, floa
   }
 }
 
-void pack_a_transposed(const float* a, int64_t a_cs, int64_t M, int64_t kb, int64_t mr, float* dst) {
+void pack_a_transposed(const float* a, int64_t a_cs, int64_t M, int64_t k, int64_t kb, int64_t mr, float* dst) {
   switch (mr) {
-    case tile::kAvx512Rows: return pack_a_transposed_mr<tile::kAvx512Rows>(a, a_cs, M, kb, dst);
-    case tile::kAvx2Rows: return pack_a_transposed_mr<tile::kAvx2Rows>(a, a_cs, M, kb, dst);
-    case tile::kScalarRows: return pack_a_transposed_mr<tile::kScalarRows>(a, a_cs, M, kb, dst);
+    case tile::kAvx512Rows: return pack_a_transposed_mr<tile::kAvx512Rows>(a, a_cs, M, k, kb, dst);
+    case tile::kAvx2Rows: return pack_a_transposed_mr<tile::kAvx2Rows>(a, a_cs, M, k, kb, dst);
+    case tile::kScalarRows: return pack_a_transposed_mr<tile::kScalarRows>(a, a_cs, M, k, kb, dst);
     default:
-      for (int64_t p = 0; p < kb; ++p, a += a_cs)
+      for (int64_t p = 0; p < k; ++p, a += a_cs)
         for (int64_t i = 0; i < M; i += mr)
           std::memcpy(dst + i * kb + p * mr, a + i, static_cast<size_t>(std::min(mr, M - i)) * sizeof(float));
   }
