@@ -187,6 +187,14 @@ std::vector<OpCase> cases_of(Op op) {
           C({f({2, 10, 8}), f({2, 6, 8}), f({2, 6, 5}), f({2, 10, 8}), f({2, 10, 5})},
             A{{"scale", F(0.45)}, {"causal_offset", I(6)}}, 2e-6),
           C({f({2, 20, 5}), f({2, 20, 5}), f({2, 20, 7})}, A{{"scale", F(0.4)}, {"causal_offset", I(0)}}, 2e-6),
+          // a head width of 64 (CUDA's tiled kernels take it 4 rows by 4 columns a thread): two
+          // row blocks, the second partial; 70 keys, three tiles, the last partial
+          no_grad(C({f({2, 2, 45, 64}), f({2, 2, 45, 64}), f({2, 2, 45, 64})}, A{{"scale", F(0.125)}, {"causal_offset", I(0)}}, 3e-5),
+                  "the rule is the narrower cases'; attention_grad's cases check this width"),
+          no_grad(C({f({1, 2, 40, 64}), f({1, 2, 70, 64}), f({1, 2, 70, 64})}, A{{"scale", F(0.125)}}, 3e-5),
+                  "the rule is the narrower cases'; attention_grad's cases check this width"),
+          // key rows wider than value rows: the tiles hold the wider
+          C({f({2, 2, 20, 64}), f({2, 2, 20, 64}), f({2, 2, 20, 32})}, A{{"scale", F(0.125)}, {"causal_offset", I(0)}}, 3e-5),
           // a decode step over a cache and the new position (k2, v2), then the cache read in place
           C({f({1, 4, 1, 32}), f({1, 4, 20, 32}), f({1, 4, 20, 32}), f({1, 4, 1, 32}), f({1, 4, 1, 32})},
             A{{"scale", F(0.17)}, {"causal_offset", I(20)}}, 2e-6),
@@ -224,6 +232,9 @@ std::vector<OpCase> cases_of(Op op) {
                     A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-6),
                   "a layout the passes write after autograd"),
           no_grad(C({f({1, 5, 96}), f({1, 5, 96}), f({1, 5, 96})}, A{{"causal_offset", I(0)}, {"packed_heads", I(4)}}, 2e-6),
+                  "a layout the passes write after autograd"),
+          no_grad(C({f({2, 40, 384}), f({2, 40, 384}), f({2, 40, 384})},
+                    A{{"scale", F(0.125)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 3e-5),
                   "a layout the passes write after autograd"),
           no_grad(C({f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 45})}, A{{"scale", F(0.4)}, {"packed_heads", I(3)}}, 2e-6),
                   "a layout the passes write after autograd"),
@@ -358,6 +369,11 @@ std::vector<OpCase> cases_of(Op op) {
               C({f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 32})},
                 A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5),
               C({f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 15})}, A{{"packed_heads", I(3)}}, 5e-5),
+              // a head width of 64, plain and packed (the GPU-sized GPT's form), two row blocks
+              C({f({2, 2, 45, 64}), f({2, 2, 45, 64}), f({2, 2, 45, 64}), f({2, 2, 45, 64})},
+                A{{"scale", F(0.125)}, {"causal_offset", I(0)}}, 5e-5),
+              C({f({2, 40, 384}), f({2, 40, 384}), f({2, 40, 384}), f({2, 40, 128})},
+                A{{"scale", F(0.125)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5),
               // few rows (CUDA's per-row kernels)
               C({f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 8})}, A{{"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5)};
     case Op::LayerNormGrad:

@@ -121,6 +121,30 @@ __device__ inline void dots8(const float* rows, int Dq, const float* col, float 
   }
 }
 
+// s[a][b] = dot(row a, key b) for 4 rows (`rows`, `rs` floats apart) and 2 keys (k0, k1), each
+// 16-byte aligned and read as float4: each score one chain of fmaf over d in order, as dots8's.
+// A thread's 8 scores take 6 reads per 4 d where dots8's take 9.
+__device__ inline void dots4x2(const float* rows, int rs, const float* k0, const float* k1, int Dq, float (&s)[4][2]) {
+#pragma unroll
+  for (int a = 0; a < 4; ++a) s[a][0] = s[a][1] = 0.0f;
+#pragma unroll 2
+  for (int d = 0; d < Dq; d += 4) {
+    const float4 c0 = *reinterpret_cast<const float4*>(k0 + d), c1 = *reinterpret_cast<const float4*>(k1 + d);
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const float4 x = *reinterpret_cast<const float4*>(rows + a * rs + d);
+      s[a][0] = fmaf(x.x, c0.x, s[a][0]);
+      s[a][0] = fmaf(x.y, c0.y, s[a][0]);
+      s[a][0] = fmaf(x.z, c0.z, s[a][0]);
+      s[a][0] = fmaf(x.w, c0.w, s[a][0]);
+      s[a][1] = fmaf(x.x, c1.x, s[a][1]);
+      s[a][1] = fmaf(x.y, c1.y, s[a][1]);
+      s[a][1] = fmaf(x.z, c1.z, s[a][1]);
+      s[a][1] = fmaf(x.w, c1.w, s[a][1]);
+    }
+  }
+}
+
 // acc[r][c] += w[r][jj] * tile[jj][lane + 32 c] over jj = 0..n-1 in order: the warp's 8 rows
 // of weights (row stride w_stride, a multiple of 4 from a 16-byte aligned w: four weights a
 // read) times a tile's rows (stride t_stride), `width` columns.
@@ -159,6 +183,45 @@ __device__ inline void weighted_rows(const float* w, int w_stride, const float* 
   }
 }
 
+// weighted_4x4 with the weights stored transposed, w[jj][a]: the thread's 4 rows' weights of a
+// tile row are one float4.
+__device__ inline void weighted_cols_4x4(const float* w, int w_stride, const float* tile, int t_stride, int c, int n, float4 (&acc)[4]) {
+#pragma unroll 4
+  for (int jj = 0; jj < n; ++jj) {
+    const float4 wv = *reinterpret_cast<const float4*>(w + jj * w_stride);
+    const float4 t = *reinterpret_cast<const float4*>(tile + jj * t_stride + c);
+    const float ws[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      acc[a].x = fmaf(ws[a], t.x, acc[a].x);
+      acc[a].y = fmaf(ws[a], t.y, acc[a].y);
+      acc[a].z = fmaf(ws[a], t.z, acc[a].z);
+      acc[a].w = fmaf(ws[a], t.w, acc[a].w);
+    }
+  }
+}
+
+// weighted_rows with the weights stored transposed: w[jj][r] (row stride w_stride, a multiple of
+// 4 from a 16-byte aligned w: the warp's 8 weights of a tile row as two float4 broadcasts). Each
+// acc[r][c] is the same chain, over jj in order, as weighted_rows'.
+template <int C>
+__device__ inline void weighted_cols(const float* w, int w_stride, const float* tile, int t_stride, int width, int n, int lane,
+                                     float (&acc)[kRowsPerWarp][C]) {
+#pragma unroll 2
+  for (int jj = 0; jj < n; ++jj) {
+    const float4 w0 = *reinterpret_cast<const float4*>(w + jj * w_stride);
+    const float4 w1 = *reinterpret_cast<const float4*>(w + jj * w_stride + 4);
+    const float wr[kRowsPerWarp] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    float t[C];
+#pragma unroll
+    for (int c = 0; c < C; ++c) t[c] = lane + 32 * c < width ? tile[jj * t_stride + lane + 32 * c] : 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+      for (int c = 0; c < C; ++c) acc[r][c] = fmaf(wr[r], t[c], acc[r][c]);
+  }
+}
+
 // The score of query i against key j: scale * q.k, -inf where the causal mask drops it or past
 // `end` (keys the block does not read).
 __device__ inline float masked_score(float s, int64_t i, int64_t j, int64_t end, const AttentionDesc& d, float scale) {
@@ -167,56 +230,112 @@ __device__ inline float masked_score(float s, int64_t i, int64_t j, int64_t end,
 __device__ inline float probability(float z, float m, float l) { return expf(z - m) / l; }
 __device__ inline float score_grad(float p, float dp, float pdp, float scale) { return scale * p * (dp - pdp); }
 
-// Scores of the block's 32 rows (`rows`, [32][Dq]) against keys [0, end) into sc [32][Sp]:
-// tiles of 32 keys through `tile` ([32][Dt]).
+// Scores of the block's 32 rows (`rows`, [32][Dt]: rows four apart fall in different banks)
+// against keys [0, end) into sc [32][Sp]: tiles of 32 keys through `tile` ([32][Dt]). A thread
+// takes 4 of its warp's rows (first `rg`) and keys kk and kk + 16 of the tile.
 template <int C>
 __device__ inline void score_rows(const float* rows, int Dq, int Dt, float* tile, const AttentionRows& keys, int64_t end, int64_t i0,
                                   const AttentionDesc& d, float scale, float* sc, int Sp, int warp, int lane) {
   TileStream<2 * C> in(keys, 0, end, Dq, static_cast<int>(keys.width), Dt);
+  const int rg = warp * kRowsPerWarp + lane / 16 * 4, kk = lane % 16;
   for (int64_t t0 = 0; t0 < end; t0 += kTile) {
     in.fill(tile, t0);
     __syncthreads();
-    float s[kRowsPerWarp];
-    dots8(rows + warp * kRowsPerWarp * Dq, Dq, tile + lane * Dt, s);
-    const int64_t j = t0 + lane;
+    float s[4][2];
+    dots4x2(rows + rg * Dt, Dt, tile + kk * Dt, tile + (kk + 16) * Dt, Dq, s);
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      const int row = warp * kRowsPerWarp + r;
-      sc[row * Sp + j] = masked_score(s[r], i0 + row, j, end, d, scale);
-    }
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int64_t j = t0 + kk + 16 * b;
+        sc[(rg + a) * Sp + j] = masked_score(s[a][b], i0 + rg + a, j, end, d, scale);
+      }
     __syncthreads();
   }
 }
 
-// Each of the warp's rows of sc over [0, end) becomes its softmax; its max and sum come back.
-__device__ inline void softmax_rows(float* sc, int Sp, int64_t end, int warp, int lane, float (&m)[kRowsPerWarp],
-                                    float (&l)[kRowsPerWarp]) {
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    float* row = sc + (warp * kRowsPerWarp + r) * Sp;
-    float mx = -INFINITY;
-    for (int64_t j = lane; j < end; j += 32) mx = fmaxf(mx, row[j]);
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int64_t j = lane; j < end; j += 32) {
-      const float e = expf(row[j] - mx);
-      row[j] = e;
-      sum += e;
+// A warp's score row over [0, end) becomes its softmax; its max and sum come back in m and l
+// (scalars, not arrays a loop indexes: those went to local memory).
+__device__ inline void softmax_row(float* row, int64_t end, int lane, float& m, float& l) {
+  float mx = -INFINITY;
+  for (int64_t j = lane; j < end; j += 32) mx = fmaxf(mx, row[j]);
+  mx = warp_max(mx);
+  float sum = 0.0f;
+  for (int64_t j = lane; j < end; j += 32) {
+    const float e = expf(row[j] - mx);
+    row[j] = e;
+    sum += e;
+  }
+  sum = warp_sum(sum);
+  // e / sum: the bits of probability(z, mx, sum), which the dk/dv kernel recomputes
+  for (int64_t j = lane; j < end; j += 32) row[j] = row[j] / sum;
+  m = mx, l = sum;
+}
+
+// acc[a] += w[a][jj] * tile[jj][c..c+4) over jj = 0..n-1 in order, for 4 rows of weights
+// (`w_stride` apart, a multiple of 4 from a 16-byte aligned w) and 4 columns from c (a multiple
+// of 4; tile rows t_stride apart, a multiple of 4): each output weighted_rows' chain, from 8 reads
+// per 4 weights where weighted_rows takes 16.
+__device__ inline void weighted_4x4(const float* w, int w_stride, const float* tile, int t_stride, int c, int n, float4 (&acc)[4]) {
+  int jj = 0;
+  for (; jj + 4 <= n; jj += 4) {
+    float4 t[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) t[u] = *reinterpret_cast<const float4*>(tile + (jj + u) * t_stride + c);
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const float4 wa = *reinterpret_cast<const float4*>(w + a * w_stride + jj);
+      const float ws[4] = {wa.x, wa.y, wa.z, wa.w};
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        acc[a].x = fmaf(ws[u], t[u].x, acc[a].x);
+        acc[a].y = fmaf(ws[u], t[u].y, acc[a].y);
+        acc[a].z = fmaf(ws[u], t[u].z, acc[a].z);
+        acc[a].w = fmaf(ws[u], t[u].w, acc[a].w);
+      }
     }
-    sum = warp_sum(sum);
-    // e / sum: the bits of probability(z, mx, sum), which the dk/dv kernel recomputes
-    for (int64_t j = lane; j < end; j += 32) row[j] = row[j] / sum;
-    m[r] = mx, l[r] = sum;
+  }
+  for (; jj < n; ++jj) {
+    const float4 t = *reinterpret_cast<const float4*>(tile + jj * t_stride + c);
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const float wa = w[a * w_stride + jj];
+      acc[a].x = fmaf(wa, t.x, acc[a].x);
+      acc[a].y = fmaf(wa, t.y, acc[a].y);
+      acc[a].z = fmaf(wa, t.z, acc[a].z);
+      acc[a].w = fmaf(wa, t.w, acc[a].w);
+    }
   }
 }
 
 // out rows [i0, i0 + 32) (< T, `stride` apart) = the block's weights sc [32][Sp] over keys
-// [0, end) times their rows of `vals`, through `tile` ([32][width]).
+// [0, end) times their rows of `vals`, through `tile` ([32][width]). Rows 64 wide (a head width
+// of 64) take weighted_4x4: a thread's 4 rows (first rg) by 4 columns (from cq); others
+// weighted_rows, a warp's 8 rows by the lane's columns.
 template <int C>
 __device__ inline void weighted_sum(const float* sc, int Sp, float* tile, const AttentionRows& vals, int64_t end, int64_t i0,
                                     int64_t T, float* out, int64_t stride, int warp, int lane) {
   const int width = static_cast<int>(vals.width);
-  float acc[kRowsPerWarp][C] = {};
   TileStream<2 * C> in(vals, 0, end, width, width, width);
+  if (C == 2 && width == 64) {
+    const int rg = warp * kRowsPerWarp + lane / 16 * 4, cq = lane % 16 * 4;
+    float4 acc[4] = {};
+    for (int64_t t0 = 0; t0 < end; t0 += kTile) {
+      in.fill(tile, t0);
+      __syncthreads();
+      weighted_4x4(sc + rg * Sp + t0, Sp, tile, width, cq, static_cast<int>(min(int64_t{kTile}, end - t0)), acc);
+      __syncthreads();
+    }
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const int64_t i = i0 + rg + a;
+      if (i >= T) continue;
+      float* o = out + i * stride + cq;
+      o[0] = acc[a].x, o[1] = acc[a].y, o[2] = acc[a].z, o[3] = acc[a].w;
+    }
+    return;
+  }
+  float acc[kRowsPerWarp][C] = {};
   for (int64_t t0 = 0; t0 < end; t0 += kTile) {
     in.fill(tile, t0);
     __syncthreads();
@@ -241,7 +360,7 @@ __device__ inline int64_t keys_end(const AttentionDesc& d, const int* finite, in
 }
 
 // ---- attention: out [G, T, E] (or packed_heads' [.., T, H D]) ----
-// Shared memory: q rows [32][Dq], one tile [32][max(Dt, E)], scores [32][Sp].
+// Shared memory: q rows [32][Dt], one tile [32][max(Dt, E)], scores [32][Sp].
 template <int C>
 __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                                                            const float* __restrict__ v, const float* __restrict__ k2,
@@ -249,7 +368,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_kernel(const
                                                                            AttentionDesc d, TiledShape ts, const int* __restrict__ finite) {
   extern __shared__ float4 sm4[];
   float* qs = reinterpret_cast<float*>(sm4);
-  float* tile = qs + kRows * ts.Dq;
+  float* tile = qs + kRows * ts.Dt;
   float* sc = tile + ts.tile_floats;
   const int D = static_cast<int>(d.D), Dq = ts.Dq;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
@@ -259,17 +378,19 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_kernel(const
     const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows;
     const AttentionRows keys = key_rows(d, k, k2, g, d.S1), vals = value_rows(d, v, v2, g, d.S1);
     const int64_t end = keys_end(d, finite, g, i0, S);
-    load_tile(qs, Dq, Dq, query_rows(d, q, g), i0, d.T - i0, D);
+    load_tile(qs, ts.Dt, Dq, query_rows(d, q, g), i0, d.T - i0, D);
     score_rows<C>(qs, Dq, ts.Dt, tile, keys, end, i0, d, scale, sc, ts.Sp, warp, lane);
-    float m[kRowsPerWarp], l[kRowsPerWarp];
-    softmax_rows(sc, ts.Sp, end, warp, lane, m, l);
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      float m, l;
+      softmax_row(sc + (warp * kRowsPerWarp + r) * ts.Sp, end, lane, m, l);
+    }
     __syncthreads();
     weighted_sum<C>(sc, ts.Sp, tile, vals, end, i0, d.T, out + out_offset(d, g), out_stride(d), warp, lane);
   }
 }
 
 // ---- attention_grad, part 1: dq and each query row's statistics (max, sum, sum(dp * p)) ----
-// Shared memory: q and dy rows [32][Dq] each, one tile [32][Dt], p and ds [32][Sp] each.
+// Shared memory: q and dy rows [32][Dt] each, one tile [32][Dt], p and ds [32][Sp] each.
 template <int C>
 __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                                                               const float* __restrict__ v, const float* __restrict__ dy,
@@ -279,8 +400,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
   extern __shared__ float4 sm4[];
   const int D = static_cast<int>(d.D), Dq = ts.Dq, Sp = ts.Sp;
   float* qs = reinterpret_cast<float*>(sm4);
-  float* dys = qs + kRows * Dq;
-  float* tile = dys + kRows * Dq;
+  float* dys = qs + kRows * ts.Dt;
+  float* tile = dys + kRows * ts.Dt;
   float* ps = tile + ts.tile_floats;
   float* dps = ps + kRows * Sp;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
@@ -290,37 +411,35 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
     const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows;
     const AttentionRows keys = key_rows(d, k, nullptr, g, T), vals = value_rows(d, v, nullptr, g, T);
     const int64_t end = keys_end(d, finite, g, i0, T);
-    load_tile(qs, Dq, Dq, query_rows(d, q, g), i0, T - i0, D);
-    load_tile(dys, Dq, Dq, dy_rows(d, dy, g), i0, T - i0, D);
+    load_tile(qs, ts.Dt, Dq, query_rows(d, q, g), i0, T - i0, D);
+    load_tile(dys, ts.Dt, Dq, dy_rows(d, dy, g), i0, T - i0, D);
     score_rows<C>(qs, Dq, ts.Dt, tile, keys, end, i0, d, scale, ps, Sp, warp, lane);
     // dp = dy . v, the same dot products as the scores (no mask: only read where p is)
     AttentionDesc open = d;
     open.causal = false;
     score_rows<C>(dys, Dq, ts.Dt, tile, vals, end, i0, open, 1.0f, dps, Sp, warp, lane);
-    float m[kRowsPerWarp], l[kRowsPerWarp], pdp[kRowsPerWarp];
-    softmax_rows(ps, Sp, end, warp, lane, m, l);
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int row = warp * kRowsPerWarp + r;
+      float m, l;
+      softmax_row(ps + row * Sp, end, lane, m, l);
       float part = 0.0f;
       for (int64_t j = lane; j < end; j += 32) part = fmaf(dps[row * Sp + j], ps[row * Sp + j], part);
-      pdp[r] = warp_sum(part);
-      for (int64_t j = lane; j < end; j += 32) dps[row * Sp + j] = score_grad(ps[row * Sp + j], dps[row * Sp + j], pdp[r], scale);
+      const float pdp = warp_sum(part);
+      for (int64_t j = lane; j < end; j += 32) dps[row * Sp + j] = score_grad(ps[row * Sp + j], dps[row * Sp + j], pdp, scale);
       const int64_t i = i0 + row;
-      if (probs != nullptr && i < T)  // the row's p and ds for the dk/dv kernel, keys [0, end)
+      if (i >= T) continue;
+      if (probs != nullptr)  // the row's p and ds for the dk/dv kernel, keys [0, end)
         for (int64_t j = lane; j < end; j += 32) {
           probs[(g * T + i) * T + j] = ps[row * Sp + j];
           probs[((d.G + g) * T + i) * T + j] = dps[row * Sp + j];
         }
+      if (lane == 0) {
+        float* st = stats + (g * T + i) * 3;
+        st[0] = m, st[1] = l, st[2] = pdp;
+      }
     }
     __syncthreads();
     weighted_sum<C>(dps, Sp, tile, keys, end, i0, T, dq + grad_offset(d, 0, g), qkv_stride(d, D), warp, lane);
-    if (lane == 0)
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const int64_t i = i0 + warp * kRowsPerWarp + r;
-        if (i >= T) continue;
-        float* st = stats + (g * T + i) * 3;
-        st[0] = m[r], st[1] = l[r], st[2] = pdp[r];
-      }
   }
 }
 
@@ -357,9 +476,10 @@ __device__ inline void recompute_probs(const float* kr, const float* vr, const f
 // The dq kernel's stored probabilities and score gradients ([G, T, T] each, query rows by key
 // columns) for the dk/dv block's keys j0.. and a query tile: each thread 8 of each
 // (query row warp + 4 u of the tile, its lane's key), the next tile's loaded while the block
-// works on the current one, and stored transposed (key rows) for weighted_rows. Zeros where the
-// dq kernel wrote none: past T, and keys past its block's causal end, where the recomputed values
-// are zeros too (masked, every operand finite).
+// works on the current one, and stored as they are read, query rows of kTile keys, for
+// weighted_cols (a warp's stores then hit 32 banks; transposed, four lanes shared each bank).
+// Zeros where the dq kernel wrote none: past T, and keys past its block's causal end, where the
+// recomputed values are zeros too (masked, every operand finite).
 struct StoredProbs {
   const float* p_rows;
   const float* ds_rows;
@@ -383,8 +503,8 @@ struct StoredProbs {
     const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
-      pt[lane * kPs + warp + 4 * u] = p[u];
-      dst[lane * kPs + warp + 4 * u] = ds[u];
+      pt[(warp + 4 * u) * kTile + lane] = p[u];
+      dst[(warp + 4 * u) * kTile + lane] = ds[u];
     }
     if (t0 + kTile < d.T) fetch(t0 + kTile);
   }
@@ -392,9 +512,11 @@ struct StoredProbs {
 
 // ---- attention_grad, part 2: dk and dv per key row, over the query rows that see it ----
 // Shared memory: key and value rows [32][Dq] each, q and dy tiles [32][Dt] each, the tile's p
-// and ds [32 keys][kPs] each, and its rows' statistics [32][3]. kStored: p and ds come from the
+// and ds [32 keys][kPs] each (kStored: [32 queries][kTile]), and its rows' statistics [32][3]. kStored: p and ds come from the
 // dq kernel (StoredProbs), so neither the key and value rows nor the statistics are read.
-template <int C, bool kStored>
+// kQuad (stored, head width 64): a thread's 4 keys (first rg) by 4 columns (from cq), through
+// weighted_cols_4x4.
+template <int C, bool kStored, bool kQuad>
 __global__ void __launch_bounds__(kThreadsPerBlock, kDkvMinBlocks) attention_tiled_dkv_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                                                                const float* __restrict__ v, const float* __restrict__ dy,
                                                                                float* __restrict__ grads, AttentionDesc d, TiledShape ts,
@@ -423,6 +545,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kDkvMinBlocks) attention_til
     }
     const AttentionRows qrows = query_rows(d, q, g), dyrows = dy_rows(d, dy, g);
     float dk_acc[kRowsPerWarp][C] = {}, dv_acc[kRowsPerWarp][C] = {};
+    float4 dk4[4] = {}, dv4[4] = {};
+    const int rg = warp * kRowsPerWarp + lane / 16 * 4, cq = lane % 16 * 4;
     TileStream<2 * C> q_in(qrows, start, T, Dq, D, Dt), dy_in(dyrows, start, T, Dq, D, Dt);
     StoredProbs stored{kStored ? probs + g * T * T : nullptr, kStored ? probs + (d.G + g) * T * T : nullptr, d, finite, g, j0, {}, {}};
     if constexpr (kStored) stored.fetch(start);
@@ -436,15 +560,34 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kDkvMinBlocks) attention_til
         recompute_probs(kr, vr, qt, dyt, stats, st, pt, dst, d, g, j0, t0, Dq, Dt, scale);
       }
       const int n = static_cast<int>(min(int64_t{kTile}, T - t0));
-      weighted_rows<C>(pt + warp * kRowsPerWarp * kPs, kPs, dyt, Dt, D, n, lane, dv_acc);
-      weighted_rows<C>(dst + warp * kRowsPerWarp * kPs, kPs, qt, Dt, D, n, lane, dk_acc);
+      if constexpr (kQuad) {
+        weighted_cols_4x4(pt + rg, kTile, dyt, Dt, cq, n, dv4);
+        weighted_cols_4x4(dst + rg, kTile, qt, Dt, cq, n, dk4);
+      } else if constexpr (kStored) {
+        weighted_cols<C>(pt + warp * kRowsPerWarp, kTile, dyt, Dt, D, n, lane, dv_acc);
+        weighted_cols<C>(dst + warp * kRowsPerWarp, kTile, qt, Dt, D, n, lane, dk_acc);
+      } else {
+        weighted_rows<C>(pt + warp * kRowsPerWarp * kPs, kPs, dyt, Dt, D, n, lane, dv_acc);
+        weighted_rows<C>(dst + warp * kRowsPerWarp * kPs, kPs, qt, Dt, D, n, lane, dk_acc);
+      }
       __syncthreads();
     }
     float* dk = grads + grad_offset(d, 1, g);
     float* dv = grads + grad_offset(d, 2, g);
     const int64_t rs = qkv_stride(d, D);
+    if constexpr (kQuad) {
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
+      for (int a = 0; a < 4; ++a) {
+        const int64_t j = j0 + rg + a;
+        if (j >= T) continue;
+        float* k_out = dk + j * rs + cq;
+        float* v_out = dv + j * rs + cq;
+        k_out[0] = dk4[a].x, k_out[1] = dk4[a].y, k_out[2] = dk4[a].z, k_out[3] = dk4[a].w;
+        v_out[0] = dv4[a].x, v_out[1] = dv4[a].y, v_out[2] = dv4[a].z, v_out[3] = dv4[a].w;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < (kQuad ? 0 : kRowsPerWarp); ++r) {
       const int64_t j = j0 + warp * kRowsPerWarp + r;
       if (j >= T) continue;
 #pragma unroll
@@ -471,13 +614,14 @@ TiledShape tiled_shape(const AttentionDesc& d, int64_t keys) {
   TiledShape ts;
   ts.Dq = static_cast<int>((d.D + 3) / 4 * 4);
   ts.Dt = (ts.Dq / 4 | 1) * 4;
-  ts.Sp = static_cast<int>((keys + kTile - 1) / kTile * kTile);
+  // score rows four apart (a thread's rows in dots4x2 and weighted_4x4) start 16 banks apart
+  ts.Sp = static_cast<int>((keys + kTile - 1) / kTile * kTile) + 4;
   ts.tile_floats = static_cast<int>(std::max<int64_t>(kTile * ts.Dt, kTile * d.E) + 3) / 4 * 4;
   return ts;
 }
 
-size_t forward_shared(const TiledShape& ts) { return sizeof(float) * (size_t{kRows} * ts.Dq + ts.tile_floats + size_t{kRows} * ts.Sp); }
-size_t dq_shared(const TiledShape& ts) { return sizeof(float) * (2 * size_t{kRows} * ts.Dq + ts.tile_floats + 2 * size_t{kRows} * ts.Sp); }
+size_t forward_shared(const TiledShape& ts) { return sizeof(float) * (size_t{kRows} * ts.Dt + ts.tile_floats + size_t{kRows} * ts.Sp); }
+size_t dq_shared(const TiledShape& ts) { return sizeof(float) * (2 * size_t{kRows} * ts.Dt + ts.tile_floats + 2 * size_t{kRows} * ts.Sp); }
 size_t dkv_shared(const TiledShape& ts) {
   return sizeof(float) * (2 * size_t{kRows} * ts.Dq + 2 * size_t{kTile} * ts.Dt + 2 * size_t{kRows} * kPs + kTile * 3);
 }
@@ -512,7 +656,9 @@ struct LaunchGrad {
     if (cudaError_t e = allow_shared(attention_tiled_dq_kernel<C>, a); e != cudaSuccess) return e;
     attention_tiled_dq_kernel<C><<<attention_grid(d, kRows), kThreadsPerBlock, a, stream>>>(q, k, v, dy, out, d, ts, finite, stats, probs);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    auto dkv = probs != nullptr ? attention_tiled_dkv_kernel<C, true> : attention_tiled_dkv_kernel<C, false>;
+    auto dkv = probs == nullptr ? attention_tiled_dkv_kernel<C, false, false>
+               : C == 2 && d.D == 64 ? attention_tiled_dkv_kernel<C, true, (C == 2)>
+                                     : attention_tiled_dkv_kernel<C, true, false>;
     if (cudaError_t e = allow_shared(dkv, b); e != cudaSuccess) return e;
     dkv<<<attention_grid(d, kRows), kThreadsPerBlock, b, stream>>>(q, k, v, dy, out, d, ts, finite, stats, probs);
     return cudaGetLastError();
@@ -532,7 +678,8 @@ bool attention_tiled_fits(const AttentionDesc& d, bool grad) {
 
 cudaError_t launch_attention_tiled(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
                                    const AttentionDesc& d, const int* finite, cudaStream_t stream) {
-  return by_lane_dims<LaunchForward>(d.E, q, k, v, k2, v2, out, d, tiled_shape(d, d.S1 + d.S2), finite, stream);
+  // C from the wider of the two head widths: TileStream<2 C> holds a tile of either
+  return by_lane_dims<LaunchForward>(std::max(d.D, d.E), q, k, v, k2, v2, out, d, tiled_shape(d, d.S1 + d.S2), finite, stream);
 }
 
 cudaError_t launch_attention_grad_tiled(const float* q, const float* k, const float* v, const float* dy, float* out,
