@@ -62,24 +62,33 @@ __device__ inline void load_tile(float* dst, int stride, int cols, const Attenti
 // `stride`, `cols` floats a row). Where float4_rows holds, each thread keeps its float4s of the
 // next tile in registers (P of them: the tile's 32 rows of up to 128 floats over the block's 128
 // threads), loaded while the block works on the current one; otherwise load_tile, in place.
+// Each float4's tile row and column are worked out once, when the stream starts (`at`: row << 16
+// | column, -1 past the tile): dividing by a run-time quad count cost a score tile as many
+// instructions as a fifth of its dot products.
 template <int P>
 struct TileStream {
   AttentionRows src;
   int64_t end;
-  int cols, width, stride, quads;
+  int cols, width, stride;
   bool vec;
   float4 regs[P];
+  int at[P];
 
   __device__ TileStream(const AttentionRows& rows, int64_t start, int64_t end_, int cols_, int width_, int stride_)
-      : src(rows), end(end_), cols(cols_), width(width_), stride(stride_), quads(cols_ / 4), vec(float4_rows(rows, cols_, width_)) {
+      : src(rows), end(end_), cols(cols_), width(width_), stride(stride_), vec(float4_rows(rows, cols_, width_)) {
+    const int quads = cols / 4;
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int t = static_cast<int>(threadIdx.x) + i * kThreadsPerBlock;
+      at[i] = t < kTile * quads ? t / quads << 16 | t % quads * 4 : -1;
+    }
     if (vec && start < end) fetch(start);
   }
   __device__ void fetch(int64_t r0) {
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      const int t = static_cast<int>(threadIdx.x) + i * kThreadsPerBlock, r = t / quads, c = t % quads * 4;
-      regs[i] = t < kTile * quads && r0 + r < end ? *reinterpret_cast<const float4*>(src.row(r0 + r) + c)
-                                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const int r = at[i] >> 16, c = at[i] & 0xffff;
+      regs[i] = at[i] >= 0 && r0 + r < end ? *reinterpret_cast<const float4*>(src.row(r0 + r) + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   }
   // dst = the tile of rows t0.. (the one fetched last), then the next one's loads are issued.
@@ -90,9 +99,8 @@ struct TileStream {
     }
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      const int t = static_cast<int>(threadIdx.x) + i * kThreadsPerBlock, r = t / quads, c = t % quads * 4;
-      if (t >= kTile * quads) continue;
-      float* d = dst + r * stride + c;
+      if (at[i] < 0) continue;
+      float* d = dst + (at[i] >> 16) * stride + (at[i] & 0xffff);
       if (stride % 4 == 0) {
         *reinterpret_cast<float4*>(d) = regs[i];
       } else {
@@ -254,21 +262,21 @@ __device__ inline void score_rows(const float* rows, int Dq, int Dt, float* tile
   }
 }
 
-// A warp's score row over [0, end) becomes its softmax; its max and sum come back in m and l
+// A warp's score row over [0, n_keys) becomes its softmax; its max and sum come back in m and l
 // (scalars, not arrays a loop indexes: those went to local memory).
-__device__ inline void softmax_row(float* row, int64_t end, int lane, float& m, float& l) {
+__device__ inline void softmax_row(float* row, int n_keys, int lane, float& m, float& l) {
   float mx = -INFINITY;
-  for (int64_t j = lane; j < end; j += 32) mx = fmaxf(mx, row[j]);
+  for (int j = lane; j < n_keys; j += 32) mx = fmaxf(mx, row[j]);
   mx = warp_max(mx);
   float sum = 0.0f;
-  for (int64_t j = lane; j < end; j += 32) {
+  for (int j = lane; j < n_keys; j += 32) {
     const float e = expf(row[j] - mx);
     row[j] = e;
     sum += e;
   }
   sum = warp_sum(sum);
   // e / sum: the bits of probability(z, mx, sum), which the dk/dv kernel recomputes
-  for (int64_t j = lane; j < end; j += 32) row[j] = row[j] / sum;
+  for (int j = lane; j < n_keys; j += 32) row[j] = row[j] / sum;
   m = mx, l = sum;
 }
 
@@ -382,7 +390,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_kernel(const
     score_rows<C>(qs, Dq, ts.Dt, tile, keys, end, i0, d, scale, sc, ts.Sp, warp, lane);
     for (int r = 0; r < kRowsPerWarp; ++r) {
       float m, l;
-      softmax_row(sc + (warp * kRowsPerWarp + r) * ts.Sp, end, lane, m, l);
+      softmax_row(sc + (warp * kRowsPerWarp + r) * ts.Sp, static_cast<int>(end), lane, m, l);
     }
     __syncthreads();
     weighted_sum<C>(sc, ts.Sp, tile, vals, end, i0, d.T, out + out_offset(d, g), out_stride(d), warp, lane);
@@ -411,6 +419,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
     const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows;
     const AttentionRows keys = key_rows(d, k, nullptr, g, T), vals = value_rows(d, v, nullptr, g, T);
     const int64_t end = keys_end(d, finite, g, i0, T);
+    const int n_keys = static_cast<int>(end);  // the score rows' length, an int as Sp is
     load_tile(qs, ts.Dt, Dq, query_rows(d, q, g), i0, T - i0, D);
     load_tile(dys, ts.Dt, Dq, dy_rows(d, dy, g), i0, T - i0, D);
     score_rows<C>(qs, Dq, ts.Dt, tile, keys, end, i0, d, scale, ps, Sp, warp, lane);
@@ -421,15 +430,15 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int row = warp * kRowsPerWarp + r;
       float m, l;
-      softmax_row(ps + row * Sp, end, lane, m, l);
+      softmax_row(ps + row * Sp, n_keys, lane, m, l);
       float part = 0.0f;
-      for (int64_t j = lane; j < end; j += 32) part = fmaf(dps[row * Sp + j], ps[row * Sp + j], part);
+      for (int j = lane; j < n_keys; j += 32) part = fmaf(dps[row * Sp + j], ps[row * Sp + j], part);
       const float pdp = warp_sum(part);
-      for (int64_t j = lane; j < end; j += 32) dps[row * Sp + j] = score_grad(ps[row * Sp + j], dps[row * Sp + j], pdp, scale);
+      for (int j = lane; j < n_keys; j += 32) dps[row * Sp + j] = score_grad(ps[row * Sp + j], dps[row * Sp + j], pdp, scale);
       const int64_t i = i0 + row;
       if (i >= T) continue;
       if (probs != nullptr)  // the row's p and ds for the dk/dv kernel, keys [0, end)
-        for (int64_t j = lane; j < end; j += 32) {
+        for (int j = lane; j < n_keys; j += 32) {
           probs[(g * T + i) * T + j] = ps[row * Sp + j];
           probs[((d.G + g) * T + i) * T + j] = dps[row * Sp + j];
         }
