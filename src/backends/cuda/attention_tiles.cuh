@@ -20,7 +20,6 @@
 
 namespace volta::cuda::tiled {
 
-
 constexpr int kWarps = 4, kRowsPerWarp = 8, kRows = kWarps * kRowsPerWarp, kTile = 32;
 constexpr int kThreadsPerBlock = kWarps * 32;
 // The dk/dv kernel at 3 blocks a multiprocessor (168 registers): left free, ptxas takes 194 at
@@ -116,6 +115,7 @@ struct TileStream {
 
 // s[r] = dot(rows[r], col) for the warp's 8 rows (row stride Dq, read as float4 broadcasts) and
 // the lane's row `col` (16-byte aligned, read as float4): each one chain of fmaf over d in order.
+// The dk/dv kernel's recomputed scores use it, where the stored ones do not fit.
 __device__ inline void dots8(const float* rows, int Dq, const float* col, float (&s)[kRowsPerWarp]) {
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) s[r] = 0.0f;
