@@ -19,7 +19,8 @@ if ! mkdir -p "$x" || ! tar -xJf "$pack" -C "$x"; then
   echo "gpu_ab.sh: cannot unpack $pack" >&2
   exit 1
 fi
-export LD_LIBRARY_PATH=$PWD/$x/lib:${LD_LIBRARY_PATH:-}
+LD_LIBRARY_PATH=$(realpath "$x")/lib:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH
 mapfile -t builds < <(find "$x" -mindepth 1 -maxdepth 1 -type d ! -name lib -printf '%f\n' | sort)
 s=$out/summary.txt
 {
@@ -38,7 +39,8 @@ s=$out/summary.txt
       # shellcheck disable=SC2086
       timeout 120 "$x/$b/volta" --deterministic run-to-run train --device "$device" --recipe shakespeare-char ${cfg#*:} --steps 20 \
         --eval-every 10 --eval-iters 2 --out "$x/$b.ck_$c" >/dev/null 2>&1
-      h="$h $c=$(sha256sum <"$x/$b.ck_$c/last.safetensors" 2>/dev/null | cut -c1-16)"
+      ck="$x/$b.ck_$c/last.safetensors"
+      if [ -f "$ck" ]; then h="$h $c=$(sha256sum <"$ck" | cut -c1-16)"; else h="$h $c=MISSING"; fi
     done
     echo "bits $b:$h"
     for m in test grad; do
@@ -50,6 +52,9 @@ s=$out/summary.txt
     "$x/$b/volta" --deterministic run-to-run bench train --device "$device" $model --steps 3 --warmup 2 --profile-summary >"$x/$b.profile.txt" 2>&1
     echo "profile $b, mean us: $(grep -E "^(${ops//,/|}) " "$x/$b.profile.txt" | awk '{printf "%s %s  ", $1, $5}')"
   done
-  # shellcheck disable=SC2086
-  [ "$device" = cuda ] && timeout 180 python3 bench/gpu_peer.py train --mode eager --attention sdpa $model --steps 30 --warmup 10 2>&1 | tail -1
+  if [ "$device" = cuda ]; then
+    # shellcheck disable=SC2086
+    timeout 180 python3 bench/gpu_peer.py train --mode eager --attention sdpa $model --steps 30 --warmup 10 2>&1 | tail -1
+  fi
+  true
 } | tee "$s"

@@ -20,7 +20,9 @@ for spec in "$@"; do
   cp "$dir/volta" "$stage/$name/"
   for t in volta_op_tests volta_tests; do [ -x "$dir/tests/$t" ] && cp "$dir/tests/$t" "$stage/$name/tests/"; done
   strip "$stage/$name/volta" "$stage/$name/tests/"*
-  ldd "$dir/volta" | awk '/libonnx|libprotobuf/ {print $3}' | xargs -r -I{} cp -L {} "$stage/lib/"
+  for bin in "$dir/volta" "$dir"/tests/volta_*tests; do
+    ldd "$bin" | awk '/libonnx|libprotobuf/ {print $3}' | xargs -r -I{} cp -L {} "$stage/lib/"
+  done
 done
 tar -C "$stage" -cf - . | xz -T0 -6 > "$out"
 echo "$out: $(du -h "$out" | cut -f1) ($*)"

@@ -50,9 +50,9 @@ __device__ inline AttentionRows value_rows(const AttentionDesc& d, const float* 
 }
 
 // The tiled kernels' shared-memory layout: rows padded to Dq floats (a multiple of 4, for float4
-// reads), the other side's tile rows Dt floats apart (an odd count of float4s, so a warp reading
-// one float4 per lane from its own row hits every bank once per quarter), score rows of Sp floats
-// (the keys rounded up to tiles of 32), one tile's floats.
+// reads), tile rows and the block's own q and dy rows Dt floats apart (an odd count of float4s,
+// so rows read together fall in different banks), score rows of Sp floats (the keys rounded up to
+// tiles of 32, plus 4: rows four apart start 16 banks apart), one tile's floats.
 struct TiledShape {
   int Dq = 0, Dt = 0, Sp = 0, tile_floats = 0;
 };
