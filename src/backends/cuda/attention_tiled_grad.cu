@@ -201,22 +201,21 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kDkvMinBlocks) attention_til
       for (int a = 0; a < 4; ++a) {
         const int64_t j = j0 + rg + a;
         if (j >= T) continue;
-        float* k_out = dk + j * rs + cq;
-        float* v_out = dv + j * rs + cq;
-        k_out[0] = dk4[a].x, k_out[1] = dk4[a].y, k_out[2] = dk4[a].z, k_out[3] = dk4[a].w;
-        v_out[0] = dv4[a].x, v_out[1] = dv4[a].y, v_out[2] = dv4[a].z, v_out[3] = dv4[a].w;
+        store4(dk + j * rs + cq, dk4[a]);
+        store4(dv + j * rs + cq, dv4[a]);
       }
-    }
+    } else {
 #pragma unroll
-    for (int r = 0; r < (kQuad ? 0 : kRowsPerWarp); ++r) {
-      const int64_t j = j0 + warp * kRowsPerWarp + r;
-      if (j >= T) continue;
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const int64_t j = j0 + warp * kRowsPerWarp + r;
+        if (j >= T) continue;
 #pragma unroll
-      for (int c = 0; c < C; ++c)
-        if (lane + 32 * c < D) {
-          dk[j * rs + lane + 32 * c] = dk_acc[r][c];
-          dv[j * rs + lane + 32 * c] = dv_acc[r][c];
-        }
+        for (int c = 0; c < C; ++c)
+          if (lane + 32 * c < D) {
+            dk[j * rs + lane + 32 * c] = dk_acc[r][c];
+            dv[j * rs + lane + 32 * c] = dv_acc[r][c];
+          }
+      }
     }
     __syncthreads();  // kr, vr are reloaded by the next block
   }

@@ -241,6 +241,21 @@ __device__ inline float masked_score(float s, int64_t i, int64_t j, int64_t end,
 __device__ inline float probability(float z, float m, float l) { return expf(z - m) / l; }
 __device__ inline float score_grad(float p, float dp, float pdp, float scale) { return scale * p * (dp - pdp); }
 
+// For each tile of rows [0, end): the stream's next tile into `tile`, then f(t0, rows in it), the
+// block synchronised before (the tile written) and after (read before it is overwritten).
+template <int P, typename F>
+__device__ inline void each_tile(TileStream<P>& in, float* tile, int64_t end, F&& f) {
+  for (int64_t t0 = 0; t0 < end; t0 += kTile) {
+    in.fill(tile, t0);
+    __syncthreads();
+    f(t0, static_cast<int>(min(int64_t{kTile}, end - t0)));
+    __syncthreads();
+  }
+}
+
+// One output row's 4 columns, as weighted_4x4 and weighted_cols_4x4 sum them.
+__device__ inline void store4(float* o, float4 v) { o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w; }
+
 // Scores of the block's 32 rows (`rows`, [32][Dt]: rows four apart fall in different banks)
 // against keys [0, end) into sc [32][Sp]: tiles of 32 keys through `tile` ([32][Dt]). A thread
 // takes 4 of its warp's rows (first `rg`) and keys kk and kk + 16 of the tile.
@@ -249,9 +264,7 @@ __device__ inline void score_rows(const float* rows, int Dq, int Dt, float* tile
                                   const AttentionDesc& d, float scale, float* sc, int Sp, int warp, int lane) {
   TileStream<2 * C> in(keys, 0, end, Dq, static_cast<int>(keys.width), Dt);
   const int rg = warp * kRowsPerWarp + lane / 16 * 4, kk = lane % 16;
-  for (int64_t t0 = 0; t0 < end; t0 += kTile) {
-    in.fill(tile, t0);
-    __syncthreads();
+  each_tile(in, tile, end, [&](int64_t t0, int) {
     float s[4][2];
     dots4x2(rows + rg * Dt, Dt, tile + kk * Dt, tile + (kk + 16) * Dt, Dq, s);
 #pragma unroll
@@ -261,8 +274,7 @@ __device__ inline void score_rows(const float* rows, int Dq, int Dt, float* tile
         const int64_t j = t0 + kk + 16 * b;
         sc[(rg + a) * Sp + j] = masked_score(s[a][b], i0 + rg + a, j, end, d, scale);
       }
-    __syncthreads();
-  }
+  });
 }
 
 // A warp's score row over [0, n_keys) becomes its softmax; its max and sum come back in m and l
@@ -331,29 +343,15 @@ __device__ inline void weighted_sum(const float* sc, int Sp, float* tile, const 
   if (C == 2 && width == 64) {
     const int rg = warp * kRowsPerWarp + lane / 16 * 4, cq = lane % 16 * 4;
     float4 acc[4] = {};
-    for (int64_t t0 = 0; t0 < end; t0 += kTile) {
-      in.fill(tile, t0);
-      __syncthreads();
-      weighted_4x4(sc + rg * Sp + t0, Sp, tile, width, cq, static_cast<int>(min(int64_t{kTile}, end - t0)), acc);
-      __syncthreads();
-    }
+    each_tile(in, tile, end, [&](int64_t t0, int n) { weighted_4x4(sc + rg * Sp + t0, Sp, tile, width, cq, n, acc); });
 #pragma unroll
-    for (int a = 0; a < 4; ++a) {
-      const int64_t i = i0 + rg + a;
-      if (i >= T) continue;
-      float* o = out + i * stride + cq;
-      o[0] = acc[a].x, o[1] = acc[a].y, o[2] = acc[a].z, o[3] = acc[a].w;
-    }
+    for (int a = 0; a < 4; ++a)
+      if (i0 + rg + a < T) store4(out + (i0 + rg + a) * stride + cq, acc[a]);
     return;
   }
   float acc[kRowsPerWarp][C] = {};
-  for (int64_t t0 = 0; t0 < end; t0 += kTile) {
-    in.fill(tile, t0);
-    __syncthreads();
-    weighted_rows<C>(sc + warp * kRowsPerWarp * Sp + t0, Sp, tile, width, width, static_cast<int>(min(int64_t{kTile}, end - t0)),
-                     lane, acc);
-    __syncthreads();
-  }
+  each_tile(in, tile, end,
+            [&](int64_t t0, int n) { weighted_rows<C>(sc + warp * kRowsPerWarp * Sp + t0, Sp, tile, width, width, n, lane, acc); });
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t i = i0 + warp * kRowsPerWarp + r;
