@@ -12,6 +12,7 @@
 #include "volta/builder.h"
 #include "volta/rng.h"
 #include "volta/runtime.h"
+#include "volta/state.h"
 #include "volta/text.h"
 
 namespace volta {
@@ -114,6 +115,49 @@ TEST(Runtime, KeyedCompileBuildsEachNamedGraphOnce) {
   EXPECT_EQ(builds, 2);
   auto failing = rt.compile_keyed("bad", []() -> Result<ir::Graph> { return invalid_argument("no graph"); });
   EXPECT_ERROR_CONTAINS(failing, "no graph");
+}
+
+// A run looks the state's buffers up once per layout of the state: bytes overwritten in place
+// are read where they are, and a param dropped and made again, a state moved into another or
+// another state altogether is bound afresh (a stale buffer would give the old sum, or a freed
+// one under ASan).
+TEST(Runtime, StateBuffersAreBoundAfreshWhenTheStateChanges) {
+  ModelBuilder b("state");
+  const TensorType t{DType::f32, {4}};
+  b.output(b.add(b.input("x", t), b.param("p", t), "y"));
+  auto g = b.build();
+  ASSERT_OK(g);
+  Runtime rt(make_cpu_backend());
+  auto plan = rt.compile(*g);
+  ASSERT_OK(plan);
+  auto filled = [&](float v) {
+    Tensor x = Tensor::zeros(DType::f32, {4});
+    for (int i = 0; i < 4; ++i) x.data<float>()[i] = v;
+    return x;
+  };
+  const Bindings in = {{"x", filled(1.0f)}};
+  auto first = [&](State& s) -> float {
+    auto out = rt.run(**plan, in, &s);
+    return out.is_ok() ? (*out)[0].data<float>()[0] : -1.0f;
+  };
+  State s(rt.backend());
+  ASSERT_OK(s.put("p", filled(10.0f), plan::MemClass::Param));
+  EXPECT_EQ(first(s), 11.0f);
+  const uint64_t layout = s.layout();
+  ASSERT_OK(s.put("p", filled(20.0f), plan::MemClass::Param));  // in place
+  EXPECT_EQ(s.layout(), layout);
+  EXPECT_EQ(first(s), 21.0f);
+  s.erase("p");
+  ASSERT_OK(s.put("p", filled(30.0f), plan::MemClass::Param));  // new bytes
+  EXPECT_NE(s.layout(), layout);
+  EXPECT_EQ(first(s), 31.0f);
+  State moved = std::move(s);
+  EXPECT_EQ(first(moved), 31.0f);
+  EXPECT_EQ(first(s), -1.0f);  // the moved-from state holds nothing: p is unbound
+  State other(rt.backend());
+  ASSERT_OK(other.put("p", filled(40.0f), plan::MemClass::Param));
+  EXPECT_EQ(first(other), 41.0f);
+  EXPECT_EQ(first(moved), 31.0f);
 }
 
 using test::CpuVariant;

@@ -129,6 +129,11 @@ class Runtime {
     std::vector<TensorRef> values;               // by node id
     std::vector<std::vector<TensorRef>> inputs;  // by step
     std::vector<int32_t> leaves;                 // input and param ids in name order
+    // The state buffers bound to the leaves (nullptr: bound by the caller's bindings), valid
+    // for this state while its layout() stays and the graph's types are right.
+    std::vector<std::byte*> held;
+    const State* state = nullptr;
+    uint64_t state_layout = 0;
   };
   std::map<uint64_t, RunRefs> refs_;
   Status execute_nodes(const plan::ExecutionPlan& p, RunRefs& cached, bool same_graph, bool device);

@@ -378,13 +378,27 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
   // Params the state holds are bound to its buffers; the other leaves to the bindings, both in
   // name order (one pass over each, every binding used once). On a mismatch, binding_error()
   // names the first problem in node order.
+  // The state's buffers are looked up by name once per layout of the state (a decode step binds
+  // tens of them every token).
+  const uint64_t layout = state ? state->layout() : 0;
+  if (!same_graph || cached.state != state || cached.state_layout != layout || cached.held.size() != cached.leaves.size()) {
+    cached.state = nullptr;
+    cached.held.assign(cached.leaves.size(), nullptr);
+    for (size_t i = 0; i < cached.leaves.size(); ++i) {
+      const ir::Node& n = g.node(cached.leaves[i]);
+      if (const TensorRef* s = held(state, n)) {
+        if (s->type != n.type) return binding_error(g, bindings, state);
+        cached.held[i] = s->data;
+      }
+    }
+    cached.state = state, cached.state_layout = layout;
+  }
   auto it = bindings.begin();
-  for (int32_t id : cached.leaves) {
-    const ir::Node& n = g.node(id);
-    std::byte*& data = refs[static_cast<size_t>(id)].data;
-    if (const TensorRef* s = held(state, n)) {
-      if (s->type != n.type) return binding_error(g, bindings, state);
-      data = s->data;
+  for (size_t i = 0; i < cached.leaves.size(); ++i) {
+    const ir::Node& n = g.node(cached.leaves[i]);
+    std::byte*& data = refs[static_cast<size_t>(cached.leaves[i])].data;
+    if (cached.held[i]) {
+      data = cached.held[i];
       continue;
     }
     if (it == bindings.end() || it->first != n.name || it->second.type() != n.type || !it->second.defined())

@@ -1,7 +1,14 @@
 // The model's state on a backend (include/volta/state.h).
 #include "volta/state.h"
 
+#include <atomic>
+
 namespace volta {
+
+uint64_t State::next_layout() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 Status State::put(const std::string& name, const Tensor& host, plan::MemClass cls) {
   if (!host.defined()) return invalid_argument("state '" + name + "': no tensor given");
@@ -15,6 +22,7 @@ Status State::put(const std::string& name, const Tensor& host, plan::MemClass cl
     VOLTA_ASSIGN_OR_RETURN(e.memory, backend_->allocate(host.bytes()));
     e.ref = TensorRef{e.memory.get(), host.type()};
     it = entries_.emplace(name, std::move(e)).first;
+    layout_ = next_layout();
   }
   it->second.cls = cls;
   VOLTA_RETURN_IF_ERROR(backend_->copy_in(it->second.ref.data, host.raw(), host.bytes()));

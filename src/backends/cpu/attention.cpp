@@ -204,21 +204,23 @@ Status attention(const KernelArgs& a) {
     float* probs = scores + Sp;
     float* vp = probs + Sp;
     float* orow = vp + (copy_v ? S * Ep : 0);
-    thread_local std::vector<const float*> rows;  // key j of the group, from whichever block
-    rows.clear();
+    thread_local std::vector<const float*> key_rows;  // key j of the group, from whichever block
+    std::vector<const float*>& rows = key_rows;        // (the thread-local looked up once)
+    rows.resize(static_cast<size_t>(S));
+    const float** row_ptr = rows.data();
     for (size_t b = 0; b < src.size(); ++b) {
       const Source& s = src[b];
       // Block 0 lies as the layout says (packed heads, or its cap rows per group), block 1 plainly.
       const float* k0 = b == 0 ? s.k + at.k_off(g) : s.k + at.kv(g) * s.cap * D;
       const float* v0 = b == 0 ? s.v + at.v_off(g) : s.v + at.kv(g) * s.cap * E;
       const int64_t k_rs = b == 0 ? at.k_rs : D, v_rs = b == 0 ? at.v_rs : E;
-      for (int64_t j = 0; j < s.S; ++j) {
-        rows.push_back(k0 + j * k_rs);
-        if (!copy_v) continue;
-        float* row = vp + static_cast<int64_t>(rows.size() - 1) * Ep;
+      for (int64_t j = 0; j < s.S; ++j) row_ptr[j] = k0 + j * k_rs;
+      for (int64_t j = 0; copy_v && j < s.S; ++j) {
+        float* row = vp + (row_ptr - rows.data() + j) * Ep;
         std::copy_n(v0 + j * v_rs, E, row);
         std::fill(row + E, row + Ep, 0.0f);
       }
+      row_ptr += s.S;
     }
     std::fill(scores + S, scores + Sp, 0.0f);  // key_scores writes [0, S) only
     for (int64_t i = 0; i < T; ++i) {

@@ -141,26 +141,78 @@ VOLTA_TARGET_AVX512 void key_scores_avx512(const float* q, int64_t D, const floa
 
 #pragma GCC diagnostic pop
 
-VOLTA_TARGET_AVX2 void key_scores_avx2(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
-  for (int64_t j0 = 0; j0 < n; j0 += 8) {
-    const int64_t keys = std::min<int64_t>(8, n - j0);
-    __m256 acc = _mm256_setzero_ps();
-    int64_t d0 = 0;
-    for (; d0 + 8 <= D; d0 += 8) {
-      __m256 r[8];
-      for (int i = 0; i < 8; ++i) r[i] = i < keys ? _mm256_loadu_ps(k[j0 + i] + d0) : _mm256_setzero_ps();
-      transpose8x8(r);
-      for (int d = 0; d < 8; ++d) acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + d]), r[d], acc);
-    }
-    alignas(32) float col[8];
-    for (; d0 < D; ++d0) {  // the last 0..7 values of every key
-      for (int i = 0; i < 8; ++i) col[i] = i < keys ? k[j0 + i][d0] : 0.0f;
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0]), _mm256_load_ps(col), acc);
-    }
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc);
-    std::copy_n(out, keys, s + j0);
+// 8 whole keys' values d0 .. d0 + 7 transposed: r[d] holds value d0 + d of every key. Each
+// register is two 4-value rows (keys i and i + 4), so a 4 x 4 transpose within the 128-bit
+// halves finishes it: 16 shuffles where the full 8 x 8 transpose takes 24.
+VOLTA_TARGET_AVX2 inline void load_keys8x8(const float* const* k, int64_t d0, __m256 (&r)[8]) {
+  __m256 x[8];
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 4; ++i) x[4 * h + i] = _mm256_loadu2_m128(k[i + 4] + d0 + 4 * h, k[i] + d0 + 4 * h);
+  for (int h = 0; h < 2; ++h) {
+    const __m256* y = x + 4 * h;
+    const __m256 t0 = _mm256_unpacklo_ps(y[0], y[1]), t1 = _mm256_unpackhi_ps(y[0], y[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(y[2], y[3]), t3 = _mm256_unpackhi_ps(y[2], y[3]);
+    r[4 * h + 0] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * h + 1] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    r[4 * h + 2] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * h + 3] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
   }
+}
+
+// Scores of NB whole blocks of 8 keys, their chains interleaved: one block's chain of D FMAs
+// waits on each step's latency, which alone left the core idle (decode attention's scores were
+// latency-bound); NB chains side by side overlap.
+template <int NB>
+VOLTA_TARGET_AVX2 inline void key_blocks_avx2(const float* q, int64_t D, const float* const* k, float* s) {
+  __m256 acc[NB];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  int64_t d0 = 0;
+  for (; d0 + 8 <= D; d0 += 8)
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) {
+      __m256 r[8];
+      load_keys8x8(k + 8 * b, d0, r);
+      for (int d = 0; d < 8; ++d) acc[b] = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + d]), r[d], acc[b]);
+    }
+  for (; d0 < D; ++d0)  // the last 0..7 values of every key
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) {
+      const float* const* kb = k + 8 * b;
+      const __m256 col = _mm256_setr_ps(kb[0][d0], kb[1][d0], kb[2][d0], kb[3][d0], kb[4][d0], kb[5][d0], kb[6][d0], kb[7][d0]);
+      acc[b] = _mm256_fmadd_ps(_mm256_set1_ps(q[d0]), col, acc[b]);
+    }
+  for (int b = 0; b < NB; ++b) _mm256_storeu_ps(s + 8 * b, acc[b]);
+}
+
+VOLTA_TARGET_AVX2 void key_scores_avx2(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
+  int64_t j0 = 0;
+  for (; j0 + 32 <= n; j0 += 32) key_blocks_avx2<4>(q, D, k + j0, s + j0);
+  switch ((n - j0) / 8) {
+    case 3: key_blocks_avx2<3>(q, D, k + j0, s + j0); break;
+    case 2: key_blocks_avx2<2>(q, D, k + j0, s + j0); break;
+    case 1: key_blocks_avx2<1>(q, D, k + j0, s + j0); break;
+    default: break;
+  }
+  j0 += (n - j0) / 8 * 8;
+  if (j0 == n) return;
+  // The last 1..7 keys: the missing rows are zeros.
+  const int64_t keys = n - j0;
+  __m256 acc = _mm256_setzero_ps();
+  int64_t d0 = 0;
+  for (; d0 + 8 <= D; d0 += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i) r[i] = i < keys ? _mm256_loadu_ps(k[j0 + i] + d0) : _mm256_setzero_ps();
+    transpose8x8(r);
+    for (int d = 0; d < 8; ++d) acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + d]), r[d], acc);
+  }
+  alignas(32) float col[8];
+  for (; d0 < D; ++d0) {
+    for (int i = 0; i < 8; ++i) col[i] = i < keys ? k[j0 + i][d0] : 0.0f;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0]), _mm256_load_ps(col), acc);
+  }
+  alignas(32) float out[8];
+  _mm256_store_ps(out, acc);
+  std::copy_n(out, keys, s + j0);
 }
 
 #endif  // VOLTA_MATMUL_X86
