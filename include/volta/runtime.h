@@ -128,6 +128,7 @@ class Runtime {
     const ir::Graph* graph = nullptr;            // the plan graph whose types they hold
     std::vector<TensorRef> values;               // by node id
     std::vector<std::vector<TensorRef>> inputs;  // by step
+    std::vector<size_t> steps;                   // the schedule's steps that compute (views skipped)
     std::vector<int32_t> leaves;                 // input and param ids in name order
     // The state buffers bound to the leaves (nullptr: bound by the caller's bindings), valid
     // for this state while its layout() stays and the graph's types are right.

@@ -277,10 +277,15 @@ Status Runtime::execute_nodes(const plan::ExecutionPlan& p, RunRefs& cached, boo
   const ir::Graph& g = p.graph;
   std::vector<TensorRef>& refs = cached.values;
   cached.inputs.resize(p.schedule.size());
-  for (size_t s = 0; s < p.schedule.size(); ++s) {
+  if (!same_graph) {  // the steps that compute: a view has nothing to, an in-place write does
+    cached.steps.clear();
+    for (size_t s = 0; s < p.schedule.size(); ++s) {
+      const ir::Node& n = g.node(p.schedule[s]);
+      if (p.values[static_cast<size_t>(n.id)].view_of < 0 || ir::output_is_input(n.op)) cached.steps.push_back(s);
+    }
+  }
+  for (const size_t s : cached.steps) {
     const ir::Node& n = g.node(p.schedule[s]);
-    // A view has nothing to compute; an in-place write (its value its input's bytes) does.
-    if (p.values[static_cast<size_t>(n.id)].view_of >= 0 && !ir::output_is_input(n.op)) continue;
     std::vector<TensorRef>& inputs = cached.inputs[s];
     inputs.resize(n.inputs.size());
     for (size_t i = 0; i < n.inputs.size(); ++i) {
