@@ -195,24 +195,13 @@ VOLTA_TARGET_AVX2 void key_scores_avx2(const float* q, int64_t D, const float* c
   }
   j0 += (n - j0) / 8 * 8;
   if (j0 == n) return;
-  // The last 1..7 keys: the missing rows are zeros.
-  const int64_t keys = n - j0;
-  __m256 acc = _mm256_setzero_ps();
-  int64_t d0 = 0;
-  for (; d0 + 8 <= D; d0 += 8) {
-    __m256 r[8];
-    for (int i = 0; i < 8; ++i) r[i] = i < keys ? _mm256_loadu_ps(k[j0 + i] + d0) : _mm256_setzero_ps();
-    transpose8x8(r);
-    for (int d = 0; d < 8; ++d) acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + d]), r[d], acc);
-  }
-  alignas(32) float col[8];
-  for (; d0 < D; ++d0) {
-    for (int i = 0; i < 8; ++i) col[i] = i < keys ? k[j0 + i][d0] : 0.0f;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(q[d0]), _mm256_load_ps(col), acc);
-  }
+  // The last 1..7 keys as a whole block whose missing rows repeat the last key: their lanes'
+  // scores are computed and dropped.
+  const float* last[8];
+  for (int64_t i = 0; i < 8; ++i) last[i] = k[std::min(j0 + i, n - 1)];
   alignas(32) float out[8];
-  _mm256_store_ps(out, acc);
-  std::copy_n(out, keys, s + j0);
+  key_blocks_avx2<1>(q, D, last, out);
+  std::copy_n(out, n - j0, s + j0);
 }
 
 #endif  // VOLTA_MATMUL_X86
