@@ -127,8 +127,15 @@ class Runtime {
   struct RunRefs {
     const ir::Graph* graph = nullptr;            // the plan graph whose types they hold
     std::vector<TensorRef> values;               // by node id
-    std::vector<std::vector<TensorRef>> inputs;  // by step
-    std::vector<size_t> steps;                   // the schedule's steps that compute (views skipped)
+    struct Step {  // a scheduled node that computes (views are skipped)
+      int32_t node;
+      size_t schedule_index;
+      size_t first_arg, args;  // its inputs: arg_ids / args [first_arg, first_arg + args)
+      size_t ws_offset, ws_bytes;
+    };
+    std::vector<Step> steps;
+    std::vector<int32_t> arg_ids;  // every step's input node ids, in step order
+    std::vector<TensorRef> args;   // their references (types set once, data every run)
     std::vector<int32_t> leaves;                 // input and param ids in name order
     // The state buffers bound to the leaves (nullptr: bound by the caller's bindings), valid
     // for this state while its layout() stays and the graph's types are right.

@@ -276,25 +276,28 @@ Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bin
 Status Runtime::execute_nodes(const plan::ExecutionPlan& p, RunRefs& cached, bool same_graph, bool device) {
   const ir::Graph& g = p.graph;
   std::vector<TensorRef>& refs = cached.values;
-  cached.inputs.resize(p.schedule.size());
-  if (!same_graph) {  // the steps that compute: a view has nothing to, an in-place write does
-    cached.steps.clear();
+  if (!same_graph) {
+    // The steps that compute (a view has nothing to, an in-place write does), each with its
+    // inputs' ids and references in one flat list: a decode step walks them every token with
+    // the caches cold, so they are read in order instead of from each node's own vectors.
+    cached.steps.clear(), cached.arg_ids.clear();
     for (size_t s = 0; s < p.schedule.size(); ++s) {
       const ir::Node& n = g.node(p.schedule[s]);
-      if (p.values[static_cast<size_t>(n.id)].view_of < 0 || ir::output_is_input(n.op)) cached.steps.push_back(s);
+      if (p.values[static_cast<size_t>(n.id)].view_of >= 0 && !ir::output_is_input(n.op)) continue;
+      const plan::Buffer& ws = p.workspaces[s];
+      cached.steps.push_back({n.id, s, cached.arg_ids.size(), n.inputs.size(), ws.offset, ws.bytes});
+      cached.arg_ids.insert(cached.arg_ids.end(), n.inputs.begin(), n.inputs.end());
     }
+    cached.args.resize(cached.arg_ids.size());
+    for (size_t i = 0; i < cached.args.size(); ++i) cached.args[i].type = refs[static_cast<size_t>(cached.arg_ids[i])].type;
   }
-  for (const size_t s : cached.steps) {
-    const ir::Node& n = g.node(p.schedule[s]);
-    std::vector<TensorRef>& inputs = cached.inputs[s];
-    inputs.resize(n.inputs.size());
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      const TensorRef& r = refs[static_cast<size_t>(n.inputs[i])];
-      if (!same_graph && inputs[i].type != r.type) inputs[i].type = r.type;
-      inputs[i].data = r.data;
-    }
-    const plan::Buffer& ws = p.workspaces[s];
-    std::span<std::byte> workspace(arena_.get() + ws.offset, ws.bytes);
+  for (const RunRefs::Step& step : cached.steps) {
+    const ir::Node& n = g.node(step.node);
+    const size_t s = step.schedule_index;
+    TensorRef* in = cached.args.data() + step.first_arg;
+    for (size_t i = 0; i < step.args; ++i) in[i].data = refs[static_cast<size_t>(cached.arg_ids[step.first_arg + i])].data;
+    const std::span<const TensorRef> inputs(in, step.args);
+    std::span<std::byte> workspace(arena_.get() + step.ws_offset, step.ws_bytes);
     const auto start = profiler_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     VOLTA_RETURN_IF_ERROR(backend_->execute(n, inputs, refs[static_cast<size_t>(n.id)], workspace, p.kernels[static_cast<size_t>(n.id)]));
     if (profiler_) {
