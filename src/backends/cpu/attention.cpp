@@ -47,9 +47,11 @@ int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 void row_product(MatmulIsa isa, const float* a, int64_t k, const float* b, int64_t b_rs, float* c, int64_t cols,
                  bool accumulate) {
   const int64_t w = matmul_narrow_cols(isa), max_vecs = matmul_row_tile_vectors(isa);
+  // a_rs != 1 selects the strided-A kernels: A(0, p) = a[p]. Made once: filled in the loop, its
+  // zeroing was a `rep stos` per call of a decode step's weighted sums.
+  TileArgs t{1, k, a, 0, 1, b, b_rs, c, cols, accumulate};
   for (int64_t c0 = 0; c0 < cols;) {
-    // a_rs != 1 selects the strided-A kernels: A(0, p) = a[p].
-    const TileArgs t{1, k, a, 0, 1, b + c0, b_rs, c + c0, cols, accumulate};
+    t.b = b + c0, t.c = c + c0;
     if (max_vecs > 0) {
       const int64_t vecs = std::min(max_vecs, (cols - c0) / w);
       run_row_tile(isa, vecs, t);
