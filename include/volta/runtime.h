@@ -137,9 +137,13 @@ class Runtime {
     std::vector<int32_t> arg_ids;  // every step's input node ids, in step order
     std::vector<TensorRef> args;   // their references (types set once, data every run)
     std::vector<int32_t> leaves;                 // input and param ids in name order
-    // The state buffers bound to the leaves (nullptr: bound by the caller's bindings), valid
+    // The state buffers bound to the leaves (not held: bound by the caller's bindings), valid
     // for this state while its layout() stays and the graph's types are right.
-    std::vector<std::byte*> held;
+    struct Held {
+      std::byte* data = nullptr;
+      bool held = false;
+    };
+    std::vector<Held> held;
     const State* state = nullptr;
     uint64_t state_layout = 0;
   };

@@ -391,12 +391,12 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
   const uint64_t layout = state ? state->layout() : 0;
   if (!same_graph || cached.state != state || cached.state_layout != layout || cached.held.size() != cached.leaves.size()) {
     cached.state = nullptr;
-    cached.held.assign(cached.leaves.size(), nullptr);
+    cached.held.assign(cached.leaves.size(), RunRefs::Held{});
     for (size_t i = 0; i < cached.leaves.size(); ++i) {
       const ir::Node& n = g.node(cached.leaves[i]);
       if (const TensorRef* s = held(state, n)) {
         if (s->type != n.type) return binding_error(g, bindings, state);
-        cached.held[i] = s->data;
+        cached.held[i] = {s->data, true};
       }
     }
     cached.state = state, cached.state_layout = layout;
@@ -405,8 +405,8 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
   for (size_t i = 0; i < cached.leaves.size(); ++i) {
     const ir::Node& n = g.node(cached.leaves[i]);
     std::byte*& data = refs[static_cast<size_t>(cached.leaves[i])].data;
-    if (cached.held[i]) {
-      data = cached.held[i];
+    if (cached.held[i].held) {  // (an empty tensor's buffer may be null)
+      data = cached.held[i].data;
       continue;
     }
     if (it == bindings.end() || it->first != n.name || it->second.type() != n.type || !it->second.defined())
