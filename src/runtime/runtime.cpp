@@ -389,7 +389,7 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
   // The state's buffers are looked up by name once per layout of the state (a decode step binds
   // tens of them every token).
   const uint64_t layout = state ? state->layout() : 0;
-  if (!same_graph || cached.state != state || cached.state_layout != layout || cached.held.size() != cached.leaves.size()) {
+  if (!same_graph || cached.state != state || cached.state_layout != layout) {
     cached.state = nullptr;
     cached.held.assign(cached.leaves.size(), RunRefs::Held{});
     for (size_t i = 0; i < cached.leaves.size(); ++i) {

@@ -209,20 +209,20 @@ Status attention(const KernelArgs& a) {
     thread_local std::vector<const float*> key_rows;  // key j of the group, from whichever block
     std::vector<const float*>& rows = key_rows;        // (the thread-local looked up once)
     rows.resize(static_cast<size_t>(S));
-    const float** row_ptr = rows.data();
+    int64_t first = 0;  // the block's first key in the group
     for (size_t b = 0; b < src.size(); ++b) {
       const Source& s = src[b];
       // Block 0 lies as the layout says (packed heads, or its cap rows per group), block 1 plainly.
       const float* k0 = b == 0 ? s.k + at.k_off(g) : s.k + at.kv(g) * s.cap * D;
       const float* v0 = b == 0 ? s.v + at.v_off(g) : s.v + at.kv(g) * s.cap * E;
       const int64_t k_rs = b == 0 ? at.k_rs : D, v_rs = b == 0 ? at.v_rs : E;
-      for (int64_t j = 0; j < s.S; ++j) row_ptr[j] = k0 + j * k_rs;
+      for (int64_t j = 0; j < s.S; ++j) rows[static_cast<size_t>(first + j)] = k0 + j * k_rs;
       for (int64_t j = 0; copy_v && j < s.S; ++j) {
-        float* row = vp + (row_ptr - rows.data() + j) * Ep;
+        float* row = vp + (first + j) * Ep;
         std::copy_n(v0 + j * v_rs, E, row);
         std::fill(row + E, row + Ep, 0.0f);
       }
-      row_ptr += s.S;
+      first += s.S;
     }
     std::fill(scores + S, scores + Sp, 0.0f);  // key_scores writes [0, S) only
     for (int64_t i = 0; i < T; ++i) {
