@@ -6,6 +6,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matmul.h"
+#include "ir/packed_weight.h"
 #include "test_util.h"
 #include "volta/backend.h"
 #include "volta/rng.h"
@@ -265,6 +266,44 @@ TEST(CpuMatmulBits, DirectTilesEqualTheFmaChainForEveryIsa) {
     EXPECT_FALSE(cpu::gemm_tiles(isa, odd.A(), odd.B().data, 1, odd.N, c.data(), odd.N, 4, odd.N, 8));
     EXPECT_FALSE(cpu::gemm_tiles(isa, odd.A(), odd.B().data, 1, odd.N, c.data(), odd.N, 4, narrow, 0));
   }
+}
+
+// Decode's products on a weight packed when the plan was made, read in place: every row count
+// of the small-M path (the wide tile's, the half tile's, the row groups of batched decode, 3-row
+// groups across panel pairs), columns of one to many panels and every K blocking, 1 and 2
+// threads, each element the FMA chain and nothing written past N.
+TEST(CpuMatmulBits, PackedWeightDecodeProductsEqualTheFmaChainForEveryIsa) {
+  int cases = 0;
+  for (cpu::MatmulIsa isa : supported_isas()) {
+    if (isa == cpu::MatmulIsa::kScalar) continue;  // its tile reads no panels
+    const int64_t nr = cpu::matmul_tile(isa).cols;
+    for (int64_t M = 1; M <= 16; ++M)
+      for (int64_t N : {nr, 3 * nr, int64_t{128}, int64_t{384}})
+        for (const auto& [K, kc] : {std::pair<int64_t, int64_t>{7, 256}, {64, 256}, {300, 128}, {130, 5}}) {
+          if (!cpu::matmul_reads_packed_b(isa, M, N, nr)) continue;
+          const Problem p(M, N, K, false, false, 0, static_cast<uint64_t>(M * 100 + N + K));
+          const std::vector<float> want = fma_chain(p.A(), p.B(), M, N, K);
+          std::vector<float> packed(static_cast<size_t>(K * N)), plain(static_cast<size_t>(K * N));
+          for (int64_t k = 0; k < K; ++k) std::memcpy(&plain[static_cast<size_t>(k * N)], p.B().data + k * N, N * sizeof(float));
+          ir::repack_weight(plain.data(), packed.data(), K, N, kc, nr, true);
+          cpu::MatmulBlocking bl = cpu::matmul_default_blocking(isa);
+          bl.kc = kc;
+          const int64_t ldc = N + 3;
+          for (int threads : {1, 2}) {
+            set_cpu_threads(threads);
+            std::vector<float> c(static_cast<size_t>(M * ldc), -7.0f);
+            cpu::gemm(isa, bl, p.A(), {plain.data(), N, 1}, c.data(), ldc, M, N, K, nullptr, packed.data());
+            for (int64_t m = 0; m < M; ++m) {
+              EXPECT_EQ(std::memcmp(c.data() + m * ldc, want.data() + m * N, static_cast<size_t>(N) * sizeof(float)), 0)
+                  << M << "x" << N << "x" << K << " kc=" << kc << " threads=" << threads << " isa=" << cpu::matmul_isa_name(isa);
+              for (int64_t j = N; j < ldc; ++j) ASSERT_EQ(c[static_cast<size_t>(m * ldc + j)], -7.0f) << "wrote past N";
+            }
+          }
+          ++cases;
+        }
+  }
+  set_cpu_threads(0);
+  EXPECT_GT(cases, 0);
 }
 
 TEST(CpuMatmulBits, LargerShapesEqualTheFmaChainForEveryIsaAndBlocking) {

@@ -141,23 +141,30 @@ void BM_DecodeGemvs(benchmark::State& state) {
       shapes.push_back(s);
       bytes += s.k * s.n * 4;
     }
-  const std::vector<float> x = seeded(512, 1);
-  std::vector<float> y(512);
+  const int64_t M = state.range(3);
+  const std::vector<float> x = seeded(M * 512, 1);
+  std::vector<float> y(static_cast<size_t>(M * 512));
+  double flops = 0;
+  for (const Shape& s : shapes) flops += 2.0 * static_cast<double>(M * s.k * s.n);
   for (auto _ : state) {
     for (size_t i = 0; i < weights.size(); ++i) {
       const Shape s = shapes[i];
-      volta::cpu::MatmulBlocking bl = volta::cpu::matmul_blocking_for(isa, 1, s.n, s.k);
+      volta::cpu::MatmulBlocking bl = volta::cpu::matmul_blocking_for(isa, M, s.n, s.k);
       bl.kc = kc;
       const float* w = weights[i].data();
-      volta::cpu::gemm(isa, bl, {x.data(), s.k, 1}, {w, s.n, 1}, y.data(), s.n, 1, s.n, s.k, nullptr, packed ? w : nullptr);
+      volta::cpu::gemm(isa, bl, {x.data(), s.k, 1}, {w, s.n, 1}, y.data(), s.n, M, s.n, s.k, nullptr, packed ? w : nullptr);
     }
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
+// rows: the batch of a decode step (1, or batched decode's 8 and 12 sequences).
 BENCHMARK(BM_DecodeGemvs)
-    ->ArgNames({"threads", "layers", "packed"})
-    ->ArgsProduct({{1, 2}, {2, 4}, {0, 1}})
+    ->ArgNames({"threads", "layers", "packed", "rows"})
+    ->ArgsProduct({{1, 2}, {2, 4}, {0, 1}, {1}})
+    ->ArgsProduct({{1, 2}, {4}, {1}, {2, 3, 8, 12}})
     ->Unit(benchmark::kMicrosecond);
 
 // The same GEMVs on bf16 weights through the matmul op kernel (the generator's `--weights bf16`:
@@ -177,7 +184,7 @@ void BM_DecodeGemvsBf16(benchmark::State& state) {
       volta::fill_normal(w32, static_cast<uint64_t>(weights.size() + 3), 1, 0.0f, 1.0f);
       volta::Tensor w = volta::narrow_to(w32, volta::DType::bf16);
       volta::ir::Node node;
-      node.op = volta::ir::Op::Matmul, node.name = "mm", node.type = {volta::DType::f32, {1, n}};
+      node.op = volta::ir::Op::Matmul, node.name = "mm", node.type = {volta::DType::f32, {state.range(3), n}};
       if (packed) {
         volta::Tensor p = volta::Tensor::empty(volta::DType::bf16, {k, n});
         volta::ir::repack_weight(w.data<uint16_t>(), p.data<uint16_t>(), k, n, kc, nr, true);
@@ -188,12 +195,13 @@ void BM_DecodeGemvsBf16(benchmark::State& state) {
       nodes.push_back(std::move(node));
       bytes += k * n * 2;
     }
-  volta::Tensor x = volta::Tensor::zeros(volta::DType::f32, {1, 512}), y = volta::Tensor::zeros(volta::DType::f32, {1, 512});
+  const int64_t M = state.range(3);
+  volta::Tensor x = volta::Tensor::zeros(volta::DType::f32, {M, 512}), y = volta::Tensor::zeros(volta::DType::f32, {M, 512});
   volta::fill_normal(x, 1, 1, 0.0f, 1.0f);
   for (auto _ : state) {
     for (size_t i = 0; i < weights.size(); ++i) {
       const volta::Shape& ws = weights[i].shape();
-      const volta::TensorRef in[2] = {{x.raw(), {volta::DType::f32, {1, ws[0]}}}, {weights[i].raw(), weights[i].type()}};
+      const volta::TensorRef in[2] = {{x.raw(), {volta::DType::f32, {M, ws[0]}}}, {weights[i].raw(), weights[i].type()}};
       const volta::TensorRef out{y.raw(), nodes[i].type};
       const volta::Status st = volta::cpu::matmul(volta::cpu::KernelArgs{nodes[i], in, out, {}});
       if (!st.is_ok()) state.SkipWithError(st.message().c_str());
@@ -203,8 +211,9 @@ void BM_DecodeGemvsBf16(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * bytes);
 }
 BENCHMARK(BM_DecodeGemvsBf16)
-    ->ArgNames({"threads", "layers", "packed"})
-    ->ArgsProduct({{1, 2}, {4}, {0, 1}})
+    ->ArgNames({"threads", "layers", "packed", "rows"})
+    ->ArgsProduct({{1, 2}, {4}, {0, 1}, {1}})
+    ->ArgsProduct({{1, 2}, {4}, {1}, {3, 8, 12}})
     ->Unit(benchmark::kMicrosecond);
 
 // The cost of one parallel_for of two empty tasks: the floor under every threaded op.

@@ -186,6 +186,13 @@ int64_t matmul_narrow_cols(MatmulIsa isa);
 // for the scalar ISA when b_ps is set.
 void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t);
 int64_t matmul_small_rows(MatmulIsa isa, bool wide);
+// Batched decode's tiles on a packed f32 weight, for more rows than the half tile holds: rows in
+// groups of at most matmul_row_group_rows(isa) (0: the ISA keeps its half tiles), each group one
+// panel at a time through the packed path's register tile with A read in place (t.b_ps == 0, B
+// one panel: b_rs the panel width), or a group of exactly 3 rows two panels at a time (t.b_ps
+// set). Either way 12 FMA chains, where AVX2's half tile (2 rows of 4 vectors) runs 8.
+int64_t matmul_row_group_rows(MatmulIsa isa);
+void run_row_group_tile(MatmulIsa isa, const TileArgs& t);
 // run_small_tile (wide or half-width) on bf16 or f16 (`bf16`) weights: t.b points at the
 // uint16_t values (b_rs and b_ps in values; b_ps set: a packed weight's panels), widened in
 // registers, the bits of the f32 tile on the widened weights. False when the ISA has no such

@@ -147,6 +147,8 @@ constexpr auto kAvx512WidePanels = avx512_table<kWideVecs, false, true>(std::mak
 constexpr auto kAvx512HalfPanels = avx512_table<kHalfVecs, false, true>(std::make_integer_sequence<int, kAvx512HalfRows>());
 constexpr auto kAvx2WidePanels = avx2_table<kWideVecs, false, true>(std::make_integer_sequence<int, kAvx2WideRows>());
 constexpr auto kAvx2HalfPanels = avx2_table<kHalfVecs, false, true>(std::make_integer_sequence<int, kAvx2HalfRows>());
+// Three rows across two panels: 12 chains, as many as the 6 x 2 tile keeps (run_row_group_tile).
+constexpr TileFn kAvx2ThreeRowPanels = &tile_avx2<3, kHalfVecs, false, true>;
 
 // ---- Narrow right edges, lanes along the rows (run_column_edge) ---------------------------
 // Panels in groups of kEdgeGroup, so as many independent chains hide the FMA latency; the rows of
@@ -437,6 +439,18 @@ bool run_masked_row_tile(MatmulIsa isa, int64_t vecs, int64_t tail, const TileAr
   }
   (void)v, (void)tail, (void)t;
   return false;
+}
+
+int64_t matmul_row_group_rows(MatmulIsa isa) { return isa == MatmulIsa::kAvx2 ? kAvx2Rows : 0; }
+
+void run_row_group_tile(MatmulIsa isa, const TileArgs& t) {
+#ifdef VOLTA_MATMUL_X86
+  if (isa == MatmulIsa::kAvx2) {
+    if (t.b_ps) return kAvx2ThreeRowPanels(t);
+    return kAvx2Strided[static_cast<size_t>(t.rows - 1)](t);
+  }
+#endif
+  tile_scalar(t);  // not reached: matmul_row_group_rows is 0 but on AVX2
 }
 
 void run_small_tile(MatmulIsa isa, bool wide, const TileArgs& t) {
