@@ -180,7 +180,7 @@ TEST(HalfWeights, PackedHalfWeightsHaveTheBitsOfThePlainOnes) {
       for (DType half : {DType::bf16, DType::f16})
         for (int64_t nr : {int64_t{16}, int64_t{32}})
           for (int64_t kc : {int64_t{7}, int64_t{64}})
-            for (int64_t m : {1, 2, 3, 16, 17})
+            for (int64_t m : {1, 2, 3, 8, 12, 16, 17})  // batched decode's row groups: 3, 4 + 4, 6 + 6, 6 + 5 + 5
               for (int64_t panels : {1, 2, 3, 4, 9}) {
                 const int64_t K = 70, N = panels * nr;
                 Tensor a = Tensor::zeros(DType::f32, {m, K}), b32 = Tensor::zeros(DType::f32, {K, N});

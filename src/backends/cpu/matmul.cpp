@@ -362,27 +362,29 @@ void gemm_small_packed(MatmulIsa isa, DType dtype, MatView A, const void* packed
     return half ? reinterpret_cast<const float*>(static_cast<const uint16_t*>(packed_b) + offset)
                 : static_cast<const float*>(packed_b) + offset;
   };
-  // Batched decode past the half tile's rows (AVX2, f32 weights): the rows in as few groups as
+  // Batched decode past the half tile's rows (AVX2): the rows in as few groups as
   // the group tile allows, as even as can be (8 rows: 4 + 4, not 6 + 2), each group over all of
   // the task's columns. 1 thread, four layers of TinyLM's products from L3 (BM_DecodeGemvs, us):
   // 8 rows 204 -> 153, 12 rows 297 -> 205, 3 rows 92 -> 64.
-  // (Half weights keep their half tiles: widening the task's panels of a K block into scratch
-  // first and running these tiles on them measured 15-60% slower at 3 to 12 rows.)
-  const int64_t group_max = half || wide ? 0 : matmul_row_group_rows(isa);
+  // Half weights take the same groups, widened in registers, one panel at a time even for 3 rows
+  // (bf16, BM_DecodeGemvsBf16: 3 rows 104 -> 93 us, two panels at a time 133; 8 rows 205 -> 164,
+  // 12 rows 289 -> 223). Widening the task's panels of a K block into scratch first and running
+  // the f32 tiles on them measured 15-60% slower.
+  const int64_t group_max = wide || (half && !matmul_has_half_tiles(isa)) ? 0 : matmul_row_group_rows(isa);
   for (int64_t p0 = 0; p0 < K; p0 += kc) {
     const int64_t kb = std::min(kc, K - p0);
     const int64_t block = p0 * N;  // panel j (its first column n) at block + n * kb
     if (group_max > 0) {
-      const float* b0 = values(block + n0 * kb);  // the task's panels, contiguous
       const int64_t groups = ceil_div(M, group_max);
       for (int64_t g = 0, i = 0; g < groups; ++g) {
         const int64_t rows = ceil_div(M - i, groups - g);
         TileArgs t{.rows = rows, .k = kb, .a = A.data + i * A.rs + p0 * A.cs, .a_rs = A.rs, .a_cs = A.cs, .b = nullptr,
                    .b_rs = nr, .c = nullptr, .ldc = ldc, .accumulate = p0 > 0};
         for (int64_t j = n0, end = n0 + cols; j < end;) {
-          const bool pair = rows == 3 && j + 2 * nr <= end;
-          t.b = b0 + (j - n0) * kb, t.c = C + i * ldc + j, t.b_ps = pair ? nr * kb : 0;
-          run_row_group_tile(isa, t);
+          const bool pair = rows == 3 && !half && j + 2 * nr <= end;
+          t.b = values(block + j * kb), t.c = C + i * ldc + j, t.b_ps = pair ? nr * kb : 0;
+          if (half) run_row_group_half_tile(isa, bf16, t);  // (its rows and panels are what it takes)
+          else run_row_group_tile(isa, t);
           j += pair ? 2 * nr : nr;
         }
         i += rows;

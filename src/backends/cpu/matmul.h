@@ -193,6 +193,9 @@ int64_t matmul_small_rows(MatmulIsa isa, bool wide);
 // set). Either way 12 FMA chains, where AVX2's half tile (2 rows of 4 vectors) runs 8.
 int64_t matmul_row_group_rows(MatmulIsa isa);
 void run_row_group_tile(MatmulIsa isa, const TileArgs& t);
+// The same on bf16 or f16 weights, one panel at a time only (t.b points at their values, b_rs in
+// values), widened in registers as run_small_half_tile does. False where the ISA has no such tile.
+bool run_row_group_half_tile(MatmulIsa isa, bool bf16, const TileArgs& t);
 // run_small_tile (wide or half-width) on bf16 or f16 (`bf16`) weights: t.b points at the
 // uint16_t values (b_rs and b_ps in values; b_ps set: a packed weight's panels), widened in
 // registers, the bits of the f32 tile on the widened weights. False when the ISA has no such
