@@ -362,15 +362,17 @@ void gemm_small_packed(MatmulIsa isa, DType dtype, MatView A, const void* packed
     return half ? reinterpret_cast<const float*>(static_cast<const uint16_t*>(packed_b) + offset)
                 : static_cast<const float*>(packed_b) + offset;
   };
-  // Batched decode past the half tile's rows (AVX2): the rows in as few groups as
-  // the group tile allows, as even as can be (8 rows: 4 + 4, not 6 + 2), each group over all of
-  // the task's columns. 1 thread, four layers of TinyLM's products from L3 (BM_DecodeGemvs, us):
-  // 8 rows 204 -> 153, 12 rows 297 -> 205, 3 rows 92 -> 64.
+  // Batched decode past the half tile's rows (AVX2: 3 rows on): the rows in as few groups as
+  // the group tile allows, as even as can be (8 rows: 4 + 4, not 6 + 2, nor 3 + 3 + 2), each
+  // group over all of the task's columns. 1 thread, four layers of TinyLM's products from L3
+  // (BM_DecodeGemvs, us): 8 rows 204 -> 153, 12 rows 297 -> 205, 3 rows 92 -> 64. Two rows
+  // keep the half tile (59 us; one panel at a time, 4 chains, took 71).
   // Half weights take the same groups, widened in registers, one panel at a time even for 3 rows
   // (bf16, BM_DecodeGemvsBf16: 3 rows 104 -> 93 us, two panels at a time 133; 8 rows 205 -> 164,
   // 12 rows 289 -> 223). Widening the task's panels of a K block into scratch first and running
   // the f32 tiles on them measured 15-60% slower.
-  const int64_t group_max = wide || (half && !matmul_has_half_tiles(isa)) ? 0 : matmul_row_group_rows(isa);
+  const bool grouped = M > matmul_small_rows(isa, false) && !(half && !matmul_has_half_tiles(isa));
+  const int64_t group_max = grouped ? matmul_row_group_rows(isa) : 0;
   for (int64_t p0 = 0; p0 < K; p0 += kc) {
     const int64_t kb = std::min(kc, K - p0);
     const int64_t block = p0 * N;  // panel j (its first column n) at block + n * kb
