@@ -95,6 +95,76 @@ TEST(Passes, FusedMatmulEpilogueHasTheBitsOfTheUnfusedGraph) {
   EXPECT_EQ(with_act, 0u);
 }
 
+// A residual add folds into the matmul whose sum it is, either side of the add, after a bias
+// and activation, with the bits of the unfused add on every ISA and thread count (decode-sized,
+// packed-path and batched products); it does not fold into a matmul read elsewhere too, nor
+// take a broadcast r; autograd refuses a residual matmul and the text IR checks its r.
+TEST(Passes, ResidualAddsFoldIntoTheMatmulWithTheBitsOfTheAdd) {
+  struct Case { Shape x; bool bias; bool gelu; bool matmul_first; };
+  const std::vector<Case> cases = {{{3, 24}, false, false, false}, {{2, 50, 24}, true, false, true},
+                                   {{70, 24}, true, true, false},   {{1, 24}, true, false, false}};
+  for (const Case& c : cases) {
+    ModelBuilder b("residual");
+    Value x = b.input("x", {DType::f32, c.x});
+    Shape rs = c.x;
+    rs.back() = 40;
+    Value r = b.input("r", {DType::f32, rs});
+    Value y = b.matmul(x, b.param("w", {DType::f32, {24, 40}}, ParamInit::normal(0.3)), "mm");
+    if (c.bias) y = b.add(y, b.param("bias", {DType::f32, {40}}, ParamInit::normal(0.5)), "biased");
+    if (c.gelu) y = b.gelu(y);
+    y = c.matmul_first ? b.add(y, r, "sum") : b.add(r, y, "sum");
+    b.output(y);
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto values = test::seeded_values(*g, 5);
+    ASSERT_OK(values);
+    expect_fusion_keeps_bits(
+        *g, *values, {"fuse_matmul_residual"},
+        [&](const ir::Graph& plan, bool fuse) {
+          size_t adds = 0, residual = 0;
+          for (const ir::Node& n : plan.nodes) adds += n.op == ir::Op::Add, residual += n.attrs.has("residual");
+          EXPECT_EQ(adds, fuse ? 0u : 1u);
+          EXPECT_EQ(residual, fuse ? 1u : 0u);
+        },
+        "residual x " + shape_to_string(c.x));
+  }
+  // Not when the product is also read elsewhere, nor with a broadcast r.
+  const ir::Graph kept = parse_ir(R"(graph g {
+  %x: f32[4,8] = input()
+  %w: f32[8,6] = param()
+  %r: f32[4,6] = input()
+  %row: f32[6] = input()
+  %mm: f32[4,6] = matmul(%x, %w)
+  %sum: f32[4,6] = add(%r, %mm)
+  %mm2: f32[4,6] = matmul(%x, %w)
+  %b: f32[4,6] = add(%mm2, %row)
+  %both: f32[4,6] = add(%sum, %mm)
+  return %both, %b
+})");
+  auto t = passes::fuse_matmul_residual(kept);
+  ASSERT_OK(t);
+  for (const ir::Node& n : t->nodes) EXPECT_FALSE(n.attrs.has("residual")) << n.name;
+  // Autograd refuses it; the shape rule checks r.
+  const ir::Graph fused = parse_ir(R"(graph g {
+  %x: f32[4,8] = input()
+  %w: f32[8,6] = param()
+  %r: f32[4,6] = input()
+  %y: f32[4,6] = matmul(%x, %w, %r) {residual=1}
+  %loss: f32[] = reduce_sum(%y) {axes=[0, 1]}
+  return %loss
+})");
+  EXPECT_ERROR_CONTAINS(autograd::build_backward(fused), "residual epilogue");
+  const TensorType a{DType::f32, {4, 8}}, w{DType::f32, {8, 6}}, r{DType::f32, {4, 6}}, bias{DType::f32, {6}};
+  ir::Attrs res;
+  res.set("residual", int64_t{1});
+  ASSERT_OK(ir::infer_type(ir::Op::Matmul, std::vector<TensorType>{a, w, bias, r}, res));
+  EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::Matmul, std::vector<TensorType>{a, w, bias}, res), "residual r must be f32[4,6]");
+  EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::Matmul, std::vector<TensorType>{a, w}, res), "needs r");
+  EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::Matmul, std::vector<TensorType>{a, w, bias, r}, ir::Attrs{}), "needs residual = 1");
+  res.set("residual", int64_t{2});
+  EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::Matmul, std::vector<TensorType>{a, w, r}, res), "must be 0 or 1");
+}
+
 // gelu_grad(x, matmul(a, b)) folds into the matmul (activation gelu_grad, x its third input)
 // with the bits of the unfused pair, on every ISA, thread count and product path (the packed
 // tasks, a small-M product, a batch of products); in a training graph it is the MLP's backward.

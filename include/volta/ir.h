@@ -112,7 +112,7 @@ struct AttrSpec {
   }
 };
 
-constexpr size_t kMaxOpAttrs = 8;
+constexpr size_t kMaxOpAttrs = 9;
 
 // One row of ops.def: the op's whole contract.
 struct OpInfo {

@@ -44,6 +44,9 @@ Result<ir::Graph> fuse_elementwise(const ir::Graph& g);
 // add(matmul(a, b), bias[N]) -> matmul(a, b, bias), then relu / gelu of a matmul -> its
 // `activation` (src/passes/fuse_matmul_epilogue.cpp).
 Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g);
+// add(r, matmul(...)) -> matmul(..., r) {residual = 1}, r of the sum's type
+// (src/passes/fuse_matmul_epilogue.cpp).
+Result<ir::Graph> fuse_matmul_residual(const ir::Graph& g);
 // A norm's parameter gradients as autograd writes them (the norm of x with unit gain times dy,
 // summed over the leading axes; dy summed) -> one norm_param_grad(x, dy)
 // (src/passes/fuse_norm_param_grad.cpp).

@@ -164,6 +164,10 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
         return invalid_argument("[matmul] the gelu_grad epilogue is a backward op: it has no gradient " + ir::node_ref(n));
       if (at.has("b_packed"))
         return invalid_argument("[matmul] a packed weight (b_packed) is an inference layout written after autograd " + ir::node_ref(n));
+      VOLTA_ASSIGN_OR_RETURN(int64_t residual, at.get_int("residual", 0));
+      if (residual)
+        return invalid_argument("[matmul] a residual epilogue is written by fuse_matmul_residual after autograd: "
+                                "differentiate the add and the plain matmul " + ir::node_ref(n));
       if (at.has("a_perm") || at.has("b_perm") || at.has("out_perm"))
         return invalid_argument("[matmul] operands read through a perm are written by fuse_matmul_layout after autograd: "
                                 "differentiate the transposes and the plain matmul " + ir::node_ref(n));

@@ -25,6 +25,18 @@ Result<Shape> permuted(Op op, const Attrs& attrs, const char* name, const Shape&
 
 Result<TensorType> infer_matmul_logical(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Matmul;
+  VOLTA_ASSIGN_OR_RETURN(const int64_t residual, tagged(op, attrs.get_int("residual", 0)));
+  if (residual != 0 && residual != 1) return fail(op, "attribute 'residual' must be 0 or 1, got " + std::to_string(residual));
+  if (residual) {  // the last input is r, of the result's type; the rest as without it
+    if (in.size() < 3) return fail(op, "residual = 1 needs r, of the result's type, as the last input");
+    Attrs rest = attrs;
+    rest.set("residual", int64_t{0});
+    VOLTA_ASSIGN_OR_RETURN(TensorType result, infer_matmul_logical(in.first(in.size() - 1), rest));
+    if (in.back() != result)
+      return fail(op, "residual r must be " + result.to_string() + " (the result's type), got " + in.back().to_string());
+    return result;
+  }
+  if (in.size() > 3) return fail(op, "a fourth input is the residual r: it needs residual = 1");
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "a"));
   if (!is_half(in[1].dtype)) VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));  // weights may be bf16 / f16
   VOLTA_ASSIGN_OR_RETURN(int64_t ta, tagged(op, attrs.get_int("transpose_a", 0)));
@@ -83,7 +95,7 @@ Result<TensorType> infer_matmul(std::span<const TensorType> in, const Attrs& att
   if (!attrs.has("out_perm")) return result;
   VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> perm, tagged(op, attrs.get_ints("out_perm")));
   VOLTA_ASSIGN_OR_RETURN(std::string act, tagged(op, attrs.get_string("activation", "none")));
-  if (in.size() > 2 || act != "none") return fail(op, "out_perm takes no bias or activation");
+  if (in.size() > 2 || act != "none") return fail(op, "out_perm takes no bias, activation or residual");
   if (perm.empty() || perm.back() != static_cast<int64_t>(perm.size()) - 1)
     return fail(op, "out_perm must keep the last axis last");
   VOLTA_ASSIGN_OR_RETURN(result.shape, permuted(op, attrs, "out_perm", result.shape));

@@ -69,6 +69,7 @@ Status Exporter::matmul() {
   if (at->activation == "gelu_grad") return fail("the gelu_grad epilogue (a backward op) has no ONNX form");
   if (at->a_perm || at->b_perm || at->out_perm) return fail("operands read through a perm: export the graph before the passes");
   if (at->b_packed) return fail("a packed weight (b_packed): export the graph before the passes");
+  if (at->residual) return fail("a residual epilogue: export the graph before the passes");
   std::string ab[2] = {in(0), in(1)};
   const int64_t transposed[2] = {at->transpose_a, at->transpose_b};
   for (size_t k = 0; k < 2; ++k) {

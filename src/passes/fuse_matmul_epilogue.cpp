@@ -10,6 +10,12 @@
 // d hidden), which then never reaches memory as a whole tensor.
 // The CPU kernel applies the epilogue with the bits of the unfused kernels, on each task's block
 // of the product while it is in cache.
+//
+// fuse_matmul_residual, after it, folds the residual add of a transformer block:
+//   add(r, matmul(...)) or add(matmul(...), r)  ->  matmul(..., r) {residual = 1}
+// where r has the sum's type (no broadcast) and the matmul (with or without its own epilogue) is
+// the one reader's input. r is added last, with the bits of the separate add: a decode step then
+// runs 8 fewer ops per token and a training step's forward writes the projections' outputs once.
 #include "rewrite.h"
 #include "volta/passes.h"
 
@@ -87,6 +93,34 @@ Result<ir::Graph> fuse_matmul_epilogue(const ir::Graph& g) {
       y.inputs = m.inputs;
       y.attrs = m.attrs;
       y.attrs.set("activation", act);
+    }
+  }
+  return out;
+}
+
+Result<ir::Graph> fuse_matmul_residual(const ir::Graph& g) {
+  ir::Graph out = g;
+  VOLTA_ASSIGN_OR_RETURN(const Readers readers, live_readers(g));
+  VOLTA_ASSIGN_OR_RETURN(const std::vector<int32_t> order, ir::topological_order(g));
+  for (int32_t id : order) {
+    const ir::Node& y = out.node(id);
+    if (y.op != ir::Op::Add || y.inputs.size() != 2) continue;
+    for (int side = 0; side < 2; ++side) {
+      const ir::Node& m = out.node(y.inputs[static_cast<size_t>(side)]);
+      const int32_t r = y.inputs[static_cast<size_t>(1 - side)];
+      auto residual = m.attrs.get_int("residual", 0);
+      if (m.op != ir::Op::Matmul || m.inputs.size() < 2 || !residual.is_ok() || *residual != 0 || m.attrs.has("out_perm") ||
+          !readers.one(m.id) || m.type != y.type || out.node(r).type != y.type || r == m.id)
+        continue;
+      std::vector<int32_t> inputs = m.inputs;
+      inputs.push_back(r);
+      ir::Attrs attrs = m.attrs;
+      attrs.set("residual", int64_t{1});
+      ir::Node& fused = out.node(id);
+      fused.op = ir::Op::Matmul;
+      fused.inputs = std::move(inputs);  // the old matmul loses its reader
+      fused.attrs = std::move(attrs);
+      break;
     }
   }
   return out;

@@ -7,6 +7,8 @@
 // those matrices in place through their strides, with the bits of the copies it replaces (the
 // GEMM's bits never depend on where its operands lie). Runs after the fusions that match plain
 // matmuls (attention, the epilogue).
+#include <algorithm>
+
 #include "rewrite.h"
 #include "volta/passes.h"
 
@@ -38,7 +40,8 @@ Result<ir::Graph> fuse_matmul_layout(const ir::Graph& g) {
     bool all = !read_by[static_cast<size_t>(id)].empty();
     for (int32_t r : read_by[static_cast<size_t>(id)]) {
       const ir::Node& m = out.node(r);
-      bool ok = plain_f32_matmul(out, m) && (m.inputs.size() == 2 || m.inputs[2] != id);
+      // (read as a or b only: not as a bias, gelu_grad's x or a residual, which it also may be)
+      bool ok = plain_f32_matmul(out, m) && std::find(m.inputs.begin() + 2, m.inputs.end(), id) == m.inputs.end();
       ok = ok && !(m.inputs[0] == id && m.attrs.has("a_perm")) && !(m.inputs[1] == id && m.attrs.has("b_perm"));
       all = all && ok && !m.attrs.has("out_perm");
     }

@@ -15,6 +15,7 @@ const std::vector<Pass>& pipeline() {
        [](ir::Graph g, const PipelineOptions& o) { return fuse_attention_training(g, !o.disabled.count("fuse_attention_heads")); }},
       {"fuse_attention_heads", fuse_attention_heads, {}, {"attention.packed_heads"}},
       {"fuse_matmul_epilogue", fuse_matmul_epilogue, {}, {"matmul.epilogue"}},
+      {"fuse_matmul_residual", fuse_matmul_residual, {}, {"matmul.residual"}},
       {"fuse_norm_param_grad", fuse_norm_param_grad, {ir::Op::NormParamGrad}},
       {"fuse_matmul_layout", fuse_matmul_layout, {}, {"matmul.layout"}},
       {"fuse_elementwise", fuse_elementwise, {ir::Op::FusedElementwise}},

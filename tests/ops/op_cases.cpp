@@ -107,6 +107,14 @@ std::vector<OpCase> cases_of(Op op) {
                                            "a backward op")),
           needs("matmul.epilogue",
                 no_grad(C({f({3, 20}), f({20, 30}), f({3, 30})}, A{{"activation", S("gelu_grad")}}, 2e-5), "a backward op")),
+          // a residual added last: alone, after a bias and gelu (many tasks), a small-M product
+          needs("matmul.residual", no_grad(C({f({3, 50, 20}), f({20, 30}), f({3, 50, 30})}, A{{"residual", I(1)}}, 1e-5),
+                                           "written by a pass after autograd")),
+          needs("matmul.residual", no_grad(C({f({3, 50, 20}), f({20, 30}), f({30}), f({3, 50, 30})},
+                                             A{{"activation", S("gelu")}, {"residual", I(1)}}, 1e-5),
+                                           "written by a pass after autograd")),
+          needs("matmul.residual", no_grad(C({f({2, 20}), f({40, 20}), f({2, 40})}, A{{"transpose_b", I(1)}, {"residual", I(1)}}, 1e-5),
+                                           "written by a pass after autograd")),
           // operands and result through perms (a head split and merge), a broadcast batch
           needs("matmul.layout", no_grad(C({f({2, 20, 3, 8}), f({2, 20, 3, 8})},
                                            A{{"a_perm", V({0, 2, 1, 3})}, {"b_perm", V({0, 2, 1, 3})}, {"transpose_b", I(1)}}, 1e-5),

@@ -98,8 +98,11 @@ VOLTA_TARGET_AVX2_F16C void half_tile_avx2(const TileArgs& t) {
 // and a shift otherwise. The accumulators hold the even and the odd columns apart; C's columns
 // are split into them at the start and interleaved once at the end. Each column is the same FMA
 // chain on the same widened weight as in half_tile_body. Ops: one load of 2 vectors' columns, a
-// whole panel of a packed weight (Panels: loads t.b_ps values apart).
-template <typename Ops, int R, int NV, bool Panels>
+// whole panel of a packed weight (Panels: loads t.b_ps values apart). RowBroadcasts (batched
+// decode's row groups, up to 6 rows): each row's broadcast is made as its FMAs use it, so 12
+// accumulators, a pair and one broadcast fit AVX2's 16 registers (all rows' broadcasts first
+// spilled at 6 rows: 12 rows 289 -> 465 us in BM_DecodeGemvsBf16).
+template <typename Ops, int R, int NV, bool Panels, bool RowBroadcasts = false>
 [[gnu::always_inline]] inline void bf16_pair_body(const TileArgs& t, Ops ops) {
   static_assert(NV % 2 == 0, "columns come in loads of two vectors");
   constexpr int P = NV / 2, C = Ops::kCols;  // loads per row of B, columns per load
@@ -117,17 +120,19 @@ template <typename Ops, int R, int NV, bool Panels>
   // Each load's values go into their FMAs at once (loads first kept 2 P widened vectors live
   // and spilled two of them with AVX2's 16 registers); every accumulator still takes one FMA per k.
   for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
-    V x[R];
+    V x[RowBroadcasts ? 1 : R];
+    if constexpr (!RowBroadcasts)
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) x[r] = ops.splat(a[r * t.a_rs]);
+      for (int r = 0; r < R; ++r) x[r] = ops.splat(a[r * t.a_rs]);
 #pragma GCC unroll 16
     for (int j = 0; j < P; ++j) {
       V be, bo;
       ops.widen_pairs(b + (Panels ? j * t.b_ps : j * C), be, bo);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        even[r][j] = ops.fma(x[r], be, even[r][j]);
-        odd[r][j] = ops.fma(x[r], bo, odd[r][j]);
+        const V xr = RowBroadcasts ? ops.splat(a[r * t.a_rs]) : x[RowBroadcasts ? 0 : r];
+        even[r][j] = ops.fma(xr, be, even[r][j]);
+        odd[r][j] = ops.fma(xr, bo, odd[r][j]);
       }
     }
   }
@@ -224,49 +229,11 @@ struct HalfBTablesAvx2 {
       {half_b_avx2<NV, false, true>(Seq()), half_b_avx2<NV, true, true>(Seq())}};
 };
 
-// bf16_pair_body for batched decode's row groups (up to 6 rows): each load's widened pair goes
-// through every row before the next load, a row's broadcast made as it is used, so 12
-// accumulators, the pair and one broadcast fit AVX2's 16 registers (bf16_pair_body's broadcasts
-// of every row first spilled at 6 rows: 12 rows 289 -> 465 us in BM_DecodeGemvsBf16).
-template <typename Ops, int R, int NV>
-[[gnu::always_inline]] inline void bf16_group_body(const TileArgs& t, Ops ops) {
-  static_assert(NV % 2 == 0, "columns come in loads of two vectors");
-  constexpr int P = NV / 2, C = Ops::kCols;
-  using V = typename Ops::V;
-  V even[R][P], odd[R][P];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < P; ++j) {
-      even[r][j] = ops.zero(), odd[r][j] = ops.zero();
-      if (t.accumulate) ops.split(t.c + r * t.ldc + j * C, even[r][j], odd[r][j]);
-    }
-  const float* a = t.a;
-  const auto* b = reinterpret_cast<const uint16_t*>(t.b);
-  for (int64_t p = 0; p < t.k; ++p, a += t.a_cs, b += t.b_rs) {
-#pragma GCC unroll 16
-    for (int j = 0; j < P; ++j) {
-      V be, bo;
-      ops.widen_pairs(b + j * C, be, bo);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const V x = ops.splat(a[r * t.a_rs]);
-        even[r][j] = ops.fma(x, be, even[r][j]);
-        odd[r][j] = ops.fma(x, bo, odd[r][j]);
-      }
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < P; ++j) ops.join(t.c + r * t.ldc + j * C, even[r][j], odd[r][j]);
-}
-
 // Batched decode's row-group tiles (run_row_group_tile) on half weights, AVX2: up to 6 rows on
 // one panel; [bf16][rows - 1].
 template <bool BF16, int R>
 VOLTA_TARGET_AVX2_F16C void group_tile_avx2(const TileArgs& t) {
-  if constexpr (BF16) bf16_group_body<Avx2PairOps, R, kAvx2Vecs>(t, Avx2PairOps{});
+  if constexpr (BF16) bf16_pair_body<Avx2PairOps, R, kAvx2Vecs, false, true>(t, Avx2PairOps{});
   else half_tile_body<VecOf<8>::type, 8, R, kAvx2Vecs, false, false>(t, Avx2HalfOps{});
 }
 template <bool BF16, int... R>

@@ -45,6 +45,10 @@ void MatmulEpilogue::apply(float* c, int64_t rows, int64_t cols) const {
       case Act::kGelu: gelu_erf(row, row, cols); break;
       case Act::kGeluGrad: gelu_erf_grad(pre + off + r * N, row, row, cols); break;
     }
+    if (residual) {
+      const float* res = residual + off + r * N;
+      for (int64_t j = 0; j < cols; ++j) row[j] = res[j] + row[j];
+    }
   }
 }
 
@@ -66,7 +70,9 @@ Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N) {
            : act == "gelu"      ? MatmulEpilogue::Act::kGelu
            : act == "gelu_grad" ? MatmulEpilogue::Act::kGeluGrad
                                 : MatmulEpilogue::Act::kNone;
-  if (a.in.size() > 2) (ep.act == MatmulEpilogue::Act::kGeluGrad ? ep.pre : ep.bias) = a.in[2].as<const float>();
+  const size_t epilogue_inputs = a.in.size() - (at->residual ? 1 : 0);  // a, b and the bias or x
+  if (epilogue_inputs > 2) (ep.act == MatmulEpilogue::Act::kGeluGrad ? ep.pre : ep.bias) = a.in[2].as<const float>();
+  if (at->residual) ep.residual = a.in.back().as<const float>();
   if (ep.act == MatmulEpilogue::Act::kGeluGrad && !ep.pre)
     return internal_error("[matmul] the gelu_grad epilogue needs its x input " + ir::node_ref(a.node));
   ep.out = a.out.as<const float>();

@@ -42,7 +42,7 @@ Status Matmul(const KernelArgs& a) {
     else
       ir::repack_weight(in_f32(a, 1), plain_b.data(), bs[0], bs[1], kc, nr, false);
     ir::Node plain = a.node;
-    plain.attrs = ir::Attrs{{"transpose_a", at->transpose_a}, {"activation", at->activation}};
+    plain.attrs = ir::Attrs{{"transpose_a", at->transpose_a}, {"activation", at->activation}, {"residual", at->residual}};
     if (at->a_perm) plain.attrs.set("a_perm", *at->a_perm);
     if (at->out_perm) plain.attrs.set("out_perm", *at->out_perm);
     std::vector<TensorRef> in(a.in.begin(), a.in.end());
@@ -63,7 +63,10 @@ Status Matmul(const KernelArgs& a) {
       in[i] = {reinterpret_cast<std::byte*>(bufs[i].data()), {DType::f32, permuted(in[i].shape(), **perms[i])}};
     }
     ir::Node plain = a.node;
-    plain.attrs = ir::Attrs{{"transpose_a", at->transpose_a}, {"transpose_b", at->transpose_b}, {"activation", at->activation}};
+    plain.attrs = ir::Attrs{{"transpose_a", at->transpose_a},
+                            {"transpose_b", at->transpose_b},
+                            {"activation", at->activation},
+                            {"residual", at->residual}};
     TensorRef out = a.out;
     if (at->out_perm) {  // the product in its own buffer, then its transpose into the output
       Shape ps(a.out.shape().size());
@@ -125,17 +128,20 @@ Status Matmul(const KernelArgs& a) {
       }
     }
   });
-  // The epilogue, as the unfused add and relu / gelu (or gelu_grad) would compute it.
+  // The epilogue, as the unfused add, relu / gelu (or gelu_grad) and residual add would compute it.
   const std::string& act = at->activation;
   const bool gelu_grad = act == "gelu_grad";
-  const float* bias = a.in.size() > 2 && !gelu_grad ? in_f32(a, 2) : nullptr;
+  const size_t epilogue_inputs = a.in.size() - (at->residual ? 1 : 0);  // a, b and the bias or x
+  const float* bias = epilogue_inputs > 2 && !gelu_grad ? in_f32(a, 2) : nullptr;
   const float* pre = gelu_grad ? in_f32(a, 2) : nullptr;
+  const float* residual = at->residual ? in_f32(a, a.in.size() - 1) : nullptr;
   for (int64_t i = 0; i < a.out.numel(); ++i) {
     double x = out[i];
     if (bias) x = static_cast<float>(ir::scalar_binary<ir::Op::Add>(x, static_cast<double>(bias[i % N])));
     if (act == "relu") x = ir::scalar_unary<ir::Op::Relu>(x);
     if (act == "gelu") x = ir::gelu_erf(x);
     if (gelu_grad) x = ir::gelu_erf_derivative(static_cast<double>(pre[i])) * x;
+    if (residual) x = ir::scalar_binary<ir::Op::Add>(static_cast<double>(residual[i]), static_cast<double>(static_cast<float>(x)));
     out[i] = static_cast<float>(x);
   }
   return Status::ok();

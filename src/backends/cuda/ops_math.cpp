@@ -206,11 +206,11 @@ Status unary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& 
 Status matmul(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, cudaStream_t stream) {
   VOLTA_RETURN_IF_ERROR(require_f32(n, in, out));
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(n));
-  // This backend has no `matmul.epilogue` feature (the pass that writes one is off for it); a
-  // hand-written bias or activation is refused rather than dropped.
-  if (in.size() > 2 || at->activation != "none")
-    return unimplemented(prefix(n) + "a bias or activation epilogue has no CUDA kernel (write the add / activation "
-                                     "as separate ops) " + ir::node_ref(n));
+  // This backend has no `matmul.epilogue` or `matmul.residual` feature (the passes that write
+  // them are off for it); a hand-written bias, activation or residual is refused rather than dropped.
+  if (in.size() > 2 || at->activation != "none" || at->residual)
+    return unimplemented(prefix(n) + "a bias, activation or residual epilogue has no CUDA kernel (write the adds / "
+                                     "activation as separate ops) " + ir::node_ref(n));
   if (at->a_perm || at->b_perm || at->out_perm)
     return unimplemented(prefix(n) + "operands or a result through a perm have no CUDA kernel (write the transposes "
                                      "as separate ops) " + ir::node_ref(n));
