@@ -130,7 +130,9 @@ template <typename Ops, int R, int NV, bool Panels, bool RowBroadcasts = false>
       ops.widen_pairs(b + (Panels ? j * t.b_ps : j * C), be, bo);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const V xr = RowBroadcasts ? ops.splat(a[r * t.a_rs]) : x[RowBroadcasts ? 0 : r];
+        V xr;
+        if constexpr (RowBroadcasts) xr = ops.splat(a[r * t.a_rs]);
+        else xr = x[r];
         even[r][j] = ops.fma(xr, be, even[r][j]);
         odd[r][j] = ops.fma(xr, bo, odd[r][j]);
       }
