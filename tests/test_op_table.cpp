@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -204,6 +205,17 @@ TEST(OpTable, TypedAttributesCarryTheSchemaAndAreBoundOnce) {
   EXPECT_FALSE((*d)->prefix.has_value());
   n.attrs.set("scale", 0.25);
   n.attrs.set("causal_offset", int64_t{3});
+  {  // parsed from an unbound node, the struct belongs to the result and outlives the node
+    std::optional<ir::AttrsRef<ir::attrs::Attention>> kept;
+    {
+      const ir::Node unbound = n;
+      auto r = ir::typed_attrs<ir::Op::Attention>(unbound);
+      ASSERT_OK(r);
+      kept.emplace(*r);
+    }
+    EXPECT_EQ((*kept)->scale, 0.25);
+    EXPECT_EQ((*kept)->causal_offset, 3);
+  }
   ir::Graph g;
   g.nodes.push_back(n);
   g.nodes[0].id = 0;
@@ -212,7 +224,7 @@ TEST(OpTable, TypedAttributesCarryTheSchemaAndAreBoundOnce) {
   ASSERT_NE(bound, nullptr);
   auto t = ir::typed_attrs<ir::Op::Attention>(g.nodes[0]);
   ASSERT_OK(t);
-  EXPECT_EQ(t->get(), bound);  // the bound struct itself, no lookup
+  EXPECT_EQ(&**t, bound);  // the bound struct itself, borrowed: no lookup, no reference count
   EXPECT_EQ((*t)->scale, 0.25);
   EXPECT_EQ((*t)->causal_offset, 3);
   g.nodes[0].attrs.set("scale", 0.5);  // a changed attribute drops the struct

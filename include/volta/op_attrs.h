@@ -88,16 +88,33 @@ Result<AttrsOf<op>> parse_attrs(const Attrs& a);
 // calls it on the verified graph a plan is made from.
 Status bind_typed_attrs(Graph& g);
 
+// A node's typed attributes as typed_attrs returns them: the struct bound with the plan,
+// borrowed (the node outlives the kernel call that reads it), or one parsed now and owned. A
+// decode token's kernels read them tens of times, so the bound case takes no reference count
+// (an atomic add and subtract a read, on a count the threads share).
+template <typename T>
+class AttrsRef {
+ public:
+  explicit AttrsRef(const T* bound) : p_(bound) {}
+  explicit AttrsRef(T parsed) : owned_(std::make_shared<const T>(std::move(parsed))), p_(owned_.get()) {}
+  const T& operator*() const { return *p_; }
+  const T* operator->() const { return p_; }
+
+ private:
+  std::shared_ptr<const T> owned_;  // (declared first: p_ points into it)
+  const T* p_;
+};
+
 // The typed attributes of node n, an `op` node: the struct bound with its plan, or parsed now (a
 // node outside a plan: constant folding, tests).
 template <Op op>
-Result<std::shared_ptr<const AttrsOf<op>>> typed_attrs(const Node& n) {
+Result<AttrsRef<AttrsOf<op>>> typed_attrs(const Node& n) {
   if (n.op != op)
     return internal_error("[" + std::string(op_name(n.op)) + "] read as the attributes of " + op_name(op) + " " + node_ref(n));
-  if (n.attrs.typed()) return std::static_pointer_cast<const AttrsOf<op>>(n.attrs.typed());
+  if (n.attrs.typed()) return AttrsRef<AttrsOf<op>>(static_cast<const AttrsOf<op>*>(n.attrs.typed().get()));
   auto parsed = parse_attrs<op>(n.attrs);
   if (!parsed.is_ok()) return invalid_argument("[" + std::string(op_name(op)) + "] " + parsed.status().message() + " " + node_ref(n));
-  return std::make_shared<const AttrsOf<op>>(std::move(parsed).value());
+  return AttrsRef<AttrsOf<op>>(std::move(parsed).value());
 }
 
 // A field several ops' structs share, read from node n whichever of `first, rest...` it is: the

@@ -66,7 +66,8 @@ Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N) {
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
   const std::string& act = at->activation;
   MatmulEpilogue ep;
-  ep.act = act == "relu"        ? MatmulEpilogue::Act::kRelu
+  ep.act = act == "none"        ? MatmulEpilogue::Act::kNone  // (most products: one compare)
+           : act == "relu"      ? MatmulEpilogue::Act::kRelu
            : act == "gelu"      ? MatmulEpilogue::Act::kGelu
            : act == "gelu_grad" ? MatmulEpilogue::Act::kGeluGrad
                                 : MatmulEpilogue::Act::kNone;
@@ -179,7 +180,8 @@ Status matmul_packed_weight(const KernelArgs& a, const MatmulEpilogue& ep) {
 
 Status matmul(const KernelArgs& a) {
   if (is_half(a.in[1].type.dtype)) return matmul_half_weights(a);
-  if (a.node.attrs.has("b_packed")) {
+  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
+  if (at->b_packed) {
     VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, a.out.shape().empty() ? 0 : a.out.shape().back()));
     return matmul_packed_weight(a, ep);
   }
@@ -187,7 +189,7 @@ Status matmul(const KernelArgs& a) {
   const Shape& bs = a.in[1].shape();
   const Shape& os = a.out.shape();
   VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, os.empty() ? 0 : os.back()));
-  const bool permuted = a.node.attrs.has("a_perm") || a.node.attrs.has("b_perm") || a.node.attrs.has("out_perm");
+  const bool permuted = at->a_perm || at->b_perm || at->out_perm;
   if (!permuted) {
     // Row-major activations [..., M, K] against one weight (b's batch dims all 1): one taller product.
     VOLTA_ASSIGN_OR_RETURN(const Dims d, dims_of(a.node, as, os));
