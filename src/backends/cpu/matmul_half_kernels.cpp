@@ -152,7 +152,8 @@ struct Avx512PairOps {
   VOLTA_TARGET_AVX512 V splat(float x) const { return _mm512_set1_ps(x); }
   VOLTA_TARGET_AVX512 V fma(V x, V b, V c) const { return _mm512_fmadd_ps(x, b, c); }
   VOLTA_TARGET_AVX512 void widen_pairs(const uint16_t* b, V& even, V& odd) const {
-    const __m512i w = _mm512_loadu_si512(b);
+    __m512i w = _mm512_loadu_si512(b);
+    asm("" : "+v"(w));  // one load for both halves (see Avx2PairOps)
     even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
     odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
   }
