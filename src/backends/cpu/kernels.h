@@ -135,6 +135,9 @@ Status matmul(const KernelArgs& a);
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 // The bias and activation of a matmul node, applied to its output rows of N.
 Status matmul_epilogue(const KernelArgs& a, int64_t N);
+// The same as a MatmulEpilogue (matmul.h), for the paths whose tasks apply it to their own blocks.
+struct MatmulEpilogue;
+Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N);
 // matmul_half.cpp: bf16 / f16 weights (the right operand), widened to f32 as they are read: the
 // bits of the f32 kernel on the widened weights. Workspace: the widened weights, where the
 // product is not a decode shape (those widen per task into per-thread scratch).
