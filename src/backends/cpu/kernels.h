@@ -135,6 +135,18 @@ Status matmul(const KernelArgs& a);
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 // The bias and activation of a matmul node, applied to its output rows of N.
 Status matmul_epilogue(const KernelArgs& a, int64_t N);
+// Which inputs of a matmul node feed its epilogue (ops.def: a, b, then the bias or gelu_grad's
+// x, then with residual = 1 r last), -1 where there is none: the one place both the kernel and
+// the reference read that layout from.
+struct MatmulEpilogueInputs {
+  int bias = -1, pre = -1, residual = -1;
+};
+inline MatmulEpilogueInputs matmul_epilogue_inputs(const ir::attrs::Matmul& at, size_t inputs) {
+  MatmulEpilogueInputs e;
+  if (at.residual) e.residual = static_cast<int>(--inputs);
+  if (inputs > 2) (at.activation == "gelu_grad" ? e.pre : e.bias) = 2;
+  return e;
+}
 // The same as a MatmulEpilogue (matmul.h), for the paths whose tasks apply it to their own blocks.
 struct MatmulEpilogue;
 Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N);

@@ -71,9 +71,9 @@ Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N) {
            : act == "gelu"      ? MatmulEpilogue::Act::kGelu
            : act == "gelu_grad" ? MatmulEpilogue::Act::kGeluGrad
                                 : MatmulEpilogue::Act::kNone;
-  const size_t epilogue_inputs = a.in.size() - (at->residual ? 1 : 0);  // a, b and the bias or x
-  if (epilogue_inputs > 2) (ep.act == MatmulEpilogue::Act::kGeluGrad ? ep.pre : ep.bias) = a.in[2].as<const float>();
-  if (at->residual) ep.residual = a.in.back().as<const float>();
+  const MatmulEpilogueInputs in = matmul_epilogue_inputs(*at, a.in.size());
+  const auto input = [&a](int i) { return i < 0 ? nullptr : a.in[static_cast<size_t>(i)].as<const float>(); };
+  ep.bias = input(in.bias), ep.pre = input(in.pre), ep.residual = input(in.residual);
   if (ep.act == MatmulEpilogue::Act::kGeluGrad && !ep.pre)
     return internal_error("[matmul] the gelu_grad epilogue needs its x input " + ir::node_ref(a.node));
   ep.out = a.out.as<const float>();

@@ -130,17 +130,18 @@ Status Matmul(const KernelArgs& a) {
   });
   // The epilogue, as the unfused add, relu / gelu (or gelu_grad) and residual add would compute it.
   const std::string& act = at->activation;
-  const bool gelu_grad = act == "gelu_grad";
-  const size_t epilogue_inputs = a.in.size() - (at->residual ? 1 : 0);  // a, b and the bias or x
-  const float* bias = epilogue_inputs > 2 && !gelu_grad ? in_f32(a, 2) : nullptr;
-  const float* pre = gelu_grad ? in_f32(a, 2) : nullptr;
-  const float* residual = at->residual ? in_f32(a, a.in.size() - 1) : nullptr;
+  const MatmulEpilogueInputs ins = matmul_epilogue_inputs(*at, a.in.size());
+  const auto input = [&a](int i) { return i < 0 ? nullptr : in_f32(a, static_cast<size_t>(i)); };
+  const float* bias = input(ins.bias);
+  const float* pre = input(ins.pre);
+  const float* residual = input(ins.residual);
+  if (act == "gelu_grad" && !pre) return internal_error(op_prefix(a.node) + "the gelu_grad epilogue needs its x input " + ir::node_ref(a.node));
   for (int64_t i = 0; i < a.out.numel(); ++i) {
     double x = out[i];
     if (bias) x = static_cast<float>(ir::scalar_binary<ir::Op::Add>(x, static_cast<double>(bias[i % N])));
     if (act == "relu") x = ir::scalar_unary<ir::Op::Relu>(x);
     if (act == "gelu") x = ir::gelu_erf(x);
-    if (gelu_grad) x = ir::gelu_erf_derivative(static_cast<double>(pre[i])) * x;
+    if (pre) x = ir::gelu_erf_derivative(static_cast<double>(pre[i])) * x;
     if (residual) x = ir::scalar_binary<ir::Op::Add>(static_cast<double>(residual[i]), static_cast<double>(static_cast<float>(x)));
     out[i] = static_cast<float>(x);
   }
