@@ -197,7 +197,7 @@ TEST(CpuMatmulBits, EdgeShapesEqualTheFmaChainForEveryIsaAndBlocking) {
 // of keys and of d, with the matmul's chain bits for every ISA.
 TEST(CpuMatmulBits, KeyScoresEqualTheFmaChainForEveryIsa) {
   for (int64_t D : {1, 5, 8, 16, 21, 32, 37, 72, 133})
-    for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 24, 32, 33, 40, 65, 97}) {
+    for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 24, 32, 33, 40, 49, 63, 64, 65, 97, 127}) {
       const int64_t rs = D + 3;
       const std::vector<float> q = normal(D, static_cast<uint64_t>(D)), k = normal(n * rs, static_cast<uint64_t>(100 + n));
       const std::vector<float> want = fma_chain({k.data(), rs, 1}, {q.data(), 1, 1}, n, 1, D);

@@ -123,19 +123,44 @@ VOLTA_TARGET_AVX512 inline void transpose16x16(__m512 (&r)[16]) {
   }
 }
 
-VOLTA_TARGET_AVX512 void key_scores_avx512(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
-  for (int64_t j0 = 0; j0 < n; j0 += 16) {
-    const int64_t keys = std::min<int64_t>(16, n - j0);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t d0 = 0; d0 < D; d0 += 16) {
-      const int64_t w = std::min<int64_t>(16, D - d0);
-      const auto m = static_cast<__mmask16>((1u << w) - 1);
+// Scores of NB blocks of 16 keys (n of them, 16 (NB - 1) < n <= 16 NB; missing keys read as
+// zeros, their lanes never stored), the blocks' chains interleaved: one block's chain of D FMAs
+// waits on each step's latency, which left the scores latency-bound (a batch-8 decode step's
+// largest piece after the products); NB chains side by side overlap. A whole chunk of 16 values
+// takes its FMAs unrolled, so the transposed rows stay in registers.
+template <int NB>
+VOLTA_TARGET_AVX512 inline void key_blocks_avx512(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
+  __m512 acc[NB];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (int64_t d0 = 0; d0 < D; d0 += 16) {
+    const int64_t w = std::min<int64_t>(16, D - d0);
+    const auto m = static_cast<__mmask16>((1u << w) - 1);
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) {
       __m512 r[16];
-      for (int i = 0; i < 16; ++i) r[i] = i < keys ? _mm512_maskz_loadu_ps(m, k[j0 + i] + d0) : _mm512_setzero_ps();
+      for (int i = 0; i < 16; ++i) r[i] = 16 * b + i < n ? _mm512_maskz_loadu_ps(m, k[16 * b + i] + d0) : _mm512_setzero_ps();
       transpose16x16(r);
-      for (int64_t d = 0; d < w; ++d) acc = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + d]), r[d], acc);
+      if (w == 16) {
+#pragma GCC unroll 16
+        for (int d = 0; d < 16; ++d) acc[b] = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + d]), r[d], acc[b]);
+      } else {
+        for (int64_t d = 0; d < w; ++d) acc[b] = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + d]), r[d], acc[b]);
+      }
     }
-    _mm512_mask_storeu_ps(s + j0, static_cast<__mmask16>((1u << keys) - 1), acc);
+  }
+  for (int b = 0; b < NB; ++b)
+    _mm512_mask_storeu_ps(s + 16 * b, static_cast<__mmask16>((1u << std::min<int64_t>(16, n - 16 * b)) - 1), acc[b]);
+}
+
+VOLTA_TARGET_AVX512 void key_scores_avx512(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
+  int64_t j0 = 0;
+  for (; j0 + 64 <= n; j0 += 64) key_blocks_avx512<4>(q, D, k + j0, 64, s + j0);
+  switch ((n - j0 + 15) / 16) {  // the last 1..63 keys
+    case 4: return key_blocks_avx512<4>(q, D, k + j0, n - j0, s + j0);
+    case 3: return key_blocks_avx512<3>(q, D, k + j0, n - j0, s + j0);
+    case 2: return key_blocks_avx512<2>(q, D, k + j0, n - j0, s + j0);
+    case 1: return key_blocks_avx512<1>(q, D, k + j0, n - j0, s + j0);
+    default: return;
   }
 }
 
