@@ -135,16 +135,18 @@ Status matmul(const KernelArgs& a);
 size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 // The bias and activation of a matmul node, applied to its output rows of N.
 Status matmul_epilogue(const KernelArgs& a, int64_t N);
-// Which inputs of a matmul node feed its epilogue (ops.def: a, b, then the bias or gelu_grad's
-// x, then with residual = 1 r last), -1 where there is none: the one place both the kernel and
-// the reference read that layout from.
+// Which inputs of matmul node n feed its epilogue (ops.def: a, b, then the bias or gelu_grad's
+// x, then with residual = 1 r last), -1 where there is none; a gelu_grad without its x is an
+// error. The one place both the kernel and the reference read that layout from.
 struct MatmulEpilogueInputs {
   int bias = -1, pre = -1, residual = -1;
 };
-inline MatmulEpilogueInputs matmul_epilogue_inputs(const ir::attrs::Matmul& at, size_t inputs) {
+inline Result<MatmulEpilogueInputs> matmul_epilogue_inputs(const ir::Node& n, const ir::attrs::Matmul& at, size_t inputs) {
   MatmulEpilogueInputs e;
+  const bool gelu_grad = at.activation == "gelu_grad";
   if (at.residual) e.residual = static_cast<int>(--inputs);
-  if (inputs > 2) (at.activation == "gelu_grad" ? e.pre : e.bias) = 2;
+  if (inputs > 2) (gelu_grad ? e.pre : e.bias) = 2;
+  if (gelu_grad && e.pre < 0) return internal_error("[matmul] the gelu_grad epilogue needs its x input " + ir::node_ref(n));
   return e;
 }
 // The same as a MatmulEpilogue (matmul.h), for the paths whose tasks apply it to their own blocks.

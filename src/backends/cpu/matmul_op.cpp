@@ -71,11 +71,9 @@ Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N) {
            : act == "gelu"      ? MatmulEpilogue::Act::kGelu
            : act == "gelu_grad" ? MatmulEpilogue::Act::kGeluGrad
                                 : MatmulEpilogue::Act::kNone;
-  const MatmulEpilogueInputs in = matmul_epilogue_inputs(*at, a.in.size());
+  VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogueInputs in, matmul_epilogue_inputs(a.node, *at, a.in.size()));
   const auto input = [&a](int i) { return i < 0 ? nullptr : a.in[static_cast<size_t>(i)].as<const float>(); };
   ep.bias = input(in.bias), ep.pre = input(in.pre), ep.residual = input(in.residual);
-  if (ep.act == MatmulEpilogue::Act::kGeluGrad && !ep.pre)
-    return internal_error("[matmul] the gelu_grad epilogue needs its x input " + ir::node_ref(a.node));
   ep.out = a.out.as<const float>();
   ep.N = N;
   return ep;

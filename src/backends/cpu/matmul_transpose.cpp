@@ -153,14 +153,14 @@ VOLTA_TARGET_AVX512 inline void key_blocks_avx512(const float* q, int64_t D, con
 }
 
 VOLTA_TARGET_AVX512 void key_scores_avx512(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
-  int64_t j0 = 0;
-  for (; j0 + 64 <= n; j0 += 64) key_blocks_avx512<4>(q, D, k + j0, 64, s + j0);
-  switch ((n - j0 + 15) / 16) {  // the last 1..63 keys
-    case 4: return key_blocks_avx512<4>(q, D, k + j0, n - j0, s + j0);
-    case 3: return key_blocks_avx512<3>(q, D, k + j0, n - j0, s + j0);
-    case 2: return key_blocks_avx512<2>(q, D, k + j0, n - j0, s + j0);
-    case 1: return key_blocks_avx512<1>(q, D, k + j0, n - j0, s + j0);
-    default: return;
+  for (int64_t j0 = 0; j0 < n; j0 += 64) {  // up to 4 blocks at a time
+    const int64_t m = std::min<int64_t>(64, n - j0);
+    switch ((m + 15) / 16) {
+      case 4: key_blocks_avx512<4>(q, D, k + j0, m, s + j0); break;
+      case 3: key_blocks_avx512<3>(q, D, k + j0, m, s + j0); break;
+      case 2: key_blocks_avx512<2>(q, D, k + j0, m, s + j0); break;
+      default: key_blocks_avx512<1>(q, D, k + j0, m, s + j0); break;
+    }
   }
 }
 
