@@ -2,6 +2,7 @@
 #include <bit>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -521,6 +522,28 @@ TEST(Generate, SampleTokenHonoursTemperatureTopKAndTopP) {
   for (double u : {0.0, 0.9}) EXPECT_EQ(model::sample_token(logits, 4, nucleus, u), 1);
   model::SampleOptions all;
   EXPECT_EQ(model::sample_token(logits, 4, all, 0.999), 3);  // the tail is reachable
+}
+
+// Equal logits rank by id and a NaN below every number, so top-k keeps the same tokens on every
+// run; a scratch kept across calls gives the same draws as a fresh one.
+TEST(Generate, SampleTokenRanksTiesByIdAndNanLast) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float ties[5] = {0.0f, 2.0f, nan, 2.0f, 2.0f};
+  model::SampleOptions top1;
+  top1.top_k = 1;
+  EXPECT_EQ(model::sample_token(ties, 5, top1, 0.9), 1);  // of the three 2.0s, the lowest id
+  model::SampleOptions top3;
+  top3.top_k = 3;  // tokens 1, 3, 4 at a third each
+  EXPECT_EQ(model::sample_token(ties, 5, top3, 0.10), 1);
+  EXPECT_EQ(model::sample_token(ties, 5, top3, 0.50), 3);
+  EXPECT_EQ(model::sample_token(ties, 5, top3, 0.90), 4);
+  model::SampleOptions top4;
+  top4.top_k = 4;  // then token 0, never the NaN
+  EXPECT_EQ(model::sample_token(ties, 5, top4, 0.9999), 0);
+  model::SampleScratch scratch;
+  for (double u : {0.1, 0.5, 0.9, 0.999})
+    for (const model::SampleOptions& o : {top1, top3, top4})
+      EXPECT_EQ(model::sample_token(ties, 5, o, u, scratch), model::sample_token(ties, 5, o, u));
 }
 
 TEST(Generate, BadOptionsNameTheFlag) {

@@ -84,6 +84,10 @@ class Runtime {
   // state-updating nodes write in place; everything else comes from `bindings`.
   // Returns the outputs in graph order as host tensors.
   Result<std::vector<Tensor>> run(const plan::ExecutionPlan& p, const Bindings& bindings, State* state = nullptr);
+  // The same, into `outputs`: an entry of the output's type whose storage nobody else shares is
+  // written in place, any other is replaced by a new tensor. A caller running a plan per token
+  // (decode) so allocates nothing once its outputs exist.
+  Status run(const plan::ExecutionPlan& p, const Bindings& bindings, State* state, std::vector<Tensor>& outputs);
 
   // Records every executed node while set (nullptr: off). The profiler must outlive its use.
   void set_profiler(Profiler* p) { profiler_ = p; }
@@ -119,7 +123,7 @@ class Runtime {
   Determinism determinism_ = Determinism::Strict;
   Status check_memory(const plan::ExecutionPlan& p) const;
   Status trace_output(const ir::Node& n, int64_t step, const TensorRef& out, bool device);
-  Result<std::vector<Tensor>> run_plan(const plan::ExecutionPlan& p, const Bindings& bindings, State* state);
+  Status run_plan(const plan::ExecutionPlan& p, const Bindings& bindings, State* state, std::vector<Tensor>& outputs);
   std::shared_ptr<std::byte> arena_;  // reused across runs, grown when a plan needs more
   // Per-graph value references (and each step's input references) kept between runs, so a run
   // only updates data pointers; types are compared, not copied (decode alternates between plans

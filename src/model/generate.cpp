@@ -24,13 +24,27 @@ Status validate(const SampleOptions& o, int64_t vocab) {
 }
 
 int32_t sample_token(const float* logits, int64_t vocab, const SampleOptions& o, double u) {
+  SampleScratch scratch;
+  return sample_token(logits, vocab, o, u, scratch);
+}
+
+int32_t sample_token(const float* logits, int64_t vocab, const SampleOptions& o, double u, SampleScratch& scratch) {
   if (o.temperature == 0.0) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
-  std::vector<int32_t> order(static_cast<size_t>(vocab));
+  std::vector<int32_t>& order = scratch.order;
+  order.resize(static_cast<size_t>(vocab));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  // Larger logits first, equal ones by id (the order a stable sort of the ids gives). A NaN
+  // orders after every number, so the comparison stays a strict weak order (std::sort needs one)
+  // and needs no buffer, unlike std::stable_sort.
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    const float x = logits[a], y = logits[b];
+    if (std::isnan(x) || std::isnan(y)) return std::isnan(x) == std::isnan(y) ? a < b : std::isnan(y);
+    return x != y ? x > y : a < b;
+  });
   size_t keep = o.top_k > 0 ? static_cast<size_t>(o.top_k) : order.size();
   const double top = logits[order[0]];
-  std::vector<double> p(keep);
+  std::vector<double>& p = scratch.p;
+  p.resize(keep);
   double total = 0.0;
   for (size_t i = 0; i < keep; ++i) total += p[i] = std::exp((logits[order[i]] - top) / o.temperature);
   if (o.top_p < 1.0) {  // the smallest prefix holding top_p of the mass
@@ -160,14 +174,25 @@ Result<std::vector<std::vector<int32_t>>> Generator::generate(const std::vector<
   if (prompt.empty()) return invalid_argument("the prompt is empty");
   const int64_t B = o.batch;
   VOLTA_RETURN_IF_ERROR(reserve(B));
+  // Everything a token touches is made here, so a decode step allocates nothing: the sequences'
+  // room, the step's bindings (its token ids written in place), the outputs (Runtime::run
+  // writes into them) and the sampler's scratch.
   std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(B), prompt);
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    seqs[static_cast<size_t>(b)].reserve(prompt.size() + static_cast<size_t>(o.tokens));
+    out[static_cast<size_t>(b)].reserve(static_cast<size_t>(o.tokens));
+  }
   const int64_t keep = o.keep > 0 ? o.keep : std::max<int64_t>(1, c_.context / 2);
   int64_t start = std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - c_.context);  // the window's first token
   int64_t cached = 0;  // the window's positions held in the caches (0: none valid)
   const uint64_t stream = stream_for("generate");
-  Bindings in;  // this step's inputs; the params and caches are the state's
-  Tensor position = Tensor::zeros(DType::i32, {1});
+  // A decode step's inputs (the params and caches are the state's).
+  Bindings step_in = {{"tokens", Tensor::zeros(DType::i32, {B, 1})}, {"position", Tensor::zeros(DType::i32, {1})}};
+  int32_t* step_tokens = step_in.at("tokens").data<int32_t>();
+  int32_t* step_position = step_in.at("position").data<int32_t>();
+  std::vector<Tensor> res;
+  SampleScratch scratch;
   std::shared_ptr<const plan::ExecutionPlan> step_plan;  // looked up once, not per token
   for (int64_t step = 0; step < o.tokens; ++step) {
     const int64_t len = static_cast<int64_t>(seqs[0].size());
@@ -176,32 +201,29 @@ Result<std::vector<std::vector<int32_t>>> Generator::generate(const std::vector<
     // without the cache.
     if (len - start > c_.context) start = len - keep;
     const int64_t window = len - start;
-    std::vector<Tensor> res;
     if (o.kv_cache && cached > 0 && cached == window - 1) {
       // Decode one position against the caches.
-      Tensor tok = Tensor::zeros(DType::i32, {B, 1});
-      for (int64_t b = 0; b < B; ++b) tok.data<int32_t>()[b] = seqs[static_cast<size_t>(b)].back();
-      position.data<int32_t>()[0] = static_cast<int32_t>(cached);
-      in = {{"tokens", std::move(tok)}, {"position", position}};
+      for (int64_t b = 0; b < B; ++b) step_tokens[b] = seqs[static_cast<size_t>(b)].back();
+      step_position[0] = static_cast<int32_t>(cached);
       if (!step_plan) {
         VOLTA_ASSIGN_OR_RETURN(step_plan, decode_plan(B));
       }
-      VOLTA_ASSIGN_OR_RETURN(res, rt_->run(*step_plan, in, &state_));
+      VOLTA_RETURN_IF_ERROR(rt_->run(*step_plan, step_in, &state_, res));
       cached += 1;
     } else {
       // Prefill the window (the prompt, or the kept tail of a full window).
       Tensor tok = Tensor::zeros(DType::i32, {B, window});
       for (int64_t b = 0; b < B; ++b)
         std::copy_n(seqs[static_cast<size_t>(b)].end() - window, window, tok.data<int32_t>() + b * window);
-      in = {{"tokens", std::move(tok)}};
+      const Bindings in = {{"tokens", std::move(tok)}};
       VOLTA_ASSIGN_OR_RETURN(auto plan, prefill_plan(B, window));
-      VOLTA_ASSIGN_OR_RETURN(res, rt_->run(*plan, in, &state_));
+      VOLTA_RETURN_IF_ERROR(rt_->run(*plan, in, &state_, res));
       cached = o.kv_cache ? window : 0;
     }
     const Tensor& logits = res[0];  // [B, V]
     for (int64_t b = 0; b < B; ++b) {
       const double u = uniform01(o.seed, stream, static_cast<uint64_t>(step * B + b));
-      const int32_t next = sample_token(logits.data<float>() + b * c_.vocab, c_.vocab, o, u);
+      const int32_t next = sample_token(logits.data<float>() + b * c_.vocab, c_.vocab, o, u, scratch);
       seqs[static_cast<size_t>(b)].push_back(next);
       out[static_cast<size_t>(b)].push_back(next);
     }

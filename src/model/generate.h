@@ -82,7 +82,14 @@ Result<std::vector<std::string>> matmul_weights(const TinyLMConfig& c);
 Bindings params_as(Bindings params, const std::vector<std::string>& matmul, DType weights);
 
 // Picks a token from one row of logits: argmax at temperature 0, else a draw with uniform `u`
-// from the temperature / top-k / top-p distribution (computed in double).
+// from the temperature / top-k / top-p distribution (computed in double). Equal logits rank by
+// id; a NaN ranks below every number.
 int32_t sample_token(const float* logits, int64_t vocab, const SampleOptions& o, double u);
+// The same with the ranking's buffers kept by the caller, who then allocates once per generation.
+struct SampleScratch {
+  std::vector<int32_t> order;
+  std::vector<double> p;
+};
+int32_t sample_token(const float* logits, int64_t vocab, const SampleOptions& o, double u, SampleScratch& scratch);
 
 }  // namespace volta::model

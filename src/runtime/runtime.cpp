@@ -265,8 +265,14 @@ Result<std::byte*> Runtime::device_input(const plan::ExecutionPlan& p, const ir:
 }
 
 Result<std::vector<Tensor>> Runtime::run(const plan::ExecutionPlan& p, const Bindings& bindings, State* state) {
+  std::vector<Tensor> outputs;
+  VOLTA_RETURN_IF_ERROR(run(p, bindings, state, outputs));
+  return outputs;
+}
+
+Status Runtime::run(const plan::ExecutionPlan& p, const Bindings& bindings, State* state, std::vector<Tensor>& outputs) {
   try {  // host tensors (outputs, staging) that fail to allocate are an error, not an abort
-    return run_plan(p, bindings, state);
+    return run_plan(p, bindings, state, outputs);
   } catch (const std::bad_alloc&) {
     return out_of_memory("running the plan for graph '" + p.graph.name + "': out of host memory");
   }
@@ -351,7 +357,7 @@ Status Runtime::run_or_replay(const plan::ExecutionPlan& p, RunRefs& cached, boo
   return Status::ok();
 }
 
-Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, const Bindings& bindings, State* state) {
+Status Runtime::run_plan(const plan::ExecutionPlan& p, const Bindings& bindings, State* state, std::vector<Tensor>& outputs) {
   if (p.backend != backend_->name())
     return invalid_argument("plan was made for backend '" + p.backend + "' but this runtime runs '" + backend_->name() + "'");
   const ir::Graph& g = p.graph;
@@ -434,15 +440,17 @@ Result<std::vector<Tensor>> Runtime::run_plan(const plan::ExecutionPlan& p, cons
   if (trace_) trace_->begin_run(g.name);
   VOLTA_RETURN_IF_ERROR(run_or_replay(p, cached, same_graph, device));
   cached.graph = &g;
-  std::vector<Tensor> outputs;
-  for (int32_t o : g.outputs) {
-    const TensorRef& r = refs[static_cast<size_t>(o)];
-    Tensor t = Tensor::empty(r.type.dtype, r.type.shape);
+  outputs.resize(g.outputs.size());
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const TensorRef& r = refs[static_cast<size_t>(g.outputs[i])];
+    Tensor& t = outputs[i];
+    // Reused only when no other tensor shares the storage: writing it must not change a copy
+    // the caller handed on.
+    if (!t.defined() || t.use_count() != 1 || t.type() != r.type) t = Tensor::empty(r.type.dtype, r.type.shape);
     VOLTA_RETURN_IF_ERROR(backend_->copy_out(t.raw(), r.data, t.bytes()));
     if (device) transfers_.d2h_bytes += t.bytes();
-    outputs.push_back(std::move(t));
   }
-  return outputs;
+  return Status::ok();
 }
 
 }  // namespace volta

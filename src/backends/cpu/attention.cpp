@@ -27,7 +27,9 @@
 // x is finite: the skipped terms change no bit. Each group checks that (its operands finite,
 // its masked ds entries zero) and computes every term when it does not hold.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
@@ -178,9 +180,12 @@ bool masked_zero(const ref::AttentionArgs& at, const float* m, int64_t T, int64_
 Status attention(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const ref::AttentionArgs at, ref::attention_args(a));
   const int64_t G = at.G, T = at.T, D = at.D, E = at.E, S = at.keys();
-  std::vector<Source> src;
-  for (size_t b = 0; 2 * b + 2 < a.in.size(); ++b)  // (k, v), then (k2, v2)
-    src.push_back({a.in[2 * b + 1].as<const float>(), a.in[2 * b + 2].as<const float>(), at.used[b], at.cap[b]});
+  // (k, v), then (k2, v2): a fixed array, as a decode step allocates nothing per token.
+  std::array<Source, 2> blocks{};
+  size_t n_blocks = 0;
+  for (size_t b = 0; 2 * b + 2 < a.in.size() && b < blocks.size(); ++b)
+    blocks[n_blocks++] = {a.in[2 * b + 1].as<const float>(), a.in[2 * b + 2].as<const float>(), at.used[b], at.cap[b]};
+  const std::span<const Source> src(blocks.data(), n_blocks);
   const MatmulIsa isa = matmul_active_isa();
   const float* q = a.in[0].as<const float>();
   float* out = a.out.as<float>();

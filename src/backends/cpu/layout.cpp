@@ -6,7 +6,9 @@
 //   summing its columns over the positions in order in double, as the reference): the ids are
 //   checked first, in order, so a bad one is named as the reference names it.
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
@@ -66,7 +68,7 @@ struct Segment {
 
 // Writes `outer` rows, each the concatenation of `segs`, in tasks of about kTaskElements floats'
 // bytes of output cut at fixed byte offsets (so a few huge rows still spread over the threads).
-void write_rows(std::byte* out, int64_t outer, const std::vector<Segment>& segs) {
+void write_rows(std::byte* out, int64_t outer, std::span<const Segment> segs) {
   size_t row_bytes = 0;
   for (const Segment& s : segs) row_bytes += s.bytes;
   const auto total = static_cast<int64_t>(row_bytes) * outer;
@@ -103,8 +105,10 @@ Status slice(const KernelArgs& a) {
   // The output's extent is the rule's [start, end) length; trusting it keeps copies in bounds.
   const int64_t len = std::min(a.out.shape()[axis], dim - start);
   const size_t inner = static_cast<size_t>(ref::dims_product(s, axis + 1, s.size())) * dtype_size(a.out.type.dtype);
-  write_rows(a.out.data, ref::dims_product(s, 0, axis),
-             {{a.in[0].data + static_cast<size_t>(start) * inner, static_cast<size_t>(dim) * inner, static_cast<size_t>(len) * inner}});
+  // Segments on the stack: a batched decode step slices every token.
+  const std::array<Segment, 1> seg{{{a.in[0].data + static_cast<size_t>(start) * inner, static_cast<size_t>(dim) * inner,
+                                     static_cast<size_t>(len) * inner}}};
+  write_rows(a.out.data, ref::dims_product(s, 0, axis), seg);
   return Status::ok();
 }
 
@@ -117,9 +121,10 @@ Status pad(const KernelArgs& a) {
   const auto in_len = static_cast<size_t>(xs[axis]), out_len = static_cast<size_t>(a.out.shape()[axis]);
   const auto before = static_cast<size_t>(at->before);
   if (before + in_len > out_len) return ref::Pad(a);  // the rule fixes out_len; stay on the checked path otherwise
-  write_rows(a.out.data, ref::dims_product(xs, 0, axis),
-             {{nullptr, 0, before * inner}, {a.in[0].data, in_len * inner, in_len * inner},
-              {nullptr, 0, (out_len - before - in_len) * inner}});
+  const std::array<Segment, 3> segs{{{nullptr, 0, before * inner},
+                                      {a.in[0].data, in_len * inner, in_len * inner},
+                                      {nullptr, 0, (out_len - before - in_len) * inner}}};
+  write_rows(a.out.data, ref::dims_product(xs, 0, axis), segs);
   return Status::ok();
 }
 
