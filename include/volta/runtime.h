@@ -150,6 +150,14 @@ class Runtime {
     std::vector<Held> held;
     const State* state = nullptr;
     uint64_t state_layout = 0;
+    // The arena the values' addresses were set for, and the views in plan order (re-pointed
+    // every run: a view's root may be a leaf bound anew).
+    const std::byte* arena = nullptr;
+    struct View {
+      int32_t node, root;
+      size_t offset;
+    };
+    std::vector<View> views;
   };
   std::map<uint64_t, RunRefs> refs_;
   Status execute_nodes(const plan::ExecutionPlan& p, RunRefs& cached, bool same_graph, bool device);

@@ -432,10 +432,18 @@ Status Runtime::run_plan(const plan::ExecutionPlan& p, const Bindings& bindings,
     VOLTA_ASSIGN_OR_RETURN(arena_, backend_->allocate(p.memory.arena_bytes));
     arena_bytes_ = p.memory.arena_bytes;
   }
-  for (const plan::Buffer& b : p.values)
-    if (b.in_arena) refs[static_cast<size_t>(b.node)].data = arena_.get() + b.offset;
-  for (const plan::Buffer& b : p.values)  // views point into their root's bytes
-    if (b.view_of >= 0) refs[static_cast<size_t>(b.node)].data = refs[static_cast<size_t>(b.view_of)].data + b.view_offset;
+  // The arena's values keep their addresses while the graph and the arena stay (a decode step
+  // walked every value of its plan twice a token for them).
+  if (!same_graph || cached.arena != arena_.get()) {
+    cached.views.clear();
+    for (const plan::Buffer& b : p.values) {
+      if (b.in_arena) refs[static_cast<size_t>(b.node)].data = arena_.get() + b.offset;
+      if (b.view_of >= 0) cached.views.push_back({b.node, b.view_of, b.view_offset});
+    }
+    cached.arena = arena_.get();
+  }
+  for (const RunRefs::View& v : cached.views)  // views point into their root's bytes
+    refs[static_cast<size_t>(v.node)].data = refs[static_cast<size_t>(v.root)].data + v.offset;
 
   if (trace_) trace_->begin_run(g.name);
   VOLTA_RETURN_IF_ERROR(run_or_replay(p, cached, same_graph, device));
