@@ -393,19 +393,24 @@ void gemm_small_packed(MatmulIsa isa, DType dtype, MatView A, const void* packed
       }
       continue;
     }
-    const auto tile = [&](bool w, int64_t j, int64_t rows) {
+    const auto tile = [&](bool w, int64_t j, int64_t rows, int64_t tiles) {
       for (int64_t i = 0; i < M; i += rows) {
         const TileArgs t{.rows = std::min(rows, M - i), .k = kb, .a = A.data + i * A.rs + p0 * A.cs, .a_rs = A.rs,
                          .a_cs = A.cs, .b = values(block + j * kb), .b_rs = nr, .c = C + i * ldc + j, .ldc = ldc,
-                         .accumulate = p0 > 0, .b_ps = nr * kb};
+                         .accumulate = p0 > 0, .b_ps = nr * kb, .tiles = tiles};
         if (half) run_small_half_tile(isa, w, bf16, t);
         else run_small_tile(isa, w, t);
       }
     };
     int64_t j = n0;
     const int64_t end = n0 + cols, sc = matmul_small_cols(isa, wide);
-    for (; j + sc <= end; j += sc) tile(wide, j, matmul_small_rows(isa, wide));
-    for (; j + hc <= end; j += hc) tile(false, j, matmul_small_rows(isa, false));
+    if ((bf16 || !half) && end - j >= sc) {  // the f32 and bf16 tiles take a row of whole tiles in one call
+      const int64_t whole = (end - j) / sc;
+      tile(wide, j, matmul_small_rows(isa, wide), whole);
+      j += whole * sc;
+    }
+    for (; j + sc <= end; j += sc) tile(wide, j, matmul_small_rows(isa, wide), 1);
+    for (; j + hc <= end; j += hc) tile(false, j, matmul_small_rows(isa, false), 1);
     for (; j < end; j += nr) {  // one panel: a contiguous [kb, nr] matrix (half weights widened whole)
       const float* b = values(block + j * kb);
       if (half) {

@@ -32,8 +32,8 @@ using namespace tile;  // NOLINT: the tile sizes and vector helpers of matmul_ti
 constexpr int kPanelVecs = kAvx512Vecs;
 static_assert(kAvx2Vecs == kPanelVecs, "both ISAs' packed panels are two vectors wide");
 
-template <int W, int R, int NV, bool PackedA, bool Panels = false>
-[[gnu::always_inline]] inline void tile_body(const TileArgs& t) {
+template <int W, int R, int NV, bool PackedA, bool Panels>
+[[gnu::always_inline]] inline void tile_once(const TileArgs& t) {
   using V = typename VecOf<W>::type;
   const auto load = [](const float* p) {  // unaligned load
     V v;
@@ -96,6 +96,18 @@ template <int W, int R, int NV, bool PackedA, bool Panels = false>
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) std::memcpy(t.c + r * t.ldc + j * W, &acc[r][j], sizeof(V));
+}
+
+// Panels: t.tiles tiles side by side, each NV / kPanelVecs panels on from the last: one call per
+// task's K block rather than per tile (decode's small products, bf16_pair_body).
+template <int W, int R, int NV, bool PackedA, bool Panels = false>
+[[gnu::always_inline]] inline void tile_body(const TileArgs& t) {
+  if constexpr (Panels) {
+    TileArgs u = t;
+    for (int64_t s = 0; s < t.tiles; ++s, u.c += NV * W, u.b += NV / kPanelVecs * t.b_ps) tile_once<W, R, NV, PackedA, true>(u);
+  } else {
+    tile_once<W, R, NV, PackedA, false>(t);
+  }
 }
 
 using TileFn = void (*)(const TileArgs&);
