@@ -404,12 +404,10 @@ void gemm_small_packed(MatmulIsa isa, DType dtype, MatView A, const void* packed
     };
     int64_t j = n0;
     const int64_t end = n0 + cols, sc = matmul_small_cols(isa, wide);
-    if ((bf16 || !half) && end - j >= sc) {  // the f32 and bf16 tiles take a row of whole tiles in one call
-      const int64_t whole = (end - j) / sc;
+    if (const int64_t whole = (end - j) / sc; whole > 0) {  // the task's whole wide tiles in one call
       tile(wide, j, matmul_small_rows(isa, wide), whole);
       j += whole * sc;
     }
-    for (; j + sc <= end; j += sc) tile(wide, j, matmul_small_rows(isa, wide), 1);
     for (; j + hc <= end; j += hc) tile(false, j, matmul_small_rows(isa, false), 1);
     for (; j < end; j += nr) {  // one panel: a contiguous [kb, nr] matrix (half weights widened whole)
       const float* b = values(block + j * kb);

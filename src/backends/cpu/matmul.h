@@ -176,8 +176,8 @@ struct TileArgs {
   // Small tiles only: B is a packed weight's panels (matmul_tile(isa).cols wide, rows b_rs
   // apart), the next panel b_ps floats on; 0: B's rows are contiguous.
   int64_t b_ps = 0;
-  // Small f32 and bf16 tiles on panels only: this many tiles side by side in one call (columns
-  // and panels on from c and b); other tiles run one.
+  // Small tiles on panels only: this many tiles side by side in one call (columns and panels on
+  // from c and b; matmul_tile.h's tile_at); other tiles run one.
   int64_t tiles = 1;
 };
 // Tile width matmul_tile(isa).cols; A packed or with unit row stride (a_rs == 1) or any strides.

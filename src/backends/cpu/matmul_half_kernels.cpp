@@ -50,11 +50,8 @@ struct Avx2HalfOps {
 
 // Panels: B is a weight in the packed layout (ir/packed_weight.h), each row's vectors kPanelVecs
 // at a time from panels t.b_ps values apart (as the f32 small tiles read it).
-constexpr int kPanelVecs = kAvx2Vecs;
-static_assert(kAvx512Vecs == kPanelVecs, "both ISAs' packed panels are two vectors wide");
-
 template <typename V, int W, int R, int NV, bool BF16, bool Panels, typename Ops>
-[[gnu::always_inline]] inline void half_tile_body(const TileArgs& t, Ops ops) {
+[[gnu::always_inline]] inline void half_tile_once(const TileArgs& t, Ops ops) {
   V acc[R][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -80,6 +77,15 @@ template <typename V, int W, int R, int NV, bool BF16, bool Panels, typename Ops
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) std::memcpy(t.c + r * t.ldc + j * W, &acc[r][j], sizeof(V));
+}
+// Panels: t.tiles tiles side by side (tile_at).
+template <typename V, int W, int R, int NV, bool BF16, bool Panels, typename Ops>
+[[gnu::always_inline]] inline void half_tile_body(const TileArgs& t, Ops ops) {
+  if constexpr (Panels)
+    for (int64_t s = 0; s < t.tiles; ++s)
+      half_tile_once<V, W, R, NV, BF16, true>(tile_at<uint16_t>(t, s, NV * W, NV / kPanelVecs), ops);
+  else
+    half_tile_once<V, W, R, NV, BF16, false>(t, ops);
 }
 
 template <int R, int NV, bool BF16, bool Panels>
@@ -143,21 +149,14 @@ template <typename Ops, int R, int NV, bool Panels, bool RowBroadcasts>
 #pragma GCC unroll 16
     for (int j = 0; j < P; ++j) ops.join(t.c + r * t.ldc + j * C, even[r][j], odd[r][j]);
 }
-// Panels: t.tiles tiles side by side, each NV / 2 panels on from the last: one call per task's K
-// block rather than per tile (a Zen 3's bf16 token: gemm_small_packed and the tile dispatch 3.6%
-// -> 2.1% of the samples).
+// Panels: t.tiles tiles side by side (tile_at), each a load's columns per panel.
 template <typename Ops, int R, int NV, bool Panels, bool RowBroadcasts = false>
 [[gnu::always_inline]] inline void bf16_pair_body(const TileArgs& t, Ops ops) {
-  if constexpr (Panels) {
-    TileArgs u = t;
-    const auto* b = reinterpret_cast<const uint16_t*>(t.b);
-    for (int64_t s = 0; s < t.tiles; ++s, u.c += NV / 2 * Ops::kCols) {
-      u.b = reinterpret_cast<const float*>(b + s * (NV / 2) * t.b_ps);  // (half weights, as their bits)
-      bf16_pair_once<Ops, R, NV, true, RowBroadcasts>(u, ops);
-    }
-  } else {
+  if constexpr (Panels)
+    for (int64_t s = 0; s < t.tiles; ++s)
+      bf16_pair_once<Ops, R, NV, true, RowBroadcasts>(tile_at<uint16_t>(t, s, NV / 2 * Ops::kCols, NV / 2), ops);
+  else
     bf16_pair_once<Ops, R, NV, false, RowBroadcasts>(t, ops);
-  }
 }
 
 // 32 columns per 64-byte load; permutex2var splits and joins the columns.

@@ -29,8 +29,6 @@ using namespace tile;  // NOLINT: the tile sizes and vector helpers of matmul_ti
 // several percent of a tile when k is short, as in attention).
 // Panels: B is a weight in the packed path's layout (ir/packed_weight.h), read by the small tiles
 // in place: each row's vectors come kPanelVecs at a time from panels t.b_ps apart.
-constexpr int kPanelVecs = kAvx512Vecs;
-static_assert(kAvx2Vecs == kPanelVecs, "both ISAs' packed panels are two vectors wide");
 
 template <int W, int R, int NV, bool PackedA, bool Panels>
 [[gnu::always_inline]] inline void tile_once(const TileArgs& t) {
@@ -98,16 +96,13 @@ template <int W, int R, int NV, bool PackedA, bool Panels>
     for (int j = 0; j < NV; ++j) std::memcpy(t.c + r * t.ldc + j * W, &acc[r][j], sizeof(V));
 }
 
-// Panels: t.tiles tiles side by side, each NV / kPanelVecs panels on from the last: one call per
-// task's K block rather than per tile (decode's small products, bf16_pair_body).
+// Panels: t.tiles tiles side by side (tile_at).
 template <int W, int R, int NV, bool PackedA, bool Panels = false>
 [[gnu::always_inline]] inline void tile_body(const TileArgs& t) {
-  if constexpr (Panels) {
-    TileArgs u = t;
-    for (int64_t s = 0; s < t.tiles; ++s, u.c += NV * W, u.b += NV / kPanelVecs * t.b_ps) tile_once<W, R, NV, PackedA, true>(u);
-  } else {
+  if constexpr (Panels)
+    for (int64_t s = 0; s < t.tiles; ++s) tile_once<W, R, NV, PackedA, true>(tile_at<float>(t, s, NV * W, NV / kPanelVecs));
+  else
     tile_once<W, R, NV, PackedA, false>(t);
-  }
 }
 
 using TileFn = void (*)(const TileArgs&);

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <bit>
+#include <cstdint>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/matmul.h"
 
 namespace volta::cpu::tile {
 
@@ -19,6 +21,20 @@ constexpr int kAvx2Rows = 6, kAvx2Vecs = 2;
 constexpr int kWideVecs = 8, kAvx512WideRows = 2, kAvx2WideRows = 1;
 constexpr int kHalfVecs = 4, kAvx512HalfRows = 4, kAvx2HalfRows = 2;
 constexpr int kScalarRows = 4, kScalarCols = 16;
+// A packed weight's panels (ir/packed_weight.h) are two vectors wide on both ISAs.
+constexpr int kPanelVecs = 2;
+static_assert(kAvx2Vecs == kPanelVecs && kAvx512Vecs == kPanelVecs, "both ISAs' packed panels are two vectors wide");
+
+// Tile s of a call's t.tiles side by side on packed panels (TileArgs::tiles): C `cols * s`
+// columns on, B `panels * s` panels of Elem on. One call per task's K block rather than per tile
+// (a Zen 3's bf16 decode token: gemm_small_packed and the tile dispatch 3.6% -> 2.1% of it).
+template <typename Elem>
+[[gnu::always_inline]] inline TileArgs tile_at(const TileArgs& t, int64_t s, int64_t cols, int64_t panels) {
+  TileArgs u = t;
+  u.c = t.c + s * cols;
+  u.b = reinterpret_cast<const float*>(reinterpret_cast<const Elem*>(t.b) + s * panels * t.b_ps);
+  return u;
+}
 
 #ifdef VOLTA_MATMUL_X86
 
