@@ -69,7 +69,7 @@ std::array<KernelEntry, ir::kNumOps> cpu_kernels() {
   set(Op::AttentionGrad, attention_grad);
   set(Op::Rope, rope);
   set(Op::Matmul, matmul);
-  set(Op::GradNorm, [](const KernelArgs& a) { return grad_norm_node(a, fast_sum_of_squares); });
+  set(Op::GradNorm, fast_grad_norm);
   set(Op::OptimizerUpdate, [](const KernelArgs& a) { return optimizer_update_node(a, fast_optimizer_update); });
   return t;
 }

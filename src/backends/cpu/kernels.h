@@ -161,8 +161,10 @@ size_t matmul_half_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 bool split_k_applies(const ir::Graph& g, const ir::Node& node);
 Status matmul_split_k(const KernelArgs& a);
 
-// optim.cpp: float, vectorised.
+// optim.cpp: float, vectorised. fast_grad_norm is grad_norm_node over fast_sum_of_squares, with
+// the chunks of all its inputs in one parallel pass.
 double fast_sum_of_squares(const TensorRef& t);
+Status fast_grad_norm(const KernelArgs& a);
 Status fast_optimizer_update(const optim::UpdateStep& step, const TensorRef& param, const TensorRef& grad,
                              std::span<const TensorRef> state);
 
