@@ -1,5 +1,6 @@
 // Microbenchmarks of the training step's small ops on the shakespeare-char shapes (768 rows of
-// 128 or 512 columns, 65 classes), one thread, operands hot in cache: the kernels' own cost.
+// 128 or 512 columns, 65 classes), one thread (the gradient norm also two), operands hot in
+// cache: the kernels' own cost.
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -43,10 +44,11 @@ Tensor normal(Shape s, uint64_t stream) {
   return t;
 }
 
-void time_op(benchmark::State& state, StepOp o) {
-  cpu::set_num_threads(1);
+void time_op(benchmark::State& state, StepOp o, int threads = 1) {
+  cpu::set_num_threads(threads);
   for (auto _ : state) benchmark::DoNotOptimize(o.run());
   state.SetItemsProcessed(state.iterations() * o.in[0].numel());
+  cpu::set_num_threads(1);
 }
 
 void BM_StepLayerNorm(benchmark::State& state) {
@@ -81,7 +83,18 @@ void BM_StepCrossEntropyGrad(benchmark::State& state) {
   one.data<float>()[0] = 1.0f;
   time_op(state, make(ir::Op::CrossEntropyGrad, {normal({768, 65}, 1), targets(), std::move(one)}, {DType::f32, {768, 65}}));
 }
+// The global gradient norm over the 4-layer model's 27 gradients (0.8M floats): the two
+// embeddings, per layer two norms' [2, 128] and four weights, and the final norm's.
+void BM_StepGradNorm(benchmark::State& state) {
+  std::vector<Tensor> grads{normal({65, 128}, 1), normal({64, 128}, 2)};
+  for (uint64_t l = 0; l < 4; ++l)
+    for (const Shape& s : {Shape{2, 128}, Shape{128, 384}, Shape{128, 128}, Shape{2, 128}, Shape{128, 512}, Shape{512, 128}})
+      grads.push_back(normal(s, 10 + l));
+  grads.push_back(normal({2, 128}, 3));
+  time_op(state, make(ir::Op::GradNorm, std::move(grads), {DType::f64, {}}), static_cast<int>(state.range(0)));
+}
 BENCHMARK(BM_StepLayerNorm)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_StepGradNorm)->ArgNames({"threads"})->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_StepLayerNormGrad)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_StepNormParamGrad)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_StepGelu)->Unit(benchmark::kMicrosecond);
