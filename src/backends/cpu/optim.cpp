@@ -24,10 +24,6 @@ void for_chunks(int64_t n, F&& f, int64_t chunk) {
   parallel_chunks(n, chunk, [&](int64_t b, int64_t e) { f(b, e - b); });
 }
 
-}  // namespace
-
-namespace {
-
 // The sum of squares of each tensor of ts: per fixed chunk of it, then its chunks' sums in
 // order (in double). The chunks of all the tensors are one task list: a pass per tensor cost the
 // training step's 27 gradients a fork and join each, and at 2 threads grad_norm ran hardly faster
