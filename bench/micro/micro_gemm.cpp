@@ -78,6 +78,56 @@ void time_weight_grad(benchmark::State& state, bool split_k) {
 void BM_GemmTransposedACold(benchmark::State& state) { time_weight_grad(state, false); }
 void BM_SplitKCold(benchmark::State& state) { time_weight_grad(state, true); }
 
+// The forward and d-input products as a training step meets them: A [M, K] row-major, B
+// [K, N] row-major or stored [N, K] (`bt`: dx = dy @ W^T), C, each iteration on the next of 16
+// copies of all three (more than L2 holds), so operands come from L3 and C's lines are not cached.
+void BM_GemmCold(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const bool bt = state.range(3) != 0;
+  set_threads(state, 4);
+  constexpr int kCopies = 16;
+  std::vector<std::vector<float>> a, b, c;
+  for (int i = 0; i < kCopies; ++i)
+    a.push_back(seeded(M * K, 1 + i)), b.push_back(seeded(K * N, 100 + i)), c.emplace_back(static_cast<size_t>(M * N));
+  const auto isa = volta::cpu::matmul_best_isa();
+  const auto bl = volta::cpu::matmul_blocking_for(isa, M, N, K);
+  int i = 0;
+  for (auto _ : state) {
+    const MatView bv = bt ? MatView{b[i].data(), 1, K} : MatView{b[i].data(), N, 1};
+    volta::cpu::gemm(isa, bl, {a[i].data(), K, 1}, bv, c[i].data(), N, M, N, K);
+    benchmark::DoNotOptimize(c[i].data());
+    i = (i + 1) % kCopies;
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(M * N * K),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_GemmCold)
+    ->ArgNames({"m", "n", "k", "bt", "threads"})
+    ->ArgsProduct({{768}, {384, 512}, {128}, {0}, {1, 2}})
+    ->ArgsProduct({{768}, {128}, {128, 384, 512}, {0, 1}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond);
+
+// Packing a row-major A [M, K] into the tile's row panels (a transpose per panel), as the
+// forward products pack a layer's input: hot (cold = 0) or each iteration on the next of 16 copies.
+void BM_PackA(benchmark::State& state) {
+  const int64_t M = state.range(0), K = state.range(1);
+  const int copies = state.range(2) != 0 ? 16 : 1;
+  std::vector<std::vector<float>> a;
+  for (int i = 0; i < copies; ++i) a.push_back(seeded(M * K, 1 + i));
+  const auto isa = volta::cpu::matmul_best_isa();
+  const int64_t mr = volta::cpu::matmul_tile(isa).rows;
+  std::vector<float> dst(static_cast<size_t>((M + mr) * K));
+  int i = 0;
+  for (auto _ : state) {
+    volta::cpu::pack_a(isa, {a[i].data(), K, 1}, M, K, mr, dst.data());
+    benchmark::DoNotOptimize(dst.data());
+    i = (i + 1) % copies;
+  }
+  state.SetBytesProcessed(state.iterations() * M * K * 4);
+}
+BENCHMARK(BM_PackA)->ArgNames({"m", "k", "cold"})->ArgsProduct({{768}, {128, 512}, {0, 1}})->Unit(benchmark::kMicrosecond);
+
 // TinyLM's weight-gradient shapes (K = batch 12 x context 64) at 1 and 2 threads.
 void weight_grad_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "n", "k", "threads"});
