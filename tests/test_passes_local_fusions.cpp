@@ -205,7 +205,9 @@ TEST(Passes, GeluGradFoldsIntoTheMatmulThatMakesItsGradient) {
   ASSERT_OK(g);
   auto train = autograd::build_backward(*g);
   ASSERT_OK(train);
-  auto t = passes::run_pipeline(train->graph, {});
+  passes::PipelineOptions recompute;  // (store_gelu_grad would make it a mul by the stored gelu')
+  recompute.disabled = {"store_gelu_grad"};
+  auto t = passes::run_pipeline(train->graph, recompute);
   ASSERT_OK(t);
   EXPECT_TRUE(t->nodes_of(ir::Op::GeluGrad).empty()) << ir::print_graph(*t);
   size_t folded = 0;
@@ -224,6 +226,70 @@ TEST(Passes, GeluGradFoldsIntoTheMatmulThatMakesItsGradient) {
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("activation gelu_grad needs x f32[4,3] as the third input, got f32[3]"), std::string::npos)
       << bad.status().message();
+}
+
+// store_gelu_grad: the MLP's gelu becomes gelu_and_grad, and its gradient (the d hidden
+// product's epilogue, or a gelu_grad op of its own) a mul by the stored derivative, with the bits
+// of the recomputing graph on every ISA and thread count; a pre-activation read elsewhere stays.
+TEST(Passes, StoredGeluGradHasTheBitsOfTheRecomputedOne) {
+  const auto count = [](const ir::Graph& g, const std::string& act) {
+    size_t n = 0;
+    for (const ir::Node& m : g.nodes) n += m.op == ir::Op::Matmul && m.attrs.get_string("activation", "none").value() == act;
+    return n;
+  };
+  {  // the MLP's backward: many tasks and a ragged edge
+    ModelBuilder b("mlp");
+    Value x = b.input("x", {DType::f32, {3, 50, 24}});
+    Value h = b.gelu(b.matmul(x, b.param("w1", {DType::f32, {24, 70}}, ParamInit::normal(0.5)), "mm1"));
+    Value y = b.matmul(h, b.param("w2", {DType::f32, {70, 5}}, ParamInit::normal(0.5)), "mm2");
+    b.output(b.mse(y, b.input("t", {DType::f32, {3, 50, 5}})));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto train = autograd::build_backward(*g);
+    ASSERT_OK(train);
+    auto values = test::seeded_values(train->graph, 7);
+    ASSERT_OK(values);
+    expect_fusion_keeps_bits(
+        train->graph, *values, {"store_gelu_grad"},
+        [&](const ir::Graph& plan, bool fuse) {
+          EXPECT_EQ(plan.nodes_of(ir::Op::GeluAndGrad).size(), fuse ? 1u : 0u);
+          EXPECT_EQ(plan.nodes_of(ir::Op::Gelu).size(), fuse ? 0u : 1u);
+          EXPECT_EQ(count(plan, "mul"), fuse ? 1u : 0u);
+          EXPECT_EQ(count(plan, "gelu_grad"), fuse ? 0u : 1u);
+        },
+        "the MLP's gelu");
+  }
+  {  // a gelu_grad op (its dy no product's) becomes mul(d, dy)
+    ModelBuilder b("op");
+    Value h = b.input("h", {DType::f32, {7, 333}});
+    Value dy = b.input("dy", {DType::f32, {7, 333}});
+    b.output(b.gelu(h));
+    b.output(b.op(ir::Op::GeluGrad, {h, dy}, {}, "dh"));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto values = random_inputs(*g, 8);
+    ASSERT_OK(values);
+    expect_fusion_keeps_bits(
+        *g, *values, {"store_gelu_grad"},
+        [&](const ir::Graph& plan, bool fuse) {
+          EXPECT_EQ(plan.nodes_of(ir::Op::GeluAndGrad).size(), fuse ? 1u : 0u);
+          EXPECT_EQ(plan.nodes_of(ir::Op::GeluGrad).size(), fuse ? 0u : 1u);
+        },
+        "a gelu_grad op");
+  }
+  // h read by anything else (here also an output), the tanh form, or no gradient: untouched.
+  for (int variant = 0; variant < 3; ++variant) {
+    ModelBuilder b("kept");
+    Value h = b.input("h", {DType::f32, {4, 16}});
+    b.output(b.gelu(h, "y", variant == 1));
+    if (variant != 2) b.output(b.op(ir::Op::GeluGrad, {h, b.input("dy", {DType::f32, {4, 16}})}, variant == 1 ? ir::Attrs{{"approximate", std::string("tanh")}} : ir::Attrs{}, "dh"));
+    if (variant == 0) b.output(b.op(ir::Op::Neg, {h}, {}, "other"));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto t = passes::store_gelu_grad(*g);
+    ASSERT_OK(t);
+    EXPECT_TRUE(t->nodes_of(ir::Op::GeluAndGrad).empty()) << variant << "\n" << ir::print_graph(*t);
+  }
 }
 
 // A norm's parameter gradients (layer_norm with and without beta, rms_norm) fold into one

@@ -160,8 +160,8 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
       VOLTA_ASSIGN_OR_RETURN(int64_t ta, at.get_int("transpose_a", 0));
       VOLTA_ASSIGN_OR_RETURN(int64_t tb, at.get_int("transpose_b", 0));
       VOLTA_ASSIGN_OR_RETURN(std::string act, at.get_string("activation", "none"));
-      if (act == "gelu_grad")
-        return invalid_argument("[matmul] the gelu_grad epilogue is a backward op: it has no gradient " + ir::node_ref(n));
+      if (act == "gelu_grad" || act == "mul")
+        return invalid_argument("[matmul] the " + act + " epilogue is a backward op: it has no gradient " + ir::node_ref(n));
       if (at.has("b_packed"))
         return invalid_argument("[matmul] a packed weight (b_packed) is an inference layout written after autograd " + ir::node_ref(n));
       VOLTA_ASSIGN_OR_RETURN(int64_t residual, at.get_int("residual", 0));
@@ -386,6 +386,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::CrossEntropyGrad: return no_rule(n, "second-order gradients are not supported");
     case Op::FusedElementwise:
       return no_rule(n, "the fuse_elementwise pass writes it after autograd; differentiate the unfused ops");
+    case Op::GeluAndGrad: return no_rule(n, "the store_gelu_grad pass writes it after autograd; differentiate gelu");
     case Op::GradNorm:
     case Op::OptimizerUpdate:
     case Op::Increment: return no_rule(n, "the training step's state updates are not differentiable");

@@ -60,8 +60,8 @@ Result<TensorType> infer_matmul_logical(std::span<const TensorType> in, const At
   out.push_back(m);
   out.push_back(n);
   VOLTA_ASSIGN_OR_RETURN(std::string act, tagged(op, attrs.get_string("activation", "none")));
-  if (act != "none" && act != "relu" && act != "gelu" && act != "gelu_grad")
-    return fail(op, "attribute 'activation' must be \"none\", \"relu\", \"gelu\" or \"gelu_grad\", got \"" + act + "\"");
+  if (act != "none" && act != "relu" && act != "gelu" && act != "gelu_grad" && act != "mul")
+    return fail(op, "attribute 'activation' must be \"none\", \"relu\", \"gelu\", \"gelu_grad\" or \"mul\", got \"" + act + "\"");
   const TensorType result{DType::f32, out};
   if (attrs.has("b_packed")) {
     VOLTA_ASSIGN_OR_RETURN(std::vector<int64_t> packed, tagged(op, attrs.get_ints("b_packed")));
@@ -70,9 +70,9 @@ Result<TensorType> infer_matmul_logical(std::span<const TensorType> in, const At
       return fail(op, "b_packed [kc, nr] needs kc, nr >= 1 and b f32, bf16 or f16 [K, N], not transposed, N a multiple of nr; got b " +
                           in[1].to_string());
   }
-  if (act == "gelu_grad") {  // the third input is gelu's x, of the result's type
+  if (act == "gelu_grad" || act == "mul") {  // the third input is x, of the result's type
     if (in.size() != 3 || in[2] != result)
-      return fail(op, "activation gelu_grad needs x " + result.to_string() + " as the third input" +
+      return fail(op, "activation " + act + " needs x " + result.to_string() + " as the third input" +
                           (in.size() == 3 ? ", got " + in[2].to_string() : ""));
   } else if (in.size() == 3) {
     VOLTA_RETURN_IF_ERROR(require_f32(op, in[2], "bias"));

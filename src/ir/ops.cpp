@@ -290,6 +290,13 @@ Result<TensorType> infer_norm_param_grad(std::span<const TensorType> in, const A
   return TensorType{DType::f32, {2, in[0].shape.back()}};
 }
 
+Result<TensorType> infer_gelu_and_grad(std::span<const TensorType> in) {
+  VOLTA_RETURN_IF_ERROR(require_f32(Op::GeluAndGrad, in[0], "x"));
+  Shape s = in[0].shape;
+  s.insert(s.begin(), 2);
+  return TensorType{DType::f32, s};
+}
+
 Result<TensorType> infer_embedding_grad(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::EmbeddingGrad;
   VOLTA_RETURN_IF_ERROR(require_int(op, in[0], "ids"));
@@ -554,6 +561,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::ArgMax: return infer_arg_max(in, attrs);
     case Op::NormParamGrad: return infer_norm_param_grad(in, attrs);
     case Op::BitwiseAnd: return infer_binary(op, in);
+    case Op::GeluAndGrad: return infer_gelu_and_grad(in);
   }
   return internal_error("infer_type: op without a rule");
 }

@@ -66,7 +66,8 @@ Status Exporter::leaf() {
 // matmul with its transposes as Transpose nodes of the last two dims.
 Status Exporter::matmul() {
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Matmul>(*n_));
-  if (at->activation == "gelu_grad") return fail("the gelu_grad epilogue (a backward op) has no ONNX form");
+  if (at->activation == "gelu_grad" || at->activation == "mul")
+    return fail("the " + at->activation + " epilogue (a backward op) has no ONNX form");
   if (at->a_perm || at->b_perm || at->out_perm) return fail("operands read through a perm: export the graph before the passes");
   if (at->b_packed) return fail("a packed weight (b_packed): export the graph before the passes");
   if (at->residual) return fail("a residual epilogue: export the graph before the passes");

@@ -37,24 +37,6 @@ bool sums_leading_axes(const ir::Node& s, const TensorType& in) {
   return true;
 }
 
-// Turns node `id` (a sum of shape [..., D]) into reshape(slice(npg, 0, row, row + 1)).
-void take_row(ir::Graph& g, int32_t id, int32_t npg, int64_t row) {
-  const int64_t D = g.node(npg).type.shape[1];
-  ir::Node slice;
-  slice.op = ir::Op::Slice;
-  slice.inputs = {npg};
-  slice.attrs.set("axis", int64_t{0});
-  slice.attrs.set("start", row);
-  slice.attrs.set("end", row + 1);
-  slice.type = TensorType{DType::f32, {1, D}};
-  const int32_t s = append_node(g, std::move(slice), g.node(id).name + "/row");
-  ir::Node& n = g.node(id);
-  n.op = ir::Op::Reshape;
-  n.inputs = {s};
-  n.attrs = ir::Attrs{};
-  n.attrs.set("shape", n.type.shape);
-}
-
 }  // namespace
 
 Result<ir::Graph> fuse_norm_param_grad(const ir::Graph& g) {
@@ -82,13 +64,13 @@ Result<ir::Graph> fuse_norm_param_grad(const ir::Graph& g) {
       npg.attrs.set("center", int64_t{xhat.op == ir::Op::LayerNorm ? 1 : 0});
       npg.type = TensorType{DType::f32, {2, xhat.type.shape.back()}};
       const int32_t id = append_node(out, std::move(npg), s.name + "/norm_param_grad");
-      take_row(out, s.id, id, 0);
+      take_plane(out, s.id, id, 0);
       // d beta: a sum of dy over the same axes, if the graph has one.
       for (size_t j = 0; j < n; ++j) {
         const ir::Node& b = g.node(static_cast<int32_t>(j));
         if (b.op == ir::Op::ReduceSum && out.node(b.id).op == ir::Op::ReduceSum && b.inputs[0] == dy.id &&
             sums_leading_axes(b, dy.type) && b.type == s.type) {
-          take_row(out, b.id, id, 1);
+          take_plane(out, b.id, id, 1);
           break;
         }
       }

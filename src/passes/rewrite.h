@@ -26,6 +26,11 @@ Result<Readers> live_readers(const ir::Graph& g);
 // Appends `n` to g as a new node named `base` (or base_1, base_2, ... when taken); its id.
 int32_t append_node(ir::Graph& g, ir::Node n, const std::string& base);
 
+// Turns node `id` into reshape(slice(stacked, p, p + 1)) along the first axis, keeping its type
+// (plane p's elements, in any shape): a view of one plane of a stacked result (norm_param_grad's
+// rows, gelu_and_grad's planes).
+void take_plane(ir::Graph& g, int32_t id, int32_t stacked, int64_t p);
+
 // If q, k and v are the head splits (transpose(reshape(.., [.., T, H, D]))) of the first, second
 // and third column thirds of one value x [.., T, 3 H D] (a packed projection), x; else -1
 // (fuse_attention_heads.cpp).

@@ -107,6 +107,12 @@ std::vector<OpCase> cases_of(Op op) {
                                            "a backward op")),
           needs("matmul.epilogue",
                 no_grad(C({f({3, 20}), f({20, 30}), f({3, 30})}, A{{"activation", S("gelu_grad")}}, 2e-5), "a backward op")),
+          // x (a stored gelu') times the product: the same two paths
+          needs("matmul.epilogue", no_grad(C({f({3, 50, 20}), f({90, 20}), f({3, 50, 90})},
+                                             A{{"transpose_b", I(1)}, {"activation", S("mul")}}, 2e-5),
+                                           "a backward op")),
+          needs("matmul.epilogue",
+                no_grad(C({f({3, 20}), f({20, 30}), f({3, 30})}, A{{"activation", S("mul")}}, 2e-5), "a backward op")),
           // a residual added last: alone, after a bias and gelu (many tasks), a small-M product
           needs("matmul.residual", no_grad(C({f({3, 50, 20}), f({20, 30}), f({3, 50, 30})}, A{{"residual", I(1)}}, 1e-5),
                                            "written by a pass after autograd")),
@@ -389,6 +395,9 @@ std::vector<OpCase> cases_of(Op op) {
               C({f({2, 3, 300}), f({300}), f({2, 3, 300})}, A{{"eps", F(1e-3)}}, 2e-6)};
     case Op::RmsNormGrad:
       return {C({f({3, 40, 8}), f({8}), f({3, 40, 8})}, {}, 2e-6), C({f({5, 129}), f({129}), f({5, 129})}, {}, 2e-6)};
+    case Op::GeluAndGrad:  // whole vectors and a ragged end
+      return {no_grad(C({f({3, 40000})}, {}, 5e-6), "written by a pass after autograd"),
+              no_grad(C({f({2, 999})}, {}, 5e-6), "written by a pass after autograd")};
     case Op::NormParamGrad:  // sums over the rows: the CPU's in f32, in order
       return {no_grad(C({f({6, 50, 40}), f({6, 50, 40})}, {}, 1e-4), "a backward op"),
               no_grad(C({f({300, 130}), f({300, 130})}, A{{"eps", F(1e-3)}}, 2e-4), "a backward op"),

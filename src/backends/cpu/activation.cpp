@@ -32,6 +32,15 @@ Status gelu(const KernelArgs& a) {
   return Status::ok();
 }
 
+// gelu and gelu' of each element from one exp and erf, the two planes of the output.
+Status gelu_and_grad(const KernelArgs& a) {
+  const float* x = a.in[0].as<const float>();
+  float* y = a.out.as<float>();
+  const int64_t n = a.in[0].numel();
+  chunks(n, [&](int64_t b, int64_t e) { gelu_erf_and_grad(x + b, y + b, y + n + b, e - b); });
+  return Status::ok();
+}
+
 Status gelu_grad(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::GeluGrad>(a.node));
   const bool tanh_form = at->approximate == "tanh";

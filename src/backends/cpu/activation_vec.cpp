@@ -16,16 +16,26 @@ namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
-VOLTA_VEC_INLINE Vec gelu_v(Vec v) { return splat(0.5f) * v * (splat(1.0f) + verf(v * splat(kInvSqrt2))); }
-// d/dx x Phi(x) = Phi(x) + x phi(x); erf's exp(-a^2), a = x / sqrt(2), is phi's exp(-x^2 / 2).
-VOLTA_VEC_INLINE Vec gelu_d(Vec v) {
+// gelu(x) = x Phi(x), Phi(x) = (1 + erf(a)) / 2 with a = x / sqrt(2). d/dx x Phi(x) = Phi(x) + x phi(x);
+// erf's exp(-a^2) is phi's exp(-x^2 / 2). Both through GeluParts, so gelu_erf_and_grad, which
+// shares them, gives each the bits of its own kernel.
+struct GeluParts {
+  Vec h, e;  // 1 + erf(a), exp(-a^2)
+};
+VOLTA_VEC_INLINE GeluParts gelu_parts(Vec v) {
   const Vec a = v * splat(kInvSqrt2);
   const Vec e = vexp(-a * a);
+  return {splat(1.0f) + verf_given(a, e), e};
+}
+VOLTA_VEC_INLINE Vec gelu_of(Vec v, GeluParts p) { return splat(0.5f) * v * p.h; }
+VOLTA_VEC_INLINE Vec gelu_d_of(Vec v, GeluParts p) {
   // Of the two products the first is fused with the sum (-ffp-contract=fast): named, so it comes
   // first in either vector spelling (vec.h's AVX2 operators may evaluate their right operand first).
-  const Vec phi = splat(0.5f) * (splat(1.0f) + verf_given(a, e));
-  return phi + v * splat(kInvSqrt2Pi) * e;
+  const Vec phi = splat(0.5f) * p.h;
+  return phi + v * splat(kInvSqrt2Pi) * p.e;
 }
+VOLTA_VEC_INLINE Vec gelu_v(Vec v) { return gelu_of(v, gelu_parts(v)); }
+VOLTA_VEC_INLINE Vec gelu_d(Vec v) { return gelu_d_of(v, gelu_parts(v)); }
 
 // sigmoid(v) = su * sc, with exp(v) taken as (exp(v) 2^64) 2^-64 where it would underflow: the
 // far tails of silu and its derivative (below f32's normal range, but not below the double
@@ -52,6 +62,17 @@ VOLTA_VEC_INLINE Vec silu_d(Vec v, SigmoidParts p) { return p.su * (splat(1.0f) 
 }  // namespace
 
 void gelu_erf(const float* x, float* y, int64_t n) { map(x, y, n, 0.0f, gelu_v); }
+
+void gelu_erf_and_grad(const float* x, float* y, float* d, int64_t n) {
+  const auto both = [&](int64_t i, Vec v, int64_t count) {
+    const GeluParts p = gelu_parts(v);
+    if (count == kLanes) store(y + i, gelu_of(v, p)), store(d + i, gelu_d_of(v, p));
+    else store_part(y + i, gelu_of(v, p), count), store_part(d + i, gelu_d_of(v, p), count);
+  };
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) both(i, load(x + i), kLanes);
+  if (i < n) both(i, load_part(x + i, n - i, 0.0f), n - i);
+}
 
 void gelu_erf_grad(const float* x, const float* dy, float* out, int64_t n) {
   int64_t i = 0;

@@ -45,6 +45,7 @@ std::array<KernelEntry, ir::kNumOps> cpu_kernels() {
   set(Op::FusedElementwise, fused_elementwise);
   set(Op::Gelu, gelu);
   set(Op::GeluGrad, gelu_grad);
+  set(Op::GeluAndGrad, gelu_and_grad);
   set(Op::SiluGrad, silu_grad);
   set(Op::Swiglu, swiglu);
   set(Op::SwigluGrad, swiglu_grad);

@@ -84,9 +84,11 @@ using UnaryMap = void (*)(const float* x, float* y, int64_t n);
 UnaryMap vector_unary(ir::Op op);
 
 // activation.cpp; vec_kernels.h's gelu_erf(x, y, n) is gelu with approximate="none" on n floats
-// (the matmul epilogue's), gelu_erf_grad(x, dy, out, n) its gradient (out may be dy).
+// (the matmul epilogue's), gelu_erf_grad(x, dy, out, n) its gradient (out may be dy),
+// gelu_erf_and_grad(x, y, d, n) both gelu and gelu' (the bits of the two above, dy = 1).
 Status gelu(const KernelArgs& a);
 Status gelu_grad(const KernelArgs& a);
+Status gelu_and_grad(const KernelArgs& a);
 Status silu_grad(const KernelArgs& a);
 Status swiglu(const KernelArgs& a);
 Status swiglu_grad(const KernelArgs& a);
@@ -143,10 +145,10 @@ struct MatmulEpilogueInputs {
 };
 inline Result<MatmulEpilogueInputs> matmul_epilogue_inputs(const ir::Node& n, const ir::attrs::Matmul& at, size_t inputs) {
   MatmulEpilogueInputs e;
-  const bool gelu_grad = at.activation == "gelu_grad";
+  const bool with_x = at.activation == "gelu_grad" || at.activation == "mul";
   if (at.residual) e.residual = static_cast<int>(--inputs);
-  if (inputs > 2) (gelu_grad ? e.pre : e.bias) = 2;
-  if (gelu_grad && e.pre < 0) return internal_error("[matmul] the gelu_grad epilogue needs its x input " + ir::node_ref(n));
+  if (inputs > 2) (with_x ? e.pre : e.bias) = 2;
+  if (with_x && e.pre < 0) return internal_error("[matmul] the " + at.activation + " epilogue needs its x input " + ir::node_ref(n));
   return e;
 }
 // The same as a MatmulEpilogue (matmul.h), for the paths whose tasks apply it to their own blocks.

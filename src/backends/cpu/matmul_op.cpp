@@ -44,6 +44,11 @@ void MatmulEpilogue::apply(float* c, int64_t rows, int64_t cols) const {
         break;
       case Act::kGelu: gelu_erf(row, row, cols); break;
       case Act::kGeluGrad: gelu_erf_grad(pre + off + r * N, row, row, cols); break;
+      case Act::kMul: {  // x (a stored gelu') first, as gelu_grad's product has it
+        const float* x = pre + off + r * N;
+        for (int64_t j = 0; j < cols; ++j) row[j] = x[j] * row[j];
+        break;
+      }
     }
     if (residual) {
       const float* res = residual + off + r * N;
@@ -70,6 +75,7 @@ Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N) {
            : act == "relu"      ? MatmulEpilogue::Act::kRelu
            : act == "gelu"      ? MatmulEpilogue::Act::kGelu
            : act == "gelu_grad" ? MatmulEpilogue::Act::kGeluGrad
+           : act == "mul"       ? MatmulEpilogue::Act::kMul
                                 : MatmulEpilogue::Act::kNone;
   VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogueInputs in, matmul_epilogue_inputs(a.node, *at, a.in.size()));
   const auto input = [&a](int i) { return i < 0 ? nullptr : a.in[static_cast<size_t>(i)].as<const float>(); };

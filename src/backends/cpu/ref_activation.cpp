@@ -64,6 +64,19 @@ Status SwigluGrad(const KernelArgs& a) {
   return Status::ok();
 }
 
+// The two planes as gelu and gelu_grad(x, 1) store them.
+Status GeluAndGrad(const KernelArgs& a) {
+  VOLTA_RETURN_IF_ERROR(require_f32(a));
+  const float* x = in_f32(a, 0);
+  float* out = out_f32(a);
+  const int64_t n = a.in[0].numel();
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = static_cast<float>(ir::gelu_erf(x[i]));
+    out[n + i] = static_cast<float>(ir::gelu_erf_derivative(x[i]));
+  }
+  return Status::ok();
+}
+
 Status GeluGrad(const KernelArgs& a) {
   VOLTA_RETURN_IF_ERROR(require_f32(a));
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::GeluGrad>(a.node));

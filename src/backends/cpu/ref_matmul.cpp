@@ -128,7 +128,7 @@ Status Matmul(const KernelArgs& a) {
       }
     }
   });
-  // The epilogue, as the unfused add, relu / gelu (or gelu_grad) and residual add would compute it.
+  // The epilogue, as the unfused add, relu / gelu (or gelu_grad, mul) and residual add would compute it.
   const std::string& act = at->activation;
   VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogueInputs ins, matmul_epilogue_inputs(a.node, *at, a.in.size()));
   const auto input = [&a](int i) { return i < 0 ? nullptr : in_f32(a, static_cast<size_t>(i)); };
@@ -140,7 +140,7 @@ Status Matmul(const KernelArgs& a) {
     if (bias) x = static_cast<float>(ir::scalar_binary<ir::Op::Add>(x, static_cast<double>(bias[i % N])));
     if (act == "relu") x = ir::scalar_unary<ir::Op::Relu>(x);
     if (act == "gelu") x = ir::gelu_erf(x);
-    if (pre) x = ir::gelu_erf_derivative(static_cast<double>(pre[i])) * x;
+    if (pre) x = (act == "mul" ? static_cast<double>(pre[i]) : ir::gelu_erf_derivative(static_cast<double>(pre[i]))) * x;
     if (residual) x = ir::scalar_binary<ir::Op::Add>(static_cast<double>(residual[i]), static_cast<double>(static_cast<float>(x)));
     out[i] = static_cast<float>(x);
   }

@@ -28,6 +28,7 @@ constexpr int64_t kParamGradRows = 32;  // rows of products per call of unit_nor
   /* activation_vec.cpp */                                                                                            \
   X(void, gelu_erf, (const float* x, float* y, int64_t n), (x, y, n))                                                 \
   X(void, gelu_erf_grad, (const float* x, const float* dy, float* out, int64_t n), (x, dy, out, n))                   \
+  X(void, gelu_erf_and_grad, (const float* x, float* y, float* d, int64_t n), (x, y, d, n))                           \
   X(void, swiglu_rows, (const float* x, const float* dy, float* out, int64_t rows, int64_t F), (x, dy, out, rows, F)) \
   X(void, silu_grad_elems, (const float* x, const float* dy, float* out, int64_t n), (x, dy, out, n))                 \
   /* softmax_vec.cpp */                                                                                               \
