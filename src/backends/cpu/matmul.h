@@ -59,8 +59,9 @@ struct MatView {
 // A matmul node's epilogue, applied by each task of the product to its own block of C as soon
 // as the block is final (while it is still in cache): the bias on every row, then relu, gelu,
 // gelu_grad (C times gelu'(pre)) or mul (pre times C), then the residual, each element with the
-// bits of the separate add / relu / gelu / gelu_grad / mul / add kernels. `out` is the node's whole output, dense rows of N
-// (where a block lies in it says which bias, pre and residual elements are its).
+// bits of the separate add / relu / gelu / gelu_grad / mul / add kernels. `out` is the node's
+// whole output, dense rows of N (where a block lies in it says which bias, pre and residual
+// elements are its).
 struct MatmulEpilogue {
   enum class Act { kNone, kRelu, kGelu, kGeluGrad, kMul };
   Act act = Act::kNone;
