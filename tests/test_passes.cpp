@@ -158,7 +158,8 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   for (const auto& p : passes::pipeline()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
                                              "fuse_attention", "fuse_attention_training", "fuse_attention_heads",
-                                             "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad", "fuse_norm_param_grad", "fuse_matmul_layout",
+                                             "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad",
+                                             "fuse_norm_param_grad", "fuse_matmul_layout",
                                              "fuse_elementwise", "eliminate_dead_code", "pack_matmul_weights"}));
   passes::PipelineOptions opts;
   EXPECT_EQ(passes::pipeline_signature(opts),

@@ -282,7 +282,8 @@ TEST(Passes, StoredGeluGradHasTheBitsOfTheRecomputedOne) {
     ModelBuilder b("kept");
     Value h = b.input("h", {DType::f32, {4, 16}});
     b.output(b.gelu(h, "y", variant == 1));
-    if (variant != 2) b.output(b.op(ir::Op::GeluGrad, {h, b.input("dy", {DType::f32, {4, 16}})}, variant == 1 ? ir::Attrs{{"approximate", std::string("tanh")}} : ir::Attrs{}, "dh"));
+    const ir::Attrs form = variant == 1 ? ir::Attrs{{"approximate", std::string("tanh")}} : ir::Attrs{};
+    if (variant != 2) b.output(b.op(ir::Op::GeluGrad, {h, b.input("dy", {DType::f32, {4, 16}})}, form, "dh"));
     if (variant == 0) b.output(b.op(ir::Op::Neg, {h}, {}, "other"));
     auto g = b.build();
     ASSERT_OK(g);
