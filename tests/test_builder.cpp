@@ -168,6 +168,26 @@ TEST(Builder, GroupedQueriesRopeAndSwigluRules) {
   EXPECT_EQ(grad->shape, (Shape{3, 6, 5, 8}));
   EXPECT_ERROR_CONTAINS(one(ir::Op::AttentionGrad, {{DType::f32, {6, 5, 8}}, {DType::f32, {2, 4, 8}}, {DType::f32, {2, 4, 8}}, {DType::f32, {6, 5, 8}}}),
                         "[attention_grad] q f32[6,5,8], k f32[2,4,8], v f32[2,4,8] and dy f32[6,5,8] do not fit self-attention");
+  // store_probs: the output's elements, then the probabilities [..., H, T, S]; the gradient's p
+  const TensorType q4{DType::f32, {2, 6, 5, 8}}, kv4{DType::f32, {2, 2, 7, 8}}, packed{DType::f32, {2, 5, 48}};
+  const ir::Attrs store{{"store_probs", int64_t{1}}};
+  auto stored = one(ir::Op::Attention, {q4, kv4, kv4}, store);
+  ASSERT_OK(stored);
+  EXPECT_EQ(stored->shape, (Shape{2 * 6 * 5 * 8 + 2 * 6 * 5 * 7}));
+  auto packed_store = one(ir::Op::Attention, {packed, packed, packed}, {{"store_probs", int64_t{1}}, {"packed_heads", int64_t{2}}});
+  ASSERT_OK(packed_store);
+  EXPECT_EQ(packed_store->shape, (Shape{2 * 5 * 16 + 2 * 2 * 5 * 5}));
+  EXPECT_ERROR_CONTAINS(one(ir::Op::Attention, {q4, kv4, kv4}, {{"store_probs", int64_t{2}}}), "store_probs must be 0 or 1, got 2");
+  EXPECT_ERROR_CONTAINS(one(ir::Op::Attention, {q4, kv4, kv4}, {{"store_probs", int64_t{1}}, {"prefix", int64_t{3}}}),
+                        "store_probs takes q, k and v only, without prefix");
+  EXPECT_ERROR_CONTAINS(one(ir::Op::Attention, {q4, kv4, kv4, {DType::f32, {5, 7}}}, store), "store_probs takes q, k and v only");
+  const TensorType q3{DType::f32, {6, 5, 8}};
+  ASSERT_OK(one(ir::Op::AttentionGrad, {q3, q3, q3, q3, {DType::f32, {6, 5, 5}}}));
+  ASSERT_OK(one(ir::Op::AttentionGrad, {packed, packed, packed, {DType::f32, {2, 5, 16}}, {DType::f32, {2, 2, 5, 5}}},
+                {{"packed_heads", int64_t{2}}}));
+  EXPECT_ERROR_CONTAINS(one(ir::Op::AttentionGrad, {q3, q3, q3, q3, {DType::f32, {6, 5, 4}}}),
+                        "[attention_grad] p f32[6,5,4] must be f32[6,5,5] (the probabilities of q f32[6,5,8])");
+  EXPECT_ERROR_CONTAINS(one(ir::Op::AttentionGrad, {q3, q3, q3, q3, {DType::i32, {6, 5, 5}}}), "p must be f32");
   auto rope = one(ir::Op::Rope, {{DType::f32, {2, 3, 5, 8}}, {DType::f32, {9, 4}}, {DType::f32, {9, 4}}});
   ASSERT_OK(rope);
   EXPECT_EQ(rope->shape, (Shape{2, 3, 5, 8}));

@@ -238,7 +238,7 @@ TEST(CudaCapabilities, PlanningRefusesOpsWithoutAKernelNamingThem) {
 }
 
 // Forms of supported ops the kernels do not take are refused when planning, naming the node:
-// integer arithmetic, an attention's additive mask, zero_nan_probs.
+// integer arithmetic, an attention's additive mask, zero_nan_probs, stored probabilities.
 TEST(CudaCapabilities, PlanningRefusesFormsWithoutAKernelNamingTheNode) {
   Runtime rt(std::make_unique<CapabilitiesOnly>());
   {
@@ -267,6 +267,20 @@ TEST(CudaCapabilities, PlanningRefusesFormsWithoutAKernelNamingTheNode) {
   ir::Attrs zero_nan;
   zero_nan.set("zero_nan_probs", int64_t{1});
   attention({qkv, qkv, qkv}, zero_nan, "zero_nan_probs");
+  ir::Attrs store;
+  store.set("store_probs", int64_t{1});
+  attention({qkv, qkv, qkv}, store, "store_probs");
+  {  // attention_grad reading stored probabilities
+    ModelBuilder b("grad");
+    auto q = b.input("q", qkv);
+    auto p = b.input("p", TensorType{DType::f32, {2, 3, 8, 8}});
+    b.output(b.op(ir::Op::AttentionGrad, {q, q, q, q, p}, {}, "the_grad"));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto plan = rt.compile(*g);
+    EXPECT_ERROR_CONTAINS(plan, "stored probabilities");
+    EXPECT_ERROR_CONTAINS(plan, "the_grad");
+  }
   // The plain and packed_heads forms plan (as far as this device-less backend goes: it fails
   // allocating).
   ir::Attrs packed;

@@ -159,17 +159,18 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
                                              "fuse_attention", "fuse_attention_training", "fuse_attention_heads",
                                              "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad",
-                                             "fuse_norm_param_grad", "fuse_matmul_layout",
+                                             "store_attention_probs", "fuse_norm_param_grad", "fuse_matmul_layout",
                                              "fuse_elementwise", "eliminate_dead_code", "pack_matmul_weights"}));
   passes::PipelineOptions opts;
   EXPECT_EQ(passes::pipeline_signature(opts),
             "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,fuse_attention_training,"
-            "fuse_attention_heads,fuse_matmul_epilogue,fuse_matmul_residual,store_gelu_grad,fuse_norm_param_grad,fuse_matmul_layout,"
+            "fuse_attention_heads,fuse_matmul_epilogue,fuse_matmul_residual,store_gelu_grad,store_attention_probs,"
+            "fuse_norm_param_grad,fuse_matmul_layout,"
             "fuse_elementwise,"
             "eliminate_dead_code,pack_matmul_weights");
   opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_attention_training",
-                   "fuse_attention_heads", "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad", "fuse_norm_param_grad",
-                   "fuse_matmul_layout", "fuse_elementwise", "pack_matmul_weights"};
+                   "fuse_attention_heads", "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad", "store_attention_probs",
+                   "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise", "pack_matmul_weights"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
   opts.disabled = {"no_such_pass"};
   EXPECT_ERROR_CONTAINS(passes::run_pipeline(parse_ir("graph g {\n %x: f32[1] = input()\n return %x\n}\n"), opts),
@@ -478,9 +479,12 @@ TEST(Passes, PackedHeadsAttentionHasTheBitsOfTheSplitHeads) {
         auto plan = rt.compile(g, opts);
         ASSERT_OK(plan);
         size_t found = 0, copies = 0;
-        for (const ir::Node& n : (*plan)->graph.nodes) {
+        const ir::Graph& pg = (*plan)->graph;
+        for (const ir::Node& n : pg.nodes) {
           found += n.attrs.has("packed_heads");
-          copies += n.op == ir::Op::Slice || n.op == ir::Op::Transpose || n.op == ir::Op::Concat;
+          // (the views of an attention's output and stored probabilities are no copies)
+          const bool view = n.op == ir::Op::Slice && pg.node(n.inputs[0]).op == ir::Op::Attention;
+          copies += (n.op == ir::Op::Slice && !view) || n.op == ir::Op::Transpose || n.op == ir::Op::Concat;
         }
         EXPECT_EQ(found, packed ? (c.train ? 2u : 1u) : 0u) << c.T;
         if (packed) {
@@ -497,6 +501,72 @@ TEST(Passes, PackedHeadsAttentionHasTheBitsOfTheSplitHeads) {
       }
     });
     ASSERT_FALSE(first.empty());
+  }
+}
+
+// store_attention_probs: the forward keeps the probabilities (attention {store_probs}) and the
+// gradient reads them, with the bits of the recomputing kernels for every matmul ISA at 1 and 2
+// threads: packed heads and plain, causal or not, and a non-finite value (no masked term
+// skipped). Past kMaxKeys keys, and without a gradient, the graph keeps recomputing.
+TEST(Passes, StoredAttentionProbsHaveTheBitsOfTheRecomputedOnes) {
+  struct Case { int64_t B, T, H, D; std::optional<int64_t> offset; bool packed, inf, train = true; };
+  const std::vector<Case> cases = {{2, 64, 2, 8, 0, true, false},        {1, 130, 2, 5, std::nullopt, false, false},
+                                   {1, 128, 1, 8, 3, false, true},       {1, 257, 1, 4, 0, false, false},
+                                   {2, 64, 2, 8, 0, true, false, false}};
+  for (const Case& c : cases) {
+    const int64_t C = c.H * c.D;
+    ModelBuilder b("stored_probs");
+    Value x = b.param("x", TensorType{DType::f32, {c.B, c.T, 3 * C}});
+    auto heads = [&](int64_t part) {
+      return b.transpose(b.reshape(b.slice(x, 2, part * C, (part + 1) * C), {c.B, c.T, c.H, c.D}), {0, 2, 1, 3});
+    };
+    // (fuse_attention_softmax folds a scale into the softmax together with a causal mask only.)
+    Value s = b.matmul(heads(0), heads(1), "scores", false, true);
+    if (c.offset) s = b.causal_mask(b.mul(s, b.scalar(0.3f)), *c.offset);
+    Value y = b.reshape(b.transpose(b.matmul(b.softmax(s, -1), heads(2), "y"), {0, 2, 1, 3}), {c.B, c.T, C});
+    b.output(c.train ? b.mse(y, b.input("target", TensorType{DType::f32, {c.B, c.T, C}}), "loss") : y);
+    auto built = b.build();
+    ASSERT_OK(built);
+    ir::Graph g = *built;
+    if (c.train) {
+      auto gg = autograd::build_backward(*built);
+      ASSERT_OK(gg);
+      g = gg->graph;
+    }
+    auto values = test::seeded_values(g, 5);
+    ASSERT_OK(values);
+    for (auto& [name, value] : *values) fill_normal(value, 17, name.size(), 0.0f, 1.0f);
+    if (c.inf) values->at("x").data<float>()[5 * 3 * C + 2 * C + 1] = std::numeric_limits<float>::infinity();  // in v
+    const size_t want = c.train && c.T <= 256 ? 1 : 0;
+    std::vector<Tensor> first;
+    test::for_each_cpu_config([&](cpu::MatmulIsa isa, int threads) {
+      for (bool store : {true, false}) {
+        Runtime rt(make_cpu_backend());
+        CompileOptions opts;
+        if (!store) opts.pipeline.disabled.insert("store_attention_probs");
+        if (!c.packed) opts.pipeline.disabled.insert("fuse_attention_heads");
+        auto plan = rt.compile(g, opts);
+        ASSERT_OK(plan);
+        size_t stores = 0, reads = 0;
+        for (const ir::Node& n : (*plan)->graph.nodes) {
+          stores += n.op == ir::Op::Attention && n.attrs.get_int("store_probs", 0).value() == 1;
+          reads += n.op == ir::Op::AttentionGrad && n.inputs.size() == 5;
+        }
+        EXPECT_EQ(stores, store ? want : 0u) << c.T;
+        EXPECT_EQ(reads, store ? want : 0u) << c.T;
+        auto out = rt.run(**plan, *values);
+        ASSERT_OK(out);
+        if (first.empty()) first = *out;
+        for (size_t i = 0; i < out->size(); ++i)
+          EXPECT_TRUE(first[i].bitwise_equal((*out)[i])) << "T " << c.T << " output " << i << " isa "
+                                                          << cpu::matmul_isa_name(isa) << " store " << store
+                                                          << " threads " << threads;
+      }
+    });
+    ASSERT_FALSE(first.empty());
+    if (c.inf) {
+      EXPECT_TRUE(std::isnan(first[0].data<float>()[0]));  // the inf reached the loss
+    }
   }
 }
 

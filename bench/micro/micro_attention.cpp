@@ -46,29 +46,44 @@ BENCHMARK(BM_DecodeAttention)->ArgNames({"length"})->Arg(8)->Arg(40)->Arg(63)->A
 // The training step's attention on TinyLM's packed projection (batch 12, 4 heads of 32, 64
 // positions, causal): the forward (grad = 0) or its gradient (grad = 1), one layer's call. cold
 // = 1: each call on the next of 32 copies of the operands (51 MB, more than L3 holds), as the
-// step's backward meets them, written a whole forward pass before.
+// step's backward meets them, written a whole forward pass before. stored = 1: the forward keeps
+// the probabilities (store_probs) and the gradient reads them, as store_attention_probs plans it.
 void BM_TrainAttention(benchmark::State& state) {
   cpu::set_num_threads(static_cast<int>(state.range(1)));
   const int64_t B = 12, H = 4, T = 64, D = 32;
-  const bool grad = state.range(0) != 0;
+  const bool grad = state.range(0) != 0, stored = state.range(3) != 0;
   const int copies = state.range(2) != 0 ? 32 : 1;
-  std::vector<Tensor> qkvs, dys, ys;
+  auto node_of = [&](ir::Op op, bool store, const TensorType& type) {
+    ir::Node node;
+    node.op = op;
+    node.name = "attn";
+    node.attrs = {{"scale", 0.17677669}, {"causal_offset", int64_t{0}}, {"packed_heads", H}};
+    if (store) node.attrs.set("store_probs", int64_t{1});
+    node.type = type;
+    return node;
+  };
+  const TensorType flat{DType::f32, {B * T * H * D + B * H * T * T}};
+  std::vector<Tensor> qkvs, dys, ys, fwds;  // fwds: a stored forward's result (output, probabilities)
   for (int c = 0; c < copies; ++c) {
     Tensor qkv = Tensor::zeros(DType::f32, {B, T, 3 * H * D}), dy = Tensor::zeros(DType::f32, {B, T, H * D});
     fill_normal(qkv, 1, 1, 0, 1), fill_normal(dy, 1, 2, 0, 1);
-    ys.push_back(grad ? qkv.clone() : dy.clone());
+    ys.push_back(grad ? qkv.clone() : stored ? Tensor::zeros(DType::f32, flat.shape) : dy.clone());
+    if (grad && stored) {
+      fwds.push_back(Tensor::zeros(DType::f32, flat.shape));
+      const ir::Node fwd = node_of(ir::Op::Attention, true, flat);
+      std::vector<TensorRef> in(3, TensorRef{qkv.raw(), qkv.type()});
+      (void)cpu::cpu_kernel(fwd.op).run(cpu::KernelArgs{fwd, in, {fwds.back().raw(), flat}, {}});
+    }
     qkvs.push_back(std::move(qkv)), dys.push_back(std::move(dy));
   }
-  ir::Node node;
-  node.op = grad ? ir::Op::AttentionGrad : ir::Op::Attention;
-  node.name = "attn";
-  node.attrs = {{"scale", 0.17677669}, {"causal_offset", int64_t{0}}, {"packed_heads", H}};
-  node.type = ys[0].type();
+  const ir::Node node = node_of(grad ? ir::Op::AttentionGrad : ir::Op::Attention, stored && !grad, ys[0].type());
   int c = 0;
   for (auto _ : state) {
     std::vector<TensorRef> in;
     for (int i = 0; i < 3; ++i) in.push_back({qkvs[c].raw(), qkvs[c].type()});
     if (grad) in.push_back({dys[c].raw(), dys[c].type()});
+    if (grad && stored)  // the probabilities: the stored forward's result past its output
+      in.push_back({reinterpret_cast<std::byte*>(fwds[c].data<float>() + B * T * H * D), TensorType{DType::f32, {B, H, T, T}}});
     const TensorRef out{ys[c].raw(), ys[c].type()};
     const Status st = cpu::cpu_kernel(node.op).run(cpu::KernelArgs{node, in, out, {}});
     if (!st.is_ok()) state.SkipWithError(st.message().c_str());
@@ -77,4 +92,7 @@ void BM_TrainAttention(benchmark::State& state) {
   }
   cpu::set_num_threads(1);
 }
-BENCHMARK(BM_TrainAttention)->ArgNames({"grad", "threads", "cold"})->ArgsProduct({{0, 1}, {1, 2}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TrainAttention)
+    ->ArgNames({"grad", "threads", "cold", "stored"})
+    ->ArgsProduct({{0, 1}, {1, 2}, {0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);

@@ -50,6 +50,10 @@ Result<ir::Graph> fuse_matmul_residual(const ir::Graph& g);
 // gelu(h) whose h is otherwise read only as gelu_grad's x -> gelu_and_grad(h), its planes (views)
 // the gelu and the derivative, which the gradients multiply instead (src/passes/store_gelu_grad.cpp).
 Result<ir::Graph> store_gelu_grad(const ir::Graph& g);
+// attention(q, k, v) and its attention_grad(q, k, v, dy) -> attention {store_probs = 1}, whose
+// result holds the output and the probabilities (views), and attention_grad(q, k, v, dy, p)
+// (src/passes/store_attention_probs.cpp).
+Result<ir::Graph> store_attention_probs(const ir::Graph& g);
 // A norm's parameter gradients as autograd writes them (the norm of x with unit gain times dy,
 // summed over the leading axes; dy summed) -> one norm_param_grad(x, dy)
 // (src/passes/fuse_norm_param_grad.cpp).

@@ -77,6 +77,8 @@ Result<std::vector<Value>> attention_grads(ModelBuilder& b, const ir::Node& n, V
     return no_rule(n, "its additive mask input (an imported attention) has no gradient rule");
   if (x.size() == 4) return no_rule(n, "its keys' length is a run-time input (a decode step)");
   if (at.has("packed_heads")) return no_rule(n, "its packed_heads layout (written by a pass after autograd) has none");
+  if (auto store = at.get_int("store_probs", 0); !store.is_ok() || *store != 0)
+    return no_rule(n, "its store_probs result (written by a pass after autograd) has none");
   VOLTA_ASSIGN_OR_RETURN(double s, at.get_float("scale", 1.0));
   const Shape qs = in_shape(0);
   const int64_t seq = static_cast<int64_t>(qs.size()) - 2;  // the keys' axis

@@ -35,6 +35,7 @@ struct BenchFlags {
   std::string arch = "gpt";   // bench train: gpt | llama
   int64_t batch = 0;          // bench train: 0 = the recipe's
   ProfileFlags profile;
+  PipelineFlags pipeline;  // bench train: a pass switched off, to time what it gains
 };
 
 double median(std::vector<double> v) {
@@ -145,6 +146,7 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   train::TrainerOptions opts = task->trainer_options("");
   opts.eval_every = 0;
   opts.steps = f.warmup + f.steps;
+  VOLTA_ASSIGN_OR_RETURN(opts.training.compile, f.pipeline.to_options());
   VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer, train::Trainer::start(rt, *task, opts, 1));
   std::vector<double> ms;
   for (int64_t s = 0; s < f.warmup + f.steps; ++s) {
@@ -263,6 +265,7 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   tr->add_option("--channels", f->model.channels, "Model width")->capture_default_str();
   tr->add_option("--batch", f->batch, "Batch size (default: the recipe's)");
   tr->add_option("--arch", f->arch, "gpt | llama (its default kv heads and ffn width)")->capture_default_str();
+  f->pipeline.add_to(*tr);
   CLI::App* inf = cmd->add_subcommand("infer", "Prefill and decode tokens/s, with and without the KV cache");
   common(inf);
   inf->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (default: shakespeare-char with seeded weights)");

@@ -31,6 +31,30 @@ Result<int64_t> packed_width(Op op, std::span<const TensorType> qkv, const Attrs
   return w / 3;
 }
 
+// The probabilities' shape [..., H, T, S] of a self-attention's q (plain [..., H, T, D], or
+// packed_heads H: [..., T, 3 H D]).
+Shape probs_shape(const Shape& q, int64_t packed_heads, int64_t keys) {
+  Shape p(q.begin(), q.end() - 2);
+  if (packed_heads > 0) p.push_back(packed_heads);
+  p.push_back(q[q.size() - 2]);
+  p.push_back(keys);
+  return p;
+}
+
+// attention's result with store_probs: the output's elements, then the probabilities'.
+Result<TensorType> with_probs(Op op, std::span<const TensorType> in, const Attrs& attrs, TensorType out) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t store, tagged(op, attrs.get_int("store_probs", 0)));
+  if (store == 0) return out;
+  if (store != 1) return fail(op, "store_probs must be 0 or 1, got " + std::to_string(store));
+  if (in.size() != 3 || attrs.has("prefix")) return fail(op, "store_probs takes q, k and v only, without prefix");
+  const Shape& k = in[1].shape;
+  VOLTA_ASSIGN_OR_RETURN(const int64_t heads, tagged(op, attrs.get_int("packed_heads", 0)));
+  const Shape p = probs_shape(in[0].shape, heads, k[k.size() - 2]);
+  const int64_t n = out.numel(), np = TensorType{DType::f32, p}.numel();
+  if (n > (int64_t{1} << 62) - np) return fail(op, "store_probs: the result's size overflows");
+  return TensorType{DType::f32, {n + np}};
+}
+
 }  // namespace
 
 // (q [..., T, D], k [..., S, D], v [..., S, E] (k and v may have fewer heads than q: grouped
@@ -57,7 +81,7 @@ Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& 
     VOLTA_ASSIGN_OR_RETURN(const int64_t hd, packed_width(op, in, attrs));
     Shape out = in[0].shape;
     out.back() = hd;
-    return TensorType{DType::f32, out};
+    return with_probs(op, in, attrs, TensorType{DType::f32, out});
   }
   const Shape& q = in[0].shape;
   if (q.size() < 2) return fail(op, "q must have rank >= 2, got " + in[0].to_string());
@@ -97,17 +121,27 @@ Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& 
   }
   Shape out = q;
   out.back() = in[2].shape.back();
-  return TensorType{DType::f32, out};
+  return with_probs(op, in, attrs, TensorType{DType::f32, out});
 }
 
-// (q, k, v, dy) -> [3, ..., T, D]: the gradients of self-attention attention(q, k, v) with
+// (q, k, v, dy[, p]) -> [3, ..., T, D]: the gradients of self-attention attention(q, k, v) with
 // respect to q, k and v, in that order along the new leading axis. k and v may have fewer heads
 // than q (grouped queries); their gradients are then per query head, which the gradient rule
-// sums over each key head's group.
+// sums over each key head's group. p: the forward's probabilities [..., H, T, T].
 Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::AttentionGrad;
-  const char* names[] = {"q", "k", "v", "dy"};
+  const char* names[] = {"q", "k", "v", "dy", "p"};
   for (size_t i = 0; i < in.size(); ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
+  if (in.size() == 5) {
+    VOLTA_ASSIGN_OR_RETURN(const TensorType out, infer_attention_grad(in.first(4), attrs));
+    const Shape& q = in[0].shape;
+    VOLTA_ASSIGN_OR_RETURN(const int64_t heads, tagged(op, attrs.get_int("packed_heads", 0)));
+    const Shape p = probs_shape(q, heads, q[q.size() - 2]);
+    if (in[4].shape != p)
+      return fail(op, "p " + in[4].to_string() + " must be " + TensorType{DType::f32, p}.to_string() +
+                          " (the probabilities of q " + in[0].to_string() + ")");
+    return out;
+  }
   if (attrs.has("packed_heads")) {
     VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
     VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));

@@ -25,6 +25,7 @@ Status Exporter::attention() {
   const int64_t cap = in_type(1).shape[static_cast<size_t>(rank - 2)];
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<Op::Attention>(*n_));
   if (at->packed_heads) return fail("packed_heads (a layout the passes write) has no ONNX form here");
+  if (at->store_probs != 0) return fail("store_probs (a result the passes write) has no ONNX form here");
   const int64_t s1 = at->prefix.value_or(cap);
   if (s1 < cap) {
     VOLTA_ASSIGN_OR_RETURN(std::string st, ints({0}, "starts"));

@@ -17,6 +17,7 @@ const std::vector<Pass>& pipeline() {
       {"fuse_matmul_epilogue", fuse_matmul_epilogue, {}, {"matmul.epilogue"}},
       {"fuse_matmul_residual", fuse_matmul_residual, {}, {"matmul.residual"}},
       {"store_gelu_grad", store_gelu_grad, {ir::Op::GeluAndGrad}},
+      {"store_attention_probs", store_attention_probs, {}, {"attention.stored_probs"}},
       {"fuse_norm_param_grad", fuse_norm_param_grad, {ir::Op::NormParamGrad}},
       {"fuse_matmul_layout", fuse_matmul_layout, {}, {"matmul.layout"}},
       {"fuse_elementwise", fuse_elementwise, {ir::Op::FusedElementwise}},

@@ -64,17 +64,17 @@ int32_t append_node(ir::Graph& g, ir::Node n, const std::string& base) {
   return g.nodes.back().id;
 }
 
-void take_plane(ir::Graph& g, int32_t id, int32_t stacked, int64_t p) {
+void take_rows(ir::Graph& g, int32_t id, int32_t src, int64_t start, int64_t end, const char* suffix) {
   ir::Node slice;
   slice.op = ir::Op::Slice;
-  slice.inputs = {stacked};
+  slice.inputs = {src};
   slice.attrs.set("axis", int64_t{0});
-  slice.attrs.set("start", p);
-  slice.attrs.set("end", p + 1);
-  Shape one = g.node(stacked).type.shape;
-  one[0] = 1;
-  slice.type = TensorType{g.node(stacked).type.dtype, one};
-  const int32_t s = append_node(g, std::move(slice), g.node(id).name + "/plane");
+  slice.attrs.set("start", start);
+  slice.attrs.set("end", end);
+  Shape rows = g.node(src).type.shape;
+  rows[0] = end - start;
+  slice.type = TensorType{g.node(src).type.dtype, rows};
+  const int32_t s = append_node(g, std::move(slice), g.node(id).name + suffix);
   ir::Node& n = g.node(id);
   n.op = ir::Op::Reshape;
   n.inputs = {s};

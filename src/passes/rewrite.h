@@ -26,10 +26,14 @@ Result<Readers> live_readers(const ir::Graph& g);
 // Appends `n` to g as a new node named `base` (or base_1, base_2, ... when taken); its id.
 int32_t append_node(ir::Graph& g, ir::Node n, const std::string& base);
 
-// Turns node `id` into reshape(slice(stacked, p, p + 1)) along the first axis, keeping its type
-// (plane p's elements, in any shape): a view of one plane of a stacked result (norm_param_grad's
-// rows, gelu_and_grad's planes).
-void take_plane(ir::Graph& g, int32_t id, int32_t stacked, int64_t p);
+// Turns node `id` into reshape(slice(src, start, end)) along the first axis, keeping its type
+// (those rows' elements, in any shape): a view of part of a result that holds several
+// (norm_param_grad's rows, gelu_and_grad's planes, attention's output and stored probabilities).
+// The slice is named after node `id` with `suffix`.
+void take_rows(ir::Graph& g, int32_t id, int32_t src, int64_t start, int64_t end, const char* suffix = "/part");
+inline void take_plane(ir::Graph& g, int32_t id, int32_t stacked, int64_t p) {
+  take_rows(g, id, stacked, p, p + 1, "/plane");
+}
 
 // If q, k and v are the head splits (transpose(reshape(.., [.., T, H, D]))) of the first, second
 // and third column thirds of one value x [.., T, 3 H D] (a packed projection), x; else -1

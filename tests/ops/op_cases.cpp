@@ -48,6 +48,10 @@ OpCase no_grad(OpCase c, std::string why) {
   c.no_grad = std::move(why);
   return c;
 }
+OpCase stored(OpCase c) {  // attention with store_probs
+  c.attrs.set("store_probs", int64_t{1});
+  return needs("attention.stored_probs", no_grad(std::move(c), "a result the passes write after autograd"));
+}
 
 // Ops of category Unary, exact or within `tol`; kinked ones (relu, abs, sign) get distinct
 // values, none within a finite-difference step of the kink.
@@ -255,6 +259,15 @@ std::vector<OpCase> cases_of(Op op) {
           no_grad(C({f({2, 3, 10, 45}), f({2, 3, 10, 45}), f({2, 3, 10, 45})},
                     A{{"causal_offset", I(2)}, {"packed_heads", I(3)}}, 2e-6),
                   "a layout the passes write after autograd"),
+          // store_probs: the output, then the probabilities; the GEMM path and the per-row path,
+          // packed heads, grouped queries, no mask
+          stored(C({f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 16})}, A{{"scale", F(0.25)}, {"causal_offset", I(0)}}, 5e-6)),
+          stored(C({f({2, 5, 8}), f({2, 5, 8}), f({2, 5, 8})}, A{{"causal_offset", I(0)}}, 2e-6)),
+          stored(C({f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 96})},
+                   A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-6)),
+          stored(C({f({2, 4, 9, 8}), f({2, 2, 9, 8}), f({2, 2, 9, 8})}, A{{"scale", F(0.3)}, {"causal_offset", I(1)}}, 2e-6)),
+          stored(C({f({3, 20, 8}), f({3, 20, 8}), f({3, 20, 8})}, A{{"scale", F(0.4)}}, 5e-6)),
+          stored(C({f({2, 20, 8}), f({2, 20, 8}), f({2, 20, 8})}, A{{"causal_offset", I(-3)}}, 5e-6)),
       };
     case Op::Rope:
       return {
@@ -389,7 +402,18 @@ std::vector<OpCase> cases_of(Op op) {
               C({f({2, 40, 384}), f({2, 40, 384}), f({2, 40, 384}), f({2, 40, 128})},
                 A{{"scale", F(0.125)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5),
               // few rows (CUDA's per-row kernels)
-              C({f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 8})}, A{{"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5)};
+              C({f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 8})}, A{{"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5),
+              // stored probabilities (any values: the masked ones are not zeros here, and the rows
+              // sum to about 50, not 1, so the softmax gradient's sums round more), plain, packed
+              // and grouped
+              needs("attention.stored_probs", C({f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 16}),
+                                                 pos({2, 3, 40, 40})},
+                                                {{"scale", F(0.25)}, {"causal_offset", I(0)}}, 3e-4)),
+              needs("attention.stored_probs", C({f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 32}), pos({2, 2, 40, 40})},
+                                                A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 3e-4)),
+              needs("attention.stored_probs", C({f({2, 4, 24, 8}), f({2, 2, 24, 8}), f({2, 2, 24, 8}), f({2, 4, 24, 8}),
+                                                 pos({2, 4, 24, 24})},
+                                                A{{"scale", F(0.5)}}, 3e-4))};
     case Op::LayerNormGrad:
       return {C({f({70, 16}), f({16}), f({70, 16})}, {}, 2e-6), C({f({9, 130}), f({130}), f({9, 130})}, {}, 2e-6),
               C({f({2, 3, 300}), f({300}), f({2, 3, 300})}, A{{"eps", F(1e-3)}}, 2e-6)};

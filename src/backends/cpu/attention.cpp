@@ -7,8 +7,11 @@
 // transposed in registers, each score the matmul's chain) and its weighted sum from the matmul
 // microkernels, the chain over the keys continued from k into k2.
 //
-// attention_grad: per group, the probabilities are recomputed as above, then dp = dy vᵀ, the
-// softmax gradient rows (in place), and dq = ds k, dk = dsᵀ q, dv = pᵀ dy, each a GEMM.
+// attention_grad: per group, the probabilities are recomputed as above (or read, when the
+// forward stored them: store_probs), then dp = dy vᵀ, the softmax gradient rows (in place), and
+// dq = ds k, dk = dsᵀ q, dv = pᵀ dy, each a GEMM. The stored probabilities are the rows the
+// recomputation would give (whole rows, the same products and row kernel), so the gradients
+// have the same bits either way.
 //
 // A group's products are small (TinyLM: 16 rows by 32 columns over up to 64 keys): where the
 // kernels can read the operands as they lie (kᵀ and vᵀ packed once per group, through
@@ -31,6 +34,9 @@
 #include <cmath>
 #include <span>
 #include <vector>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matmul.h"
@@ -166,6 +172,33 @@ void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, int64_t g, const f
   }
 }
 
+// dst[0, n) = src[0, width) then zeros, with non-temporal stores where the lines are whole
+// (x86-64's baseline SSE2): a buffer written now and read back after the rest of the forward
+// pass gains nothing from the caches. stream_done orders those stores before the kernel returns.
+void stream_row(const float* src, int64_t width, float* dst, int64_t n) {
+  int64_t j = 0;
+#if defined(__SSE2__)
+  for (; j < n && reinterpret_cast<uintptr_t>(dst + j) % 16 != 0; ++j) dst[j] = j < width ? src[j] : 0.0f;
+  for (; j + 4 <= n; j += 4) {
+    __m128 x = _mm_setzero_ps();
+    if (j + 4 <= width) {
+      x = _mm_loadu_ps(src + j);
+    } else if (j < width) {  // the vector across the end of the row's values
+      float part[4] = {};
+      std::copy(src + j, src + width, part);
+      x = _mm_loadu_ps(part);
+    }
+    _mm_stream_ps(dst + j, x);
+  }
+#endif
+  for (; j < n; ++j) dst[j] = j < width ? src[j] : 0.0f;
+}
+void stream_done() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
 // Whether every masked entry of the causal rows of m [T, S] is a zero.
 bool masked_zero(const ref::AttentionArgs& at, const float* m, int64_t T, int64_t S) {
   for (int64_t i = 0; i < T; ++i) {
@@ -173,6 +206,18 @@ bool masked_zero(const ref::AttentionArgs& at, const float* m, int64_t T, int64_
     if (!all_zero(m + i * S + seen, S - seen)) return false;
   }
   return true;
+}
+
+// dst[T, S] = the group's probabilities p (rows S apart), for attention_grad, which reads them
+// long after: streamed past the caches (no read of the lines first). `trimmed`: each causal row
+// block holds only its first keys_seen columns; the rest are masked entries, which the softmax
+// rows make exactly +0 (every row keeps a key when the block skips), so zeros are written.
+void store_probs(const ref::AttentionArgs& at, const float* p, float* dst, int64_t T, int64_t S, bool trimmed) {
+  for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
+    const int64_t i1 = std::min(T, i0 + kCausalRows), width = trimmed ? keys_seen(at, i1, S) : S;
+    for (int64_t i = i0; i < i1; ++i) stream_row(p + i * S, width, dst + i * S, S);
+  }
+  stream_done();
 }
 
 }  // namespace
@@ -197,6 +242,7 @@ Status attention(const KernelArgs& a) {
       const bool cut = skips(at) && all_finite_rows(v, S, E, at.v_rs);  // then the rows past keys_seen are never read
       group_probs(isa, at, g, q + at.q_off(g), s.k + at.k_off(g), S, p, cut);
       rows_by_keys(isa, at, cut, {p, S, 1}, {v, at.v_rs, 1}, out + at.o_off(g), at.o_rs, T, E, S);
+      if (at.store) store_probs(at, p, out + at.probs_off(g, 0), T, S, cut);
     });
     return Status::ok();
   }
@@ -233,6 +279,7 @@ Status attention(const KernelArgs& a) {
     for (int64_t i = 0; i < T; ++i) {
       key_scores(isa, q + at.q_off(g) + i * at.q_rs, D, rows.data(), S, scores);  // each score the matmul's chain
       probs_rows(at, g, i, 1, scores, probs, Sp, Sp, std::min(S, at.causal ? i + at.offset + 1 : S), 0);
+      if (at.store) std::copy_n(probs, S, out + at.probs_off(g, i));
       float* o = copy_v ? orow : out + at.o_off(g) + i * at.o_rs;
       bool started = false;
       int64_t j0 = 0;
@@ -260,9 +307,9 @@ Status attention_grad(const KernelArgs& a) {
   parallel_for(G, [&](int64_t g) {
     // k and v: key group g / rep; dy lies as attention's output.
     const float *qg = q + at.q_off(g), *kg = k + at.k_off(g), *vg = v + at.v_off(g), *dyg = dy + at.o_off(g);
-    float* p = scratch(static_cast<size_t>(2 * T * T));
-    float* ds = p + T * T;
-    group_probs(isa, at, g, qg, kg, T, p);
+    float* ds = scratch(static_cast<size_t>(2 * T * T));
+    const float* p = at.probs ? at.probs + g * T * T : ds + T * T;  // stored, or recomputed
+    if (!at.probs) group_probs(isa, at, g, qg, kg, T, ds + T * T);
     // dp = dy vᵀ in full: a masked dp that overflowed would reach ds through the row sums.
     const MatmulBlocking bl = matmul_blocking_for(isa, T, T, D);
     thread_local std::vector<float> vt;  // vᵀ in panels, as group_probs packs kᵀ
@@ -276,8 +323,9 @@ Status attention_grad(const KernelArgs& a) {
                  ld, T, D, T);  // dq = ds k
     keys_by_rows(isa, at, ds_cut && all_finite_rows(qg, T, D, at.q_rs), ds, qg, at.q_rs, out + at.grad_off(1, g), ld, T, D,
                  T);  // dk = dsᵀ q
-    keys_by_rows(isa, at, skips(at) && all_finite_rows(dyg, T, D, at.o_rs), p, dyg, at.o_rs, out + at.grad_off(2, g), ld, T,
-                 D, T);  // dv = pᵀ dy
+    // Stored probabilities are an input: their masked entries are checked as ds's are.
+    const bool p_cut = skips(at) && (!at.probs || masked_zero(at, p, T, T)) && all_finite_rows(dyg, T, D, at.o_rs);
+    keys_by_rows(isa, at, p_cut, p, dyg, at.o_rs, out + at.grad_off(2, g), ld, T, D, T);  // dv = pᵀ dy
   });
   return Status::ok();
 }

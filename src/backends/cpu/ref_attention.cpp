@@ -33,6 +33,7 @@ AttentionArgs packed(AttentionArgs at, const Shape& x, int64_t heads) {
 Result<AttentionArgs> attention_args(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const auto attrs, ir::typed_attrs<ir::Op::Attention>(a.node));
   AttentionArgs at = scaled_mask(*attrs);
+  at.store = attrs->store_probs != 0;
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
   if (attrs->packed_heads) return packed(at, qs, *attrs->packed_heads);
@@ -42,6 +43,7 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
   at.used[0] = attrs->prefix.value_or(at.cap[0]);
   at.cap[1] = at.used[1] = a.in.size() >= 5 ? a.in[3].shape()[r - 2] : 0;
   at.zero_nan = attrs->zero_nan_probs != 0;
+  at.store = attrs->store_probs != 0;
   if (a.in.size() == 4 && a.in[3].type.dtype == DType::f32) {  // an additive mask, broadcast to [groups..., T, S]
     const Shape& m = a.in[3].shape();
     std::vector<int64_t> stride(r, 0);  // along the scores' dims, right-aligned; 0 where broadcast
@@ -89,6 +91,13 @@ Status Attention(const KernelArgs& a) {
       }
       double sum = 0;
       for (int64_t j = 0; j < S; ++j) sum += std::exp(z[static_cast<size_t>(j)] - mx);
+      // Stored as the fused softmax writes them: a masked entry exactly 0 (nan in a row that
+      // keeps no key, as the whole row).
+      for (int64_t j = 0; at.store && j < S; ++j) {
+        const auto p = static_cast<float>(std::exp(z[static_cast<size_t>(j)] - mx) / sum);
+        const bool masked = causal && j > i + offset, none = causal && i + offset < 0;
+        out[at.probs_off(g, i) + j] = masked && !none ? 0.0f : at.zero_nan && std::isnan(p) ? 0.0f : p;
+      }
       for (int64_t e = 0; e < E; ++e) {
         double o = 0;
         for (int64_t j = 0; j < S; ++j) {
@@ -116,6 +125,7 @@ Result<AttentionArgs> attention_grad_args(const KernelArgs& a) {
   const size_t r = qs.size();
   at.G = dims_product(qs, 0, r - 2), at.T = at.cap[0] = at.used[0] = qs[r - 2], at.D = at.E = qs[r - 1];
   at.rep = at.G / std::max<int64_t>(1, dims_product(a.in[1].shape(), 0, r - 2));
+  if (a.in.size() == 5) at.probs = in_f32(a, 4);
   if (attrs->packed_heads) return packed(at, qs, *attrs->packed_heads);
   at.set_layout(0);
   return at;
@@ -150,7 +160,8 @@ Status AttentionGrad(const KernelArgs& a) {
       }
       for (int64_t j = 0; j < T; ++j) sum += std::exp(z[static_cast<size_t>(j)] - mx);
       for (int64_t j = 0; j < T; ++j) {
-        at(p, i, j) = static_cast<float>(std::exp(z[static_cast<size_t>(j)] - mx) / sum);
+        at(p, i, j) = args.probs ? args.probs[(g * T + i) * T + j]  // the forward's, stored
+                                 : static_cast<float>(std::exp(z[static_cast<size_t>(j)] - mx) / sum);
         at(ds, i, j) = dot(dy, dy_rs, i, v, j);  // dp for now
         pdp += static_cast<double>(at(ds, i, j)) * at(p, i, j);
       }

@@ -168,6 +168,11 @@ struct AttentionArgs {
   int64_t G = 0, T = 0, D = 0, E = 0, rep = 1;
   int64_t cap[2] = {0, 0}, used[2] = {0, 0};
   const float* mask = nullptr;
+  // store_probs: the probabilities [G, T, S] follow the output in the result; attention_grad's
+  // stored probabilities (its fifth input), read instead of recomputed.
+  bool store = false;
+  const float* probs = nullptr;
+  int64_t probs_off(int64_t g, int64_t i) const { return G * T * E + (g * T + i) * keys(); }
   std::vector<int64_t> groups, mask_group_stride;  // q's group dims, and the mask's stride along each (0: broadcast)
   int64_t mask_row_stride = 0;
   // Where group g's rows of q, k, v (block 0), the output (dy) and attention_grad's dq, dk, dv

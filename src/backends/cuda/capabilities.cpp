@@ -34,7 +34,9 @@ Status check_node(const ir::Graph& g, const ir::Node& n) {
     if (n.inputs.size() == 4 && g.node(n.inputs[3]).type.dtype != DType::i32)
       return refuse("has no kernel for an additive mask input yet");
     if (at->zero_nan_probs != 0) return refuse("has no kernel for zero_nan_probs yet");
+    if (at->store_probs != 0) return refuse("has no kernel for store_probs yet");
   }
+  if (n.op == ir::Op::AttentionGrad && n.inputs.size() == 5) return refuse("has no kernel for stored probabilities yet");
   return Status::ok();
 }
 
