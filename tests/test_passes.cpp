@@ -438,6 +438,27 @@ TEST(Passes, FusedTrainingAttentionHasTheBitsOfTheUnfusedGraph) {
   }
 }
 
+// Self-attention on the head splits of a packed projection x [B, T, 3 H D]: y [B, T, H D] or,
+// with `train`, the training graph of mse(y, target). The scores are scaled only together with a
+// causal mask (fuse_attention_softmax folds a scale into the softmax with the mask only).
+Result<ir::Graph> packed_attention(int64_t B, int64_t T, int64_t H, int64_t D, std::optional<int64_t> offset, float scale,
+                                   bool train) {
+  const int64_t C = H * D;
+  ModelBuilder b("packed_attention");
+  Value x = b.param("x", TensorType{DType::f32, {B, T, 3 * C}});
+  auto heads = [&](int64_t part) {
+    return b.transpose(b.reshape(b.slice(x, 2, part * C, (part + 1) * C), {B, T, H, D}), {0, 2, 1, 3});
+  };
+  Value s = b.matmul(heads(0), heads(1), "scores", false, true);
+  if (offset) s = b.causal_mask(b.mul(s, b.scalar(scale)), *offset);
+  Value y = b.reshape(b.transpose(b.matmul(b.softmax(s, -1), heads(2), "y"), {0, 2, 1, 3}), {B, T, C});
+  b.output(train ? b.mse(y, b.input("target", TensorType{DType::f32, {B, T, C}}), "loss") : y);
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph g, b.build());
+  if (!train) return g;
+  VOLTA_ASSIGN_OR_RETURN(auto gg, autograd::build_backward(g));
+  return gg.graph;
+}
+
 // fuse_attention_heads: attention reading a packed q/k/v projection through its strides and
 // writing the merged heads (and attention_grad writing the projection's gradient) gives the bits
 // of the slices, head transposes, merge and concat it replaces, for every matmul ISA and 1 and 2
@@ -448,25 +469,9 @@ TEST(Passes, PackedHeadsAttentionHasTheBitsOfTheSplitHeads) {
   const std::vector<Case> cases = {{2, 64, 2, 8, true, 0.3f}, {1, 70, 3, 5, true, 0.5f}, {2, 5, 4, 8, false, 0.35f},
                                    {1, 20, 2, 16, false, 0.25f}};
   for (const Case& c : cases) {
-    const int64_t C = c.H * c.D;
-    ModelBuilder b("packed_heads");
-    Value x = b.param("x", TensorType{DType::f32, {c.B, c.T, 3 * C}});
-    auto heads = [&](int64_t part) {
-      return b.transpose(b.reshape(b.slice(x, 2, part * C, (part + 1) * C), {c.B, c.T, c.H, c.D}), {0, 2, 1, 3});
-    };
-    Value q = heads(0), k = heads(1), v = heads(2);
-    Value p = b.softmax(b.causal_mask(b.mul(b.matmul(q, k, "scores", false, true), b.scalar(c.scale)), 0), -1);
-    Value y = b.reshape(b.transpose(b.matmul(p, v, "y"), {0, 2, 1, 3}), {c.B, c.T, C});
-    if (c.train) b.output(b.mse(y, b.input("target", TensorType{DType::f32, {c.B, c.T, C}}), "loss"));
-    else b.output(y);
-    auto built = b.build();
+    auto built = packed_attention(c.B, c.T, c.H, c.D, 0, c.scale, c.train);
     ASSERT_OK(built);
-    ir::Graph g = *built;
-    if (c.train) {
-      auto gg = autograd::build_backward(*built);
-      ASSERT_OK(gg);
-      g = gg->graph;
-    }
+    const ir::Graph& g = *built;
     auto values = test::seeded_values(g, 5);
     ASSERT_OK(values);
     for (auto& [name, value] : *values) fill_normal(value, 13, name.size(), 0.0f, 1.0f);
@@ -515,24 +520,9 @@ TEST(Passes, StoredAttentionProbsHaveTheBitsOfTheRecomputedOnes) {
                                    {2, 64, 2, 8, 0, true, false, false}};
   for (const Case& c : cases) {
     const int64_t C = c.H * c.D;
-    ModelBuilder b("stored_probs");
-    Value x = b.param("x", TensorType{DType::f32, {c.B, c.T, 3 * C}});
-    auto heads = [&](int64_t part) {
-      return b.transpose(b.reshape(b.slice(x, 2, part * C, (part + 1) * C), {c.B, c.T, c.H, c.D}), {0, 2, 1, 3});
-    };
-    // (fuse_attention_softmax folds a scale into the softmax together with a causal mask only.)
-    Value s = b.matmul(heads(0), heads(1), "scores", false, true);
-    if (c.offset) s = b.causal_mask(b.mul(s, b.scalar(0.3f)), *c.offset);
-    Value y = b.reshape(b.transpose(b.matmul(b.softmax(s, -1), heads(2), "y"), {0, 2, 1, 3}), {c.B, c.T, C});
-    b.output(c.train ? b.mse(y, b.input("target", TensorType{DType::f32, {c.B, c.T, C}}), "loss") : y);
-    auto built = b.build();
+    auto built = packed_attention(c.B, c.T, c.H, c.D, c.offset, 0.3f, c.train);
     ASSERT_OK(built);
-    ir::Graph g = *built;
-    if (c.train) {
-      auto gg = autograd::build_backward(*built);
-      ASSERT_OK(gg);
-      g = gg->graph;
-    }
+    const ir::Graph& g = *built;
     auto values = test::seeded_values(g, 5);
     ASSERT_OK(values);
     for (auto& [name, value] : *values) fill_normal(value, 17, name.size(), 0.0f, 1.0f);
