@@ -174,10 +174,12 @@ TEST(Builder, GroupedQueriesRopeAndSwigluRules) {
   auto stored = one(ir::Op::Attention, {q4, kv4, kv4}, store);
   ASSERT_OK(stored);
   EXPECT_EQ(stored->shape, (Shape{2 * 6 * 5 * 8 + 2 * 6 * 5 * 7}));
-  auto packed_store = one(ir::Op::Attention, {packed, packed, packed}, {{"store_probs", int64_t{1}}, {"packed_heads", int64_t{2}}});
+  auto packed_store =
+      one(ir::Op::Attention, {packed, packed, packed}, {{"store_probs", int64_t{1}}, {"packed_heads", int64_t{2}}});
   ASSERT_OK(packed_store);
   EXPECT_EQ(packed_store->shape, (Shape{2 * 5 * 16 + 2 * 2 * 5 * 5}));
-  EXPECT_ERROR_CONTAINS(one(ir::Op::Attention, {q4, kv4, kv4}, {{"store_probs", int64_t{2}}}), "store_probs must be 0 or 1, got 2");
+  EXPECT_ERROR_CONTAINS(one(ir::Op::Attention, {q4, kv4, kv4}, {{"store_probs", int64_t{2}}}),
+                        "store_probs must be 0 or 1, got 2");
   EXPECT_ERROR_CONTAINS(one(ir::Op::Attention, {q4, kv4, kv4}, {{"store_probs", int64_t{1}}, {"prefix", int64_t{3}}}),
                         "store_probs takes q, k and v only, without prefix");
   EXPECT_ERROR_CONTAINS(one(ir::Op::Attention, {q4, kv4, kv4, {DType::f32, {5, 7}}}, store), "store_probs takes q, k and v only");

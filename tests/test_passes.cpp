@@ -169,8 +169,8 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
             "fuse_elementwise,"
             "eliminate_dead_code,pack_matmul_weights");
   opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_attention_training",
-                   "fuse_attention_heads", "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad", "store_attention_probs",
-                   "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise", "pack_matmul_weights"};
+                   "fuse_attention_heads", "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad",
+                   "store_attention_probs", "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise", "pack_matmul_weights"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
   opts.disabled = {"no_such_pass"};
   EXPECT_ERROR_CONTAINS(passes::run_pipeline(parse_ir("graph g {\n %x: f32[1] = input()\n return %x\n}\n"), opts),

@@ -261,7 +261,8 @@ std::vector<OpCase> cases_of(Op op) {
                   "a layout the passes write after autograd"),
           // store_probs: the output, then the probabilities; the GEMM path and the per-row path,
           // packed heads, grouped queries, no mask
-          stored(C({f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 16})}, A{{"scale", F(0.25)}, {"causal_offset", I(0)}}, 5e-6)),
+          stored(C({f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 16})}, A{{"scale", F(0.25)}, {"causal_offset", I(0)}},
+                   5e-6)),
           stored(C({f({2, 5, 8}), f({2, 5, 8}), f({2, 5, 8})}, A{{"causal_offset", I(0)}}, 2e-6)),
           stored(C({f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 96})},
                    A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-6)),
@@ -402,14 +403,16 @@ std::vector<OpCase> cases_of(Op op) {
               C({f({2, 40, 384}), f({2, 40, 384}), f({2, 40, 384}), f({2, 40, 128})},
                 A{{"scale", F(0.125)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5),
               // few rows (CUDA's per-row kernels)
-              C({f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 8})}, A{{"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5),
+              C({f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 8})}, A{{"causal_offset", I(0)}, {"packed_heads", I(2)}},
+                5e-5),
               // stored probabilities (any values: the masked ones are not zeros here, and the rows
               // sum to about 50, not 1, so the softmax gradient's sums round more), plain, packed
               // and grouped
               needs("attention.stored_probs", C({f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 16}),
                                                  pos({2, 3, 40, 40})},
                                                 {{"scale", F(0.25)}, {"causal_offset", I(0)}}, 3e-4)),
-              needs("attention.stored_probs", C({f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 32}), pos({2, 2, 40, 40})},
+              needs("attention.stored_probs", C({f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 32}),
+                                                 pos({2, 2, 40, 40})},
                                                 A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 3e-4)),
               needs("attention.stored_probs", C({f({2, 4, 24, 8}), f({2, 2, 24, 8}), f({2, 2, 24, 8}), f({2, 4, 24, 8}),
                                                  pos({2, 4, 24, 24})},

@@ -43,7 +43,6 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
   at.used[0] = attrs->prefix.value_or(at.cap[0]);
   at.cap[1] = at.used[1] = a.in.size() >= 5 ? a.in[3].shape()[r - 2] : 0;
   at.zero_nan = attrs->zero_nan_probs != 0;
-  at.store = attrs->store_probs != 0;
   if (a.in.size() == 4 && a.in[3].type.dtype == DType::f32) {  // an additive mask, broadcast to [groups..., T, S]
     const Shape& m = a.in[3].shape();
     std::vector<int64_t> stride(r, 0);  // along the scores' dims, right-aligned; 0 where broadcast
