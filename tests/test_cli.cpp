@@ -421,6 +421,7 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
       {"tune matmul --margin nan", 2, "--margin: 'nan' is not a finite number"},
       {"train --recipe mlp-spirals --steps 1 --lr inf", 2, "--lr: 'inf' is not a finite number"},
       {"bench train --batch -1", 1, "--batch must be >= 1, got -1"},
+      {"bench train --disable-pass no_such_pass", 1, "--disable-pass: unknown pass 'no_such_pass'"},
       // The model variant's flags.
       {"train --recipe shakespeare-char --out /tmp/x --arch mamba", 1, "unknown model architecture 'mamba' (available: gpt, llama)"},
       {"train --recipe shakespeare-char --out /tmp/x --kv-heads 2", 1, "--kv-heads needs --arch llama"},
