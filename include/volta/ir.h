@@ -164,6 +164,11 @@ Status check_attrs(Op op, const Attrs& attrs);
 // The shape/dtype rule of `op`. Errors read "[op] <what is wrong>"; callers append the node.
 Result<TensorType> infer_type(Op op, std::span<const TensorType> inputs, const Attrs& attrs);
 
+// The shape [..., H, T, S] of the probabilities of a self-attention's q (plain [..., H, T, D],
+// or with packed_heads H > 0: [..., T, 3 H D]) over `keys` keys: attention's stored ones and
+// attention_grad's p.
+Shape attention_probs_shape(const Shape& q, int64_t packed_heads, int64_t keys);
+
 // Window geometry of conv2d, max_pool, avg_pool and their gradients over the spatial dims of an
 // [N, C, spatial...] tensor. pads are [begin_0, begin_1, ..., end_0, end_1, ...] as in ONNX.
 struct Window {

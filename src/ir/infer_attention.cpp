@@ -4,6 +4,18 @@
 
 #include "ir/infer_rules.h"
 
+namespace volta::ir {
+
+Shape attention_probs_shape(const Shape& q, int64_t packed_heads, int64_t keys) {
+  Shape p(q.begin(), q.end() - 2);
+  if (packed_heads > 0) p.push_back(packed_heads);
+  p.push_back(q[q.size() - 2]);
+  p.push_back(keys);
+  return p;
+}
+
+}  // namespace volta::ir
+
 namespace volta::ir::rules {
 
 namespace {
@@ -31,16 +43,6 @@ Result<int64_t> packed_width(Op op, std::span<const TensorType> qkv, const Attrs
   return w / 3;
 }
 
-// The probabilities' shape [..., H, T, S] of a self-attention's q (plain [..., H, T, D], or
-// packed_heads H: [..., T, 3 H D]).
-Shape probs_shape(const Shape& q, int64_t packed_heads, int64_t keys) {
-  Shape p(q.begin(), q.end() - 2);
-  if (packed_heads > 0) p.push_back(packed_heads);
-  p.push_back(q[q.size() - 2]);
-  p.push_back(keys);
-  return p;
-}
-
 // attention's result with store_probs: the output's elements, then the probabilities'.
 Result<TensorType> with_probs(Op op, std::span<const TensorType> in, const Attrs& attrs, TensorType out) {
   VOLTA_ASSIGN_OR_RETURN(const int64_t store, tagged(op, attrs.get_int("store_probs", 0)));
@@ -49,7 +51,7 @@ Result<TensorType> with_probs(Op op, std::span<const TensorType> in, const Attrs
   if (in.size() != 3 || attrs.has("prefix")) return fail(op, "store_probs takes q, k and v only, without prefix");
   const Shape& k = in[1].shape;
   VOLTA_ASSIGN_OR_RETURN(const int64_t heads, tagged(op, attrs.get_int("packed_heads", 0)));
-  const Shape p = probs_shape(in[0].shape, heads, k[k.size() - 2]);
+  const Shape p = attention_probs_shape(in[0].shape, heads, k[k.size() - 2]);
   const int64_t n = out.numel(), np = TensorType{DType::f32, p}.numel();
   if (n > (int64_t{1} << 62) - np) return fail(op, "store_probs: the result's size overflows");
   return TensorType{DType::f32, {n + np}};
@@ -136,7 +138,7 @@ Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const At
     VOLTA_ASSIGN_OR_RETURN(const TensorType out, infer_attention_grad(in.first(4), attrs));
     const Shape& q = in[0].shape;
     VOLTA_ASSIGN_OR_RETURN(const int64_t heads, tagged(op, attrs.get_int("packed_heads", 0)));
-    const Shape p = probs_shape(q, heads, q[q.size() - 2]);
+    const Shape p = attention_probs_shape(q, heads, q[q.size() - 2]);
     if (in[4].shape != p)
       return fail(op, "p " + in[4].to_string() + " must be " + TensorType{DType::f32, p}.to_string() +
                           " (the probabilities of q " + in[0].to_string() + ")");
