@@ -422,6 +422,8 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
       {"train --recipe mlp-spirals --steps 1 --lr inf", 2, "--lr: 'inf' is not a finite number"},
       {"bench train --batch -1", 1, "--batch must be >= 1, got -1"},
       {"bench train --disable-pass no_such_pass", 1, "--disable-pass: unknown pass 'no_such_pass'"},
+      {"bench train --compare-disable-pass no_such_pass", 1, "--compare-disable-pass: unknown pass 'no_such_pass'"},
+      {"bench train --compare-disable-pass fuse_elementwise --profile-summary", 1, "profile one at a time"},
       // The model variant's flags.
       {"train --recipe shakespeare-char --out /tmp/x --arch mamba", 1, "unknown model architecture 'mamba' (available: gpt, llama)"},
       {"train --recipe shakespeare-char --out /tmp/x --kv-heads 2", 1, "--kv-heads needs --arch llama"},
@@ -462,6 +464,16 @@ TEST(CliBench, JsonRowsCarryThePeerKeys) {
   rows = json_lines(tr.out);
   ASSERT_EQ(rows.size(), 1u);
   for (const char* key : {"recipe", "threads", "ms_per_step", "tokens_per_s"}) EXPECT_TRUE(rows[0].contains(key)) << key;
+
+  // Two pipelines, steps alternating: one row each, the second with its ratio to the first.
+  Cli ab = volta("bench train --steps 2 --warmup 0 --json --compare-disable-pass fuse_elementwise");
+  ASSERT_EQ(ab.code, 0) << ab.err;
+  rows = json_lines(ab.out);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_FALSE(rows[0].contains("ratio"));
+  EXPECT_EQ(rows[1]["compare_disabled"], nlohmann::json::array({"fuse_elementwise"}));
+  EXPECT_NEAR(rows[1]["ratio"].get<double>(), rows[1]["ms_per_step"].get<double>() / rows[0]["ms_per_step"].get<double>(), 1e-9);
+  EXPECT_GT(rows[1]["pair_ratio_median"].get<double>(), 0.0);
 
   Cli inf = volta("bench infer --batch 2 --runs 1 --warmup 0 --long 40 --json");
   ASSERT_EQ(inf.code, 0) << inf.err;

@@ -41,6 +41,27 @@ void BM_DecodeAttention(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeAttention)->ArgNames({"length"})->Arg(8)->Arg(40)->Arg(63)->Arg(255)->Unit(benchmark::kMicrosecond);
 
+// The softmax rows of the training step's attention forward alone: 48 groups of 64 causal score
+// rows, in blocks of 16 rows each as wide as the keys its last row sees (16, 32, 48, 64), as the
+// fused kernel hands them to softmax_rows. In place, as the kernel calls it: each call's rows are
+// the previous call's probabilities (finite, the same work each call), since restoring the
+// scores would cost more than the rows.
+void BM_SoftmaxCausalRows(benchmark::State& state) {
+  const int64_t G = 48, T = 64, block = 16;
+  Tensor s = Tensor::zeros(DType::f32, {G, T, T});
+  fill_normal(s, 1, 7, 0, 1);
+  float* p = s.data<float>();
+  for (auto _ : state) {
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t i0 = 0; i0 < T; i0 += block) {
+        float* rows = p + (g * T + i0) * T;
+        cpu::softmax_rows(rows, rows, T, block, i0 + block, i0 + 1, 1, 0.17677669f, false, nullptr, 0);
+      }
+    benchmark::DoNotOptimize(p);
+  }
+}
+BENCHMARK(BM_SoftmaxCausalRows)->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 
 // The training step's attention on TinyLM's packed projection (batch 12, 4 heads of 32, 64

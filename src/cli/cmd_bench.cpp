@@ -36,6 +36,7 @@ struct BenchFlags {
   int64_t batch = 0;          // bench train: 0 = the recipe's
   ProfileFlags profile;
   PipelineFlags pipeline;  // bench train: a pass switched off, to time what it gains
+  std::vector<std::string> compare_disabled;  // bench train: a second pipeline, these passes off too
 };
 
 double median(std::vector<double> v) {
@@ -131,6 +132,37 @@ Status bench_matmul(const BenchFlags& f, const GlobalFlags& global) {
   return Status::ok();
 }
 
+// One timed pipeline of bench train: its own runtime, task and trainer (the runtime owns the
+// model's state, so each arm trains its own copy from the same seed).
+struct TrainArm {
+  std::unique_ptr<train::LMTask> task;
+  std::unique_ptr<Runtime> rt;
+  std::unique_ptr<train::Trainer> trainer;
+  std::vector<double> ms;  // the timed steps
+};
+
+Result<std::unique_ptr<TrainArm>> start_train_arm(const BenchFlags& f, const GlobalFlags& global, DeviceKind device,
+                                                  const train::LMRecipe& r, const CompileOptions& compile) {
+  auto arm = std::make_unique<TrainArm>();
+  VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::load_text_data(f.data, r.model.context));
+  VOLTA_ASSIGN_OR_RETURN(arm->task, train::LMTask::create(r, std::move(data)));
+  VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &arm->task->forward()));
+  arm->rt = std::make_unique<Runtime>(std::move(rt));
+  // The recipe's step without evaluation, checkpoints or log: steps 0, 1, ... of seed 1.
+  train::TrainerOptions opts = arm->task->trainer_options("");
+  opts.eval_every = 0;
+  opts.steps = f.warmup + f.steps;
+  opts.training.compile = compile;
+  VOLTA_ASSIGN_OR_RETURN(arm->trainer, train::Trainer::start(*arm->rt, *arm->task, opts, 1));
+  return arm;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ",") + n;
+  return s;
+}
+
 Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
   train::LMRecipe r = train::shakespeare_char();
@@ -138,35 +170,64 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   VOLTA_ASSIGN_OR_RETURN(r.model.arch, model::parse_arch(f.arch));
   if (r.model.arch == model::Arch::Llama) model::llama_defaults(r.model);
   if (f.batch > 0) r.batch = f.batch;
-  VOLTA_ASSIGN_OR_RETURN(train::TextData data, train::load_text_data(f.data, r.model.context));
-  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::LMTask> task, train::LMTask::create(r, std::move(data)));
-  VOLTA_ASSIGN_OR_RETURN(Runtime rt, new_runtime(global, device, &task->forward()));
-  Profiler profiler;
-  // The recipe's step without evaluation, checkpoints or log: steps 0, 1, ... of seed 1.
-  train::TrainerOptions opts = task->trainer_options("");
-  opts.eval_every = 0;
-  opts.steps = f.warmup + f.steps;
-  VOLTA_ASSIGN_OR_RETURN(opts.training.compile, f.pipeline.to_options());
-  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer, train::Trainer::start(rt, *task, opts, 1));
-  std::vector<double> ms;
-  for (int64_t s = 0; s < f.warmup + f.steps; ++s) {
-    if (s == f.warmup && f.profile.enabled()) rt.set_profiler(&profiler);
-    VOLTA_ASSIGN_OR_RETURN(train::StepReport st, trainer->step());
-    if (s >= f.warmup) ms.push_back(1000.0 * st.seconds);
+  VOLTA_ASSIGN_OR_RETURN(const CompileOptions compile, f.pipeline.to_options());
+  CompileOptions other = compile;  // the compared pipeline
+  other.pipeline.dump_after.clear();  // the first pipeline's dump only
+  other.pipeline.dump = nullptr;
+  for (const std::string& name : f.compare_disabled) {
+    const auto& all = passes::pipeline();
+    if (std::none_of(all.begin(), all.end(), [&](const passes::Pass& p) { return p.name == name; }))
+      return invalid_argument("--compare-disable-pass: unknown pass '" + name + "'");
+    other.pipeline.disabled.insert(name);
   }
-  const double med = median(ms);
-  const double tok_s = static_cast<double>(task->batch_tokens()) / (med / 1000.0);
+  std::vector<std::unique_ptr<TrainArm>> arms;
+  VOLTA_ASSIGN_OR_RETURN(arms.emplace_back(), start_train_arm(f, global, device, r, compile));
+  if (!f.compare_disabled.empty()) {
+    VOLTA_ASSIGN_OR_RETURN(arms.emplace_back(), start_train_arm(f, global, device, r, other));
+  }
+  Profiler profiler;
+  // With two arms, their steps alternate and each pair starts with the other arm than the last
+  // (A B, B A, A B, ...): a noisy machine's slow and fast phases then fall on both.
+  for (int64_t s = 0; s < f.warmup + f.steps; ++s) {
+    if (s == f.warmup && f.profile.enabled()) arms[0]->rt->set_profiler(&profiler);
+    for (size_t k = 0; k < arms.size(); ++k) {
+      TrainArm& arm = *arms[s % 2 == 0 ? k : arms.size() - 1 - k];
+      VOLTA_ASSIGN_OR_RETURN(train::StepReport st, arm.trainer->step());
+      if (s >= f.warmup) arm.ms.push_back(1000.0 * st.seconds);
+    }
+  }
   const model::TinyLMConfig& c = r.model;
-  char text[260];
-  std::snprintf(text, sizeof text, "train %s %s (%lldL %lldH %lldC ctx %lld, batch %lld): %.2f ms/step (median of %lld), %.0f tokens/s, %d threads, %s, %s",
-                r.name.c_str(), model::arch_name(c.arch), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
-                static_cast<long long>(c.channels), static_cast<long long>(c.context), static_cast<long long>(r.batch), med,
-                static_cast<long long>(f.steps), tok_s, cpu_threads(), rt.backend().name().c_str(), determinism_name(global.determinism));
-  emit(f.json,
-       {{"bench", "train"}, {"recipe", r.name}, {"arch", model::arch_name(c.arch)}, {"layers", c.layers}, {"heads", c.heads}, {"channels", c.channels},
-        {"context", c.context}, {"batch", r.batch}, {"threads", cpu_threads()}, {"ms_per_step", med}, {"tokens_per_s", tok_s},
-        {"steps", f.steps}, {"backend", rt.backend().name()}, {"deterministic", determinism_name(global.determinism)}},
-       text);
+  const double base = median(arms[0]->ms);
+  for (size_t k = 0; k < arms.size(); ++k) {
+    const TrainArm& arm = *arms[k];
+    const double med = median(arm.ms);
+    const double tok_s = static_cast<double>(arm.task->batch_tokens()) / (med / 1000.0);
+    const std::string off = joined(k == 0 ? f.pipeline.disable_passes : f.compare_disabled);
+    std::string label = k == 0 ? "" : " with " + off + " off";
+    nlohmann::ordered_json row = {{"bench", "train"}, {"recipe", r.name}, {"arch", model::arch_name(c.arch)}, {"layers", c.layers},
+                                  {"heads", c.heads}, {"channels", c.channels}, {"context", c.context}, {"batch", r.batch},
+                                  {"threads", cpu_threads()}, {"ms_per_step", med}, {"tokens_per_s", tok_s}, {"steps", f.steps},
+                                  {"backend", arm.rt->backend().name()}, {"deterministic", determinism_name(global.determinism)}};
+    if (k > 0) {
+      // Each pair's ratio too: its spread says how far the machine's noise reaches.
+      std::vector<double> pairs;
+      for (size_t i = 0; i < arm.ms.size(); ++i) pairs.push_back(arm.ms[i] / arms[0]->ms[i]);
+      const auto [lo, hi] = std::minmax_element(pairs.begin(), pairs.end());
+      char ratio[128];
+      std::snprintf(ratio, sizeof ratio, " (%.3fx the first; pairs %.3fx median, %.3f-%.3f)", med / base, median(pairs), *lo, *hi);
+      label += ratio;
+      row["compare_disabled"] = f.compare_disabled;
+      row["ratio"] = med / base;
+      row["pair_ratio_median"] = median(pairs);
+    }
+    char text[400];
+    std::snprintf(text, sizeof text, "train %s %s (%lldL %lldH %lldC ctx %lld, batch %lld)%s: %.2f ms/step (median of %lld%s), %.0f tokens/s, %d threads, %s, %s",
+                  r.name.c_str(), model::arch_name(c.arch), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
+                  static_cast<long long>(c.channels), static_cast<long long>(c.context), static_cast<long long>(r.batch),
+                  label.c_str(), med, static_cast<long long>(f.steps), arms.size() > 1 ? ", alternating" : "", tok_s, cpu_threads(),
+                  arm.rt->backend().name().c_str(), determinism_name(global.determinism));
+    emit(f.json, row, text);
+  }
   return f.profile.finish(profiler);
 }
 
@@ -266,6 +327,8 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   tr->add_option("--batch", f->batch, "Batch size (default: the recipe's)");
   tr->add_option("--arch", f->arch, "gpt | llama (its default kv heads and ffn width)")->capture_default_str();
   f->pipeline.add_to(*tr);
+  tr->add_option("--compare-disable-pass", f->compare_disabled,
+                 "Also time the step with these passes off, the two pipelines' steps alternating (one ratio from the same minutes)");
   CLI::App* inf = cmd->add_subcommand("infer", "Prefill and decode tokens/s, with and without the KV cache");
   common(inf);
   inf->add_option("--checkpoint", f->checkpoint, "TinyLM checkpoint (default: shakespeare-char with seeded weights)");
@@ -321,6 +384,8 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
         return invalid_argument("--recipe: bench train knows shakespeare-char, got '" + f->group + "'");
       if (tr->count("--batch") > 0 && f->batch < 1)
         return invalid_argument("--batch must be >= 1, got " + std::to_string(f->batch));
+      if (!f->compare_disabled.empty() && f->profile.enabled())
+        return invalid_argument("--profile: with --compare-disable-pass two pipelines run; profile one at a time");
       return bench_train(*f, global);
     }
     if (inf->parsed()) return bench_infer(*f, global);
