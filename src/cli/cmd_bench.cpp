@@ -202,8 +202,7 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
     const TrainArm& arm = *arms[k];
     const double med = median(arm.ms);
     const double tok_s = static_cast<double>(arm.task->batch_tokens()) / (med / 1000.0);
-    const std::string off = joined(k == 0 ? f.pipeline.disable_passes : f.compare_disabled);
-    std::string label = k == 0 ? "" : " with " + off + " off";
+    std::string label = k == 0 ? "" : " with " + joined(f.compare_disabled) + " off";
     nlohmann::ordered_json row = {{"bench", "train"}, {"recipe", r.name}, {"arch", model::arch_name(c.arch)}, {"layers", c.layers},
                                   {"heads", c.heads}, {"channels", c.channels}, {"context", c.context}, {"batch", r.batch},
                                   {"threads", cpu_threads()}, {"ms_per_step", med}, {"tokens_per_s", tok_s}, {"steps", f.steps},
