@@ -175,9 +175,7 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   other.pipeline.dump_after.clear();  // the first pipeline's dump only
   other.pipeline.dump = nullptr;
   for (const std::string& name : f.compare_disabled) {
-    const auto& all = passes::pipeline();
-    if (std::none_of(all.begin(), all.end(), [&](const passes::Pass& p) { return p.name == name; }))
-      return invalid_argument("--compare-disable-pass: unknown pass '" + name + "'");
+    VOLTA_RETURN_IF_ERROR(check_pass_name(name, "--compare-disable-pass"));
     other.pipeline.disabled.insert(name);
   }
   std::vector<std::unique_ptr<TrainArm>> arms;

@@ -30,18 +30,20 @@ Result<size_t> parse_bytes(const std::string& text, const std::string& flag) {
   return value * scale;
 }
 
+Status check_pass_name(const std::string& name, const std::string& flag) {
+  for (const passes::Pass& p : passes::pipeline())
+    if (p.name == name) return Status::ok();
+  return invalid_argument(flag + ": unknown pass '" + name + "'");
+}
+
 Result<CompileOptions> PipelineFlags::to_options() const {
   CompileOptions opts;
   for (const std::string& name : disable_passes) {
-    bool known = false;
-    for (const passes::Pass& p : passes::pipeline()) known = known || p.name == name;
-    if (!known) return invalid_argument("--disable-pass: unknown pass '" + name + "'");
+    VOLTA_RETURN_IF_ERROR(check_pass_name(name, "--disable-pass"));
     opts.pipeline.disabled.insert(name);
   }
   if (!dump_after.empty()) {
-    bool known = false;
-    for (const passes::Pass& p : passes::pipeline()) known = known || p.name == dump_after;
-    if (!known) return invalid_argument("--dump-after: unknown pass '" + dump_after + "'");
+    VOLTA_RETURN_IF_ERROR(check_pass_name(dump_after, "--dump-after"));
     opts.pipeline.dump_after = dump_after;
     opts.pipeline.dump = [](const std::string& pass, const ir::Graph& g) {
       std::fprintf(stderr, "# IR after %s\n%s", pass.c_str(), ir::print_graph(g).c_str());

@@ -19,6 +19,9 @@ struct PipelineFlags {
   Result<CompileOptions> to_options() const;
 };
 
+// ok when `name` is a pass of the pipeline, else the one-line error naming `flag`.
+Status check_pass_name(const std::string& name, const std::string& flag);
+
 // "64K", "3M", "1G", "1000" -> bytes.
 Result<size_t> parse_bytes(const std::string& text, const std::string& flag);
 
