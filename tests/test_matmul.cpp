@@ -213,6 +213,35 @@ TEST(CpuMatmulBits, KeyScoresEqualTheFmaChainForEveryIsa) {
     }
 }
 
+// Several query rows' scores at once (a decode step's heads, their blocks interleaved): each
+// row's scores have the bits key_scores gives it alone, for rows of every length side by side.
+TEST(CpuMatmulBits, KeyScoresOfSeveralRowsEqualEachRowAlone) {
+  const std::vector<int64_t> lengths = {1, 7, 8, 9, 16, 17, 40, 63, 0, 64, 65, 3};
+  for (int64_t D : {5, 8, 32, 37})
+    for (cpu::MatmulIsa isa : supported_isas()) {
+      const int64_t rs = D + 1;
+      std::vector<std::vector<float>> qs, keys, got;
+      std::vector<std::vector<const float*>> rows(lengths.size());
+      std::vector<cpu::KeyScoreRow> list;
+      for (size_t r = 0; r < lengths.size(); ++r) {
+        const int64_t n = lengths[r];
+        qs.push_back(normal(D, 7 + r));
+        keys.push_back(normal(std::max<int64_t>(1, n) * rs, 70 + r));
+        for (int64_t j = 0; j < n; ++j) rows[r].push_back(keys[r].data() + j * rs);
+        got.emplace_back(static_cast<size_t>(n) + 1, -7.0f);
+      }
+      for (size_t r = 0; r < lengths.size(); ++r) list.push_back({qs[r].data(), rows[r].data(), lengths[r], got[r].data()});
+      cpu::key_scores_rows(isa, D, list);
+      for (size_t r = 0; r < lengths.size(); ++r) {
+        const int64_t n = lengths[r];
+        std::vector<float> alone(static_cast<size_t>(n) + 1, -7.0f);
+        cpu::key_scores(isa, qs[r].data(), D, rows[r].data(), n, alone.data());
+        EXPECT_EQ(std::memcmp(got[r].data(), alone.data(), alone.size() * sizeof(float)), 0)
+            << "D=" << D << " row " << r << " n=" << n << " isa=" << cpu::matmul_isa_name(isa);
+      }
+    }
+}
+
 // The packing transpose: every count of live and padding rows (8-row blocks and a last block of
 // 1..7, the AVX2 tile's 6-row panels among them) and of k (8-value blocks and single values),
 // each value moved exactly, the padding zero and nothing written outside the panel.

@@ -3,9 +3,11 @@
 // token pays per layer.
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/matmul.h"
 #include "backends/cpu/parallel.h"
 #include "volta/op_attrs.h"
 #include "volta/rng.h"
@@ -117,3 +119,25 @@ BENCHMARK(BM_TrainAttention)
     ->ArgNames({"grad", "threads", "cold", "stored"})
     ->ArgsProduct({{0, 1}, {1, 2}, {0, 1}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
+// A decode step's key scores for 4 heads of 32 values (one layer): each head's row alone
+// (together 0), or the heads' blocks interleaved in one call (together 1), as attention runs them.
+void BM_DecodeKeyScores(benchmark::State& state) {
+  const int64_t H = 4, D = 32, cap = 256, n = state.range(0);
+  const bool together = state.range(1) != 0;
+  Tensor q = Tensor::zeros(DType::f32, {H, D}), k = Tensor::zeros(DType::f32, {H, cap, D}), s = Tensor::zeros(DType::f32, {H, cap});
+  fill_normal(q, 1, 1, 0, 1), fill_normal(k, 1, 4, 0, 1);
+  std::vector<const float*> rows(static_cast<size_t>(H * n));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t j = 0; j < n; ++j) rows[static_cast<size_t>(h * n + j)] = k.data<float>() + (h * cap + j) * D;
+  std::array<cpu::KeyScoreRow, 4> list{};
+  for (int64_t h = 0; h < H; ++h)
+    list[static_cast<size_t>(h)] = {q.data<float>() + h * D, rows.data() + h * n, n, s.data<float>() + h * cap};
+  const cpu::MatmulIsa isa = cpu::matmul_active_isa();
+  for (auto _ : state) {
+    if (together) cpu::key_scores_rows(isa, D, list);
+    else
+      for (const cpu::KeyScoreRow& r : list) cpu::key_scores(isa, r.q, D, r.k, r.n, r.s);
+    benchmark::DoNotOptimize(s.raw());
+  }
+}
+BENCHMARK(BM_DecodeKeyScores)->ArgNames({"length", "together"})->ArgsProduct({{8, 40, 63, 255}, {0, 1}});

@@ -22,7 +22,8 @@
 // the results have the same bits as matmul -> softmax(scale, causal) -> matmul and its backward,
 // without the score and probability matrices in memory. An additive mask (imported attention)
 // is added to each scaled score row before its softmax, as mul and add would round them. Groups
-// are the tasks: the split depends on the shape only.
+// are the tasks (a decode step's heads a share per thread, their scores computed together); a
+// group's bits depend on neither the split nor the thread count.
 //
 // Causal blocks skip what the mask makes exactly zero, in blocks of query rows: the scores a
 // block never reads, and the terms of a chain whose probability (or ds) is an exact zero. A
@@ -86,6 +87,7 @@ float* scratch(size_t floats) {
 
 constexpr int64_t kBlockRows = 8;    // query rows from which a group's products are GEMMs
 constexpr int64_t kCausalRows = 16;  // query (or key) rows per block of a causal group's products
+constexpr int64_t kGroupsTogether = 16;  // a decode step's groups (heads) one task takes at most
 
 // The keys query rows [.., i1) see: for the rows of a causal block, all its nonzero
 // probabilities lie before this. A negative offset (rows that see no key) turns skipping off.
@@ -250,48 +252,66 @@ Status attention(const KernelArgs& a) {
   // masked lanes give the bits of a row of S).
   const int64_t w = matmul_narrow_cols(isa), Sp = round_up(S, 16), Ep = round_up(E, w);
   const bool copy_v = Ep != E;  // the value rows are read a whole vector at a time
-  parallel_for(G, [&](int64_t g) {
-    // Scratch: scores and probabilities [Sp], padded values [S, Ep] and an output row [Ep] when
-    // E is not a multiple of the width.
-    float* scores = scratch(static_cast<size_t>(2 * Sp + (copy_v ? S * Ep + Ep : 0)));
-    float* probs = scores + Sp;
-    float* vp = probs + Sp;
+  // A decode step's groups (one query row each) in as many tasks as there are threads, each
+  // task's groups a phase at a time: the scores of all its heads with their chains interleaved
+  // (key_scores_rows), then each head's softmax and weighted sum. Head by head, each row of a
+  // few dozen keys waited on its own chains' latency. Which groups share a task changes no bit.
+  const int64_t per = T == 1 && !copy_v ? std::clamp<int64_t>((G + num_threads() - 1) / num_threads(), 1, kGroupsTogether) : 1;
+  parallel_for((G + per - 1) / per, [&](int64_t t) {
+    const int64_t g0 = t * per, n = std::min(per, G - g0);
+    // Scratch: per group scores and probabilities [Sp] each; padded values [S, Ep] and an output
+    // row [Ep] when E is not a multiple of the width (then one group a task).
+    float* scores = scratch(static_cast<size_t>(2 * Sp * n + (copy_v ? S * Ep + Ep : 0)));
+    float* vp = scores + 2 * Sp * n;
     float* orow = vp + (copy_v ? S * Ep : 0);
-    thread_local std::vector<const float*> key_rows;  // key j of the group, from whichever block
+    thread_local std::vector<const float*> key_rows;  // key j of each group, from whichever block
     std::vector<const float*>& rows = key_rows;        // (the thread-local looked up once)
-    rows.resize(static_cast<size_t>(S));
-    int64_t first = 0;  // the block's first key in the group
-    for (size_t b = 0; b < src.size(); ++b) {
-      const Source& s = src[b];
-      // Block 0 lies as the layout says (packed heads, or its cap rows per group), block 1 plainly.
-      const float* k0 = b == 0 ? s.k + at.k_off(g) : s.k + at.kv(g) * s.cap * D;
-      const float* v0 = b == 0 ? s.v + at.v_off(g) : s.v + at.kv(g) * s.cap * E;
-      const int64_t k_rs = b == 0 ? at.k_rs : D, v_rs = b == 0 ? at.v_rs : E;
-      for (int64_t j = 0; j < s.S; ++j) rows[static_cast<size_t>(first + j)] = k0 + j * k_rs;
-      for (int64_t j = 0; copy_v && j < s.S; ++j) {
-        float* row = vp + (first + j) * Ep;
-        std::copy_n(v0 + j * v_rs, E, row);
-        std::fill(row + E, row + Ep, 0.0f);
-      }
-      first += s.S;
-    }
-    std::fill(scores + S, scores + Sp, 0.0f);  // key_scores writes [0, S) only
-    for (int64_t i = 0; i < T; ++i) {
-      key_scores(isa, q + at.q_off(g) + i * at.q_rs, D, rows.data(), S, scores);  // each score the matmul's chain
-      probs_rows(at, g, i, 1, scores, probs, Sp, Sp, std::min(S, at.causal ? i + at.offset + 1 : S), 0);
-      if (at.store) std::copy_n(probs, S, out + at.probs_off(g, i));
-      float* o = copy_v ? orow : out + at.o_off(g) + i * at.o_rs;
-      bool started = false;
-      int64_t j0 = 0;
+    rows.resize(static_cast<size_t>(S * n));
+    std::array<KeyScoreRow, kGroupsTogether> score_rows{};
+    for (int64_t gi = 0; gi < n; ++gi) {
+      const int64_t g = g0 + gi;
+      const float** grows = rows.data() + gi * S;
+      int64_t first = 0;  // the block's first key in the group
       for (size_t b = 0; b < src.size(); ++b) {
         const Source& s = src[b];
-        if (s.S == 0) continue;
-        const float* v = copy_v ? vp + j0 * Ep : b == 0 ? s.v + at.v_off(g) : s.v + at.kv(g) * s.cap * E;
-        row_product(isa, probs + j0, s.S, v, copy_v ? Ep : b == 0 ? at.v_rs : E, o, Ep, started);
-        started = true;
-        j0 += s.S;
+        // Block 0 lies as the layout says (packed heads, or its cap rows per group), block 1 plainly.
+        const float* k0 = b == 0 ? s.k + at.k_off(g) : s.k + at.kv(g) * s.cap * D;
+        const float* v0 = b == 0 ? s.v + at.v_off(g) : s.v + at.kv(g) * s.cap * E;
+        const int64_t k_rs = b == 0 ? at.k_rs : D, v_rs = b == 0 ? at.v_rs : E;
+        for (int64_t j = 0; j < s.S; ++j) grows[first + j] = k0 + j * k_rs;
+        for (int64_t j = 0; copy_v && j < s.S; ++j) {
+          float* row = vp + (first + j) * Ep;
+          std::copy_n(v0 + j * v_rs, E, row);
+          std::fill(row + E, row + Ep, 0.0f);
+        }
+        first += s.S;
       }
-      if (copy_v) std::copy_n(orow, E, out + at.o_off(g) + i * at.o_rs);
+      float* sc = scores + 2 * Sp * gi;
+      std::fill(sc + S, sc + Sp, 0.0f);  // key_scores writes [0, S) only
+      score_rows[static_cast<size_t>(gi)] = {q + at.q_off(g), grows, S, sc};
+    }
+    if (T == 1) key_scores_rows(isa, D, std::span(score_rows.data(), static_cast<size_t>(n)));  // each score the matmul's chain
+    for (int64_t gi = 0; gi < n; ++gi) {
+      const int64_t g = g0 + gi;
+      float* sc = scores + 2 * Sp * gi;
+      float* probs = sc + Sp;
+      for (int64_t i = 0; i < T; ++i) {
+        if (T > 1) key_scores(isa, q + at.q_off(g) + i * at.q_rs, D, rows.data() + gi * S, S, sc);
+        probs_rows(at, g, i, 1, sc, probs, Sp, Sp, std::min(S, at.causal ? i + at.offset + 1 : S), 0);
+        if (at.store) std::copy_n(probs, S, out + at.probs_off(g, i));
+        float* o = copy_v ? orow : out + at.o_off(g) + i * at.o_rs;
+        bool started = false;
+        int64_t j0 = 0;
+        for (size_t b = 0; b < src.size(); ++b) {
+          const Source& s = src[b];
+          if (s.S == 0) continue;
+          const float* v = copy_v ? vp + j0 * Ep : b == 0 ? s.v + at.v_off(g) : s.v + at.kv(g) * s.cap * E;
+          row_product(isa, probs + j0, s.S, v, copy_v ? Ep : b == 0 ? at.v_rs : E, o, Ep, started);
+          started = true;
+          j0 += s.S;
+        }
+        if (copy_v) std::copy_n(orow, E, out + at.o_off(g) + i * at.o_rs);
+      }
     }
   });
   return Status::ok();

@@ -260,6 +260,18 @@ void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t row
 // registers.
 void key_scores(MatmulIsa isa, const float* q, int64_t D, const float* const* k, int64_t n, float* s);
 
+// One query row of key_scores_rows: s[j] = q . k[j] for j < n.
+struct KeyScoreRow {
+  const float* q;
+  const float* const* k;
+  int64_t n;
+  float* s;
+};
+// key_scores for several query rows at once (a decode step's heads): the blocks of all rows
+// run with their FMA chains interleaved, so a row of few keys does not wait alone on its chain's
+// latency. Every score has the bits key_scores gives it.
+void key_scores_rows(MatmulIsa isa, int64_t D, std::span<const KeyScoreRow> rows);
+
 // ---- Tuning cache (matmul_tuning.cpp) ---------------------------------------------------------
 
 // Shapes are tuned and looked up by class: each dimension rounded up to a power of two.

@@ -3,8 +3,10 @@
 // against key rows with each block of keys transposed in registers (key_scores). Compiled per ISA
 // through target attributes, as matmul_kernels.cpp; the scores are the matmul's FMA chains.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <span>
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/matmul.h"
@@ -12,6 +14,15 @@
 namespace volta::cpu {
 
 namespace {
+
+// A block of one query row's keys for the score kernels: k[0, n) are its key rows (8 readable
+// pointers for AVX2), s[0, n) its scores.
+struct KeyBlock {
+  const float* q;
+  const float* const* k;
+  float* s;
+  int64_t n;
+};
 
 #ifdef VOLTA_MATMUL_X86
 
@@ -132,13 +143,14 @@ VOLTA_TARGET_AVX512 inline void transpose16x16(__m512 (&r)[16]) {
   }
 }
 
-// Scores of NB blocks of 16 keys (n of them, 16 (NB - 1) < n <= 16 NB; missing keys read as
-// zeros, their lanes never stored), the blocks' chains interleaved: one block's chain of D FMAs
-// waits on each step's latency, which left the scores latency-bound (a batch-8 decode step's
-// largest piece after the products); NB chains side by side overlap. A whole chunk of 16 values
-// takes its FMAs unrolled, so the transposed rows stay in registers.
+// Scores of NB blocks of up to 16 keys each (a block's missing keys read as zeros, their lanes
+// never stored), from any query rows, the blocks' chains interleaved: one block's chain of D
+// FMAs waits on each step's latency, which left the scores latency-bound (a batch-8 decode
+// step's largest piece after the products); NB chains side by side overlap, whether of one row
+// or of several heads' rows. A whole chunk of 16 values takes its FMAs unrolled, so the
+// transposed rows stay in registers.
 template <int NB>
-VOLTA_TARGET_AVX512 inline void key_blocks_avx512(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
+VOLTA_TARGET_AVX512 inline void key_blocks_avx512(const KeyBlock* blk, int64_t D) {
   __m512 acc[NB];
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (int64_t d0 = 0; d0 < D; d0 += 16) {
@@ -146,8 +158,9 @@ VOLTA_TARGET_AVX512 inline void key_blocks_avx512(const float* q, int64_t D, con
     const auto m = static_cast<__mmask16>((1u << w) - 1);
 #pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) {
+      const float* q = blk[b].q;
       __m512 r[16];
-      for (int i = 0; i < 16; ++i) r[i] = 16 * b + i < n ? _mm512_maskz_loadu_ps(m, k[16 * b + i] + d0) : _mm512_setzero_ps();
+      for (int i = 0; i < 16; ++i) r[i] = i < blk[b].n ? _mm512_maskz_loadu_ps(m, blk[b].k[i] + d0) : _mm512_setzero_ps();
       transpose16x16(r);
       if (w == 16) {
 #pragma GCC unroll 16
@@ -157,19 +170,15 @@ VOLTA_TARGET_AVX512 inline void key_blocks_avx512(const float* q, int64_t D, con
       }
     }
   }
-  for (int b = 0; b < NB; ++b)
-    _mm512_mask_storeu_ps(s + 16 * b, static_cast<__mmask16>((1u << std::min<int64_t>(16, n - 16 * b)) - 1), acc[b]);
+  for (int b = 0; b < NB; ++b) _mm512_mask_storeu_ps(blk[b].s, static_cast<__mmask16>((1u << blk[b].n) - 1), acc[b]);
 }
 
-VOLTA_TARGET_AVX512 void key_scores_avx512(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
-  for (int64_t j0 = 0; j0 < n; j0 += 64) {  // up to 4 blocks at a time
-    const int64_t m = std::min<int64_t>(64, n - j0);
-    switch ((m + 15) / 16) {
-      case 4: key_blocks_avx512<4>(q, D, k + j0, m, s + j0); break;
-      case 3: key_blocks_avx512<3>(q, D, k + j0, m, s + j0); break;
-      case 2: key_blocks_avx512<2>(q, D, k + j0, m, s + j0); break;
-      default: key_blocks_avx512<1>(q, D, k + j0, m, s + j0); break;
-    }
+VOLTA_TARGET_AVX512 void key_blocks_avx512_any(const KeyBlock* blk, int nb, int64_t D) {
+  switch (nb) {
+    case 4: return key_blocks_avx512<4>(blk, D);
+    case 3: return key_blocks_avx512<3>(blk, D);
+    case 2: return key_blocks_avx512<2>(blk, D);
+    default: return key_blocks_avx512<1>(blk, D);
   }
 }
 
@@ -193,49 +202,48 @@ VOLTA_TARGET_AVX2 inline void load_keys8x8(const float* const* k, int64_t d0, __
   }
 }
 
-// Scores of NB whole blocks of 8 keys, their chains interleaved: one block's chain of D FMAs
-// waits on each step's latency, which alone left the core idle (decode attention's scores were
-// latency-bound); NB chains side by side overlap.
+// Scores of NB blocks of 8 keys (a block of fewer repeats its last key's row, those lanes
+// never stored), from any query rows, their chains interleaved: one block's chain of D FMAs waits
+// on each step's latency, which alone left the core idle (decode attention's scores were
+// latency-bound); NB chains side by side overlap, whether of one row or of several heads' rows.
 template <int NB>
-VOLTA_TARGET_AVX2 inline void key_blocks_avx2(const float* q, int64_t D, const float* const* k, float* s) {
+VOLTA_TARGET_AVX2 inline void key_blocks_avx2(const KeyBlock* blk, int64_t D) {
   __m256 acc[NB];
   for (auto& a : acc) a = _mm256_setzero_ps();
   int64_t d0 = 0;
   for (; d0 + 8 <= D; d0 += 8)
 #pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) {
+      const float* q = blk[b].q;
       __m256 r[8];
-      load_keys8x8(k + 8 * b, d0, r);
+      load_keys8x8(blk[b].k, d0, r);
       for (int d = 0; d < 8; ++d) acc[b] = _mm256_fmadd_ps(_mm256_set1_ps(q[d0 + d]), r[d], acc[b]);
     }
   for (; d0 < D; ++d0)  // the last 0..7 values of every key
 #pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) {
-      const float* const* kb = k + 8 * b;
+      const float* const* kb = blk[b].k;
       const __m256 col = _mm256_setr_ps(kb[0][d0], kb[1][d0], kb[2][d0], kb[3][d0], kb[4][d0], kb[5][d0], kb[6][d0], kb[7][d0]);
-      acc[b] = _mm256_fmadd_ps(_mm256_set1_ps(q[d0]), col, acc[b]);
+      acc[b] = _mm256_fmadd_ps(_mm256_set1_ps(blk[b].q[d0]), col, acc[b]);
     }
-  for (int b = 0; b < NB; ++b) _mm256_storeu_ps(s + 8 * b, acc[b]);
+  for (int b = 0; b < NB; ++b) {
+    if (blk[b].n == 8) {
+      _mm256_storeu_ps(blk[b].s, acc[b]);
+      continue;
+    }
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[b]);
+    std::copy_n(out, blk[b].n, blk[b].s);
+  }
 }
 
-VOLTA_TARGET_AVX2 void key_scores_avx2(const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
-  int64_t j0 = 0;
-  for (; j0 + 32 <= n; j0 += 32) key_blocks_avx2<4>(q, D, k + j0, s + j0);
-  switch ((n - j0) / 8) {
-    case 3: key_blocks_avx2<3>(q, D, k + j0, s + j0); break;
-    case 2: key_blocks_avx2<2>(q, D, k + j0, s + j0); break;
-    case 1: key_blocks_avx2<1>(q, D, k + j0, s + j0); break;
-    default: break;
+VOLTA_TARGET_AVX2 void key_blocks_avx2_any(const KeyBlock* blk, int nb, int64_t D) {
+  switch (nb) {
+    case 4: return key_blocks_avx2<4>(blk, D);
+    case 3: return key_blocks_avx2<3>(blk, D);
+    case 2: return key_blocks_avx2<2>(blk, D);
+    default: return key_blocks_avx2<1>(blk, D);
   }
-  j0 += (n - j0) / 8 * 8;
-  if (j0 == n) return;
-  // The last 1..7 keys as a whole block whose missing rows repeat the last key: their lanes'
-  // scores are computed and dropped.
-  const float* last[8];
-  for (int64_t i = 0; i < 8; ++i) last[i] = k[std::min(j0 + i, n - 1)];
-  alignas(32) float out[8];
-  key_blocks_avx2<1>(q, D, last, out);
-  std::copy_n(out, n - j0, s + j0);
 }
 
 #endif  // VOLTA_MATMUL_X86
@@ -252,17 +260,50 @@ void transpose_copy(MatmulIsa isa, const float* src, int64_t src_rs, int64_t row
     for (int64_t r = 0; r < rows_out; ++r) dst[p * dst_rs + r] = r < rows ? src[r * src_rs + p] : 0.0f;
 }
 
-void key_scores(MatmulIsa isa, const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
+void key_scores_rows(MatmulIsa isa, int64_t D, std::span<const KeyScoreRow> rows) {
 #ifdef VOLTA_MATMUL_X86
-  if (isa == MatmulIsa::kAvx512) return key_scores_avx512(q, D, k, n, s);
-  if (isa == MatmulIsa::kAvx2) return key_scores_avx2(q, D, k, n, s);
+  if (isa == MatmulIsa::kAvx512 || isa == MatmulIsa::kAvx2) {
+    const bool wide = isa == MatmulIsa::kAvx512;
+    const int64_t width = wide ? 16 : 8;
+    // Up to 4 blocks at a time, taken in order from the rows' keys; an AVX2 block of fewer than
+    // 8 keys reads its pending slot's copy of the row pointers, the last one repeated.
+    std::array<KeyBlock, 4> blocks{};
+    std::array<std::array<const float*, 8>, 4> padded{};
+    int nb = 0;
+    const auto flush = [&] {
+      if (nb == 0) return;
+      if (wide) key_blocks_avx512_any(blocks.data(), nb, D);
+      else key_blocks_avx2_any(blocks.data(), nb, D);
+      nb = 0;
+    };
+    for (const KeyScoreRow& r : rows)
+      for (int64_t j0 = 0; j0 < r.n; j0 += width) {
+        const int n = static_cast<int>(std::min(width, r.n - j0));
+        KeyBlock& b = blocks[static_cast<size_t>(nb)];
+        b = {r.q, r.k + j0, r.s + j0, n};
+        if (!wide && n < 8) {
+          auto& pad = padded[static_cast<size_t>(nb)];
+          for (int i = 0; i < 8; ++i) pad[static_cast<size_t>(i)] = r.k[j0 + std::min(i, n - 1)];
+          b.k = pad.data();
+        }
+        if (++nb == 4) flush();
+      }
+    flush();
+    return;
+  }
 #endif
   (void)isa;
-  for (int64_t j = 0; j < n; ++j) {
-    float acc = 0.0f;
-    for (int64_t d = 0; d < D; ++d) acc = std::fma(q[d], k[j][d], acc);
-    s[j] = acc;
-  }
+  for (const KeyScoreRow& r : rows)
+    for (int64_t j = 0; j < r.n; ++j) {
+      float acc = 0.0f;
+      for (int64_t d = 0; d < D; ++d) acc = std::fma(r.q[d], r.k[j][d], acc);
+      r.s[j] = acc;
+    }
+}
+
+void key_scores(MatmulIsa isa, const float* q, int64_t D, const float* const* k, int64_t n, float* s) {
+  const KeyScoreRow row{q, k, n, s};
+  key_scores_rows(isa, D, std::span(&row, 1));
 }
 
 }  // namespace volta::cpu
