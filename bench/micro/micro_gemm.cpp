@@ -128,6 +128,26 @@ void BM_PackA(benchmark::State& state) {
 }
 BENCHMARK(BM_PackA)->ArgNames({"m", "k", "cold"})->ArgsProduct({{768}, {128, 512}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
+// Packing a transposed A (stored [K, M], as a weight gradient reads an activation) into the
+// tile's row panels, each iteration on the next of 16 copies (from L3, as in a training step).
+void BM_PackATransposed(benchmark::State& state) {
+  const int64_t M = state.range(0), K = state.range(1);
+  constexpr int kCopies = 16;
+  std::vector<std::vector<float>> a;
+  for (int i = 0; i < kCopies; ++i) a.push_back(seeded(M * K, 1 + i));
+  const auto isa = volta::cpu::matmul_best_isa();
+  const int64_t mr = volta::cpu::matmul_tile(isa).rows;
+  std::vector<float> dst(static_cast<size_t>((M + mr) * K));
+  int i = 0;
+  for (auto _ : state) {
+    volta::cpu::pack_a_transposed(a[i].data(), M, M, K, K, mr, dst.data());
+    benchmark::DoNotOptimize(dst.data());
+    i = (i + 1) % kCopies;
+  }
+  state.SetBytesProcessed(state.iterations() * M * K * 4);
+}
+BENCHMARK(BM_PackATransposed)->ArgNames({"m", "k"})->Args({128, 768})->Args({512, 768})->Unit(benchmark::kMicrosecond);
+
 // TinyLM's weight-gradient shapes (K = batch 12 x context 64) at 1 and 2 threads.
 void weight_grad_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "n", "k", "threads"});

@@ -19,18 +19,25 @@ namespace volta::cpu {
 namespace {
 
 // pack_a_transposed for tile height MR: a fixed-size copy the compiler inlines (a memcpy call per
-// 48 bytes cost more than the copy). Panel by panel, each written front to back: going k by k
-// across all panels instead wrote MR values into each of M / MR lines kb * MR floats apart
-// (6 KiB for AVX2's 6 x 256), which fall into two L1 sets, so a line left L1 before it was full
-// and came back for each of its next values (a cold 512 x 768 operand: 206 -> 138 us).
+// 48 bytes cost more than the copy). The stored rows are taken kRowsTogether at a time, and
+// each panel's piece of them written front to back. Row by row across all panels wrote MR values
+// into each of M / MR lines kb * MR floats apart (6 KiB for AVX2's 6 x 256), which fall into two
+// L1 sets, so a line left L1 before it was full and came back for each of its next values (a
+// cold 512 x 768 operand: 206 -> 138 us). Panel by panel over all k rows read the rows'
+// lines 2 KiB apart, again two L1 sets, each line leaving before the next panel read the rest
+// of it. A few rows at a time keep those lines in L1 and write whole lines of each panel.
+constexpr int64_t kRowsTogether = 8;
 template <int64_t MR>
 VOLTA_ISA_CLONES void pack_a_transposed_mr(const float* a, int64_t a_cs, int64_t M, int64_t k, int64_t kb, float* dst) {
-  int64_t i = 0;
-  for (; i + MR <= M; i += MR)
-    for (int64_t p = 0; p < k; ++p) std::memcpy(dst + i * kb + p * MR, a + p * a_cs + i, MR * sizeof(float));
-  if (i < M)
-    for (int64_t p = 0; p < k; ++p)
-      std::memcpy(dst + i * kb + p * MR, a + p * a_cs + i, static_cast<size_t>(M - i) * sizeof(float));
+  for (int64_t p0 = 0; p0 < k; p0 += kRowsTogether) {
+    const int64_t p1 = std::min(k, p0 + kRowsTogether);
+    int64_t i = 0;
+    for (; i + MR <= M; i += MR)
+      for (int64_t p = p0; p < p1; ++p) std::memcpy(dst + i * kb + p * MR, a + p * a_cs + i, MR * sizeof(float));
+    if (i < M)
+      for (int64_t p = p0; p < p1; ++p)
+        std::memcpy(dst + i * kb + p * MR, a + p * a_cs + i, static_cast<size_t>(M - i) * sizeof(float));
+  }
 }
 // Row p of a row-major B's full panels of NR columns: `panels` copies of NR values, panel j's
 // at dst + j * panel_stride. A fixed-size copy the compiler turns into whole vectors.
