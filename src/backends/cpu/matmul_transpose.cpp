@@ -15,14 +15,9 @@ namespace volta::cpu {
 
 namespace {
 
-// A block of one query row's keys for the score kernels: k[0, n) are its key rows (8 readable
-// pointers for AVX2), s[0, n) its scores.
-struct KeyBlock {
-  const float* q;
-  const float* const* k;
-  float* s;
-  int64_t n;
-};
+// The score kernels take blocks of a query row's keys as KeyScoreRow slices: at most one vector
+// of keys each (16 with AVX-512, 8 with AVX2, whose k then holds 8 readable pointers).
+using KeyBlock = KeyScoreRow;
 
 #ifdef VOLTA_MATMUL_X86
 
@@ -280,7 +275,7 @@ void key_scores_rows(MatmulIsa isa, int64_t D, std::span<const KeyScoreRow> rows
       for (int64_t j0 = 0; j0 < r.n; j0 += width) {
         const int n = static_cast<int>(std::min(width, r.n - j0));
         KeyBlock& b = blocks[static_cast<size_t>(nb)];
-        b = {r.q, r.k + j0, r.s + j0, n};
+        b = {r.q, r.k + j0, n, r.s + j0};
         if (!wide && n < 8) {
           auto& pad = padded[static_cast<size_t>(nb)];
           for (int i = 0; i < 8; ++i) pad[static_cast<size_t>(i)] = r.k[j0 + std::min(i, n - 1)];
