@@ -21,16 +21,7 @@ namespace {
 model::TinyLMConfig tiny_config() { return test::tiny_gpt(); }
 using test::tiny_llama;
 
-Bindings tiny_params(const model::TinyLMConfig& c) {
-  auto g = model::build_tinylm_loss(c, 1, c.context);
-  EXPECT_TRUE(g.is_ok());
-  auto p = init_params(*g, 5);
-  // Larger weights than the init so the logits are far from uniform.
-  for (auto& [name, t] : *p)
-    if (t.shape().size() == 2)
-      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] *= 25.0f;
-  return *p;
-}
+using test::tiny_params;
 
 // Samples from a generator made for the call (params uploaded into its state).
 Result<std::vector<std::vector<int32_t>>> generate(Runtime& rt, const model::TinyLMConfig& c, const Bindings& params,

@@ -1,7 +1,10 @@
 // The tiny TinyLM configs the generation and batch-invariance tests share.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include "model/tinylm.h"
+#include "volta/runtime.h"
 
 namespace volta::test {
 
@@ -15,6 +18,17 @@ inline model::TinyLMConfig tiny_llama() {
   c.kv_heads = 2;
   c.ffn = 24;
   return c;
+}
+
+// Seeded params of `c`, its matrices scaled up so the logits are far from uniform.
+inline Bindings tiny_params(const model::TinyLMConfig& c) {
+  auto g = model::build_tinylm_loss(c, 1, c.context);
+  EXPECT_TRUE(g.is_ok());
+  auto p = init_params(*g, 5);
+  for (auto& [name, t] : *p)
+    if (t.shape().size() == 2)
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] *= 25.0f;
+  return *p;
 }
 
 }  // namespace volta::test

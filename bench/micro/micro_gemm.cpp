@@ -302,6 +302,23 @@ void BM_ParallelFor(benchmark::State& state) {
 }
 BENCHMARK(BM_ParallelFor)->ArgNames({"threads"})->Arg(1)->Arg(2);
 
+// The same call inside a team (every thread walking the calls, cpu::run_team): 64 calls of two
+// empty tasks, each after a barrier (`barrier` 1) or without one; per call.
+void BM_TeamCalls(benchmark::State& state) {
+  set_threads(state, 0);
+  const bool barrier = state.range(1) != 0;
+  constexpr int kCalls = 64;
+  for (auto _ : state)
+    volta::cpu::run_team([&](int64_t) {
+      for (int c = 0; c < kCalls; ++c) {
+        if (barrier) volta::cpu::team_barrier();
+        volta::cpu::parallel_for(2, [](int64_t i) { benchmark::DoNotOptimize(i); });
+      }
+    });
+  state.SetItemsProcessed(state.iterations() * kCalls);
+}
+BENCHMARK(BM_TeamCalls)->ArgNames({"threads", "barrier"})->Args({2, 0})->Args({2, 1});
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <memory>
 #include <span>
@@ -36,6 +37,14 @@ struct Capabilities {
 enum class DeviceKind { Cpu, Cuda, Auto };
 Result<DeviceKind> parse_device(std::string_view s);  // "cpu" | "cuda" | "auto"
 const char* device_name(DeviceKind d);
+
+// How a walk of a plan's steps (Backend::walk) may run a node's kernel when the backend walks
+// with several threads at once.
+enum class StepRole : uint8_t {
+  Forks,   // it forks its own threads: a plan with such a step is walked by one thread
+  Solo,    // it uses one thread anyway: one thread of the walk runs it
+  Shared,  // every thread of the walk runs it, each taking its own share of its work
+};
 
 // A plan's launches as a device backend recorded them (CUDA graphs), replayed as one.
 class Recording {
@@ -76,6 +85,16 @@ class Backend {
   // the node.
   virtual Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
                          std::span<std::byte> workspace, const KernelInfo& kernel) = 0;
+  // The role of `node`'s kernel in a walk (below), decided when the plan is made.
+  virtual StepRole step_role(const ir::Node& /*node*/, const KernelInfo& /*kernel*/) const { return StepRole::Forks; }
+  // Runs step(0), step(1), ... step(roles.size() - 1) in order (each executes one node), stopping
+  // at the first error, which it returns. A backend with threads of its own may have all of them
+  // walk the steps at once, each running the Shared steps and one the Solo ones (cpu/parallel.h's
+  // team); the default runs each step once on the calling thread.
+  virtual Status walk(std::span<const StepRole> roles, const std::function<Status(size_t)>& step) {
+    for (size_t i = 0; i < roles.size(); ++i) VOLTA_RETURN_IF_ERROR(step(i));
+    return Status::ok();
+  }
   // Waits for the work execute() queued (device backends run asynchronously). The profiler calls
   // it after every node so each op's time is the device's, not its launch's.
   virtual Status synchronize() { return Status::ok(); }
@@ -96,6 +115,11 @@ std::unique_ptr<Backend> make_cpu_backend();
 // every thread count.
 void set_cpu_threads(int n);
 int cpu_threads();
+// Whether the CPU backend walks a plan whose kernels allow it on all its threads at once
+// (Backend::walk; on by default): off, every plan runs step by step, forking per kernel call.
+// Only the speed differs (`bench infer --compare-teams` times both).
+void set_cpu_teams(bool on);
+bool cpu_teams();
 // Fails with kUnavailable when Volta was built without CUDA or no device is present.
 Result<std::unique_ptr<Backend>> make_cuda_backend();
 // Picks the backend: explicit kinds never fall back; Auto takes CUDA only when a device is

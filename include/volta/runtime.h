@@ -138,6 +138,7 @@ class Runtime {
       size_t ws_offset, ws_bytes;
     };
     std::vector<Step> steps;
+    std::vector<StepRole> roles;   // each step's role in the backend's walk
     std::vector<int32_t> arg_ids;  // every step's input node ids, in step order
     std::vector<TensorRef> args;   // their references (types set once, data every run)
     std::vector<int32_t> leaves;                 // input and param ids in name order

@@ -31,6 +31,7 @@ struct BenchFlags {
   int64_t long_tokens = 500;  // bench infer: a run past the context (0: skip)
   int64_t keep = 0;           // bench infer: tokens a full window keeps (0: half the context)
   std::string weights;          // bench infer: the matmul weights' dtype (empty: as stored)
+  bool compare_teams = false;   // bench infer: decode runs alternate with the CPU's teams on and off
   model::TinyLMConfig model;  // bench train: the recipe's model unless flags change it
   std::string arch = "gpt";   // bench train: gpt | llama
   int64_t batch = 0;          // bench train: 0 = the recipe's
@@ -228,6 +229,32 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   return f.profile.finish(profiler);
 }
 
+// Decode with the CPU's teams on and off, one run each in turn (A B, B A, ...: a slow phase of a
+// noisy machine falls on both): each side's median tokens/s and the median of the pairs' ratios.
+Status compare_teams(const BenchFlags& f, int64_t B, bool kv, const std::function<Result<double>()>& tokens_per_s) {
+  std::vector<double> on, off, ratio;
+  for (int64_t r = 0; r < std::max<int64_t>(f.runs, 1); ++r) {
+    double pair[2] = {};
+    for (int i = 0; i < 2; ++i) {
+      const bool teams = (i == 0) == (r % 2 == 0);
+      set_cpu_teams(teams);
+      Result<double> t = tokens_per_s();
+      set_cpu_teams(true);
+      VOLTA_RETURN_IF_ERROR(t.status());
+      pair[teams ? 0 : 1] = *t;
+    }
+    on.push_back(pair[0]), off.push_back(pair[1]), ratio.push_back(pair[0] / pair[1]);
+  }
+  char text[200];
+  std::snprintf(text, sizeof text, "decode batch %lld, kv cache %s: teams on %.0f tokens/s, off %.0f tokens/s, pair median %.3f (%d threads)",
+                static_cast<long long>(B), kv ? "on" : "off", median(on), median(off), median(ratio), cpu_threads());
+  emit(f.json,
+       {{"bench", "infer_teams"}, {"batch", B}, {"kv_cache", kv}, {"teams_on_tokens_per_s", median(on)},
+        {"teams_off_tokens_per_s", median(off)}, {"pair_median", median(ratio)}, {"threads", cpu_threads()}},
+       text);
+  return Status::ok();
+}
+
 Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
   model::TinyLMConfig c = train::shakespeare_char().model;
@@ -279,6 +306,9 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
         return static_cast<double>(B * tokens) / median(secs);
       };
       VOLTA_ASSIGN_OR_RETURN(const double decode_tok_s, tokens_per_s(c.context - 1));
+      if (f.compare_teams) {
+        VOLTA_RETURN_IF_ERROR(compare_teams(f, B, kv, [&] { return tokens_per_s(c.context - 1); }));
+      }
       double long_tok_s = 0.0;
       if (f.long_tokens > 0) {
         VOLTA_ASSIGN_OR_RETURN(long_tok_s, tokens_per_s(f.long_tokens));
@@ -332,6 +362,8 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
   inf->add_option("--batch", f->batches, "Batch sizes")->capture_default_str();
   inf->add_option("--kv-cache", f->kv, "Decode with the KV cache: on | off | both")->capture_default_str();
   inf->add_option("--long", f->long_tokens, "Also time this many tokens, past the context (0: skip)")->capture_default_str();
+  inf->add_flag("--compare-teams", f->compare_teams,
+                 "Also time decode with the CPU's teams off (every kernel call forks), runs alternating");
   inf->add_option("--keep", f->keep, "Tokens a full context keeps when it moves on (0: half the context)")->capture_default_str();
   inf->add_option("--weights", f->weights, "Matmul weights in f32, bf16 or f16 (default: as stored, f32 without a checkpoint)");
   auto mf = std::make_shared<BenchModelFlags>();

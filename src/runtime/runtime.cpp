@@ -286,26 +286,35 @@ Status Runtime::execute_nodes(const plan::ExecutionPlan& p, RunRefs& cached, boo
     // The steps that compute (a view has nothing to, an in-place write does), each with its
     // inputs' ids and references in one flat list: a decode step walks them every token with
     // the caches cold, so they are read in order instead of from each node's own vectors.
-    cached.steps.clear(), cached.arg_ids.clear();
+    cached.steps.clear(), cached.arg_ids.clear(), cached.roles.clear();
     for (size_t s = 0; s < p.schedule.size(); ++s) {
       const ir::Node& n = g.node(p.schedule[s]);
       if (p.values[static_cast<size_t>(n.id)].view_of >= 0 && !ir::output_is_input(n.op)) continue;
       const plan::Buffer& ws = p.workspaces[s];
       cached.steps.push_back({n.id, s, cached.arg_ids.size(), n.inputs.size(), ws.offset, ws.bytes});
+      cached.roles.push_back(backend_->step_role(n, p.kernels[static_cast<size_t>(n.id)]));
       cached.arg_ids.insert(cached.arg_ids.end(), n.inputs.begin(), n.inputs.end());
     }
     cached.args.resize(cached.arg_ids.size());
     for (size_t i = 0; i < cached.args.size(); ++i) cached.args[i].type = refs[static_cast<size_t>(cached.arg_ids[i])].type;
   }
+  // Every reference is fixed before the first step runs, so the steps only read them (the
+  // backend's walk may run a step on several threads at once).
+  for (size_t i = 0; i < cached.args.size(); ++i) cached.args[i].data = refs[static_cast<size_t>(cached.arg_ids[i])].data;
+  auto execute = [&](const RunRefs::Step& step) {
+    const ir::Node& n = g.node(step.node);
+    const std::span<const TensorRef> inputs(cached.args.data() + step.first_arg, step.args);
+    const std::span<std::byte> workspace(arena_.get() + step.ws_offset, step.ws_bytes);
+    return backend_->execute(n, inputs, refs[static_cast<size_t>(n.id)], workspace, p.kernels[static_cast<size_t>(n.id)]);
+  };
+  if (!profiler_ && !trace_ && numerics_ == NumericsPolicy::Off)
+    return backend_->walk(cached.roles, [&](size_t i) { return execute(cached.steps[i]); });
   for (const RunRefs::Step& step : cached.steps) {
     const ir::Node& n = g.node(step.node);
     const size_t s = step.schedule_index;
-    TensorRef* in = cached.args.data() + step.first_arg;
-    for (size_t i = 0; i < step.args; ++i) in[i].data = refs[static_cast<size_t>(cached.arg_ids[step.first_arg + i])].data;
-    const std::span<const TensorRef> inputs(in, step.args);
-    std::span<std::byte> workspace(arena_.get() + step.ws_offset, step.ws_bytes);
+    const std::span<const TensorRef> inputs(cached.args.data() + step.first_arg, step.args);
     const auto start = profiler_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    VOLTA_RETURN_IF_ERROR(backend_->execute(n, inputs, refs[static_cast<size_t>(n.id)], workspace, p.kernels[static_cast<size_t>(n.id)]));
+    VOLTA_RETURN_IF_ERROR(execute(step));
     if (profiler_) {
       VOLTA_RETURN_IF_ERROR(backend_->synchronize());
       profiler_->record(g, n, start, std::chrono::steady_clock::now());

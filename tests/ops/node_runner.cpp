@@ -86,8 +86,13 @@ Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, cons
   // writes shows up instead of passing as the allocator's zero.
   const std::vector<std::byte> poison(n.type.bytes(), std::byte{0xff});
   VOLTA_RETURN_IF_ERROR(be.copy_in(out_mem.get(), poison.data(), poison.size()));
-  VOLTA_RETURN_IF_ERROR(be.execute(n, up.refs, TensorRef{out_mem.get(), n.type}, std::span<std::byte>(ws.get(), ws_bytes),
-                                   be.kernel_info(g, n, level)));
+  // Through the backend's walk, as a plan's step: with several threads the CPU runs a Shared
+  // kernel on all of them at once (a team), and the harness compares its bits across 1, 2 and 3.
+  const KernelInfo kernel = be.kernel_info(g, n, level);
+  const StepRole role = be.step_role(n, kernel);
+  VOLTA_RETURN_IF_ERROR(be.walk(std::span(&role, 1), [&](size_t) {
+    return be.execute(n, up.refs, TensorRef{out_mem.get(), n.type}, std::span<std::byte>(ws.get(), ws_bytes), kernel);
+  }));
   VOLTA_RETURN_IF_ERROR(be.synchronize());
   std::vector<Tensor> result;
   for (size_t i = 0; i <= in.size(); ++i) {

@@ -1,6 +1,7 @@
 // The CPU backend: host memory, its own kernels for the ops that dominate (one file per op
 // family; the table is in kernels.cpp), and the reference kernels for the rest.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 
@@ -61,6 +62,33 @@ class CpuBackend final : public Backend {
     if (node.op == ir::Op::NormParamGrad) return cpu::norm_param_grad_workspace_bytes(g, node);
     return cpu::reference_workspace_bytes(g, node);
   }
+  StepRole step_role(const ir::Node& node, const KernelInfo& kernel) const override { return cpu::cpu_step_role(node, kernel); }
+
+  // With several threads, a plan whose steps all keep a team's rules (no step forks its own
+  // threads: a decode step's) is walked by every thread at once (parallel.h): each of its
+  // kernels' parallel_for calls is then a share per thread and a look at the others' progress
+  // instead of a fork and a join, about twenty times a token.
+  Status walk(std::span<const StepRole> roles, const std::function<Status(size_t)>& step) override {
+    const bool team = cpu_teams() && cpu::num_threads() > 1 && !cpu::in_team() &&
+                      std::none_of(roles.begin(), roles.end(), [](StepRole r) { return r == StepRole::Forks; }) &&
+                      std::any_of(roles.begin(), roles.end(), [](StepRole r) { return r == StepRole::Shared; });
+    if (!team) return Backend::walk(roles, step);
+    walk_status_.assign(static_cast<size_t>(cpu::num_threads()), Status::ok());
+    cpu::run_team([&](int64_t rank) {
+      Status st = Status::ok();  // (a local: the ranks' statuses share a cache line)
+      for (size_t i = 0; i < roles.size() && st.is_ok(); ++i) {
+        if (roles[i] == StepRole::Shared) st = step(i);
+        else cpu::run_alone([&](int64_t) { st = step(i); });
+      }
+      if (st.is_ok()) return;
+      walk_status_[static_cast<size_t>(rank)] = std::move(st);
+      cpu::team_stop();
+    });
+    for (Status& st : walk_status_)
+      if (!st.is_ok()) return st;
+    return Status::ok();
+  }
+
   Status execute(const ir::Node& node, std::span<const TensorRef> inputs, const TensorRef& output,
                  std::span<std::byte> workspace, const KernelInfo& kernel) override {
     const cpu::Kernel run = cpu::cpu_kernel_at(node.op, kernel.index).run;
@@ -76,12 +104,18 @@ class CpuBackend final : public Backend {
 
  private:
   Capabilities caps_;
+  std::vector<Status> walk_status_;  // each rank's, of the current walk
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 void set_cpu_threads(int n) { cpu::set_num_threads(n); }
+namespace {
+std::atomic<bool> g_teams{true};
+}  // namespace
+void set_cpu_teams(bool on) { g_teams = on; }
+bool cpu_teams() { return g_teams.load(std::memory_order_relaxed); }
 int cpu_threads() { return cpu::num_threads(); }
 
 }  // namespace volta

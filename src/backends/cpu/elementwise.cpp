@@ -139,7 +139,7 @@ Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op)
   const int64_t n = a.out.numel(), bn = a.in[1].numel();
   const bool a_full = as == os;
   const bool b_trailing = bs.size() <= os.size() && std::equal(bs.rbegin(), bs.rend(), os.rbegin());
-  if (!a_full || !b_trailing || bn == 0 || a.out.type.dtype != DType::f32) return fallback(a);
+  if (!a_full || !b_trailing || bn == 0 || a.out.type.dtype != DType::f32) return run_alone(fallback, a);
   const float* x = a.in[0].as<const float>();
   const float* y = a.in[1].as<const float>();
   float* out = a.out.as<float>();
@@ -171,7 +171,7 @@ Status binary(const KernelArgs& a, Status (*fallback)(const KernelArgs&), Op op)
 // compute the same.
 template <ir::Op op>
 Status unary(const KernelArgs& a) {
-  if (a.in[0].type.dtype != DType::f32 || a.out.type.dtype != DType::f32) return kReferenceKernels[static_cast<size_t>(op)](a);
+  if (a.in[0].type.dtype != DType::f32 || a.out.type.dtype != DType::f32) return run_alone(kReferenceKernels[static_cast<size_t>(op)], a);
   const float* x = a.in[0].as<const float>();
   float* y = a.out.as<float>();
   const UnaryMap f = vector_unary(op);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/ref_util.h"
 
 namespace volta::cpu {
@@ -37,39 +38,43 @@ namespace {
 // kernel here is strict: one reduction order per output element, tasks fixed by the shape.
 std::array<KernelEntry, ir::kNumOps> cpu_kernels() {
   std::array<KernelEntry, ir::kNumOps> t;
-  for (size_t i = 0; i < t.size(); ++i) t[i] = {kReferenceKernels[i], "reference", Determinism::Strict};
-  auto set = [&](ir::Op op, Kernel k) { t[static_cast<size_t>(op)] = {k, "cpu", Determinism::Strict}; };
-  for (size_t i = 0; i < t.size(); ++i)
-    if (const Kernel k = elementwise_kernel(static_cast<ir::Op>(i))) set(static_cast<ir::Op>(i), k);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = {kReferenceKernels[i], "reference", Determinism::Strict, StepRole::Solo};
+  // (The reference optimizer's kernels share their loops over the threads.)
   using ir::Op;
-  set(Op::FusedElementwise, fused_elementwise);
-  set(Op::Gelu, gelu);
-  set(Op::GeluGrad, gelu_grad);
-  set(Op::GeluAndGrad, gelu_and_grad);
-  set(Op::SiluGrad, silu_grad);
-  set(Op::Swiglu, swiglu);
-  set(Op::SwigluGrad, swiglu_grad);
-  set(Op::Softmax, softmax);
-  set(Op::LogSoftmax, log_softmax);
-  set(Op::SoftmaxGrad, softmax_grad);
-  set(Op::LayerNorm, layer_norm);
-  set(Op::RmsNorm, rms_norm);
-  set(Op::LayerNormGrad, layer_norm_grad);
-  set(Op::RmsNormGrad, rms_norm_grad);
-  set(Op::NormParamGrad, norm_param_grad);
+  for (const Op op : {Op::OptimizerUpdate, Op::GradNorm}) t[static_cast<size_t>(op)].role = StepRole::Forks;
+  auto set = [&](ir::Op op, Kernel k) { t[static_cast<size_t>(op)] = {k, "cpu", Determinism::Strict}; };
+  // A decode step's kernels keep a team's rules (parallel.h): every write in a task, or alone.
+  auto shared = [&](ir::Op op, Kernel k) { t[static_cast<size_t>(op)] = {k, "cpu", Determinism::Strict, StepRole::Shared}; };
+  for (size_t i = 0; i < t.size(); ++i)
+    if (const Kernel k = elementwise_kernel(static_cast<ir::Op>(i))) shared(static_cast<ir::Op>(i), k);
+  shared(Op::FusedElementwise, fused_elementwise);
+  shared(Op::Gelu, gelu);
+  shared(Op::GeluGrad, gelu_grad);
+  shared(Op::GeluAndGrad, gelu_and_grad);
+  shared(Op::SiluGrad, silu_grad);
+  shared(Op::Swiglu, swiglu);
+  shared(Op::SwigluGrad, swiglu_grad);
+  shared(Op::Softmax, softmax);
+  shared(Op::LogSoftmax, log_softmax);
+  shared(Op::SoftmaxGrad, softmax_grad);
+  shared(Op::LayerNorm, layer_norm);
+  shared(Op::RmsNorm, rms_norm);
+  shared(Op::LayerNormGrad, layer_norm_grad);
+  shared(Op::RmsNormGrad, rms_norm_grad);
+  shared(Op::NormParamGrad, norm_param_grad);
   set(Op::CrossEntropy, cross_entropy);
   set(Op::CrossEntropyGrad, cross_entropy_grad);
   set(Op::ReduceSum, reduce_sum);
-  set(Op::Transpose, transpose);
-  set(Op::Slice, slice);
-  set(Op::Pad, pad);
-  set(Op::Concat, concat);
-  set(Op::Embedding, embedding);
+  shared(Op::Transpose, transpose);
+  shared(Op::Slice, slice);
+  shared(Op::Pad, pad);
+  shared(Op::Concat, concat);
+  shared(Op::Embedding, embedding);
   set(Op::EmbeddingGrad, embedding_grad);
-  set(Op::Attention, attention);
+  shared(Op::Attention, attention);
   set(Op::AttentionGrad, attention_grad);
-  set(Op::Rope, rope);
-  set(Op::Matmul, matmul);
+  shared(Op::Rope, rope);
+  shared(Op::Matmul, matmul);
   set(Op::GradNorm, fast_grad_norm);
   set(Op::OptimizerUpdate, [](const KernelArgs& a) { return optimizer_update_node(a, fast_optimizer_update); });
   return t;
@@ -108,6 +113,23 @@ KernelEntry cpu_kernel_at(ir::Op op, int index) {
   if (index == 0) return cpu_kernel(op);
   const auto i = static_cast<size_t>(index - 1);
   return index > 0 && i < std::size(kAlternatives) && kAlternatives[i].op == op ? kAlternatives[i].entry : KernelEntry{};
+}
+
+// The most rows a matmul reads its weight in place for (matmul.cpp's small-M path: batched
+// decode up to 16 sequences).
+constexpr int64_t kMaxDecodeRows = 16;
+
+StepRole cpu_step_role(const ir::Node& node, const KernelInfo& kernel) {
+  const StepRole role = cpu_kernel_at(node.op, kernel.index).role;
+  if (role != StepRole::Shared || node.op != ir::Op::Matmul) return role;
+  const int64_t cols = node.type.shape.empty() ? 1 : node.type.shape.back();
+  return cols > 0 && node.type.numel() / cols > kMaxDecodeRows ? StepRole::Forks : role;
+}
+
+Status run_alone(Kernel k, const KernelArgs& a) {
+  Status st = Status::ok();
+  run_alone([&](int64_t) { st = k(a); });
+  return st;
 }
 
 size_t reference_workspace_bytes(const ir::Graph& /*g*/, const ir::Node& node) {

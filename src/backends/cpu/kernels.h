@@ -49,11 +49,14 @@ Kernel reference_kernel(ir::Op op);
 size_t reference_workspace_bytes(const ir::Graph& g, const ir::Node& node);
 
 // One entry of the CPU backend's kernel table: the kernel, its name in plan reports ("cpu" for
-// the backend's own, "reference") and the determinism level it meets.
+// the backend's own, "reference"), the determinism level it meets and its role in a walk by
+// every thread at once (a reference kernel uses one thread: Solo; one of the backend's own that
+// keeps parallel.h's team rules: Shared; any other forks its own threads: Forks).
 struct KernelEntry {
   Kernel run = nullptr;
   const char* variant = "";
   Determinism level = Determinism::Strict;
+  StepRole role = StepRole::Forks;
 };
 // The kernel the CPU backend runs for `op` by default: its own where it has one, the reference
 // kernel otherwise (the table is in kernels.cpp). Every default is strict.
@@ -65,6 +68,13 @@ KernelEntry cpu_kernel(ir::Op op);
 KernelInfo choose_cpu_kernel(const ir::Graph& g, const ir::Node& node, Determinism level);
 // The kernel of that index for `op` (0: the default); an empty entry for an unknown index.
 KernelEntry cpu_kernel_at(ir::Op op, int index);
+// The role of `node`'s kernel in a walk: its entry's, except that a matmul of more rows than a
+// batched decode step's forks (it packs into one thread's buffers for all its tasks; inside a
+// team it would run on one thread).
+StepRole cpu_step_role(const ir::Node& node, const KernelInfo& kernel);
+// Runs kernel k on one rank of a team (parallel.h's run_alone), as a Shared kernel runs a path
+// that writes outside its tasks (a reference kernel it falls back to); outside a team: k(a).
+Status run_alone(Kernel k, const KernelArgs& a);
 
 // The CPU backend's own kernels, one file per op family, mirroring the reference kernels
 // (ref_<family>.cpp) and the CUDA backend (cuda/<family>.cu). Each is checked against the

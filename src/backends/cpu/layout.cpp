@@ -23,7 +23,7 @@ Status transpose(const KernelArgs& a) {
   const std::vector<int64_t>& perm = at->perm;
   const Shape& s = a.in[0].shape();
   const size_t r = s.size();
-  if (r < 2 || perm.back() != static_cast<int64_t>(r) - 1) return ref::Transpose(a);
+  if (r < 2 || perm.back() != static_cast<int64_t>(r) - 1) return run_alone(ref::Transpose, a);
   const size_t es = dtype_size(a.out.type.dtype);
   const int64_t inner = s.back();
   const Shape& os = a.out.shape();
@@ -113,14 +113,14 @@ Status slice(const KernelArgs& a) {
 }
 
 Status pad(const KernelArgs& a) {
-  if (a.out.type.dtype != DType::f32) return ref::Pad(a);
+  if (a.out.type.dtype != DType::f32) return run_alone(ref::Pad, a);
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Pad>(a.node));
   const Shape& xs = a.in[0].shape();
   VOLTA_ASSIGN_OR_RETURN(const size_t axis, ref::normalize_axis(a.node, at->axis, xs.size()));
   const size_t inner = static_cast<size_t>(ref::dims_product(xs, axis + 1, xs.size())) * sizeof(float);
   const auto in_len = static_cast<size_t>(xs[axis]), out_len = static_cast<size_t>(a.out.shape()[axis]);
   const auto before = static_cast<size_t>(at->before);
-  if (before + in_len > out_len) return ref::Pad(a);  // the rule fixes out_len; stay on the checked path otherwise
+  if (before + in_len > out_len) return run_alone(ref::Pad, a);  // the rule fixes out_len; stay on the checked path otherwise
   const std::array<Segment, 3> segs{{{nullptr, 0, before * inner},
                                       {a.in[0].data, in_len * inner, in_len * inner},
                                       {nullptr, 0, (out_len - before - in_len) * inner}}};
@@ -145,8 +145,8 @@ Status concat(const KernelArgs& a) {
 Status embedding(const KernelArgs& a) {
   const TensorRef& table = a.in[0];
   const TensorRef& ids = a.in[1];
-  if (table.shape().size() != 2 || !is_integer(ids.type.dtype)) return ref::Embedding(a);
-  VOLTA_RETURN_IF_ERROR(ref::check_ids(a, ids, table.shape()[0]));
+  if (table.shape().size() != 2 || !is_integer(ids.type.dtype)) return run_alone(ref::Embedding, a);
+  VOLTA_RETURN_IF_ERROR(read_outside_tasks([&] { return ref::check_ids(a, ids, table.shape()[0]); }));
   const size_t row = static_cast<size_t>(table.shape()[1]) * dtype_size(table.type.dtype);
   if (row == 0) return Status::ok();
   parallel_rows(ids.numel(), table.shape()[1], kTaskElements, [&](int64_t p) {

@@ -444,7 +444,10 @@ bool matmul_reads_packed_b(MatmulIsa isa, int64_t M, int64_t N, int64_t nr) {
 
 void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M,
                 int64_t N, int64_t K, const MatmulEpilogue* ep, const float* packed_b) {
+  // In a team, an empty sum and the packed path (writes outside tasks; shared buffers) run on one rank.
   if (M == 0 || N == 0) return;
+  const bool small = K > 0 && small_m(M, N) && (packed_b ? isa != MatmulIsa::kScalar : mats[0].B.cs == 1 || mats[0].B.rs == 1);
+  if (!small && in_team()) return run_alone([&](int64_t) { gemm_batch(isa, bl, mats, ldc, M, N, K, ep, packed_b); });
   if (ep && !ep->active()) ep = nullptr;
   if (K == 0) {  // an empty sum
     for (const GemmOperands& g : mats) {
@@ -455,7 +458,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   }
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
   const auto count = static_cast<int64_t>(mats.size());
-  if (small_m(M, N) && packed_b && isa != MatmulIsa::kScalar) {  // (the scalar tile reads no panels)
+  if (small && packed_b) {  // (the scalar tile reads no panels)
     const int64_t task_cols = matmul_small_packed_task_cols(isa, count, M, N, K), nt = ceil_div(N, task_cols);
     const int64_t kc = std::min(bl.kc, K);
     parallel_for_resident(packed_b, task_cols * K * static_cast<int64_t>(sizeof(float)), count * nt, [&](int64_t t) {
@@ -466,7 +469,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
     });
     return;
   }
-  if (small_m(M, N) && !packed_b && (mats[0].B.cs == 1 || mats[0].B.rs == 1)) {
+  if (small) {
     // A product this small is over before a second thread would join in: one task.
     const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
     // Past the wide kernels' rows the kernels are half as wide, and so may the tasks be: a
@@ -503,9 +506,8 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   }
   // A transposed A read by several tasks: packed once for all, in a pass of its own that reads
   // each K block's rows of the stored matrix in order. Read in place (as before when one task
-  // reads it), such an operand is fetched in short pieces 4 KiB or more apart; when it is cold
-  // (the weight gradient's activation, written long before) the cost of that is a third of the
-  // product.
+  // reads it), such an operand is fetched in short pieces 4 KiB or more apart; cold (the weight
+  // gradient's activation, written long before) that cost a third of the product.
   const MatView A0 = mats[0].A;
   const int64_t mr = matmul_tile(isa).rows, lda = round_up(M, mr), kc = std::min(bl.kc, K);
   // A row-major A whose rows several column tasks read is packed once for all of them too: each

@@ -6,6 +6,11 @@
 // Why not an OpenMP parallel region: one costs about 2 us on two threads here, and a decode step
 // runs about twenty of them. Idle workers spin briefly (back-to-back ops keep them hot), then
 // sleep on a condition variable, so an idle process does not burn a core.
+//
+// A team (run_team) is one such round whose tasks are the ranks' walks of a whole plan: inside
+// it a parallel_for is a share of the call's tasks on each rank plus a look at the progress of
+// the ranks whose work it depends on (one counter each, published after each call it worked
+// on), not a fork and a join.
 #include "backends/cpu/parallel.h"
 
 #include <algorithm>
@@ -42,6 +47,14 @@ void cpu_relax() {
 }
 
 thread_local bool t_in_task = false;      // nested parallel_for calls run inline
+// This thread's place in the team it walks with (null outside a team): its rank and how many of
+// the team's calls it has passed.
+struct TeamRank {
+  int rank = 0;
+  uint64_t calls = 0;
+  std::vector<uint64_t> last_work;  // per rank, the last call in which it had a share
+};
+thread_local TeamRank* t_team = nullptr;
 constexpr auto kNoTask = [](int64_t) {};  // the pool's task before its first round
 
 class Pool {
@@ -58,6 +71,93 @@ class Pool {
   // Runs task(0..n-1) on `threads` participants (the caller and threads - 1 workers).
   void run(int64_t n, TaskRef task, int threads) {
     std::lock_guard caller(call_mu_);  // one parallel_for at a time; others queue here
+    round(n, task, threads);
+  }
+
+  // Runs body(rank) on `threads` participants at once, each as a rank of a team.
+  void team(TaskRef body, int threads) {
+    std::lock_guard caller(call_mu_);
+    while (static_cast<int>(progress_.size()) < threads) progress_.emplace_back();
+    for (int r = 0; r < threads; ++r) progress_[static_cast<size_t>(r)].calls.store(0, std::memory_order_relaxed);
+    team_size_ = threads;
+    stop_team_.store(false, std::memory_order_relaxed);
+    // (published to the workers by the round's generation_ bump)
+    round(threads, [&](int64_t rank) {
+      thread_local TeamRank me;  // (its list kept from walk to walk: a decode step allocates nothing)
+      me.rank = static_cast<int>(rank), me.calls = 0;
+      me.last_work.assign(static_cast<size_t>(threads), 0);
+      t_team = &me;
+      t_in_task = false;
+      try {
+        body(rank);
+      } catch (const TeamStopped&) {  // another rank stopped the walk; it reports why
+      } catch (...) {
+        stop_team();
+        t_team = nullptr;
+        t_in_task = true;
+        throw;  // to the round's error, rethrown on the caller
+      }
+      t_team = nullptr;
+      t_in_task = true;
+    }, threads);
+  }
+
+  // This rank's share of a team call of n tasks: the static split, or all of them on rank `only`.
+  // Before working on it, the rank waits for the others' last calls with a share (whose outputs
+  // it may read, or whose inputs it may overwrite); a rank without a share publishes nothing,
+  // so the others' checks on it stay hits in their caches.
+  void share(int64_t n, TaskRef task, int only) {
+    TeamRank& me = *t_team;
+    const uint64_t call = ++me.calls;
+    const int64_t parts = only >= 0 ? (n > 0 ? 1 : 0) : std::clamp<int64_t>(n, 0, team_size_);
+    const int first = only >= 0 ? only : 0;  // the working ranks: [first, first + parts)
+    const bool mine = me.rank >= first && me.rank < first + parts;
+    if (mine) wait_for_work(me);
+    for (int r = first; r < first + parts; ++r) me.last_work[static_cast<size_t>(r)] = call;
+    if (!mine) return;
+    const int64_t p = only >= 0 ? 0 : me.rank, begin = only >= 0 ? 0 : p * n / parts, end = only >= 0 ? n : (p + 1) * n / parts;
+    t_in_task = true;
+    try {
+      for (int64_t i = begin; i < end; ++i) task(i);
+    } catch (...) {
+      t_in_task = false;
+      stop_team();
+      throw;
+    }
+    t_in_task = false;
+    progress_[static_cast<size_t>(me.rank)].calls.store(call, std::memory_order_release);
+  }
+
+  // Waits until every other rank has finished its last call with a share.
+  void fence() { wait_for_work(*t_team); }
+
+  // A call on which every rank works (on nothing): each is done with everything before it.
+  void barrier() {
+    TeamRank& me = *t_team;
+    const uint64_t call = ++me.calls;
+    std::fill(me.last_work.begin(), me.last_work.end(), call);
+    progress_[static_cast<size_t>(me.rank)].calls.store(call, std::memory_order_release);
+    wait_for_work(me);
+  }
+
+  void stop_team() { stop_team_.store(true, std::memory_order_release); }
+
+ private:
+  // Waits until every other rank has published its last working call (or the walk stopped: throws).
+  void wait_for_work(const TeamRank& me) {
+    for (int r = 0; r < team_size_; ++r) {
+      if (r == me.rank) continue;
+      const std::atomic<uint64_t>& theirs = progress_[static_cast<size_t>(r)].calls;
+      const uint64_t want = me.last_work[static_cast<size_t>(r)];
+      for (int spin = 0; theirs.load(std::memory_order_acquire) < want; ++spin) {
+        if (stop_team_.load(std::memory_order_acquire)) throw TeamStopped{};
+        if (spin < kSpins) cpu_relax();
+        else std::this_thread::yield();  // a long step on another rank
+      }
+    }
+  }
+
+  void round(int64_t n, TaskRef task, int threads) {
     while (static_cast<int>(workers_.size()) < threads - 1) {
       const int index = static_cast<int>(workers_.size());
       // A new worker starts from the current round (no round runs now), so it waits for the next.
@@ -88,7 +188,6 @@ class Pool {
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
- private:
   static constexpr int kSpins = 1 << 14;  // about a millisecond of pause instructions
 
   // Participant p of active_ + 1 runs tasks [p n / P, (p + 1) n / P).
@@ -144,6 +243,14 @@ class Pool {
     std::atomic<uint64_t> round{0};  // the last round this worker finished
   };
   std::deque<DoneSlot> done_;
+  // The team's state, set before its round starts: each rank's published progress (a line of
+  // its own), the team's size and whether a rank stopped the walk.
+  struct alignas(64) Progress {
+    std::atomic<uint64_t> calls{0};
+  };
+  std::deque<Progress> progress_;
+  alignas(64) int team_size_ = 0;
+  std::atomic<bool> stop_team_{false};
 };
 
 Pool& pool() {
@@ -166,6 +273,12 @@ constexpr int64_t kMinMovedBytes = 192 * 1024;
 // Bumped whenever the shared placements start over, so each thread's copy of them does too.
 std::atomic<uint64_t> g_residency_epoch{0};
 
+Residency& residency() {
+  static Residency r;
+  return r;
+}
+int g_teams_walking = 0;  // (under Residency::mu) teams whose ranks look operands up
+
 int resident_home(const void* key, int64_t bytes_per_task, int64_t n, int threads) {
   // Each calling thread keeps the placements it has looked up, so a decode step's products
   // take no lock once placed (a lock and a shared lookup per product cost a few percent there).
@@ -176,14 +289,17 @@ int resident_home(const void* key, int64_t bytes_per_task, int64_t n, int thread
   } else {
     t_home.clear();
   }
-  static Residency r;
+  Residency& r = residency();
   std::lock_guard lock(r.mu);
-  if (static_cast<int>(r.bytes.size()) != threads || r.home.size() >= kMaxResident) {
+  // Never while a team walks: its ranks look each operand up one after the other and must agree
+  // (run_team starts over before the walk instead).
+  if (g_teams_walking == 0 && (static_cast<int>(r.bytes.size()) != threads || r.home.size() >= kMaxResident)) {
     r.home.clear();
     r.bytes.assign(static_cast<size_t>(threads), 0);
     g_residency_epoch.fetch_add(1, std::memory_order_acq_rel);
     t_home.clear();
   }
+  if (static_cast<int>(r.bytes.size()) != threads) return 0;  // the count changed during a walk: the caller
   t_epoch = g_residency_epoch.load(std::memory_order_acquire);
   if (auto it = r.home.find(key); it != r.home.end()) return t_home[key] = it->second;
   int home = 0;
@@ -208,7 +324,57 @@ int num_threads() {
   return n <= 0 ? hardware_threads() : n;
 }
 
+void run_team(TaskRef body) {
+  const int threads = num_threads();
+  if (threads <= 1 || t_in_task || t_team) {  // one rank: its calls are plain ones (nested: inline)
+    const bool was = std::exchange(t_in_task, t_in_task || t_team != nullptr);
+    struct Restore {
+      bool was;
+      ~Restore() { t_in_task = was; }
+    } restore{was};
+    body(0);
+    return;
+  }
+  {
+    Residency& r = residency();
+    std::lock_guard lock(r.mu);
+    if (g_teams_walking == 0 && (static_cast<int>(r.bytes.size()) != threads || r.home.size() >= kMaxResident)) {  // not in a walk
+      r.home.clear();
+      r.bytes.assign(static_cast<size_t>(threads), 0);
+      g_residency_epoch.fetch_add(1, std::memory_order_acq_rel);
+    }
+    ++g_teams_walking;
+  }
+  struct Done {
+    ~Done() {
+      std::lock_guard lock(residency().mu);
+      --g_teams_walking;
+    }
+  } done;
+  pool().team(body, threads);
+}
+
+bool in_team() { return t_team != nullptr && !t_in_task; }
+
+void team_fence() {
+  if (t_team && !t_in_task) pool().fence();
+}
+
+void team_barrier() {
+  if (t_team && !t_in_task) pool().barrier();
+}
+
+void run_alone(TaskRef f) {
+  if (t_team && !t_in_task) return pool().share(1, f, 0);
+  f(0);
+}
+
+void team_stop() {
+  if (t_team) pool().stop_team();
+}
+
 void parallel_for(int64_t n, TaskRef task) {
+  if (t_team && !t_in_task) return pool().share(n, task, -1);
   const int threads = static_cast<int>(std::min<int64_t>(num_threads(), n));
   if (threads <= 1 || t_in_task) {
     for (int64_t i = 0; i < n; ++i) task(i);
@@ -222,6 +388,7 @@ void parallel_for_resident(const void* key, int64_t bytes_per_task, int64_t n, T
   if (threads <= 1 || t_in_task || n <= 0) return parallel_for(n, task);
   const int home = resident_home(key, bytes_per_task, n, threads);
   if (n > 1 || home == 0) return parallel_for(n, task);
+  if (t_team) return pool().share(1, task, home);
   // Participant `home` of home + 1 takes task `home` of as many; the others have nothing to do.
   pool().run(home + 1, [&](int64_t i) { if (i == home) task(0); }, home + 1);
 }

@@ -42,6 +42,42 @@ void parallel_for(int64_t n, TaskRef task);
 // Only which thread runs a task depends on this, never a result.
 void parallel_for_resident(const void* key, int64_t bytes_per_task, int64_t n, TaskRef task);
 
+// A team: every thread walks a plan's steps at once (Backend::walk), so a step's parallel_for
+// costs no fork and no join. run_team runs body(rank) on all num_threads() participants at once,
+// rank 0 on the caller, and returns when every body has. Inside a body, parallel_for and
+// parallel_for_resident do not fork: every rank makes the same calls with the same task counts
+// (it runs the same kernels on the same arguments) and takes its own share of each call's tasks
+// (the same shares as outside a team). Before working on a share a rank waits until every other
+// rank has finished its last call with a share (whose outputs this one may read, or whose
+// inputs it may overwrite); a rank without a share goes on at once. So a kernel's code outside
+// its tasks runs on every rank: there it may write only its locals and thread-local scratch
+// (anything else goes through run_alone), and it may read values the plan computes (a position,
+// ids) only between team_fence() and team_barrier().
+void run_team(TaskRef body);
+bool in_team();
+// Waits until every other rank has finished its last call with a share: then this rank sees all
+// that the calls so far wrote. Outside a team: nothing.
+void team_fence();
+// Waits until every rank has got here, done with everything before: then no rank still reads
+// what a later call may overwrite. Outside a team: nothing.
+void team_barrier();
+// Runs f(0) as one call whose only share is rank 0's, its parallel_for calls inline (code that
+// writes outside tasks, or packs into one thread's buffer for all). Outside a team: f(0).
+void run_alone(TaskRef f);
+// Ends the team's walk early (a step failed on this rank): a rank waiting on another from now on
+// throws TeamStopped, which run_team catches.
+void team_stop();
+struct TeamStopped {};
+// f() between team_fence() and team_barrier(): a Shared kernel's read of values the plan
+// computes (a position, ids) outside its tasks.
+template <typename F>
+auto read_outside_tasks(F&& f) {
+  team_fence();
+  auto r = f();
+  team_barrier();
+  return r;
+}
+
 // Runs f(begin, end) over [0, n) in fixed chunks of `chunk` elements (the last may be shorter).
 template <typename F>
 void parallel_chunks(int64_t n, int64_t chunk, F&& f) {

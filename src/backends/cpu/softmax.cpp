@@ -19,8 +19,8 @@ namespace {
 Status softmax(const KernelArgs& a, bool as_log, int64_t axis, double scale, std::optional<int64_t> causal_offset) {
   const bool causal = causal_offset.has_value();
   const Shape& s = a.in[0].shape();
-  if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return as_log ? ref::LogSoftmax(a) : ref::Softmax(a);
-  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, ref::softmax_offset(a, s.back(), causal_offset));
+  if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return run_alone(as_log ? ref::LogSoftmax : ref::Softmax, a);
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, read_outside_tasks([&] { return ref::softmax_offset(a, s.back(), causal_offset); }));
   const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C, R = causal ? s[s.size() - 2] : 1;
   const float* x = a.in[0].as<const float>();
   float* out = a.out.as<float>();
@@ -52,7 +52,7 @@ Status softmax_grad(const KernelArgs& a) {
   const int64_t axis = at->axis;
   const double scale = at->scale;
   const Shape& s = a.in[0].shape();
-  if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return ref::SoftmaxGrad(a);
+  if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return run_alone(ref::SoftmaxGrad, a);
   const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C;
   const float* y = a.in[0].as<const float>();
   const float* dy = a.in[1].as<const float>();
