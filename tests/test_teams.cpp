@@ -2,8 +2,11 @@
 #include <algorithm>
 #include <atomic>
 #include <new>
+#include <optional>
+#include <utility>
 #include <vector>
 
+#include "backends/cpu/matmul.h"
 #include "backends/cpu/parallel.h"
 #include "model/generate.h"
 #include "test_util.h"
@@ -23,7 +26,7 @@ TEST(Parallel, TeamCallsRunEachTaskOnceAfterAllEarlierCalls) {
     for (int64_t i = 0; i < kN; ++i) v[0][static_cast<size_t>(i)] = i;
     std::vector<std::atomic<int>> alone(kCalls);
     std::vector<int> ranks_seen(static_cast<size_t>(threads), 0);
-    cpu::run_team([&](int64_t rank) {
+    cpu::run_team(cpu::num_threads(), [&](int64_t rank) {
       EXPECT_TRUE(cpu::in_team());
       ranks_seen[static_cast<size_t>(rank)] = 1;
       for (int64_t c = 0; c < kCalls; ++c) {
@@ -61,7 +64,7 @@ TEST(Parallel, TeamCallsRunEachTaskOnceAfterAllEarlierCalls) {
 TEST(Parallel, ATeamStoppedOnOneRankEndsWithoutHanging) {
   set_cpu_threads(2);
   std::atomic<int> finished{0};
-  cpu::run_team([&](int64_t rank) {
+  cpu::run_team(cpu::num_threads(), [&](int64_t rank) {
     if (rank == 1) {
       cpu::team_stop();
       return;
@@ -70,7 +73,7 @@ TEST(Parallel, ATeamStoppedOnOneRankEndsWithoutHanging) {
     finished.fetch_add(1);
   });
   EXPECT_EQ(finished.load(), 0);
-  EXPECT_THROW(cpu::run_team([&](int64_t) {
+  EXPECT_THROW(cpu::run_team(cpu::num_threads(), [&](int64_t) {
                  cpu::parallel_for(2, [](int64_t i) {
                    if (i == 1) throw std::bad_alloc();  // rank 1's share
                  });
@@ -86,14 +89,21 @@ TEST(Parallel, ATeamStoppedOnOneRankEndsWithoutHanging) {
 // A decode step walked by every thread at once (the CPU's teams) has the bits of the same step
 // walked step by step: the logits of a batched step and the text, GPT and Llama, f32 and bf16
 // weights, 2 and 3 threads. A bad token id in a team's walk is the kernel's error, named as on
-// one thread, and the next step runs.
+// one thread, and the next step runs. The wide model's MLP down-projection is one task of 256
+// KiB, which parallel_for_resident places on one thread; with the scalar ISA its packed weight
+// is unpacked into a thread's scratch first (on one rank of a team).
 TEST(Generate, ATeamWalkHasTheBitsOfAStepByStepWalk) {
-  for (const model::TinyLMConfig& c : {test::tiny_gpt(), test::tiny_llama()}) {
+  const model::TinyLMConfig wide{11, 32, 1, 2, 128, false};  // (a context past 16 rows: weights stored packed)
+  const std::optional<cpu::MatmulIsa> active, scalar = cpu::MatmulIsa::kScalar;
+  for (const auto& [c, isa] : {std::pair{test::tiny_gpt(), active}, std::pair{test::tiny_llama(), active},
+                               std::pair{wide, active}, std::pair{wide, scalar}}) {
+    cpu::set_matmul_isa_override(isa);
     const Bindings params = test::tiny_params(c);
     for (DType weights : {DType::f32, DType::bf16}) {
       for (int threads : {2, 3}) {
         set_cpu_threads(threads);
-        const std::string what = std::string(model::arch_name(c.arch)) + " " + dtype_name(weights) + " " + std::to_string(threads) + " threads";
+        const std::string what = std::string(model::arch_name(c.arch)) + " " + std::to_string(c.channels) + " channels, " +
+                                 (isa ? "scalar, " : "") + dtype_name(weights) + ", " + std::to_string(threads) + " threads";
         std::vector<Tensor> logits;
         std::vector<std::vector<std::vector<int32_t>>> texts;
         for (bool teams : {true, false}) {
@@ -127,6 +137,7 @@ TEST(Generate, ATeamWalkHasTheBitsOfAStepByStepWalk) {
       }
     }
   }
+  cpu::set_matmul_isa_override(std::nullopt);
   set_cpu_threads(0);
 }
 

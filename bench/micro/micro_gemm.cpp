@@ -309,7 +309,7 @@ void BM_TeamCalls(benchmark::State& state) {
   const bool barrier = state.range(1) != 0;
   constexpr int kCalls = 64;
   for (auto _ : state)
-    volta::cpu::run_team([&](int64_t) {
+    volta::cpu::run_team(volta::cpu::num_threads(), [&](int64_t) {
       for (int c = 0; c < kCalls; ++c) {
         if (barrier) volta::cpu::team_barrier();
         volta::cpu::parallel_for(2, [](int64_t i) { benchmark::DoNotOptimize(i); });

@@ -69,12 +69,13 @@ class CpuBackend final : public Backend {
   // kernels' parallel_for calls is then a share per thread and a look at the others' progress
   // instead of a fork and a join, about twenty times a token.
   Status walk(std::span<const StepRole> roles, const std::function<Status(size_t)>& step) override {
-    const bool team = cpu_teams() && cpu::num_threads() > 1 && !cpu::in_team() &&
+    const int threads = cpu::num_threads();
+    const bool team = cpu_teams() && threads > 1 && !cpu::in_team() &&
                       std::none_of(roles.begin(), roles.end(), [](StepRole r) { return r == StepRole::Forks; }) &&
                       std::any_of(roles.begin(), roles.end(), [](StepRole r) { return r == StepRole::Shared; });
     if (!team) return Backend::walk(roles, step);
-    walk_status_.assign(static_cast<size_t>(cpu::num_threads()), Status::ok());
-    cpu::run_team([&](int64_t rank) {
+    walk_status_.assign(static_cast<size_t>(threads), Status::ok());
+    cpu::run_team(threads, [&](int64_t rank) {
       Status st = Status::ok();  // (a local: the ranks' statuses share a cache line)
       for (size_t i = 0; i < roles.size() && st.is_ok(); ++i) {
         if (roles[i] == StepRole::Shared) st = step(i);

@@ -83,7 +83,9 @@ Status matmul_half_weights(const KernelArgs& a) {
       });
       return Status::ok();
     }
-    // Packed for another ISA's tiles (a test's override), or none reads half panels: row-major.
+    // Packed for another ISA's tiles (a test's override), or none reads half panels: row-major,
+    // in this thread's scratch (in a team, on one rank: as in matmul_packed_weight).
+    if (in_team()) return run_alone(matmul_half_weights, a);
     thread_local std::vector<uint16_t> plain;
     plain.resize(static_cast<size_t>(g.K * g.N));
     ir::repack_weight(src, plain.data(), g.K, g.N, kc, nr, false);

@@ -168,6 +168,9 @@ Status matmul_packed_weight(const KernelArgs& a, const MatmulEpilogue& ep) {
     gemm(isa, bl, {a.in[0].as<const float>(), K, 1}, {B, N, 1}, a.out.as<float>(), N, rows, N, K, &ep, B);
     return Status::ok();
   }
+  // Unpacked into this thread's scratch: in a team, on one rank (each rank's copy would be
+  // another operand to place, parallel_for_resident).
+  if (in_team()) return run_alone(matmul, a);
   thread_local std::vector<float> plain;
   plain.resize(static_cast<size_t>(K * N));
   ir::repack_weight(B, plain.data(), K, N, kc, nr, false);

@@ -51,6 +51,7 @@ thread_local bool t_in_task = false;      // nested parallel_for calls run inlin
 // the team's calls it has passed.
 struct TeamRank {
   int rank = 0;
+  int size = 0;  // the team's threads: num_threads() for its ranks, whatever set_num_threads does meanwhile
   uint64_t calls = 0;
   std::vector<uint64_t> last_work;  // per rank, the last call in which it had a share
 };
@@ -84,11 +85,11 @@ class Pool {
     // (published to the workers by the round's generation_ bump)
     round(threads, [&](int64_t rank) {
       thread_local TeamRank me;  // (its list kept from walk to walk: a decode step allocates nothing)
-      me.rank = static_cast<int>(rank), me.calls = 0;
-      me.last_work.assign(static_cast<size_t>(threads), 0);
+      me.rank = static_cast<int>(rank), me.size = threads, me.calls = 0;
       t_team = &me;
       t_in_task = false;
       try {
+        me.last_work.assign(static_cast<size_t>(threads), 0);
         body(rank);
       } catch (const TeamStopped&) {  // another rank stopped the walk; it reports why
       } catch (...) {
@@ -320,12 +321,12 @@ int resident_home(const void* key, int64_t bytes_per_task, int64_t n, int thread
 void set_num_threads(int n) { g_threads = n <= 0 ? hardware_threads() : n; }
 
 int num_threads() {
+  if (t_team) return t_team->size;
   const int n = g_threads.load();
   return n <= 0 ? hardware_threads() : n;
 }
 
-void run_team(TaskRef body) {
-  const int threads = num_threads();
+void run_team(int threads, TaskRef body) {
   if (threads <= 1 || t_in_task || t_team) {  // one rank: its calls are plain ones (nested: inline)
     const bool was = std::exchange(t_in_task, t_in_task || t_team != nullptr);
     struct Restore {

@@ -43,8 +43,8 @@ void parallel_for(int64_t n, TaskRef task);
 void parallel_for_resident(const void* key, int64_t bytes_per_task, int64_t n, TaskRef task);
 
 // A team: every thread walks a plan's steps at once (Backend::walk), so a step's parallel_for
-// costs no fork and no join. run_team runs body(rank) on all num_threads() participants at once,
-// rank 0 on the caller, and returns when every body has. Inside a body, parallel_for and
+// costs no fork and no join. run_team runs body(rank) on `threads` participants at once (ranks
+// [0, threads), rank 0 on the caller; num_threads() inside), and returns when every body has. Inside a body, parallel_for and
 // parallel_for_resident do not fork: every rank makes the same calls with the same task counts
 // (it runs the same kernels on the same arguments) and takes its own share of each call's tasks
 // (the same shares as outside a team). Before working on a share a rank waits until every other
@@ -53,7 +53,7 @@ void parallel_for_resident(const void* key, int64_t bytes_per_task, int64_t n, T
 // its tasks runs on every rank: there it may write only its locals and thread-local scratch
 // (anything else goes through run_alone), and it may read values the plan computes (a position,
 // ids) only between team_fence() and team_barrier().
-void run_team(TaskRef body);
+void run_team(int threads, TaskRef body);
 bool in_team();
 // Waits until every other rank has finished its last call with a share: then this rank sees all
 // that the calls so far wrote. Outside a team: nothing.
