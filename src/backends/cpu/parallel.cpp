@@ -280,6 +280,17 @@ Residency& residency() {
 }
 int g_teams_walking = 0;  // (under Residency::mu) teams whose ranks look operands up
 
+// Under r.mu: the placements start over when the thread count changed or too many operands were
+// seen, but never while a team walks (its ranks look each operand up one after the other and
+// must agree; run_team starts over before its walk instead).
+bool start_over_if_due(Residency& r, int threads) {
+  if (g_teams_walking != 0 || (static_cast<int>(r.bytes.size()) == threads && r.home.size() < kMaxResident)) return false;
+  r.home.clear();
+  r.bytes.assign(static_cast<size_t>(threads), 0);
+  g_residency_epoch.fetch_add(1, std::memory_order_acq_rel);
+  return true;
+}
+
 int resident_home(const void* key, int64_t bytes_per_task, int64_t n, int threads) {
   // Each calling thread keeps the placements it has looked up, so a decode step's products
   // take no lock once placed (a lock and a shared lookup per product cost a few percent there).
@@ -292,14 +303,7 @@ int resident_home(const void* key, int64_t bytes_per_task, int64_t n, int thread
   }
   Residency& r = residency();
   std::lock_guard lock(r.mu);
-  // Never while a team walks: its ranks look each operand up one after the other and must agree
-  // (run_team starts over before the walk instead).
-  if (g_teams_walking == 0 && (static_cast<int>(r.bytes.size()) != threads || r.home.size() >= kMaxResident)) {
-    r.home.clear();
-    r.bytes.assign(static_cast<size_t>(threads), 0);
-    g_residency_epoch.fetch_add(1, std::memory_order_acq_rel);
-    t_home.clear();
-  }
+  if (start_over_if_due(r, threads)) t_home.clear();
   if (static_cast<int>(r.bytes.size()) != threads) return 0;  // the count changed during a walk: the caller
   t_epoch = g_residency_epoch.load(std::memory_order_acquire);
   if (auto it = r.home.find(key); it != r.home.end()) return t_home[key] = it->second;
@@ -339,11 +343,7 @@ void run_team(int threads, TaskRef body) {
   {
     Residency& r = residency();
     std::lock_guard lock(r.mu);
-    if (g_teams_walking == 0 && (static_cast<int>(r.bytes.size()) != threads || r.home.size() >= kMaxResident)) {  // not in a walk
-      r.home.clear();
-      r.bytes.assign(static_cast<size_t>(threads), 0);
-      g_residency_epoch.fetch_add(1, std::memory_order_acq_rel);
-    }
+    start_over_if_due(r, threads);
     ++g_teams_walking;
   }
   struct Done {
@@ -358,15 +358,15 @@ void run_team(int threads, TaskRef body) {
 bool in_team() { return t_team != nullptr && !t_in_task; }
 
 void team_fence() {
-  if (t_team && !t_in_task) pool().fence();
+  if (in_team()) pool().fence();
 }
 
 void team_barrier() {
-  if (t_team && !t_in_task) pool().barrier();
+  if (in_team()) pool().barrier();
 }
 
 void run_alone(TaskRef f) {
-  if (t_team && !t_in_task) return pool().share(1, f, 0);
+  if (in_team()) return pool().share(1, f, 0);
   f(0);
 }
 
@@ -375,7 +375,7 @@ void team_stop() {
 }
 
 void parallel_for(int64_t n, TaskRef task) {
-  if (t_team && !t_in_task) return pool().share(n, task, -1);
+  if (in_team()) return pool().share(n, task, -1);
   const int threads = static_cast<int>(std::min<int64_t>(num_threads(), n));
   if (threads <= 1 || t_in_task) {
     for (int64_t i = 0; i < n; ++i) task(i);
