@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "test_util.h"
+#include "tiny_lm.h"
 #include "volta/runtime.h"
 #include "volta/builder.h"
 #include "volta/passes.h"
@@ -138,6 +139,54 @@ TEST(Plan, ContiguousSlicesAndTrivialTransposesAreViews) {
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 2; ++j)
       EXPECT_FLOAT_EQ((*out)[2].data<float>()[i * 2 + j], std::exp(0.1f * static_cast<float>(i * 4 + 2 + j)));
+}
+
+// The values a run never writes (a team's kernels read them without waiting): bound leaves and
+// their views, but not a leaf some step writes in place, nor anything a step computes.
+TEST(Plan, FixedValuesAreTheLeavesNoStepWrites) {
+  for (const model::TinyLMConfig& c : {test::tiny_gpt(), test::tiny_llama()}) {
+    auto g = model::build_tinylm_decode(c, 2);
+    ASSERT_OK(g);
+    Runtime rt(make_cpu_backend());
+    auto compiled = rt.compile(*g);
+    ASSERT_OK(compiled);
+    const plan::ExecutionPlan& p = **compiled;
+    const std::vector<bool> fixed = plan::fixed_values(p);
+    ASSERT_EQ(fixed.size(), p.graph.size());
+    int leaves = 0, caches = 0, writes = 0;
+    for (const ir::Node& n : p.graph.nodes) {
+      const bool is_fixed = fixed[static_cast<size_t>(n.id)];
+      if (n.op == ir::Op::CacheWrite) {
+        ++writes;
+        EXPECT_FALSE(is_fixed) << n.name;  // a view of the cache it writes
+      } else if (n.name.rfind("cache.", 0) == 0) {
+        ++caches;
+        EXPECT_FALSE(is_fixed) << n.name;
+      } else if (ir::is_leaf(n.op)) {
+        ++leaves;
+        EXPECT_TRUE(is_fixed) << n.name;  // the tokens, the position, the weights
+      } else if (p.values[static_cast<size_t>(n.id)].view_of < 0) {
+        EXPECT_FALSE(is_fixed) << n.name;
+      }
+    }
+    EXPECT_EQ(caches, 2 * c.layers);
+    EXPECT_EQ(writes, 2 * c.layers);
+    EXPECT_GT(leaves, 3);
+  }
+  // A view of an input is fixed; a counter a step increments, and its view, are not.
+  auto g = ir::parse_graph(R"(graph views {
+  %x: f32[2,4] = input()
+  %n: i64[] = param()
+  %r: f32[8] = reshape(%x) {shape=[8]}
+  %e: f32[8] = exp(%r)
+  %i: i64[] = increment(%n)
+  %v: i64[1] = reshape(%n) {shape=[1]}
+  return %e, %i, %v
+})");
+  ASSERT_OK(g);
+  auto p = plan::make_plan(*g, 0, "cpu", nullptr, {});
+  ASSERT_OK(p);
+  EXPECT_EQ(plan::fixed_values(*p), (std::vector<bool>{true, false, true, false, false, false}));
 }
 
 TEST(Plan, WorkspacesArePlannedAsTemp) {

@@ -19,6 +19,10 @@ namespace volta {
 struct TensorRef {
   std::byte* data = nullptr;
   TensorType type;
+  // A step's input whose bytes stay as they are for the whole run: a bound leaf (an input, param
+  // or constant) that no step of the plan writes in place. A kernel walked on several threads
+  // at once may read such a value outside its tasks without waiting for the others.
+  bool fixed = false;
   template <typename T> T* as() const { return reinterpret_cast<T*>(data); }
   int64_t numel() const { return type.numel(); }
   const Shape& shape() const { return type.shape; }

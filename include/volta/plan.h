@@ -99,6 +99,11 @@ Status verify_schedule(const ir::Graph& g, const std::vector<int32_t>& schedule)
 // No two buffers that are live at the same step share a byte; all inside the arena, aligned.
 Status verify_allocation(const ExecutionPlan& p);
 
+// By value id: whether the value's bytes stay as they are through a run of the plan
+// (TensorRef::fixed): a leaf, or a view of one, that no step writes in place (a KV cache, a
+// param an optimizer updates and a step counter are written).
+std::vector<bool> fixed_values(const ExecutionPlan& p);
+
 // Human-readable schedule + memory plan, and the same as JSON.
 std::string format_plan(const ExecutionPlan& p);
 std::string format_memory_report(const MemoryReport& m);

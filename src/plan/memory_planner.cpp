@@ -324,4 +324,19 @@ Status verify_allocation(const ExecutionPlan& p) {
   return Status::ok();
 }
 
+std::vector<bool> fixed_values(const ExecutionPlan& p) {
+  const ir::Graph& g = p.graph;
+  const auto root = [&](int32_t id) {
+    const int32_t r = p.values[static_cast<size_t>(id)].view_of;
+    return static_cast<size_t>(r >= 0 ? r : id);
+  };
+  std::vector<bool> fixed(g.size(), false);
+  for (size_t id = 0; id < g.size(); ++id) fixed[id] = ir::is_leaf(g.node(static_cast<int32_t>(id)).op);
+  for (const ir::Node& n : g.nodes)
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (ir::writes_input(n.op, i)) fixed[root(n.inputs[i])] = false;
+  for (size_t id = 0; id < g.size(); ++id) fixed[id] = fixed[root(static_cast<int32_t>(id))];
+  return fixed;
+}
+
 }  // namespace volta::plan

@@ -296,7 +296,12 @@ Status Runtime::execute_nodes(const plan::ExecutionPlan& p, RunRefs& cached, boo
       cached.arg_ids.insert(cached.arg_ids.end(), n.inputs.begin(), n.inputs.end());
     }
     cached.args.resize(cached.arg_ids.size());
-    for (size_t i = 0; i < cached.args.size(); ++i) cached.args[i].type = refs[static_cast<size_t>(cached.arg_ids[i])].type;
+    const std::vector<bool> fixed = plan::fixed_values(p);
+    for (size_t i = 0; i < cached.args.size(); ++i) {
+      const auto id = static_cast<size_t>(cached.arg_ids[i]);
+      cached.args[i].type = refs[id].type;
+      cached.args[i].fixed = fixed[id];
+    }
   }
   // Every reference is fixed before the first step runs, so the steps only read them (the
   // backend's walk may run a step on several threads at once).

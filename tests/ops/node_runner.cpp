@@ -88,10 +88,14 @@ Result<std::vector<Tensor>> run_in_place(Backend& be, const ir::Node& node, cons
   VOLTA_RETURN_IF_ERROR(be.copy_in(out_mem.get(), poison.data(), poison.size()));
   // Through the backend's walk, as a plan's step: with several threads the CPU runs a Shared
   // kernel on all of them at once (a team), and the harness compares its bits across 1, 2 and 3.
+  // The inputs are bound leaves, so those the op does not write stay as they are (as a plan's
+  // run marks them: a team's kernel then reads their values outside its tasks without waiting).
   const KernelInfo kernel = be.kernel_info(g, n, level);
   const StepRole role = be.step_role(n, kernel);
+  std::vector<TensorRef> refs = up.refs;
+  for (size_t i = 0; i < refs.size(); ++i) refs[i].fixed = !ir::writes_input(n.op, i);
   VOLTA_RETURN_IF_ERROR(be.walk(std::span(&role, 1), [&](size_t) {
-    return be.execute(n, up.refs, TensorRef{out_mem.get(), n.type}, std::span<std::byte>(ws.get(), ws_bytes), kernel);
+    return be.execute(n, refs, TensorRef{out_mem.get(), n.type}, std::span<std::byte>(ws.get(), ws_bytes), kernel);
   }));
   VOLTA_RETURN_IF_ERROR(be.synchronize());
   std::vector<Tensor> result;

@@ -225,7 +225,7 @@ void store_probs(const ref::AttentionArgs& at, const float* p, float* dst, int64
 }  // namespace
 
 Status attention(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const ref::AttentionArgs at, read_outside_tasks([&] { return ref::attention_args(a); }));
+  VOLTA_ASSIGN_OR_RETURN(const ref::AttentionArgs at, read_outside_tasks(a.in.size() == 4 ? &a.in[3] : nullptr, [&] { return ref::attention_args(a); }));
   const int64_t G = at.G, T = at.T, D = at.D, E = at.E, S = at.keys();
   // (k, v), then (k2, v2): a fixed array, as a decode step allocates nothing per token.
   std::array<Source, 2> blocks{};
@@ -352,7 +352,7 @@ Status attention_grad(const KernelArgs& a) {
 
 // rope: the reference rows (rope_rows), split into tasks of whole rows by the shape alone.
 Status rope(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const int64_t position, read_outside_tasks([&] { return ref::rope_position(a); }));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t position, read_outside_tasks(a.in.size() >= 4 ? &a.in[3] : nullptr, [&] { return ref::rope_position(a); }));
   const int64_t D = std::max<int64_t>(1, a.in[0].shape().back()), rows = a.in[0].numel() / D;
   const int64_t per = std::max<int64_t>(1, 16384 / D);
   parallel_for((rows + per - 1) / per, [&](int64_t t) { ref::rope_rows(a, position, t * per, std::min(rows, (t + 1) * per)); });

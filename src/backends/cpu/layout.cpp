@@ -146,7 +146,7 @@ Status embedding(const KernelArgs& a) {
   const TensorRef& table = a.in[0];
   const TensorRef& ids = a.in[1];
   if (table.shape().size() != 2 || !is_integer(ids.type.dtype)) return run_alone(ref::Embedding, a);
-  VOLTA_RETURN_IF_ERROR(read_outside_tasks([&] { return ref::check_ids(a, ids, table.shape()[0]); }));
+  VOLTA_RETURN_IF_ERROR(read_outside_tasks(&ids, [&] { return ref::check_ids(a, ids, table.shape()[0]); }));
   const size_t row = static_cast<size_t>(table.shape()[1]) * dtype_size(table.type.dtype);
   if (row == 0) return Status::ok();
   parallel_rows(ids.numel(), table.shape()[1], kTaskElements, [&](int64_t p) {

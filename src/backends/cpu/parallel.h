@@ -68,10 +68,13 @@ void run_alone(TaskRef f);
 // throws TeamStopped, which run_team catches.
 void team_stop();
 struct TeamStopped {};
-// f() between team_fence() and team_barrier(): a Shared kernel's read of values the plan
-// computes (a position, ids) outside its tasks.
-template <typename F>
-auto read_outside_tasks(F&& f) {
+// A Shared kernel's read of an input's values (a position, ids) outside its tasks: f() between
+// team_fence() and team_barrier(), unless the input stays as it is for the whole run
+// (TensorRef::fixed: a bound input no step writes, a decode step's position and ids) or there
+// is none (`read` null): then f() at once.
+template <typename Ref, typename F>
+auto read_outside_tasks(const Ref* read, F&& f) {
+  if (!read || read->fixed) return f();
   team_fence();
   auto r = f();
   team_barrier();

@@ -20,7 +20,7 @@ Status softmax(const KernelArgs& a, bool as_log, int64_t axis, double scale, std
   const bool causal = causal_offset.has_value();
   const Shape& s = a.in[0].shape();
   if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return run_alone(as_log ? ref::LogSoftmax : ref::Softmax, a);
-  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, read_outside_tasks([&] { return ref::softmax_offset(a, s.back(), causal_offset); }));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t offset, read_outside_tasks(a.in.size() >= 2 ? &a.in[1] : nullptr, [&] { return ref::softmax_offset(a, s.back(), causal_offset); }));
   const int64_t C = s.back(), rows = C == 0 ? 0 : a.in[0].numel() / C, R = causal ? s[s.size() - 2] : 1;
   const float* x = a.in[0].as<const float>();
   float* out = a.out.as<float>();
