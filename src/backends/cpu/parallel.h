@@ -47,12 +47,13 @@ void parallel_for_resident(const void* key, int64_t bytes_per_task, int64_t n, T
 // [0, threads), rank 0 on the caller; num_threads() inside), and returns when every body has.
 // Inside a body, parallel_for and parallel_for_resident do not fork: every rank makes the same
 // calls with the same task counts (it runs the same kernels on the same arguments) and takes its
-// own share of each call's tasks (the same shares as outside a team). Before working on a share a rank waits until every other
-// rank has finished its last call with a share (whose outputs this one may read, or whose
-// inputs it may overwrite); a rank without a share goes on at once. So a kernel's code outside
-// its tasks runs on every rank: there it may write only its locals and thread-local scratch
-// (anything else goes through run_alone), and it may read values the plan computes (a position,
-// ids) only between team_fence() and team_barrier().
+// own share of each call's tasks (the same shares as outside a team). Before working on a
+// share a rank waits until every other rank has finished its last call with a share (whose
+// outputs this one may read, or whose inputs it may overwrite); a rank without a share goes on
+// at once. So a kernel's code outside its tasks runs on every rank: there it may write only its
+// locals and thread-local scratch (anything else goes through run_alone), and it may read values
+// the plan computes (a position, ids) only between team_fence() and team_barrier()
+// (read_outside_tasks).
 void run_team(int threads, TaskRef body);
 bool in_team();
 // Waits until every other rank has finished its last call with a share: then this rank sees all
