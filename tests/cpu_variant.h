@@ -38,13 +38,20 @@ class CpuWrapper : public Backend {
 class CpuVariant final : public CpuWrapper {
  public:
   // kUnpacked: every kernel, but no packed weights (the wrapper never offers a packing).
-  enum Kind { kNoAttention, kDevice, kUnpacked };
+  // kNoCacheAttention: attention, but its cache writes left as cache_write steps.
+  enum Kind { kNoAttention, kDevice, kUnpacked, kNoCacheAttention };
   explicit CpuVariant(Kind kind) : kind_(kind), caps_(cpu_->capabilities()) {
     if (kind == kNoAttention) std::erase(caps_.ops, ir::Op::Attention), caps_.features.clear();
     if (kind == kUnpacked) std::erase(caps_.features, "matmul.packed_b");
+    if (kind == kNoCacheAttention) std::erase(caps_.ops, ir::Op::CacheAttention);
   }
   std::string name() const override {
-    return kind_ == kDevice ? "fake-device" : kind_ == kUnpacked ? "cpu-unpacked" : "cpu-no-attention";
+    switch (kind_) {
+      case kDevice: return "fake-device";
+      case kUnpacked: return "cpu-unpacked";
+      case kNoCacheAttention: return "cpu-no-cache-attention";
+      default: return "cpu-no-attention";
+    }
   }
   const Capabilities& capabilities() const override { return caps_; }
   bool host_memory() const override { return kind_ != kDevice; }

@@ -144,6 +144,38 @@ TEST(Builder, RunTimePositionAndCacheWriteRules) {
   EXPECT_ERROR_CONTAINS(b.build(), "[cache_write] writes 'c' in place, which must be a param (the model's state) (node 'w')");
 }
 
+// cache_attention: q, the two caches (state), the new rows, the position; what does not fit is
+// an error naming the node.
+TEST(Builder, CacheAttentionRules) {
+  const TensorType q{DType::f32, {1, 4, 1, 8}}, cache{DType::f32, {1, 2, 6, 8}}, rows{DType::f32, {1, 2, 1, 8}};
+  const TensorType position{DType::i32, {1}};
+  auto build = [&](std::vector<TensorType> in, bool state = true) {
+    ModelBuilder b;
+    const ParamInit zeros{"zeros", 0.0, 0.0, false};
+    std::vector<Value> v;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const std::string name = "x" + std::to_string(i);
+      v.push_back(state && (i == 1 || i == 2) ? b.param(name, in[i], zeros) : b.input(name, in[i]));
+    }
+    b.output(b.op(ir::Op::CacheAttention, v, {{"scale", 0.5}, {"causal_offset", int64_t{0}}}, "att"));
+    return b.build();
+  };
+  auto ok = build({q, cache, cache, rows, rows, position});
+  ASSERT_OK(ok);
+  EXPECT_EQ(ok->node(ok->outputs[0]).type.shape, (Shape{1, 4, 1, 8}));
+  EXPECT_ERROR_CONTAINS(build({q, cache, cache, rows, rows, {DType::f32, {1}}}),
+                        "[cache_attention] position must be i32 with one element, got f32[1] (node 'att')");
+  EXPECT_ERROR_CONTAINS(build({q, {DType::f32, {1, 3, 6, 8}}, {DType::f32, {1, 3, 6, 8}}, rows, rows, position}),
+                        "[cache_attention] k cache f32[1,3,6,8] and v cache f32[1,3,6,8] do not match q f32[1,4,1,8]");
+  EXPECT_ERROR_CONTAINS(build({q, cache, cache, {DType::f32, {1, 2, 2, 8}}, rows, position}),
+                        "[cache_attention] k f32[1,2,2,8] and v f32[1,2,1,8] must be the caches' rows for q's 1 positions, "
+                        "f32[1,2,1,8] and f32[1,2,1,8], at most the caches' 6 rows");
+  EXPECT_ERROR_CONTAINS(build({{DType::f32, {1, 4, 7, 8}}, cache, cache, {DType::f32, {1, 2, 7, 8}}, {DType::f32, {1, 2, 7, 8}}, position}),
+                        "at most the caches' 6 rows");
+  EXPECT_ERROR_CONTAINS(build({q, cache, cache, rows, rows, position}, false),
+                        "[cache_attention] writes 'x1' in place, which must be a param (the model's state) (node 'att')");
+}
+
 // The llama variant's ops: grouped-query attention, rope and swiglu refuse what does not fit,
 // naming the node.
 TEST(Builder, GroupedQueriesRopeAndSwigluRules) {

@@ -305,16 +305,23 @@ TEST(Generate, TheFusedAndTheDecomposedDecodeStepGiveTheSameTokens) {
   const model::TinyLMConfig c = tiny_config();
   const Bindings params = tiny_params(c);
   Runtime full(make_cpu_backend());
+  Runtime writes(std::make_unique<test::CpuVariant>(test::CpuVariant::kNoCacheAttention));
   Runtime lacking(std::make_unique<test::CpuVariant>(test::CpuVariant::kNoAttention));
   auto step = model::build_tinylm_decode(c, 2);
   ASSERT_OK(step);
   auto fused = full.compile(*step);
+  auto separate = writes.compile(*step);
   auto unfused = lacking.compile(*step);
   ASSERT_OK(fused);
+  ASSERT_OK(separate);
   ASSERT_OK(unfused);
-  EXPECT_EQ((*fused)->graph.nodes_of(ir::Op::Attention).size(), static_cast<size_t>(c.layers));
+  const auto layers = static_cast<size_t>(c.layers);
+  EXPECT_EQ((*fused)->graph.nodes_of(ir::Op::CacheAttention).size(), layers);  // the writes in the attention
+  EXPECT_EQ((*fused)->graph.nodes_of(ir::Op::CacheWrite).size(), 0u);
+  EXPECT_EQ((*separate)->graph.nodes_of(ir::Op::Attention).size(), layers);
+  EXPECT_EQ((*separate)->graph.nodes_of(ir::Op::CacheWrite).size(), 2 * layers);
   EXPECT_EQ((*unfused)->graph.nodes_of(ir::Op::Attention).size(), 0u);
-  EXPECT_EQ((*fused)->graph.nodes_of(ir::Op::CacheWrite).size(), static_cast<size_t>(2 * c.layers));
+  EXPECT_EQ((*unfused)->graph.nodes_of(ir::Op::CacheAttention).size(), 0u);
   model::SampleOptions o;
   o.temperature = 0.8;
   o.tokens = 12;
@@ -322,141 +329,12 @@ TEST(Generate, TheFusedAndTheDecomposedDecodeStepGiveTheSameTokens) {
   o.seed = 3;
   auto a = generate(full, c, params, {4, 1}, o);
   auto b = generate(lacking, c, params, {4, 1}, o);
+  auto w = generate(writes, c, params, {4, 1}, o);
   ASSERT_OK(a);
   ASSERT_OK(b);
+  ASSERT_OK(w);
   EXPECT_EQ(*a, *b);
-}
-
-// The decode step at position p, after a prefill of positions 0..p-1, gives the bits of the
-// prefill of positions 0..p at its last position: fused or decomposed, with 1 and 2 threads.
-// A position outside the cache is an error naming the node.
-void decode_step_has_the_bits_of_the_prefill(const model::TinyLMConfig& c, bool unfused, const std::string& past_error) {
-  const Bindings params = tiny_params(c);
-  const int64_t B = 2;
-  std::vector<int32_t> seq = {3, 7, 1, 9, 2, 2, 5, 10, 4, 6, 8, 0, 1, 3, 5, 7};  // two rows of 8
-  auto tokens = [&](int64_t n) {
-    Tensor t = Tensor::zeros(DType::i32, {B, n});
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[b * n + i] = seq[static_cast<size_t>(b * c.context + i)];
-    return t;
-  };
-  for (int threads : {1, 2}) {
-    set_cpu_threads(threads);
-    Runtime full(make_cpu_backend());
-    Runtime lacking(std::make_unique<test::CpuVariant>(test::CpuVariant::kNoAttention));
-    std::vector<Runtime*> runtimes{&full};
-    if (unfused) runtimes.push_back(&lacking);
-    for (Runtime* rt : runtimes) {
-      auto gen = model::Generator::create(*rt, c, params);
-      ASSERT_OK(gen);
-      ASSERT_OK(gen->reserve(B));
-      auto step = gen->decode_plan(B);
-      ASSERT_OK(step);
-      for (int64_t pos : {int64_t{1}, int64_t{4}, c.context - 1}) {
-        auto whole = gen->prefill_plan(B, pos + 1);
-        auto part = gen->prefill_plan(B, pos);
-        ASSERT_OK(whole);
-        ASSERT_OK(part);
-        auto want = rt->run(**whole, {{"tokens", tokens(pos + 1)}}, &gen->state());
-        ASSERT_OK(want);
-        ASSERT_OK(rt->run(**part, {{"tokens", tokens(pos)}}, &gen->state()));
-        Tensor last = Tensor::zeros(DType::i32, {B, 1});
-        for (int64_t b = 0; b < B; ++b) last.data<int32_t>()[b] = seq[static_cast<size_t>(b * c.context + pos)];
-        Tensor at = Tensor::zeros(DType::i32, {1});
-        at.data<int32_t>()[0] = static_cast<int32_t>(pos);
-        auto got = rt->run(**step, {{"tokens", last}, {"position", at}}, &gen->state());
-        ASSERT_OK(got);
-        EXPECT_TRUE((*got)[0].bitwise_equal((*want)[0])) << rt->backend().name() << " pos " << pos << " threads " << threads;
-      }
-      Tensor past = Tensor::zeros(DType::i32, {1});
-      past.data<int32_t>()[0] = static_cast<int32_t>(c.context);
-      auto out = rt->run(**step, {{"tokens", Tensor::zeros(DType::i32, {B, 1})}, {"position", past}}, &gen->state());
-      EXPECT_ERROR_CONTAINS(out, past_error);
-    }
-  }
-  set_cpu_threads(0);
-}
-
-TEST(Generate, DecodeStepHasTheBitsOfThePrefill) {
-  decode_step_has_the_bits_of_the_prefill(tiny_config(), true, "[embedding] id 8 at flat position 0 is outside [0, 8) (node 'pos_emb')");
-}
-
-// The llama variant's step emits attention itself (grouped queries over the cache in place): no
-// decomposed form. Its first use of the position is the queries' rotation.
-TEST(Generate, LlamaDecodeStepHasTheBitsOfThePrefill) {
-  decode_step_has_the_bits_of_the_prefill(tiny_llama(), false, "[rope] position 8 is outside [0, 7] (node 'h0.attn.q_rot')");
-}
-
-// cache_write writes the state in place, its value is the written cache, and a position past the
-// cache is an error naming the node (never a write out of bounds).
-TEST(Generate, CacheWriteWritesTheStateInPlace) {
-  ModelBuilder b("write");
-  const ParamInit state{"zeros", 0.0, 0.0, false};
-  Value w = b.op(ir::Op::CacheWrite, {b.param("cache", {DType::f32, {2, 4, 3}}, state), b.input("rows", {DType::f32, {2, 2, 3}}),
-                                      b.input("position", {DType::i32, {1}})}, {}, "w");
-  b.output(b.mul(w, b.scalar(2.0f), "twice"));
-  auto g = b.build();
-  ASSERT_OK(g);
-  for (bool device : {false, true}) {
-    Runtime rt = device ? Runtime(std::make_unique<test::CpuVariant>(test::CpuVariant::kDevice)) : Runtime(make_cpu_backend());
-    auto plan = rt.compile(*g);
-    ASSERT_OK(plan);
-    State s(rt.backend());
-    ASSERT_OK(s.put("cache", Tensor::zeros(DType::f32, {2, 4, 3}), plan::MemClass::KvCache));
-    Tensor rows = Tensor::zeros(DType::f32, {2, 2, 3});
-    for (int64_t i = 0; i < rows.numel(); ++i) rows.data<float>()[i] = static_cast<float>(i + 1);
-    Tensor at = Tensor::zeros(DType::i32, {1});
-    at.data<int32_t>()[0] = 1;
-    auto out = rt.run(**plan, {{"position", at}, {"rows", rows}}, &s);
-    ASSERT_OK(out);
-    auto cache = s.get("cache");
-    ASSERT_OK(cache);
-    const std::vector<float> want = {0, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0, 7, 8, 9, 10, 11, 12, 0, 0, 0};
-    for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ(cache->data<float>()[i], want[i]) << i;
-      EXPECT_EQ((*out)[0].data<float>()[i], 2 * want[i]) << i;
-    }
-    at.data<int32_t>()[0] = 3;  // rows 3 and 4 of 4
-    EXPECT_ERROR_CONTAINS(rt.run(**plan, {{"position", at}, {"rows", rows}}, &s), "[cache_write] position 3 is outside [0, 2] (node 'w')");
-    at.data<int32_t>()[0] = -1;
-    EXPECT_ERROR_CONTAINS(rt.run(**plan, {{"position", at}, {"rows", rows}}, &s), "position -1 is outside [0, 2]");
-  }
-}
-
-// On a device, the caches and params stay there: a decode step uploads the token ids and the
-// position, downloads the logits, and nothing else crosses.
-TEST(Generate, ADecodeStepMovesOnlyTokenIdsPositionAndLogits) {
-  const model::TinyLMConfig c = tiny_config();
-  const Bindings params = tiny_params(c);
-  auto* dev = new test::CpuVariant(test::CpuVariant::kDevice);
-  Runtime rt{std::unique_ptr<Backend>(dev)};
-  auto gen = model::Generator::create(rt, c, params);
-  ASSERT_OK(gen);
-  size_t param_bytes = 0;
-  for (const auto& [name, t] : params) param_bytes += t.bytes();
-  EXPECT_EQ(gen->state().uploaded_bytes(), param_bytes);
-  const int64_t B = 3;
-  model::SampleOptions o;
-  o.temperature = 0.0;
-  o.batch = B;
-  o.tokens = 1;  // the prefill alone: its plan, its constants
-  ASSERT_OK(gen->generate({1, 2}, o));
-  const size_t cache_bytes = static_cast<size_t>(2 * c.layers * B * c.heads * c.context * c.head_dim()) * sizeof(float);
-  EXPECT_EQ(gen->state().bytes(plan::MemClass::KvCache), cache_bytes);
-  EXPECT_EQ(gen->state().uploaded_bytes(), param_bytes + cache_bytes);  // the caches start as zeros, once
-  o.tokens = 2;  // the prefill and one decode step, which compiles the step plan and uploads its constants
-  ASSERT_OK(gen->generate({1, 2}, o));
-  const TransferStats before = rt.transfers();
-  const size_t copied = dev->copied_in;
-  o.tokens = 5;  // the prefill again and four decode steps
-  ASSERT_OK(gen->generate({1, 2}, o));
-  const size_t prefill_in = static_cast<size_t>(B * 2) * 4, step_in = static_cast<size_t>(B) * 4 + 4;
-  const size_t logits = static_cast<size_t>(B * c.vocab) * 4;
-  EXPECT_EQ(rt.transfers().h2d_bytes - before.h2d_bytes, prefill_in + 4 * step_in);
-  EXPECT_EQ(rt.transfers().d2h_bytes - before.d2h_bytes, 5 * logits);
-  EXPECT_EQ(rt.transfers().param_uploads, before.param_uploads);
-  EXPECT_EQ(dev->copied_in - copied, prefill_in + 4 * step_in);
-  EXPECT_EQ(gen->state().uploaded_bytes(), param_bytes + cache_bytes);
+  EXPECT_EQ(*a, *w);
 }
 
 // Params that do not fit the model are an error naming the tensor.

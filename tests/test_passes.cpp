@@ -157,18 +157,19 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   std::vector<std::string> names;
   for (const auto& p : passes::pipeline()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
-                                             "fuse_attention", "fuse_attention_training", "fuse_attention_heads",
-                                             "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad",
+                                             "fuse_attention", "fuse_cache_attention", "fuse_attention_training",
+                                             "fuse_attention_heads", "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad",
                                              "store_attention_probs", "fuse_norm_param_grad", "fuse_matmul_layout",
                                              "fuse_elementwise", "eliminate_dead_code", "pack_matmul_weights"}));
   passes::PipelineOptions opts;
   EXPECT_EQ(passes::pipeline_signature(opts),
-            "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,fuse_attention_training,"
+            "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,fuse_cache_attention,"
+            "fuse_attention_training,"
             "fuse_attention_heads,fuse_matmul_epilogue,fuse_matmul_residual,store_gelu_grad,store_attention_probs,"
             "fuse_norm_param_grad,fuse_matmul_layout,"
             "fuse_elementwise,"
             "eliminate_dead_code,pack_matmul_weights");
-  opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_attention_training",
+  opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_cache_attention", "fuse_attention_training",
                    "fuse_attention_heads", "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad",
                    "store_attention_probs", "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise", "pack_matmul_weights"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");
@@ -338,7 +339,9 @@ TEST(Passes, TinyLMGraphsFuseAttentionWhereNothingElseReadsIt) {
   };
   auto decode = model::build_tinylm_decode(c, 1);
   ASSERT_OK(decode);
-  auto d = passes::run_pipeline(*decode, {});
+  passes::PipelineOptions unfused_writes;
+  unfused_writes.disabled = {"fuse_cache_attention"};
+  auto d = passes::run_pipeline(*decode, unfused_writes);
   ASSERT_OK(d);
   EXPECT_EQ(count(*d, ir::Op::Attention), static_cast<size_t>(c.layers));
   EXPECT_EQ(count(*d, ir::Op::Softmax), 0u);
@@ -349,6 +352,23 @@ TEST(Passes, TinyLMGraphsFuseAttentionWhereNothingElseReadsIt) {
       EXPECT_EQ(d->node(n.inputs[1]).op, ir::Op::CacheWrite);
       EXPECT_EQ(d->node(n.inputs[2]).op, ir::Op::CacheWrite);
       EXPECT_EQ(d->node(n.inputs[3]).name, "position");
+    }
+  // The whole pipeline folds the two writes into the attention that reads them.
+  d = passes::run_pipeline(*decode, {});
+  ASSERT_OK(d);
+  EXPECT_EQ(count(*d, ir::Op::CacheAttention), static_cast<size_t>(c.layers));
+  EXPECT_EQ(count(*d, ir::Op::Attention), 0u);
+  EXPECT_EQ(count(*d, ir::Op::CacheWrite), 0u);
+  int64_t layer = 0;
+  for (const ir::Node& n : d->nodes)
+    if (n.op == ir::Op::CacheAttention) {  // q, the layer's caches (params), its new k and v rows, the position
+      ASSERT_EQ(n.inputs.size(), 6u);
+      EXPECT_EQ(d->node(n.inputs[1]).name, "cache.k." + std::to_string(layer));
+      EXPECT_EQ(d->node(n.inputs[2]).name, "cache.v." + std::to_string(layer));
+      EXPECT_EQ(d->node(n.inputs[1]).op, ir::Op::Param);
+      EXPECT_EQ(d->node(n.inputs[5]).name, "position");
+      EXPECT_EQ(n.attrs.items().size(), 2u);  // scale and causal_offset
+      ++layer;
     }
   auto prefill = model::build_tinylm_prefill(c, 2, 7);
   ASSERT_OK(prefill);

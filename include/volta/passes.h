@@ -31,6 +31,9 @@ Result<ir::Graph> fuse_attention_softmax(const ir::Graph& g);
 // matmul(softmax(matmul(q, k, transpose_b)), v) -> attention(q, k, v), absorbing a two-block
 // concat of k and v (src/passes/fuse_attention.cpp).
 Result<ir::Graph> fuse_attention(const ir::Graph& g);
+// A decode step's two cache_writes and the attention that reads them in place ->
+// cache_attention(q, caches, k, v, position) (src/passes/fuse_cache_attention.cpp).
+Result<ir::Graph> fuse_cache_attention(const ir::Graph& g);
 // The training form: the attention block's forward and backward (after autograd) ->
 // attention(q, k, v) and attention_grad(q, k, v, dy) (src/passes/fuse_attention_training.cpp).
 // `packed_follows`: fuse_attention_heads runs next, so blocks of a packed projection fuse from

@@ -393,6 +393,7 @@ Result<std::vector<Value>> grad_rule(ModelBuilder& b, const ir::Node& n, Value y
     case Op::OptimizerUpdate:
     case Op::Increment: return no_rule(n, "the training step's state updates are not differentiable");
     case Op::CacheWrite: return no_rule(n, "a KV-cache write is not differentiable");
+    case Op::CacheAttention: return no_rule(n, "it writes the KV cache (a decode step's attention) and is not differentiable");
     case Op::BitwiseAnd: return no_rule(n, "it computes on integers");
     case Op::GatherElements:
     case Op::GatherNd:

@@ -35,7 +35,9 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
   VOLTA_ASSIGN_OR_RETURN(auto infer_plan, rt.compile(infer, opts));
   VOLTA_ASSIGN_OR_RETURN(ir::Graph decode, model::build_tinylm_decode(r.model, 1));
   VOLTA_ASSIGN_OR_RETURN(auto decode_plan, rt.compile(decode, opts));
-  const size_t cache_writes = decode_plan->graph.nodes_of(ir::Op::CacheWrite).size();
+  // Steps that write the KV cache in place: cache_write, or attention with its write fused in.
+  const size_t cache_writes = decode_plan->graph.nodes_of(ir::Op::CacheWrite).size() +
+                              decode_plan->graph.nodes_of(ir::Op::CacheAttention).size();
   int64_t total = 0;
   for (const auto& [name, t] : ck.state.params) total += t.numel();
   const size_t updates = tp.step->graph.nodes_of(ir::Op::OptimizerUpdate).size();
@@ -73,7 +75,7 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
               plan::format_memory_report(tp.step->memory).c_str());
   std::printf("\ninference (prefill of %lld tokens, batch 1): %zu steps\n%s", static_cast<long long>(r.model.context),
               infer_plan->schedule.size(), plan::format_memory_report(infer_plan->memory).c_str());
-  std::printf("\ndecode step (one token, batch 1, any position): %zu steps, %zu of them KV-cache writes in place\n%s",
+  std::printf("\ndecode step (one token, batch 1, any position): %zu steps, %zu of them write the KV cache in place\n%s",
               decode_plan->schedule.size(), cache_writes, plan::format_memory_report(decode_plan->memory).c_str());
   return Status::ok();
 }

@@ -182,6 +182,34 @@ Result<TensorType> infer_cache_write(std::span<const TensorType> in) {
   return in[0];
 }
 
+// (q [..., H, T, D], k cache [..., Hk, S, D], v cache [..., Hk, S, E], k [..., Hk, T, D],
+// v [..., Hk, T, E], position i32 [1]) -> [..., H, T, E].
+Result<TensorType> infer_cache_attention(std::span<const TensorType> in, const Attrs& attrs) {
+  const Op op = Op::CacheAttention;
+  const char* names[] = {"q", "k cache", "v cache", "k", "v"};
+  for (size_t i = 0; i < 5; ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
+  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+  VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
+  if (in[5].dtype != DType::i32 || in[5].numel() != 1)
+    return fail(op, "position must be i32 with one element, got " + in[5].to_string());
+  const Shape& q = in[0].shape;
+  if (q.size() < 2) return fail(op, "q must have rank >= 2, got " + in[0].to_string());
+  const size_t r = q.size();
+  const Shape &kc = in[1].shape, &vc = in[2].shape;
+  if (!kv_batch_fits(q, kc) || vc.size() != r || !std::equal(kc.begin(), kc.end() - 1, vc.begin()) || kc[r - 1] != q[r - 1])
+    return fail(op, "k cache " + in[1].to_string() + " and v cache " + in[2].to_string() + " do not match q " +
+                        in[0].to_string() + " (want [..., S, D] and [..., S, E] with q's batch dims, or a divisor of q's heads)");
+  Shape k = kc, v = vc;
+  k[r - 2] = v[r - 2] = q[r - 2];
+  if (in[3].shape != k || in[4].shape != v || q[r - 2] > kc[r - 2])
+    return fail(op, "k " + in[3].to_string() + " and v " + in[4].to_string() + " must be the caches' rows for q's " +
+                        std::to_string(q[r - 2]) + " positions, " + TensorType{DType::f32, k}.to_string() + " and " +
+                        TensorType{DType::f32, v}.to_string() + ", at most the caches' " + std::to_string(kc[r - 2]) + " rows");
+  Shape out = q;
+  out.back() = vc[r - 1];
+  return TensorType{DType::f32, out};
+}
+
 // (x [..., T, D], cos [P, D/2], sin [P, D/2], optionally position i32 [1]) -> x's type.
 Result<TensorType> infer_rope(std::span<const TensorType> in) {
   const Op op = Op::Rope;

@@ -55,6 +55,7 @@ Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& 
 Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const Attrs& attrs);
 Result<TensorType> infer_rope(std::span<const TensorType> in);
 Result<TensorType> infer_cache_write(std::span<const TensorType> in);
+Result<TensorType> infer_cache_attention(std::span<const TensorType> in, const Attrs& attrs);
 
 // The gated MLP activations' rules (infer_activation.cpp).
 Result<TensorType> infer_swiglu(Op op, std::span<const TensorType> in);

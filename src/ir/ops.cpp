@@ -474,6 +474,7 @@ bool is_leaf(Op op) { return op == Op::Input || op == Op::Param || op == Op::Con
 bool writes_input(Op op, size_t i) {
   if (op == Op::OptimizerUpdate) return i == 0 || i >= 5;  // the param and its slots
   if (op == Op::Increment || op == Op::CacheWrite) return i == 0;
+  if (op == Op::CacheAttention) return i == 1 || i == 2;  // the caches
   return false;
 }
 
@@ -550,6 +551,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::OptimizerUpdate: return infer_optimizer_update(in, attrs);
     case Op::Increment: return infer_increment(in);
     case Op::CacheWrite: return infer_cache_write(in);
+    case Op::CacheAttention: return infer_cache_attention(in, attrs);
     case Op::Rope: return infer_rope(in);
     case Op::Swiglu: case Op::SwigluGrad: return infer_swiglu(op, in);
     case Op::Less: case Op::LessEqual: return infer_compare(op, in);

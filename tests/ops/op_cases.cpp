@@ -1,4 +1,5 @@
 #include "ops/op_cases.h"
+#include "ops/op_case_build.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,45 +14,7 @@ namespace volta::test {
 
 namespace {
 
-using ir::Op;
-using A = ir::Attrs;
-using Ints = std::vector<int64_t>;
-
-CaseInput f(Shape s) { return {{DType::f32, std::move(s)}, Fill::Normal}; }
-CaseInput pos(Shape s) { return {{DType::f32, std::move(s)}, Fill::Positive}; }
-CaseInput distinct(Shape s) { return {{DType::f32, std::move(s)}, Fill::Distinct}; }
-CaseInput ids(DType t, Shape s, int64_t bound) { return {{t, std::move(s)}, Fill::Ids, static_cast<double>(bound)}; }
-CaseInput i32(Shape s, int64_t bound) { return ids(DType::i32, std::move(s), bound); }
-CaseInput i64(Shape s, int64_t bound) { return ids(DType::i64, std::move(s), bound); }
-CaseInput value(DType t, Shape s, double v) { return {{t, std::move(s)}, Fill::Value, v}; }
-CaseInput mask(Shape s) { return {{DType::f32, std::move(s)}, Fill::Mask}; }
-CaseInput cos_table(int64_t P, int64_t half) { return {{DType::f32, {P, half}}, Fill::Rotary, 0}; }
-CaseInput sin_table(int64_t P, int64_t half) { return {{DType::f32, {P, half}}, Fill::Rotary, 1}; }
-
-ir::AttrValue I(int64_t v) { return v; }
-ir::AttrValue F(double v) { return v; }
-ir::AttrValue S(const char* v) { return std::string(v); }
-ir::AttrValue V(Ints v) { return v; }
-
-OpCase C(std::vector<CaseInput> in, A attrs = {}, double tol = 0) {
-  OpCase c;
-  c.inputs = std::move(in);
-  c.attrs = std::move(attrs);
-  c.tol = tol;
-  return c;
-}
-OpCase needs(std::string feature, OpCase c) {
-  c.feature = std::move(feature);
-  return c;
-}
-OpCase no_grad(OpCase c, std::string why) {
-  c.no_grad = std::move(why);
-  return c;
-}
-OpCase stored(OpCase c) {  // attention with store_probs
-  c.attrs.set("store_probs", int64_t{1});
-  return needs("attention.stored_probs", no_grad(std::move(c), "a result the passes write after autograd"));
-}
+using namespace cases;  // NOLINT(google-build-using-namespace): the case table's vocabulary
 
 // Ops of category Unary, exact or within `tol`; kinked ones (relu, abs, sign) get distinct
 // values, none within a finite-difference step of the kink.
@@ -190,86 +153,8 @@ std::vector<OpCase> cases_of(Op op) {
       };
     case Op::LogSoftmax: return {C({f({3, 4, 65})}, A{{"axis", I(2)}}, 1e-6), C({f({5, 7})}, A{{"axis", I(0)}}, 1e-6)};
 
-    case Op::Attention:
-      return {
-          C({f({2, 4, 5, 32}), f({2, 4, 7, 32}), f({2, 4, 7, 32})}, A{{"scale", F(0.2)}}, 2e-6),
-          C({f({3, 9, 8}), f({3, 9, 8}), f({3, 9, 5})}, A{{"scale", F(0.3)}, {"causal_offset", I(0)}}, 2e-6),
-          C({f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 21})}, A{{"scale", F(0.25)}, {"causal_offset", I(0)}}, 5e-6),
-          C({f({2, 37, 8}), f({2, 50, 8}), f({2, 50, 8})}, A{{"causal_offset", I(13)}}, 2e-6),
-          no_grad(C({f({2, 20, 8}), f({2, 20, 8}), f({2, 20, 8})}, A{{"causal_offset", I(-3)}}, 5e-6),
-                  "rows that keep no key are nan"),
-          C({f({2, 12, 8}), f({2, 30, 8}), f({2, 30, 8})}, A{{"scale", F(0.5)}, {"prefix", I(17)}}, 2e-6),
-          C({f({2, 4, 3}), f({2, 3, 3}), f({2, 3, 5}), f({2, 2, 3}), f({2, 2, 5})},
-            A{{"scale", F(0.6)}, {"causal_offset", I(1)}, {"prefix", I(2)}}, 2e-6),  // a prefix of k, v, then k2, v2
-          // rows enough for CUDA's tiled kernels: k, v then k2, v2; a head width off the float4
-          C({f({2, 10, 8}), f({2, 6, 8}), f({2, 6, 5}), f({2, 10, 8}), f({2, 10, 5})},
-            A{{"scale", F(0.45)}, {"causal_offset", I(6)}}, 2e-6),
-          C({f({2, 20, 5}), f({2, 20, 5}), f({2, 20, 7})}, A{{"scale", F(0.4)}, {"causal_offset", I(0)}}, 2e-6),
-          // a head width of 64 (CUDA's tiled kernels take it 4 rows by 4 columns a thread): two
-          // row blocks, the second partial; 70 keys, three tiles, the last partial
-          no_grad(C({f({2, 2, 45, 64}), f({2, 2, 45, 64}), f({2, 2, 45, 64})}, A{{"scale", F(0.125)}, {"causal_offset", I(0)}}, 3e-5),
-                  "the rule is the narrower cases'; attention_grad's cases check this width"),
-          no_grad(C({f({1, 2, 40, 64}), f({1, 2, 70, 64}), f({1, 2, 70, 64})}, A{{"scale", F(0.125)}}, 3e-5),
-                  "the rule is the narrower cases'; attention_grad's cases check this width"),
-          // key rows wider than value rows: the tiles hold the wider
-          C({f({2, 2, 20, 64}), f({2, 2, 20, 64}), f({2, 2, 20, 32})}, A{{"scale", F(0.125)}, {"causal_offset", I(0)}}, 3e-5),
-          // a decode step over a cache and the new position (k2, v2), then the cache read in place
-          C({f({1, 4, 1, 32}), f({1, 4, 20, 32}), f({1, 4, 20, 32}), f({1, 4, 1, 32}), f({1, 4, 1, 32})},
-            A{{"scale", F(0.17)}, {"causal_offset", I(20)}}, 2e-6),
-          no_grad(C({f({2, 6, 3}), f({2, 2, 3}), f({2, 2, 19}), f({2, 33, 3}), f({2, 33, 19})}, A{{"causal_offset", I(-1)}}, 2e-6),
-                  "row 0 keeps no key: nan"),
-          no_grad(C({f({1, 2, 1, 8}), f({1, 2, 10, 8}), f({1, 2, 10, 8}), value(DType::i32, {}, 4)},
-                    A{{"scale", F(0.35)}, {"causal_offset", I(0)}}, 2e-6),
-                  "the position form has no gradient"),
-          // grouped queries: k and v with fewer heads than q (self-attention, a prefix, k2 and v2, a decode step)
-          C({f({2, 4, 9, 8}), f({2, 2, 9, 8}), f({2, 2, 9, 8})}, A{{"scale", F(0.3)}, {"causal_offset", I(0)}}, 2e-6),
-          C({f({1, 6, 20, 16}), f({1, 2, 20, 16}), f({1, 2, 20, 16})}, A{{"scale", F(0.25)}, {"causal_offset", I(0)}}, 5e-6),
-          C({f({2, 4, 5, 8}), f({2, 1, 12, 8}), f({2, 1, 12, 6})}, A{{"prefix", I(7)}, {"causal_offset", I(2)}}, 2e-6),
-          C({f({1, 4, 3, 8}), f({1, 2, 4, 8}), f({1, 2, 4, 6}), f({1, 2, 3, 8}), f({1, 2, 3, 6})},
-            A{{"scale", F(0.4)}, {"causal_offset", I(4)}}, 2e-6),
-          no_grad(C({f({1, 4, 1, 8}), f({1, 2, 10, 8}), f({1, 2, 10, 8}), value(DType::i32, {}, 6)},
-                    A{{"scale", F(0.35)}, {"causal_offset", I(0)}}, 2e-6),
-                  "the position form has no gradient"),
-          // an additive mask (an imported attention): broadcast over heads, over heads and rows, or
-          // whole; few query rows (per-row path) and many (the GEMM path); fully masked rows are nan,
-          // or zeros with zero_nan_probs
-          no_grad(C({f({2, 3, 12, 16}), f({2, 3, 20, 16}), f({2, 3, 20, 8}), mask({2, 1, 12, 20})},
-                    A{{"scale", F(0.25)}}, 2e-6),
-                  "the mask form has no gradient"),
-          no_grad(C({f({2, 3, 12, 16}), f({2, 3, 20, 16}), f({2, 3, 20, 8}), mask({2, 1, 1, 20})},
-                    A{{"scale", F(0.3)}, {"zero_nan_probs", I(1)}}, 2e-6),
-                  "the mask form has no gradient"),
-          no_grad(C({f({2, 2, 3, 8}), f({2, 2, 9, 8}), f({2, 2, 9, 5}), mask({2, 2, 3, 9})}, A{{"zero_nan_probs", I(1)}}, 2e-6),
-                  "the mask form has no gradient"),
-          no_grad(C({f({4, 10, 8}), f({4, 10, 8}), f({4, 10, 8}), mask({10, 10})},
-                    A{{"scale", F(0.5)}, {"causal_offset", I(0)}, {"zero_nan_probs", I(1)}}, 2e-6),
-                  "the mask form has no gradient"),
-          // packed_heads: q, k, v the thirds of packed rows, the output's heads side by side; many
-          // query rows (GEMM path), few (per-row path), and a head width off the vector width
-          no_grad(C({f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 96})},
-                    A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-6),
-                  "a layout the passes write after autograd"),
-          no_grad(C({f({1, 5, 96}), f({1, 5, 96}), f({1, 5, 96})}, A{{"causal_offset", I(0)}, {"packed_heads", I(4)}}, 2e-6),
-                  "a layout the passes write after autograd"),
-          no_grad(C({f({2, 40, 384}), f({2, 40, 384}), f({2, 40, 384})},
-                    A{{"scale", F(0.125)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 3e-5),
-                  "a layout the passes write after autograd"),
-          no_grad(C({f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 45})}, A{{"scale", F(0.4)}, {"packed_heads", I(3)}}, 2e-6),
-                  "a layout the passes write after autograd"),
-          no_grad(C({f({2, 3, 10, 45}), f({2, 3, 10, 45}), f({2, 3, 10, 45})},
-                    A{{"causal_offset", I(2)}, {"packed_heads", I(3)}}, 2e-6),
-                  "a layout the passes write after autograd"),
-          // store_probs: the output, then the probabilities; the GEMM path and the per-row path,
-          // packed heads, grouped queries, no mask
-          stored(C({f({2, 3, 40, 16}), f({2, 3, 40, 16}), f({2, 3, 40, 16})}, A{{"scale", F(0.25)}, {"causal_offset", I(0)}},
-                   5e-6)),
-          stored(C({f({2, 5, 8}), f({2, 5, 8}), f({2, 5, 8})}, A{{"causal_offset", I(0)}}, 2e-6)),
-          stored(C({f({2, 40, 96}), f({2, 40, 96}), f({2, 40, 96})},
-                   A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-6)),
-          stored(C({f({2, 4, 9, 8}), f({2, 2, 9, 8}), f({2, 2, 9, 8})}, A{{"scale", F(0.3)}, {"causal_offset", I(1)}}, 2e-6)),
-          stored(C({f({3, 20, 8}), f({3, 20, 8}), f({3, 20, 8})}, A{{"scale", F(0.4)}}, 5e-6)),
-          stored(C({f({2, 20, 8}), f({2, 20, 8}), f({2, 20, 8})}, A{{"causal_offset", I(-3)}}, 5e-6)),
-      };
+    case Op::Attention: return attention_cases();
+    case Op::CacheAttention: return cache_attention_cases();
     case Op::Rope:
       return {
           C({f({2, 3, 7, 16}), cos_table(10, 8), sin_table(10, 8)}, {}, 1e-6),
@@ -478,7 +363,10 @@ std::vector<OpCase> cases_of(Op op) {
     case Op::Increment: return {C({value(DType::i64, {}, 41)}), C({value(DType::i64, {}, 7), value(DType::f32, {}, 0)})};
     case Op::CacheWrite:
       return {C({f({2, 8, 4}), f({2, 3, 4}), value(DType::i32, {}, 2)}),
-              C({f({1, 2, 6, 8}), f({1, 2, 1, 8}), value(DType::i32, {}, 5)})};
+              C({f({1, 2, 6, 8}), f({1, 2, 1, 8}), value(DType::i32, {}, 5)}),
+              // columns: a key cache stored transposed, a prompt's keys then a decode step's
+              needs("attention.keys_transposed", C({f({2, 4, 8}), f({2, 4, 3}), value(DType::i32, {}, 5)}, A{{"axis", I(-1)}})),
+              needs("attention.keys_transposed", C({f({1, 2, 8, 6}), f({1, 2, 8, 1}), value(DType::i32, {}, 4)}, A{{"axis", I(-1)}}))};
 
     case Op::Less:
     case Op::LessEqual: return {C({i32({4, 5}, 3), i32({5}, 3)}), C({distinct({4, 5}), distinct({5})}), C({i64({3, 1}, 4), i64({4}, 4)})};

@@ -222,10 +222,11 @@ void store_probs(const ref::AttentionArgs& at, const float* p, float* dst, int64
   stream_done();
 }
 
-}  // namespace
-
-Status attention(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const ref::AttentionArgs at, read_outside_tasks(a.in.size() == 4 ? &a.in[3] : nullptr, [&] { return ref::attention_args(a); }));
+// attention, or with `cache` cache_attention (inputs q, the caches, the new rows k and v, the
+// position): each task first writes the new rows of the key heads whose first query head it
+// takes into the caches, rows the call does not read (it reads the cached rows before them and
+// the new rows where they are), so the writes need no order among the tasks.
+Status attend(const KernelArgs& a, const ref::AttentionArgs& at, bool cache) {
   const int64_t G = at.G, T = at.T, D = at.D, E = at.E, S = at.keys();
   // (k, v), then (k2, v2): a fixed array, as a decode step allocates nothing per token.
   std::array<Source, 2> blocks{};
@@ -270,6 +271,11 @@ Status attention(const KernelArgs& a) {
     std::array<KeyScoreRow, kGroupsTogether> score_rows{};
     for (int64_t gi = 0; gi < n; ++gi) {
       const int64_t g = g0 + gi;
+      if (cache && g % at.rep == 0) {
+        const int64_t row = at.kv(g) * at.cap[0] + at.used[0];
+        std::copy_n(src[1].k + at.kv(g) * T * D, T * D, a.in[1].as<float>() + row * D);
+        std::copy_n(src[1].v + at.kv(g) * T * E, T * E, a.in[2].as<float>() + row * E);
+      }
       const float** grows = rows.data() + gi * S;
       int64_t first = 0;  // the block's first key in the group
       for (size_t b = 0; b < src.size(); ++b) {
@@ -315,6 +321,18 @@ Status attention(const KernelArgs& a) {
     }
   });
   return Status::ok();
+}
+
+}  // namespace
+
+Status attention(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const ref::AttentionArgs at, read_outside_tasks(a.in.size() == 4 ? &a.in[3] : nullptr, [&] { return ref::attention_args(a); }));
+  return attend(a, at, false);
+}
+
+Status cache_attention(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const ref::AttentionArgs at, read_outside_tasks(&a.in[5], [&] { return ref::cache_attention_args(a); }));
+  return attend(a, at, true);
 }
 
 Status attention_grad(const KernelArgs& a) {

@@ -72,6 +72,7 @@ std::array<KernelEntry, ir::kNumOps> cpu_kernels() {
   shared(Op::Embedding, embedding);
   set(Op::EmbeddingGrad, embedding_grad);
   shared(Op::Attention, attention);
+  shared(Op::CacheAttention, cache_attention);
   set(Op::AttentionGrad, attention_grad);
   shared(Op::Rope, rope);
   shared(Op::Matmul, matmul);

@@ -139,6 +139,7 @@ Status embedding_grad(const KernelArgs& a);
 // attention.cpp: the same bits as the unfused matmul -> softmax -> matmul and its backward;
 // checked against ref::Attention, ref::AttentionGrad and those compositions. rope on the threads.
 Status attention(const KernelArgs& a);
+Status cache_attention(const KernelArgs& a);
 Status attention_grad(const KernelArgs& a);
 Status rope(const KernelArgs& a);
 

@@ -1,5 +1,6 @@
 // Reference attention: the composition it replaces, written out per query row in double
 // (scores rounded to f32 as a matmul stores them, softmax as ref_softmax, then the weighted sum).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -61,8 +62,25 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
   return at;
 }
 
-Status Attention(const KernelArgs& a) {
-  VOLTA_ASSIGN_OR_RETURN(const AttentionArgs at, attention_args(a));
+Result<AttentionArgs> cache_attention_args(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto attrs, ir::typed_attrs<ir::Op::CacheAttention>(a.node));
+  AttentionArgs at = scaled_mask(*attrs);
+  const Shape& qs = a.in[0].shape();
+  const size_t r = qs.size();
+  at.G = dims_product(qs, 0, r - 2), at.T = qs[r - 2], at.D = qs[r - 1], at.E = a.in[2].shape()[r - 1];
+  at.rep = at.G / std::max<int64_t>(1, dims_product(a.in[1].shape(), 0, r - 2));
+  at.cap[0] = a.in[1].shape()[r - 2];
+  VOLTA_ASSIGN_OR_RETURN(const int64_t position, position_input(a, 5, at.cap[0] - at.T));
+  at.used[0] = position;  // the cached keys; the new ones follow as the second block
+  at.cap[1] = at.used[1] = at.T;
+  at.offset = offset_at(at.offset, at.cap[0], position);
+  at.set_layout(0);
+  return at;
+}
+
+namespace {
+
+Status attend(const KernelArgs& a, const AttentionArgs& at) {
   const double scale = at.scale;
   const bool causal = at.causal;
   const int64_t offset = at.offset, G = at.G, T = at.T, D = at.D, E = at.E, S1 = at.used[0],
@@ -108,6 +126,26 @@ Status Attention(const KernelArgs& a) {
     }
   }
   return Status::ok();
+}
+
+}  // namespace
+
+Status Attention(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const AttentionArgs at, attention_args(a));
+  return attend(a, at);
+}
+
+// The new rows into the caches at the position, then attention over the cached rows before it
+// and the new rows (read where they are, as the second block of keys).
+Status CacheAttention(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const AttentionArgs at, cache_attention_args(a));
+  const Shape& cache = a.in[1].shape();
+  for (int64_t kv = 0; kv < dims_product(cache, 0, cache.size() - 2); ++kv) {  // (rep is 0 when q has no rows)
+    const int64_t row = kv * at.cap[0] + at.used[0];
+    std::copy_n(in_f32(a, 3) + kv * at.T * at.D, at.T * at.D, a.in[1].as<float>() + row * at.D);
+    std::copy_n(in_f32(a, 4) + kv * at.T * at.E, at.T * at.E, a.in[2].as<float>() + row * at.E);
+  }
+  return attend(a, at);
 }
 
 }  // namespace volta::cpu::ref

@@ -1,0 +1,218 @@
+// TinyLM's decode step against its KV cache: the bits of the prefill, the caches it leaves, the
+// cache write, and what a step moves between host and device.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu_variant.h"
+#include "model/generate.h"
+#include "test_util.h"
+#include "tiny_lm.h"
+
+namespace volta {
+namespace {
+
+model::TinyLMConfig tiny_config() { return test::tiny_gpt(); }
+using test::tiny_llama;
+using test::tiny_params;
+
+// The decode step at position p, after a prefill of positions 0..p-1, gives the bits of the
+// prefill of positions 0..p at its last position, and leaves the caches as that prefill does:
+// fused (its cache writes in the attention or not) or decomposed, with 1 and 2 threads.
+// A position outside the cache is an error naming the node.
+void decode_step_has_the_bits_of_the_prefill(const model::TinyLMConfig& c, bool unfused, const std::string& past_error) {
+  const Bindings params = tiny_params(c);
+  const int64_t B = 2;
+  std::vector<int32_t> seq = {3, 7, 1, 9, 2, 2, 5, 10, 4, 6, 8, 0, 1, 3, 5, 7};  // two rows of 8
+  auto tokens = [&](int64_t n) {
+    Tensor t = Tensor::zeros(DType::i32, {B, n});
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[b * n + i] = seq[static_cast<size_t>(b * c.context + i)];
+    return t;
+  };
+  for (int threads : {1, 2}) {
+    set_cpu_threads(threads);
+    Runtime full(make_cpu_backend());
+    Runtime writes(std::make_unique<test::CpuVariant>(test::CpuVariant::kNoCacheAttention));
+    Runtime lacking(std::make_unique<test::CpuVariant>(test::CpuVariant::kNoAttention));
+    std::vector<Runtime*> runtimes{&full, &writes};
+    if (unfused) runtimes.push_back(&lacking);
+    for (Runtime* rt : runtimes) {
+      auto gen = model::Generator::create(*rt, c, params);
+      ASSERT_OK(gen);
+      ASSERT_OK(gen->reserve(B));
+      auto step = gen->decode_plan(B);
+      ASSERT_OK(step);
+      for (int64_t pos : {int64_t{1}, int64_t{4}, c.context - 1}) {
+        auto whole = gen->prefill_plan(B, pos + 1);
+        auto part = gen->prefill_plan(B, pos);
+        ASSERT_OK(whole);
+        ASSERT_OK(part);
+        auto cache_name = [](size_t i) { return (i % 2 ? "cache.v." : "cache.k.") + std::to_string(i / 2); };
+        std::vector<Tensor> caches(static_cast<size_t>(2 * c.layers));
+        auto clear_caches = [&] {  // zeros, so only rows written since count
+          for (size_t i = 0; i < caches.size(); ++i) {
+            auto t = gen->state().get(cache_name(i));
+            ASSERT_OK(t);
+            ASSERT_OK(gen->state().put(cache_name(i), Tensor::zeros(t->dtype(), t->shape()), plan::MemClass::KvCache));
+          }
+        };
+        clear_caches();
+        auto want = rt->run(**whole, {{"tokens", tokens(pos + 1)}}, &gen->state());
+        ASSERT_OK(want);
+        for (size_t i = 0; i < caches.size(); ++i) {  // as the whole prefill leaves them: the step must write the same rows
+          auto t = gen->state().get(cache_name(i));
+          ASSERT_OK(t);
+          caches[i] = *t;
+        }
+        clear_caches();
+        ASSERT_OK(rt->run(**part, {{"tokens", tokens(pos)}}, &gen->state()));
+        Tensor last = Tensor::zeros(DType::i32, {B, 1});
+        for (int64_t b = 0; b < B; ++b) last.data<int32_t>()[b] = seq[static_cast<size_t>(b * c.context + pos)];
+        Tensor at = Tensor::zeros(DType::i32, {1});
+        at.data<int32_t>()[0] = static_cast<int32_t>(pos);
+        auto got = rt->run(**step, {{"tokens", last}, {"position", at}}, &gen->state());
+        ASSERT_OK(got);
+        EXPECT_TRUE((*got)[0].bitwise_equal((*want)[0])) << rt->backend().name() << " pos " << pos << " threads " << threads;
+        for (size_t i = 0; i < caches.size(); ++i) {
+          auto t = gen->state().get(cache_name(i));
+          ASSERT_OK(t);
+          EXPECT_TRUE(t->bitwise_equal(caches[i])) << "cache " << i << " pos " << pos << " threads " << threads;
+        }
+      }
+      Tensor past = Tensor::zeros(DType::i32, {1});
+      past.data<int32_t>()[0] = static_cast<int32_t>(c.context);
+      auto out = rt->run(**step, {{"tokens", Tensor::zeros(DType::i32, {B, 1})}, {"position", past}}, &gen->state());
+      EXPECT_ERROR_CONTAINS(out, past_error);
+    }
+  }
+  set_cpu_threads(0);
+}
+
+TEST(Generate, DecodeStepHasTheBitsOfThePrefill) {
+  decode_step_has_the_bits_of_the_prefill(tiny_config(), true, "[embedding] id 8 at flat position 0 is outside [0, 8) (node 'pos_emb')");
+}
+
+// The llama variant's step emits attention itself (grouped queries over the cache in place): no
+// decomposed form. Its first use of the position is the queries' rotation.
+TEST(Generate, LlamaDecodeStepHasTheBitsOfThePrefill) {
+  decode_step_has_the_bits_of_the_prefill(tiny_llama(), false, "[rope] position 8 is outside [0, 7] (node 'h0.attn.q_rot')");
+}
+
+// cache_write writes the state in place, its value is the written cache, and a position past the
+// cache is an error naming the node (never a write out of bounds).
+TEST(Generate, CacheWriteWritesTheStateInPlace) {
+  ModelBuilder b("write");
+  const ParamInit state{"zeros", 0.0, 0.0, false};
+  Value w = b.op(ir::Op::CacheWrite, {b.param("cache", {DType::f32, {2, 4, 3}}, state), b.input("rows", {DType::f32, {2, 2, 3}}),
+                                      b.input("position", {DType::i32, {1}})}, {}, "w");
+  b.output(b.mul(w, b.scalar(2.0f), "twice"));
+  auto g = b.build();
+  ASSERT_OK(g);
+  for (bool device : {false, true}) {
+    Runtime rt = device ? Runtime(std::make_unique<test::CpuVariant>(test::CpuVariant::kDevice)) : Runtime(make_cpu_backend());
+    auto plan = rt.compile(*g);
+    ASSERT_OK(plan);
+    State s(rt.backend());
+    ASSERT_OK(s.put("cache", Tensor::zeros(DType::f32, {2, 4, 3}), plan::MemClass::KvCache));
+    Tensor rows = Tensor::zeros(DType::f32, {2, 2, 3});
+    for (int64_t i = 0; i < rows.numel(); ++i) rows.data<float>()[i] = static_cast<float>(i + 1);
+    Tensor at = Tensor::zeros(DType::i32, {1});
+    at.data<int32_t>()[0] = 1;
+    auto out = rt.run(**plan, {{"position", at}, {"rows", rows}}, &s);
+    ASSERT_OK(out);
+    auto cache = s.get("cache");
+    ASSERT_OK(cache);
+    const std::vector<float> want = {0, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0, 7, 8, 9, 10, 11, 12, 0, 0, 0};
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(cache->data<float>()[i], want[i]) << i;
+      EXPECT_EQ((*out)[0].data<float>()[i], 2 * want[i]) << i;
+    }
+    at.data<int32_t>()[0] = 3;  // rows 3 and 4 of 4
+    EXPECT_ERROR_CONTAINS(rt.run(**plan, {{"position", at}, {"rows", rows}}, &s), "[cache_write] position 3 is outside [0, 2] (node 'w')");
+    at.data<int32_t>()[0] = -1;
+    EXPECT_ERROR_CONTAINS(rt.run(**plan, {{"position", at}, {"rows", rows}}, &s), "position -1 is outside [0, 2]");
+  }
+}
+
+// cache_attention writes its new rows into the caches in place (those are state, class
+// kv_cache), and a position past the caches is an error naming the node, never a write out of
+// bounds.
+TEST(Generate, CacheAttentionWritesTheCachesInPlace) {
+  ModelBuilder b("attend");
+  const ParamInit state{"zeros", 0.0, 0.0, false};
+  const TensorType cache{DType::f32, {1, 2, 4, 2}}, rows{DType::f32, {1, 2, 1, 2}};
+  b.output(b.op(ir::Op::CacheAttention,
+                {b.input("q", {DType::f32, {1, 2, 1, 2}}), b.param("ck", cache, state), b.param("cv", cache, state),
+                 b.input("k", rows), b.input("v", rows), b.input("position", {DType::i32, {1}})},
+                {{"causal_offset", int64_t{0}}}, "att"));
+  auto g = b.build();
+  ASSERT_OK(g);
+  Runtime rt(make_cpu_backend());
+  auto plan = rt.compile(*g);
+  ASSERT_OK(plan);
+  EXPECT_EQ((*plan)->memory.peak[static_cast<size_t>(plan::MemClass::KvCache)], 2 * cache.bytes());
+  State s(rt.backend());
+  ASSERT_OK(s.put("ck", Tensor::zeros(DType::f32, {1, 2, 4, 2}), plan::MemClass::KvCache));
+  ASSERT_OK(s.put("cv", Tensor::zeros(DType::f32, {1, 2, 4, 2}), plan::MemClass::KvCache));
+  Tensor k = Tensor::zeros(DType::f32, {1, 2, 1, 2}), v = Tensor::zeros(DType::f32, {1, 2, 1, 2});
+  const Tensor q = Tensor::zeros(DType::f32, {1, 2, 1, 2});
+  for (int64_t i = 0; i < 4; ++i) k.data<float>()[i] = static_cast<float>(i + 1), v.data<float>()[i] = static_cast<float>(-i - 1);
+  Tensor at = Tensor::zeros(DType::i32, {1});
+  at.data<int32_t>()[0] = 2;
+  auto out = rt.run(**plan, {{"q", q}, {"k", k}, {"v", v}, {"position", at}}, &s);
+  ASSERT_OK(out);
+  auto ck = s.get("ck"), cv = s.get("cv");
+  ASSERT_OK(ck);
+  ASSERT_OK(cv);
+  const std::vector<float> want = {0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 3, 4, 0, 0};  // row 2 of each head
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(ck->data<float>()[i], want[i]) << i;
+    EXPECT_EQ(cv->data<float>()[i], -want[i]) << i;
+  }
+  at.data<int32_t>()[0] = 4;
+  EXPECT_ERROR_CONTAINS(rt.run(**plan, {{"q", q}, {"k", k}, {"v", v}, {"position", at}}, &s),
+                        "[cache_attention] position 4 is outside [0, 3] (node 'att')");
+  auto after = s.get("ck");
+  ASSERT_OK(after);
+  EXPECT_TRUE(after->bitwise_equal(*ck));
+}
+
+// On a device, the caches and params stay there: a decode step uploads the token ids and the
+// position, downloads the logits, and nothing else crosses.
+TEST(Generate, ADecodeStepMovesOnlyTokenIdsPositionAndLogits) {
+  const model::TinyLMConfig c = tiny_config();
+  const Bindings params = tiny_params(c);
+  auto* dev = new test::CpuVariant(test::CpuVariant::kDevice);
+  Runtime rt{std::unique_ptr<Backend>(dev)};
+  auto gen = model::Generator::create(rt, c, params);
+  ASSERT_OK(gen);
+  size_t param_bytes = 0;
+  for (const auto& [name, t] : params) param_bytes += t.bytes();
+  EXPECT_EQ(gen->state().uploaded_bytes(), param_bytes);
+  const int64_t B = 3;
+  model::SampleOptions o;
+  o.temperature = 0.0;
+  o.batch = B;
+  o.tokens = 1;  // the prefill alone: its plan, its constants
+  ASSERT_OK(gen->generate({1, 2}, o));
+  const size_t cache_bytes = static_cast<size_t>(2 * c.layers * B * c.heads * c.context * c.head_dim()) * sizeof(float);
+  EXPECT_EQ(gen->state().bytes(plan::MemClass::KvCache), cache_bytes);
+  EXPECT_EQ(gen->state().uploaded_bytes(), param_bytes + cache_bytes);  // the caches start as zeros, once
+  o.tokens = 2;  // the prefill and one decode step, which compiles the step plan and uploads its constants
+  ASSERT_OK(gen->generate({1, 2}, o));
+  const TransferStats before = rt.transfers();
+  const size_t copied = dev->copied_in;
+  o.tokens = 5;  // the prefill again and four decode steps
+  ASSERT_OK(gen->generate({1, 2}, o));
+  const size_t prefill_in = static_cast<size_t>(B * 2) * 4, step_in = static_cast<size_t>(B) * 4 + 4;
+  const size_t logits = static_cast<size_t>(B * c.vocab) * 4;
+  EXPECT_EQ(rt.transfers().h2d_bytes - before.h2d_bytes, prefill_in + 4 * step_in);
+  EXPECT_EQ(rt.transfers().d2h_bytes - before.d2h_bytes, 5 * logits);
+  EXPECT_EQ(rt.transfers().param_uploads, before.param_uploads);
+  EXPECT_EQ(dev->copied_in - copied, prefill_in + 4 * step_in);
+  EXPECT_EQ(gen->state().uploaded_bytes(), param_bytes + cache_bytes);
+}
+
+}  // namespace
+}  // namespace volta
