@@ -424,6 +424,8 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
       {"bench train --disable-pass no_such_pass", 1, "--disable-pass: unknown pass 'no_such_pass'"},
       {"bench train --compare-disable-pass no_such_pass", 1, "--compare-disable-pass: unknown pass 'no_such_pass'"},
       {"bench train --compare-disable-pass fuse_elementwise --profile-summary", 1, "profile one at a time"},
+      {"bench infer --compare-disable-pass no_such_pass", 1, "--compare-disable-pass: unknown pass 'no_such_pass'"},
+      {"bench infer --disable-pass no_such_pass", 1, "--disable-pass: unknown pass 'no_such_pass'"},
       // The model variant's flags.
       {"train --recipe shakespeare-char --out /tmp/x --arch mamba", 1, "unknown model architecture 'mamba' (available: gpt, llama)"},
       {"train --recipe shakespeare-char --out /tmp/x --kv-heads 2", 1, "--kv-heads needs --arch llama"},
@@ -481,6 +483,17 @@ TEST(CliBench, JsonRowsCarryThePeerKeys) {
   ASSERT_EQ(rows.size(), 2u);  // with and without the KV cache
   for (const auto& r : rows)
     for (const char* key : {"batch", "kv_cache", "prefill_tokens_per_s", "decode_tokens_per_s", "long_tokens_per_s"}) EXPECT_TRUE(r.contains(key)) << key;
+
+  // Decode with a pass off, runs alternating: the row names both pipelines and the pairs' ratio.
+  Cli dab = volta("bench infer --batch 1 --kv-cache on --runs 2 --warmup 0 --long 0 --json --compare-disable-pass fuse_cache_attention");
+  ASSERT_EQ(dab.code, 0) << dab.err;
+  rows = json_lines(dab.out);
+  ASSERT_EQ(rows.size(), 2u);  // the comparison, then the usual row
+  EXPECT_EQ(rows[0]["bench"], "infer_passes");
+  EXPECT_EQ(rows[0]["arms"], nlohmann::json::array({"all passes", "without fuse_cache_attention"}));
+  EXPECT_EQ(rows[0]["tokens_per_s"].size(), 2u);
+  EXPECT_GT(rows[0]["pair_median"].get<double>(), 0.0);
+  EXPECT_EQ(rows[1]["bench"], "infer");
 
   Cli bad = volta("bench infer --batch 0");
   EXPECT_EQ(bad.code, 1);

@@ -1,8 +1,12 @@
 // `volta bench matmul | train | infer` (and `model`, bench_model.cpp): warm-up, repeated runs, medians; --json prints one JSON
 // object per line (the keys the peer scripts in ../shared/peers use).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/kernels.h"
@@ -36,8 +40,8 @@ struct BenchFlags {
   std::string arch = "gpt";   // bench train: gpt | llama
   int64_t batch = 0;          // bench train: 0 = the recipe's
   ProfileFlags profile;
-  PipelineFlags pipeline;  // bench train: a pass switched off, to time what it gains
-  std::vector<std::string> compare_disabled;  // bench train: a second pipeline, these passes off too
+  PipelineFlags pipeline;  // bench train and infer: a pass switched off, to time what it gains
+  std::vector<std::string> compare_disabled;  // bench train and infer: a second pipeline, these passes off too
 };
 
 double median(std::vector<double> v) {
@@ -229,28 +233,28 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
   return f.profile.finish(profiler);
 }
 
-// Decode with the CPU's teams on and off, one run each in turn (A B, B A, ...: a slow phase of a
-// noisy machine falls on both): each side's median tokens/s and the median of the pairs' ratios.
-Status compare_teams(const BenchFlags& f, int64_t B, bool kv, const std::function<Result<double>()>& tokens_per_s) {
-  std::vector<double> on, off, ratio;
+// Decode timed two ways, one run each in turn (A B, B A, ...: a slow phase of a noisy machine
+// falls on both): `arm(0)` and `arm(1)` give tokens/s, `names` say what each is (the CPU's teams
+// on and off, a pipeline and the one with passes off); each side's median and the median of the
+// pairs' ratios (arm 0 over arm 1).
+Status compare_decode(const BenchFlags& f, int64_t B, bool kv, const std::array<std::string, 2>& names, const char* bench,
+                      const std::function<Result<double>(int)>& arm) {
+  std::vector<double> a, b, ratio;
   for (int64_t r = 0; r < std::max<int64_t>(f.runs, 1); ++r) {
     double pair[2] = {};
     for (int i = 0; i < 2; ++i) {
-      const bool teams = (i == 0) == (r % 2 == 0);
-      set_cpu_teams(teams);
-      Result<double> t = tokens_per_s();
-      set_cpu_teams(true);
-      VOLTA_RETURN_IF_ERROR(t.status());
-      pair[teams ? 0 : 1] = *t;
+      const int k = (i == 0) == (r % 2 == 0) ? 0 : 1;
+      VOLTA_ASSIGN_OR_RETURN(pair[k], arm(k));
     }
-    on.push_back(pair[0]), off.push_back(pair[1]), ratio.push_back(pair[0] / pair[1]);
+    a.push_back(pair[0]), b.push_back(pair[1]), ratio.push_back(pair[0] / pair[1]);
   }
-  char text[200];
-  std::snprintf(text, sizeof text, "decode batch %lld, kv cache %s: teams on %.0f tokens/s, off %.0f tokens/s, pair median %.3f (%d threads)",
-                static_cast<long long>(B), kv ? "on" : "off", median(on), median(off), median(ratio), cpu_threads());
+  char text[320];
+  std::snprintf(text, sizeof text, "decode batch %lld, kv cache %s: %s %.0f tokens/s, %s %.0f tokens/s, pair median %.3f (%d threads)",
+                static_cast<long long>(B), kv ? "on" : "off", names[0].c_str(), median(a), names[1].c_str(), median(b),
+                median(ratio), cpu_threads());
   emit(f.json,
-       {{"bench", "infer_teams"}, {"batch", B}, {"kv_cache", kv}, {"teams_on_tokens_per_s", median(on)},
-        {"teams_off_tokens_per_s", median(off)}, {"pair_median", median(ratio)}, {"threads", cpu_threads()}},
+       {{"bench", bench}, {"batch", B}, {"kv_cache", kv}, {"arms", {names[0], names[1]}}, {"tokens_per_s", {median(a), median(b)}},
+        {"pair_median", median(ratio)}, {"threads", cpu_threads()}},
        text);
   return Status::ok();
 }
@@ -274,7 +278,20 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
   Profiler profiler;
   if (f.profile.enabled()) rt.set_profiler(&profiler);
   VOLTA_ASSIGN_OR_RETURN(const DType weights, weights_flag(f.weights, stored));
-  VOLTA_ASSIGN_OR_RETURN(model::Generator gen, model::Generator::create(rt, c, params, weights));
+  VOLTA_ASSIGN_OR_RETURN(const CompileOptions compile, f.pipeline.to_options());
+  VOLTA_ASSIGN_OR_RETURN(model::Generator gen, model::Generator::create(rt, c, params, weights, compile));
+  // --compare-disable-pass: a second generator (its own state and plans) with those passes off too.
+  std::optional<model::Generator> other;
+  if (!f.compare_disabled.empty()) {
+    CompileOptions off = compile;
+    off.pipeline.dump_after.clear();  // the first pipeline's dump only
+    off.pipeline.dump = nullptr;
+    for (const std::string& name : f.compare_disabled) {
+      VOLTA_RETURN_IF_ERROR(check_pass_name(name, "--compare-disable-pass"));
+      off.pipeline.disabled.insert(name);
+    }
+    VOLTA_ASSIGN_OR_RETURN(other, model::Generator::create(rt, c, params, weights, off));
+  }
   for (int64_t B : f.batches) {
     // Prefill: a full context of B sequences.
     VOLTA_RETURN_IF_ERROR(gen.reserve(B));
@@ -290,7 +307,7 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
     for (bool kv : {true, false}) {
       if (f.kv != "both" && (f.kv == "on") != kv) continue;
       // Greedy decode from a one-token prompt: up to the full context, then past it.
-      auto tokens_per_s = [&](int64_t tokens) -> Result<double> {
+      auto tokens_per_s = [&](int64_t tokens, model::Generator& g) -> Result<double> {
         model::SampleOptions o;
         o.temperature = 0.0;
         o.batch = B;
@@ -300,18 +317,28 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
         std::vector<double> secs;
         for (int64_t r = 0; r < f.warmup + f.runs; ++r) {
           const auto t0 = Clock::now();
-          VOLTA_ASSIGN_OR_RETURN(auto out, gen.generate({0}, o));
+          VOLTA_ASSIGN_OR_RETURN(auto out, g.generate({0}, o));
           if (r >= f.warmup) secs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         }
         return static_cast<double>(B * tokens) / median(secs);
       };
-      VOLTA_ASSIGN_OR_RETURN(const double decode_tok_s, tokens_per_s(c.context - 1));
+      VOLTA_ASSIGN_OR_RETURN(const double decode_tok_s, tokens_per_s(c.context - 1, gen));
       if (f.compare_teams) {
-        VOLTA_RETURN_IF_ERROR(compare_teams(f, B, kv, [&] { return tokens_per_s(c.context - 1); }));
+        VOLTA_RETURN_IF_ERROR(compare_decode(f, B, kv, {"teams on", "off"}, "infer_teams", [&](int k) -> Result<double> {
+          set_cpu_teams(k == 0);
+          Result<double> t = tokens_per_s(c.context - 1, gen);
+          set_cpu_teams(true);
+          return t;
+        }));
+      }
+      if (other) {
+        const std::array<std::string, 2> names = {"all passes", "without " + joined(f.compare_disabled)};
+        VOLTA_RETURN_IF_ERROR(compare_decode(f, B, kv, names, "infer_passes",
+                                             [&](int k) { return tokens_per_s(c.context - 1, k == 0 ? gen : *other); }));
       }
       double long_tok_s = 0.0;
       if (f.long_tokens > 0) {
-        VOLTA_ASSIGN_OR_RETURN(long_tok_s, tokens_per_s(f.long_tokens));
+        VOLTA_ASSIGN_OR_RETURN(long_tok_s, tokens_per_s(f.long_tokens, gen));
       }
       char text[240];
       std::snprintf(text, sizeof text, "infer batch %lld, kv cache %s, %s weights: prefill %.0f tokens/s, decode %.0f tokens/s, %lld tokens %.0f tokens/s (%d threads)",
@@ -366,6 +393,9 @@ Action add_bench(CLI::App& app, GlobalFlags& global) {
                  "Also time decode with the CPU's teams off (every kernel call forks), runs alternating");
   inf->add_option("--keep", f->keep, "Tokens a full context keeps when it moves on (0: half the context)")->capture_default_str();
   inf->add_option("--weights", f->weights, "Matmul weights in f32, bf16 or f16 (default: as stored, f32 without a checkpoint)");
+  f->pipeline.add_to(*inf);
+  inf->add_option("--compare-disable-pass", f->compare_disabled,
+                  "Also time decode with these passes off, the two pipelines' runs alternating (one ratio from the same minutes)");
   auto mf = std::make_shared<BenchModelFlags>();
   CLI::App* md = cmd->add_subcommand("model", "Steady-state latency (median, p90), first run and compile time of any model");
   md->add_option("file", mf->file, "An ONNX model (.onnx) or a model in the IR text format (.vir)")->required();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 #include "ir/packed_weight.h"
 #include "volta/passes.h"
@@ -90,7 +91,8 @@ Result<ir::Graph> Generator::with_weights(Result<ir::Graph> g) const {
   return passes::store_weights_packed(*g, packed_);
 }
 
-Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bindings& params, DType weights) {
+Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bindings& params, DType weights,
+                                     CompileOptions opts) {
   VOLTA_RETURN_IF_ERROR(validate(c));
   if (weights != DType::f32 && !is_half(weights))
     return invalid_argument(std::string("--weights must be f32, bf16 or f16, got ") + dtype_name(weights));
@@ -103,7 +105,7 @@ Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bi
     if (t.shape != n.type.shape || (t.dtype != n.type.dtype && !is_half(t.dtype)))
       return invalid_argument("param '" + n.name + "' is " + t.to_string() + " but the model wants " + n.type.to_string());
   }
-  Generator gen(rt, c, weights);
+  Generator gen(rt, c, weights, std::move(opts));
   VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, matmul_weights(c));
   Bindings held = params_as(params, matmul, weights);
   // Matmul weights (f32, bf16 or f16) in the layout the backend's GEMM reads in place (where it
@@ -159,12 +161,12 @@ Status Generator::reserve(int64_t batch) {
 
 Result<std::shared_ptr<const plan::ExecutionPlan>> Generator::prefill_plan(int64_t batch, int64_t T) {
   return rt_->compile_keyed("tinylm.prefill " + config_ + " B=" + std::to_string(batch) + " T=" + std::to_string(T),
-                            [&]() { return with_weights(build_tinylm_prefill(c_, batch, T)); });
+                            [&]() { return with_weights(build_tinylm_prefill(c_, batch, T)); }, compile_);
 }
 
 Result<std::shared_ptr<const plan::ExecutionPlan>> Generator::decode_plan(int64_t batch) {
   return rt_->compile_keyed("tinylm.decode " + config_ + " B=" + std::to_string(batch),
-                            [&]() { return with_weights(build_tinylm_decode(c_, batch)); });
+                            [&]() { return with_weights(build_tinylm_decode(c_, batch)); }, compile_);
 }
 
 Result<std::vector<std::vector<int32_t>>> Generator::generate(const std::vector<int32_t>& prompt, const SampleOptions& o) {

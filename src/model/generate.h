@@ -8,6 +8,7 @@
 #include <array>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/tinylm.h"
@@ -37,9 +38,10 @@ class Generator {
   // Uploads `params` (every TinyLM param of `c`, checked by name and type) into a State on rt's
   // backend. With `weights` bf16 or f16 the matmul weights are narrowed to it once here and the
   // plans read them so (passes::store_weights_as); either way they are stored in the backend's
-  // packed layout where it has one (passes::store_weights_packed). The runtime must outlive the
-  // generator.
-  static Result<Generator> create(Runtime& rt, const TinyLMConfig& c, const Bindings& params, DType weights = DType::f32);
+  // packed layout where it has one (passes::store_weights_packed). Its plans are compiled with
+  // `opts` (a pass switched off, to time what it gains). The runtime must outlive the generator.
+  static Result<Generator> create(Runtime& rt, const TinyLMConfig& c, const Bindings& params, DType weights = DType::f32,
+                                  CompileOptions opts = {});
 
   // Returns `batch` continuations (new token ids only). The model sees a window of at most
   // `context` tokens; when it would overflow, it restarts from its last `keep` tokens (one
@@ -57,8 +59,9 @@ class Generator {
   const TinyLMConfig& config() const { return c_; }
 
  private:
-  Generator(Runtime& rt, const TinyLMConfig& c, DType weights)
-      : rt_(&rt), c_(c), config_(config_to_json(c) + " weights=" + dtype_name(weights)), weights_(weights), state_(rt.backend()) {}
+  Generator(Runtime& rt, const TinyLMConfig& c, DType weights, CompileOptions opts)
+      : rt_(&rt), c_(c), config_(config_to_json(c) + " weights=" + dtype_name(weights)), weights_(weights),
+        compile_(std::move(opts)), state_(rt.backend()) {}
   // `g` with the weights in weights_ (as is for f32).
   Result<ir::Graph> with_weights(Result<ir::Graph> g) const;
   // Whether params read transposed get a transposed copy (passes::untie_transposed_weights): on
@@ -68,6 +71,7 @@ class Generator {
   TinyLMConfig c_;
   std::string config_;  // the model's JSON and the weights' dtype, part of the plan keys
   DType weights_;
+  CompileOptions compile_;  // every plan's (the runtime keys its plans by the pipeline too)
   std::map<std::string, std::array<int64_t, 2>> packed_;  // matmul weights stored packed: their layouts
   State state_;
   int64_t cache_batch_ = 0;  // the batch size the caches hold (0: none yet)
