@@ -2,12 +2,14 @@
 // cache write, and what a step moves between host and device.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu_variant.h"
 #include "model/generate.h"
 #include "test_util.h"
 #include "tiny_lm.h"
+#include "volta/passes.h"
 
 namespace volta {
 namespace {
@@ -176,6 +178,39 @@ TEST(Generate, CacheAttentionWritesTheCachesInPlace) {
   auto after = s.get("ck");
   ASSERT_OK(after);
   EXPECT_TRUE(after->bitwise_equal(*ck));
+}
+
+// fuse_cache_attention folds the two writes into the attention that reads them only when that
+// attention is each write's one reader and the writes fill two caches.
+TEST(Passes, FuseCacheAttentionNeedsTwoCachesAndOneReader) {
+  auto graph = [](const std::string& v_cache, const std::string& outputs) {
+    return test::parse_ir(R"(graph g {
+  %q: f32[1,2,1,4] = input()
+  %k: f32[1,2,1,4] = input()
+  %v: f32[1,2,1,4] = input()
+  %p: i32[1] = input()
+  %ck: f32[1,2,6,4] = param()
+  %cv: f32[1,2,6,4] = param()
+  %kw: f32[1,2,6,4] = cache_write(%ck, %k, %p)
+  %vw: f32[1,2,6,4] = cache_write(%)" + v_cache + R"(, %v, %p)
+  %y: f32[1,2,1,4] = attention(%q, %kw, %vw, %p) {causal_offset=0, scale=0.5}
+  return )" + outputs + "\n}\n");
+  };
+  auto count = [](const ir::Graph& g, ir::Op op) {
+    size_t n = 0;
+    for (const ir::Node& x : g.nodes) n += x.op == op;
+    return n;
+  };
+  auto fused = passes::fuse_cache_attention(graph("cv", "%y"));
+  ASSERT_OK(fused);
+  EXPECT_EQ(count(*fused, ir::Op::CacheAttention), 1u);
+  EXPECT_EQ(count(*fused, ir::Op::CacheWrite), 0u);
+  for (const auto& [v_cache, outputs] : {std::pair{"ck", "%y"}, std::pair{"cv", "%y, %kw"}}) {
+    auto kept = passes::fuse_cache_attention(graph(v_cache, outputs));
+    ASSERT_OK(kept);
+    EXPECT_EQ(count(*kept, ir::Op::CacheAttention), 0u) << v_cache << " " << outputs;
+    EXPECT_EQ(count(*kept, ir::Op::CacheWrite), 2u);
+  }
 }
 
 // On a device, the caches and params stay there: a decode step uploads the token ids and the

@@ -22,8 +22,10 @@ Result<ir::Graph> fuse_cache_attention(const ir::Graph& g) {
     const ir::Node& kw = g.node(y.inputs[1]);
     const ir::Node& vw = g.node(y.inputs[2]);
     const int32_t position = y.inputs[3];
+    // Two caches: writes of both rows into one would leave the keys read as values, which the
+    // fused kernel (reading the new rows where they are) would not.
     if (kw.op != ir::Op::CacheWrite || vw.op != ir::Op::CacheWrite || kw.inputs[2] != position ||
-        vw.inputs[2] != position || !live.one(kw.id) || !live.one(vw.id))
+        vw.inputs[2] != position || kw.inputs[0] == vw.inputs[0] || !live.one(kw.id) || !live.one(vw.id))
       continue;
     ir::Attrs attrs;
     bool plain = true;  // only the attributes cache_attention has (zero_nan_probs and the like stay unfused)
