@@ -150,8 +150,9 @@ constexpr const char* op_name(Op op) { return op_info(op).name; }
 Result<Op> parse_op(std::string_view name);
 bool is_leaf(Op op);  // input, param, constant
 // True when `op` writes its input `i` in place (the model's state: optimizer_update's param and
-// slots, increment's counter, cache_write's and cache_attention's caches). Such a node is scheduled after every other
-// reader of that input, and is never removed as dead: its effect is the write.
+// slots, increment's counter, cache_write's and cache_attention's caches). Such a node is
+// scheduled after every other reader of that input, and is never removed as dead: its effect is
+// the write.
 bool writes_input(Op op, size_t i);
 // True when the op's value is its input 0's bytes after the op wrote them (cache_write): the
 // planner makes it a view of that input, and the runtime still executes it.

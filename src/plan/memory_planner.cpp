@@ -196,8 +196,9 @@ Result<ExecutionPlan> make_plan(ir::Graph g, uint64_t graph_hash, const std::str
   // increment writes are optimizer state, the gradients it reads the Grad class; the caches
   // cache_write and cache_attention fill are the KV cache.
   for (const ir::Node& n : g.nodes) {
-    for (size_t i = 0; i < n.inputs.size() && (n.op == ir::Op::CacheWrite || n.op == ir::Op::CacheAttention); ++i)
-      if (ir::writes_input(n.op, i) && !storage(n.inputs[i]).in_arena) storage(n.inputs[i]).cls = MemClass::KvCache;
+    if (n.op == ir::Op::CacheWrite || n.op == ir::Op::CacheAttention)
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        if (ir::writes_input(n.op, i) && !storage(n.inputs[i]).in_arena) storage(n.inputs[i]).cls = MemClass::KvCache;
     if (n.op != ir::Op::OptimizerUpdate && n.op != ir::Op::Increment) continue;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       Buffer& b = storage(n.inputs[i]);

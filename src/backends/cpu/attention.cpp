@@ -271,11 +271,7 @@ Status attend(const KernelArgs& a, const ref::AttentionArgs& at, bool cache) {
     std::array<KeyScoreRow, kGroupsTogether> score_rows{};
     for (int64_t gi = 0; gi < n; ++gi) {
       const int64_t g = g0 + gi;
-      if (cache && g % at.rep == 0) {
-        const int64_t row = at.kv(g) * at.cap[0] + at.used[0];
-        std::copy_n(src[1].k + at.kv(g) * T * D, T * D, a.in[1].as<float>() + row * D);
-        std::copy_n(src[1].v + at.kv(g) * T * E, T * E, a.in[2].as<float>() + row * E);
-      }
+      if (cache && g % at.rep == 0) ref::write_new_rows(a, at, at.kv(g));
       const float** grows = rows.data() + gi * S;
       int64_t first = 0;  // the block's first key in the group
       for (size_t b = 0; b < src.size(); ++b) {

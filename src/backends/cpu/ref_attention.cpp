@@ -29,6 +29,16 @@ AttentionArgs packed(AttentionArgs at, const Shape& x, int64_t heads) {
   at.set_layout(heads);
   return at;
 }
+
+// The plain layout's sizes: q [.., T, D] and k [.., S, D], v [.., S, E] with G / rep groups.
+void grouped(AttentionArgs& at, const KernelArgs& a) {
+  const Shape& qs = a.in[0].shape();
+  const size_t r = qs.size();
+  at.G = dims_product(qs, 0, r - 2), at.T = qs[r - 2], at.D = qs[r - 1], at.E = a.in[2].shape()[r - 1];
+  at.rep = at.G / std::max<int64_t>(1, dims_product(a.in[1].shape(), 0, r - 2));
+  at.cap[0] = a.in[1].shape()[r - 2];
+}
+
 }  // namespace
 
 Result<AttentionArgs> attention_args(const KernelArgs& a) {
@@ -38,9 +48,7 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
   if (attrs->packed_heads) return packed(at, qs, *attrs->packed_heads);
-  at.G = dims_product(qs, 0, r - 2), at.T = qs[r - 2], at.D = qs[r - 1], at.E = a.in[2].shape()[r - 1];
-  at.rep = at.G / std::max<int64_t>(1, dims_product(a.in[1].shape(), 0, r - 2));
-  at.cap[0] = a.in[1].shape()[r - 2];
+  grouped(at, a);
   at.used[0] = attrs->prefix.value_or(at.cap[0]);
   at.cap[1] = at.used[1] = a.in.size() >= 5 ? a.in[3].shape()[r - 2] : 0;
   at.zero_nan = attrs->zero_nan_probs != 0;
@@ -65,11 +73,7 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
 Result<AttentionArgs> cache_attention_args(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const auto attrs, ir::typed_attrs<ir::Op::CacheAttention>(a.node));
   AttentionArgs at = scaled_mask(*attrs);
-  const Shape& qs = a.in[0].shape();
-  const size_t r = qs.size();
-  at.G = dims_product(qs, 0, r - 2), at.T = qs[r - 2], at.D = qs[r - 1], at.E = a.in[2].shape()[r - 1];
-  at.rep = at.G / std::max<int64_t>(1, dims_product(a.in[1].shape(), 0, r - 2));
-  at.cap[0] = a.in[1].shape()[r - 2];
+  grouped(at, a);
   VOLTA_ASSIGN_OR_RETURN(const int64_t position, position_input(a, 5, at.cap[0] - at.T));
   at.used[0] = position;  // the cached keys; the new ones follow as the second block
   at.cap[1] = at.used[1] = at.T;
@@ -135,16 +139,18 @@ Status Attention(const KernelArgs& a) {
   return attend(a, at);
 }
 
+void write_new_rows(const KernelArgs& a, const AttentionArgs& at, int64_t kv) {
+  const int64_t row = kv * at.cap[0] + at.used[0];
+  std::copy_n(in_f32(a, 3) + kv * at.T * at.D, at.T * at.D, a.in[1].as<float>() + row * at.D);
+  std::copy_n(in_f32(a, 4) + kv * at.T * at.E, at.T * at.E, a.in[2].as<float>() + row * at.E);
+}
+
 // The new rows into the caches at the position, then attention over the cached rows before it
 // and the new rows (read where they are, as the second block of keys).
 Status CacheAttention(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const AttentionArgs at, cache_attention_args(a));
-  const Shape& cache = a.in[1].shape();
-  for (int64_t kv = 0; kv < dims_product(cache, 0, cache.size() - 2); ++kv) {  // (rep is 0 when q has no rows)
-    const int64_t row = kv * at.cap[0] + at.used[0];
-    std::copy_n(in_f32(a, 3) + kv * at.T * at.D, at.T * at.D, a.in[1].as<float>() + row * at.D);
-    std::copy_n(in_f32(a, 4) + kv * at.T * at.E, at.T * at.E, a.in[2].as<float>() + row * at.E);
-  }
+  const Shape& cache = a.in[1].shape();  // its key heads (not G / rep: rep is 0 when q has no rows)
+  for (int64_t kv = 0; kv < dims_product(cache, 0, cache.size() - 2); ++kv) write_new_rows(a, at, kv);
   return attend(a, at);
 }
 

@@ -213,6 +213,9 @@ Result<AttentionArgs> attention_args(const KernelArgs& a);
 // cache_attention's: q [.., T, D], the caches (block 0: their first `position` rows, cap[0] rows a
 // group), then the new rows k, v (block 1: T rows a group).
 Result<AttentionArgs> cache_attention_args(const KernelArgs& a);
+// cache_attention's write: key head kv's new rows (inputs 3, 4) into the caches (inputs 1, 2) at
+// rows position.. (the reference's loop, and the CPU kernel's task that takes its first query head).
+void write_new_rows(const KernelArgs& a, const AttentionArgs& at, int64_t kv);
 // attention_grad's: q, k, v, dy of self-attention ([.., T, D], k and v with G / rep groups).
 Result<AttentionArgs> attention_grad_args(const KernelArgs& a);
 // rope's first position (0, or its position input checked against the tables) and rows [r0, r1)
