@@ -45,11 +45,10 @@ void decode_step_has_the_bits_of_the_prefill(const model::TinyLMConfig& c, bool 
       ASSERT_OK(gen->reserve(B));
       auto step = gen->decode_plan(B);
       ASSERT_OK(step);
-      for (int64_t pos : {int64_t{1}, int64_t{4}, c.context - 1}) {
+      // Position 0: the step after no prefill at all (a one-token prompt's first token).
+      for (int64_t pos : {int64_t{0}, int64_t{1}, int64_t{4}, c.context - 1}) {
         auto whole = gen->prefill_plan(B, pos + 1);
-        auto part = gen->prefill_plan(B, pos);
         ASSERT_OK(whole);
-        ASSERT_OK(part);
         auto cache_name = [](size_t i) { return (i % 2 ? "cache.v." : "cache.k.") + std::to_string(i / 2); };
         std::vector<Tensor> caches(static_cast<size_t>(2 * c.layers));
         auto clear_caches = [&] {  // zeros, so only rows written since count
@@ -68,7 +67,11 @@ void decode_step_has_the_bits_of_the_prefill(const model::TinyLMConfig& c, bool 
           caches[i] = *t;
         }
         clear_caches();
-        ASSERT_OK(rt->run(**part, {{"tokens", tokens(pos)}}, &gen->state()));
+        if (pos > 0) {
+          auto part = gen->prefill_plan(B, pos);
+          ASSERT_OK(part);
+          ASSERT_OK(rt->run(**part, {{"tokens", tokens(pos)}}, &gen->state()));
+        }
         Tensor last = Tensor::zeros(DType::i32, {B, 1});
         for (int64_t b = 0; b < B; ++b) last.data<int32_t>()[b] = seq[static_cast<size_t>(b * c.context + pos)];
         Tensor at = Tensor::zeros(DType::i32, {1});
@@ -247,6 +250,18 @@ TEST(Generate, ADecodeStepMovesOnlyTokenIdsPositionAndLogits) {
   EXPECT_EQ(rt.transfers().param_uploads, before.param_uploads);
   EXPECT_EQ(dev->copied_in - copied, prefill_in + 4 * step_in);
   EXPECT_EQ(gen->state().uploaded_bytes(), param_bytes + cache_bytes);
+  // A one-token prompt needs no prefill: its first token is a decode step at position 0.
+  const TransferStats one = rt.transfers();
+  o.tokens = 3;
+  auto three = gen->generate({1}, o);
+  ASSERT_OK(three);
+  EXPECT_EQ(rt.transfers().h2d_bytes - one.h2d_bytes, 3 * step_in);
+  EXPECT_EQ(rt.transfers().d2h_bytes - one.d2h_bytes, 3 * logits);
+  // ...with the tokens of the generation that prefills every window.
+  o.kv_cache = false;
+  auto plain = gen->generate({1}, o);
+  ASSERT_OK(plain);
+  EXPECT_EQ(*three, *plain);
 }
 
 }  // namespace
