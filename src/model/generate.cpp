@@ -206,7 +206,7 @@ Result<std::vector<std::vector<int32_t>>> Generator::generate(const std::vector<
     if (o.kv_cache && cached == window - 1) {
       // Decode one position against the caches. A one-token prompt is a decode step at position
       // 0 too (it reads no cached row): the bits of its prefill, at a step's cost (a prefill
-      // plan's run took 2.6 decode steps' time at 2 threads).
+      // plan's run took about 2.7 decode steps' time at 2 threads).
       for (int64_t b = 0; b < B; ++b) step_tokens[b] = seqs[static_cast<size_t>(b)].back();
       step_position[0] = static_cast<int32_t>(cached);
       if (!step_plan) {
