@@ -56,9 +56,10 @@ int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 void row_product(MatmulIsa isa, const float* a, int64_t k, const float* b, int64_t b_rs, float* c, int64_t cols,
                  bool accumulate) {
   const int64_t w = matmul_narrow_cols(isa), max_vecs = matmul_row_tile_vectors(isa);
-  // a_rs != 1 selects the strided-A kernels: A(0, p) = a[p]. Made once: filled in the loop, its
-  // zeroing was a `rep stos` per call of a decode step's weighted sums.
-  TileArgs t{1, k, a, 0, 1, b, b_rs, c, cols, accumulate};
+  // a_rs != 1 selects the strided-A kernels: A(0, p) = a[p]. Made once, filled in the loop, and
+  // field by field: a brace initializer zeroed the whole struct first (a `rep stos` per weighted sum).
+  TileArgs t;
+  t.rows = 1, t.k = k, t.a = a, t.a_rs = 0, t.a_cs = 1, t.b_rs = b_rs, t.ldc = cols, t.accumulate = accumulate;
   for (int64_t c0 = 0; c0 < cols;) {
     t.b = b + c0, t.c = c + c0;
     if (max_vecs > 0) {
@@ -268,7 +269,7 @@ Status attend(const KernelArgs& a, const ref::AttentionArgs& at, bool cache) {
     thread_local std::vector<const float*> key_rows;  // key j of each group, from whichever block
     std::vector<const float*>& rows = key_rows;        // (the thread-local looked up once)
     rows.resize(static_cast<size_t>(S * n));
-    std::array<KeyScoreRow, kGroupsTogether> score_rows{};
+    std::array<KeyScoreRow, kGroupsTogether> score_rows;  // the first n set below (not zeroed first: a `rep stos`)
     for (int64_t gi = 0; gi < n; ++gi) {
       const int64_t g = g0 + gi;
       if (cache && g % at.rep == 0) ref::write_new_rows(a, at, at.kv(g));

@@ -578,8 +578,8 @@ bool gemm_tiles(MatmulIsa isa, MatView A, const float* b, int64_t b_step, int64_
   const MatmulTile tile = matmul_tile(isa);
   const int64_t narrow = matmul_narrow_cols(isa);
   if (K <= 0 || cols % narrow != 0) return false;
-  TileArgs t{.rows = 0, .k = K, .a = nullptr, .a_rs = A.rs, .a_cs = A.cs, .b = nullptr, .b_rs = b_rs, .c = nullptr,
-             .ldc = ldc, .accumulate = false};
+  TileArgs t;  // field by field: a brace initializer zeroed the whole struct first (a `rep stos` a call)
+  t.k = K, t.a_rs = A.rs, t.a_cs = A.cs, t.b_rs = b_rs, t.ldc = ldc, t.accumulate = false;
   for (int64_t j = 0; j < cols;) {
     const bool full = cols - j >= tile.cols;
     t.b = b + j * b_step;
