@@ -204,6 +204,8 @@ VOLTA_TARGET_AVX2 inline void load_keys8x8(const float* const* k, int64_t d0, __
 template <int NB>
 VOLTA_TARGET_AVX2 inline void key_blocks_avx2(const KeyBlock* blk, int64_t D) {
   __m256 acc[NB];
+  // Unrolled here and at the stores, so acc lives in registers only: a range loop over it left
+  // GCC zeroing a stack copy with a `rep stos` every call.
 #pragma GCC unroll 4
   for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
   int64_t d0 = 0;
