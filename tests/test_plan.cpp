@@ -200,6 +200,35 @@ TEST(Plan, WorkspacesArePlannedAsTemp) {
   ASSERT_OK(plan::verify_allocation(*p));
 }
 
+// A node a pass appended (here d, id 5, read by b, id 2) runs where its reader stands, as soon
+// as its input is ready: 1, 5, 2, 3, 4. Smallest ready id first ran it after c, which does not
+// need it (1, 3, 5, 2, 4), as the training step's fused norm parameter gradients ran after the
+// whole backward pass.
+TEST(Plan, AnAppendedNodeRunsWhereItsReaderStands) {
+  auto g = ir::parse_graph(R"(graph appended {
+  %x: f32[16] = input()
+  %a: f32[16] = exp(%x)
+  %b: f32[16] = add(%x, %x)
+  %c: f32[16] = exp(%a)
+  %e: f32[16] = add(%b, %c)
+  return %e
+})");
+  ASSERT_OK(g);
+  ir::Graph h = *g;
+  ir::Node d = h.node(1);  // d = abs(x), appended; b reads it
+  d.id = 5, d.name = "d", d.op = ir::Op::Abs;
+  h.nodes.push_back(d);
+  h.node(2).inputs = {0, 5};
+  auto p = plan::make_plan(h, 0, "cpu", nullptr, {});
+  ASSERT_OK(p);
+  EXPECT_EQ(p->schedule, (std::vector<int32_t>{1, 5, 2, 3, 4}));
+  ASSERT_OK(plan::verify_schedule(p->graph, p->schedule));
+  // A graph in topological order keeps its order.
+  auto q = plan::make_plan(*g, 0, "cpu", nullptr, {});
+  ASSERT_OK(q);
+  EXPECT_EQ(q->schedule, (std::vector<int32_t>{1, 2, 3, 4}));
+}
+
 TEST(Plan, VerifyAllocationCatchesOverlap) {
   auto p = plan::make_plan(chain(), 0, "cpu", nullptr, {});
   ASSERT_OK(p);

@@ -1,8 +1,11 @@
-// The schedule: non-leaf nodes in a deterministic topological order, smallest ready id first
-// (a graph already in topological order keeps its order). A node that writes an input in place
+// The schedule: non-leaf nodes in a deterministic topological order, the ready node of the
+// smallest place first (its id, or its earliest reader's place; a graph already in topological
+// order keeps its order). A node that writes an input in place
 // (ir::writes_input: the training step's state updates) also waits for every other reader of
 // that input, so nothing reads a param after its update.
+#include <algorithm>
 #include <queue>
+#include <utility>
 
 #include "volta/plan.h"
 
@@ -34,34 +37,40 @@ std::vector<std::vector<int32_t>> write_after_read(const ir::Graph& g) {
 Result<std::vector<int32_t>> make_schedule(const ir::Graph& g) {
   VOLTA_ASSIGN_OR_RETURN(std::vector<int32_t> order, ir::topological_order(g));  // also rejects cycles
   const std::vector<std::vector<int32_t>> after = write_after_read(g);
-  bool writes = false;
-  for (const auto& a : after) writes = writes || !a.empty();
-  std::vector<int32_t> schedule;
-  if (!writes) {
-    for (int32_t id : order)
-      if (!ir::is_leaf(g.node(id).op)) schedule.push_back(id);
-    return schedule;
-  }
-  // Kahn's algorithm over inputs plus the write-after-read edges.
   std::vector<int32_t> pending(g.size(), 0);
-  std::vector<std::vector<int32_t>> users(g.size());
+  std::vector<std::vector<int32_t>> users(g.size()), readers(g.size());
   for (const ir::Node& n : g.nodes) {
-    for (int32_t in : n.inputs) users[static_cast<size_t>(in)].push_back(n.id);
+    for (int32_t in : n.inputs) users[static_cast<size_t>(in)].push_back(n.id), readers[static_cast<size_t>(in)].push_back(n.id);
     for (int32_t r : after[static_cast<size_t>(n.id)]) users[static_cast<size_t>(r)].push_back(n.id);
     pending[static_cast<size_t>(n.id)] =
         static_cast<int32_t>(n.inputs.size() + after[static_cast<size_t>(n.id)].size());
   }
-  std::priority_queue<int32_t, std::vector<int32_t>, std::greater<>> ready;
+  // Each node's place: its id, or the place of its earliest reader if that comes first. A node a
+  // pass added (appended to the graph) then runs where the nodes it replaced stood, as soon as
+  // its inputs are ready, instead of after every node of a smaller id: the training step's
+  // fused norm parameter gradients ran at the very end of the backward pass, reading their
+  // activations back from L3. A graph in topological order keeps its order.
+  std::vector<int32_t> place(g.size());
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    int32_t p = *it;
+    for (int32_t r : readers[static_cast<size_t>(*it)]) p = std::min(p, place[static_cast<size_t>(r)]);
+    place[static_cast<size_t>(*it)] = p;
+  }
+  // Kahn's algorithm over inputs plus the write-after-read edges, the smallest place (then id)
+  // first.
+  using Ready = std::pair<int32_t, int32_t>;
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
   for (const ir::Node& n : g.nodes)
-    if (pending[static_cast<size_t>(n.id)] == 0) ready.push(n.id);
+    if (pending[static_cast<size_t>(n.id)] == 0) ready.push({place[static_cast<size_t>(n.id)], n.id});
+  std::vector<int32_t> schedule;
   size_t done = 0;
   while (!ready.empty()) {
-    const int32_t id = ready.top();
+    const int32_t id = ready.top().second;
     ready.pop();
     ++done;
     if (!ir::is_leaf(g.node(id).op)) schedule.push_back(id);
     for (int32_t u : users[static_cast<size_t>(id)])
-      if (--pending[static_cast<size_t>(u)] == 0) ready.push(u);
+      if (--pending[static_cast<size_t>(u)] == 0) ready.push({place[static_cast<size_t>(u)], u});
   }
   if (done != g.size()) {
     for (const ir::Node& n : g.nodes)
