@@ -1,8 +1,8 @@
 // The schedule: non-leaf nodes in a deterministic topological order, the ready node of the
 // smallest place first (its id, or its earliest reader's place; a graph already in topological
-// order keeps its order). A node that writes an input in place
-// (ir::writes_input: the training step's state updates) also waits for every other reader of
-// that input, so nothing reads a param after its update.
+// order keeps its order). A node that writes an input in place (ir::writes_input: the training
+// step's state updates) also waits for every other reader of that input, so nothing reads a
+// param after its update.
 #include <algorithm>
 #include <queue>
 #include <utility>
@@ -38,9 +38,9 @@ Result<std::vector<int32_t>> make_schedule(const ir::Graph& g) {
   VOLTA_ASSIGN_OR_RETURN(std::vector<int32_t> order, ir::topological_order(g));  // also rejects cycles
   const std::vector<std::vector<int32_t>> after = write_after_read(g);
   std::vector<int32_t> pending(g.size(), 0);
-  std::vector<std::vector<int32_t>> users(g.size()), readers(g.size());
+  std::vector<std::vector<int32_t>> users(g.size());
   for (const ir::Node& n : g.nodes) {
-    for (int32_t in : n.inputs) users[static_cast<size_t>(in)].push_back(n.id), readers[static_cast<size_t>(in)].push_back(n.id);
+    for (int32_t in : n.inputs) users[static_cast<size_t>(in)].push_back(n.id);
     for (int32_t r : after[static_cast<size_t>(n.id)]) users[static_cast<size_t>(r)].push_back(n.id);
     pending[static_cast<size_t>(n.id)] =
         static_cast<int32_t>(n.inputs.size() + after[static_cast<size_t>(n.id)].size());
@@ -49,13 +49,13 @@ Result<std::vector<int32_t>> make_schedule(const ir::Graph& g) {
   // pass added (appended to the graph) then runs where the nodes it replaced stood, as soon as
   // its inputs are ready, instead of after every node of a smaller id: the training step's
   // fused norm parameter gradients ran at the very end of the backward pass, reading their
-  // activations back from L3. A graph in topological order keeps its order.
+  // activations back from L3. A graph in topological order keeps its order. Readers come
+  // before their inputs in reverse topological order, so each place is final when it is passed on.
   std::vector<int32_t> place(g.size());
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    int32_t p = *it;
-    for (int32_t r : readers[static_cast<size_t>(*it)]) p = std::min(p, place[static_cast<size_t>(r)]);
-    place[static_cast<size_t>(*it)] = p;
-  }
+  for (size_t i = 0; i < place.size(); ++i) place[i] = static_cast<int32_t>(i);
+  for (auto it = order.rbegin(); it != order.rend(); ++it)
+    for (int32_t in : g.node(*it).inputs)
+      place[static_cast<size_t>(in)] = std::min(place[static_cast<size_t>(in)], place[static_cast<size_t>(*it)]);
   // Kahn's algorithm over inputs plus the write-after-read edges, the smallest place (then id)
   // first.
   using Ready = std::pair<int32_t, int32_t>;
