@@ -98,28 +98,6 @@ TEST(CudaCapabilities, CoverTinyLMTraining) {
   }
 }
 
-// Below strict a matmul runs cuBLAS (run-to-run) where one strided-batched SGEMM covers its
-// batch dims; at strict, or for a batch only partly broadcast, Volta's own kernel.
-TEST(CudaCapabilities, CublasMatmulBelowStrictWhereOneStridedGemmCoversIt) {
-  auto variant = [](const Shape& a, const Shape& b, Determinism level, int64_t transpose_b = 0) {
-    ir::Attrs attrs;
-    if (transpose_b) attrs.set("transpose_b", transpose_b);
-    auto n = test::make_node(ir::Op::Matmul, {{DType::f32, a}, {DType::f32, b}}, attrs);
-    EXPECT_TRUE(n.is_ok()) << n.status().message();
-    const ir::Graph g = test::node_graph(*n, {{DType::f32, a}, {DType::f32, b}});
-    const KernelInfo k = cuda::kernel_info(g, g.nodes.back(), level);
-    EXPECT_EQ(k.level, k.variant == "cuda" ? Determinism::Strict : Determinism::RunToRun);
-    return k.variant;
-  };
-  EXPECT_EQ(variant({4, 5}, {5, 6}, Determinism::Strict), "cuda");
-  EXPECT_EQ(variant({4, 5}, {5, 6}, Determinism::RunToRun), "cuda.cublas");
-  EXPECT_EQ(variant({4, 5}, {5, 6}, Determinism::Off), "cuda.cublas");
-  EXPECT_EQ(variant({2, 3, 4, 5}, {5, 6}, Determinism::RunToRun), "cuda.cublas");               // b broadcast
-  EXPECT_EQ(variant({2, 3, 4, 5}, {2, 3, 6, 5}, Determinism::RunToRun, 1), "cuda.cublas");      // attention's scores
-  EXPECT_EQ(variant({2, 3, 4, 5}, {3, 5, 6}, Determinism::RunToRun), "cuda");                   // b partly broadcast
-  EXPECT_EQ(variant({0, 5}, {5, 6}, Determinism::RunToRun), "cuda");                            // empty
-}
-
 // A backend with the CUDA backend's name and capabilities and no device, to see planning
 // refuse what it cannot run before any device memory is touched.
 class CapabilitiesOnly final : public Backend {

@@ -26,6 +26,12 @@ std::vector<OpCase> attention_cases() {
               "the rule is the narrower cases'; attention_grad's cases check this width"),
       no_grad(C({f({1, 2, 40, 64}), f({1, 2, 70, 64}), f({1, 2, 70, 64})}, A{{"scale", F(0.125)}}, 3e-5),
               "the rule is the narrower cases'; attention_grad's cases check this width"),
+      // shapes the run-to-run level runs on CUDA's tensor cores (cuda.attention_tf32x3): rows a
+      // multiple of 64, as many keys, heads 64 wide; causal, two row blocks; unmasked; packed heads
+      no_grad(C({f({2, 3, 128, 64}), f({2, 3, 128, 64}), f({2, 3, 128, 64})}, A{{"scale", F(0.125)}, {"causal_offset", I(0)}}, 3e-5),
+              "the rule is the narrower cases'; attention_grad's cases check this width"),
+      no_grad(C({f({1, 2, 64, 64}), f({1, 2, 64, 64}), f({1, 2, 64, 64})}, A{{"scale", F(0.125)}}, 3e-5),
+              "the rule is the narrower cases'; attention_grad's cases check this width"),
       // key rows wider than value rows: the tiles hold the wider
       C({f({2, 2, 20, 64}), f({2, 2, 20, 64}), f({2, 2, 20, 32})}, A{{"scale", F(0.125)}, {"causal_offset", I(0)}}, 3e-5),
       // a decode step over a cache and the new position (k2, v2), then the cache read in place
@@ -67,6 +73,9 @@ std::vector<OpCase> attention_cases() {
       no_grad(C({f({1, 5, 96}), f({1, 5, 96}), f({1, 5, 96})}, A{{"causal_offset", I(0)}, {"packed_heads", I(4)}}, 2e-6),
               "a layout the passes write after autograd"),
       no_grad(C({f({2, 40, 384}), f({2, 40, 384}), f({2, 40, 384})},
+                A{{"scale", F(0.125)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 3e-5),
+              "a layout the passes write after autograd"),
+      no_grad(C({f({2, 128, 384}), f({2, 128, 384}), f({2, 128, 384})},
                 A{{"scale", F(0.125)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 3e-5),
               "a layout the passes write after autograd"),
       no_grad(C({f({3, 20, 45}), f({3, 20, 45}), f({3, 20, 45})}, A{{"scale", F(0.4)}, {"packed_heads", I(3)}}, 2e-6),

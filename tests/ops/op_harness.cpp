@@ -163,9 +163,11 @@ void test_case(Backend& be, const OpCase& c, Tally& tally, Determinism level) {
     std::snprintf(buf, sizeof buf, "max err %.2g (bound %.0g)", worst, c.tol);
     detail += specials ? "; nan/inf ok" : buf;
   }
+  // The variant the runs took: asked of the node as it stands in its graph (inputs wired), as run_in_place asks.
+  const ir::Graph g = node_graph(*node, input_types(c));
   report(tally, "PASS", be.name(), label,
          detail + (cpu && level == Determinism::Strict ? "; threads 1/2/3 bitwise" : "; rerun bitwise") + " (" +
-             be.kernel_info(node_graph(*node, input_types(c)), *node, level).variant + ")");
+             be.kernel_info(g, g.nodes.back(), level).variant + ")");
 }
 
 // A NoGrad op: its gradient rule must refuse, naming the op.

@@ -382,6 +382,19 @@ cudaError_t launch_attention(const float* q, const float* k, const float* v, con
   return cudaGetLastError();
 }
 
+cudaError_t launch_attention_run_to_run(const float* q, const float* k, const float* v, const float* k2, const float* v2,
+                                        float* out, const AttentionDesc& d, int* finite, cudaStream_t stream) {
+  if (!attention_tf32x3_fits(d, q, k, v, out)) return launch_attention(q, k, v, k2, v2, out, d, finite, stream);
+  // q is checked too: an infinity in q splits into inf and nan parts, where the reference may keep finite scores.
+  finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(q, nullptr, k, v, nullptr, nullptr, d, finite);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e = launch_attention_tf32x3(q, k, v, out, d, finite, stream); e != cudaSuccess) return e;
+  AttentionDesc rest = d;
+  rest.nonfinite_only = true;
+  // the groups left have flag 0, so the tiled kernel reads all their keys, as without flags
+  return launch_attention_tiled(q, k, v, nullptr, nullptr, out, rest, finite, stream);
+}
+
 cudaError_t launch_attention_grad(const float* q, const float* k, const float* v, const float* dy, float* out,
                                   const AttentionDesc& d, int* finite, double* stats, float* probs, cudaStream_t stream) {
   if (d.G == 0 || d.T == 0 || d.D == 0) return cudaSuccess;

@@ -25,6 +25,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_kernel(const
   const float scale = static_cast<float>(d.scale);
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
     const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows;
+    if (d.nonfinite_only && finite[g] != 0) continue;  // the tensor-core kernel took it (flags always given then)
     const AttentionRows keys = key_rows(d, k, k2, g, d.S1), vals = value_rows(d, v, v2, g, d.S1);
     const int64_t end = keys_end(d, finite, g, i0, S);
     load_tile(qs, ts.Dt, Dq, query_rows(d, q, g), i0, d.T - i0, D);

@@ -16,10 +16,13 @@ Status check_node(const ir::Graph& g, const ir::Node& n);
 // The kernel of node n (Backend::kernel_info). Volta's own kernels are strict: they reduce in
 // a fixed order (no atomics, launch shapes fixed by the problem's shape, never by the device),
 // so runs give identical bytes. Below strict a matmul that one strided-batched SGEMM covers runs
-// cuBLAS ("cuda.cublas", index 1, run-to-run: blas.h). Without a level: the strict choice.
+// cuBLAS ("cuda.cublas", index 1, run-to-run: blas.h), and a forward self-attention of the shapes
+// tf32x3_attention_shape takes runs on tensor cores ("cuda.attention_tf32x3", index 2, run-to-run:
+// attention_tf32x3.cu). Without a level: the strict choice.
 KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level);
 KernelInfo kernel_info(const ir::Node& n);
 constexpr int kCublasMatmul = 1;
+constexpr int kTf32x3Attention = 2;
 
 // One strided-batched GEMM for a matmul of operands shaped a, b into out: the batch count and
 // each operand's batch stride in elements (0: broadcast), when every batch dim of an operand is

@@ -160,12 +160,19 @@ struct AttentionDesc {
   // are the thirds of packed [.., T, 3 H D] rows (head h at columns h D.. of its third), the
   // output and dy [.., T, H D], attention_grad's dq, dk, dv where q, k, v were read (rep = 1).
   int64_t heads = 0;
+  // Only the groups whose `finite` flag is 0 (the tiled forward, after the tensor-core kernel).
+  bool nonfinite_only = false;
 };
 constexpr int64_t kAttentionMaxDim = 128;  // D and E of the fused kernels
 // out [G, T, E] (plain); `finite` is G ints of workspace. A position outside [0, cap - T] makes the
 // output nan (the host has no copy of it).
 cudaError_t launch_attention(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
                              const AttentionDesc& d, int* finite, cudaStream_t stream);
+// The run-to-run variant (attention_tf32x3.cu): where attention_tf32x3_fits, the finite flags,
+// then the tensor-core kernel on the finite groups and the tiled f32 kernel on the rest; else as
+// launch_attention.
+cudaError_t launch_attention_run_to_run(const float* q, const float* k, const float* v, const float* k2, const float* v2,
+                                        float* out, const AttentionDesc& d, int* finite, cudaStream_t stream);
 // attention_grad: out [3, G, T, D] = dq, dk, dv (dk, dv per query group); workspace `finite` G
 // ints, `stats` G * T * 3 doubles (each row's max, sum and sum(dp * p)) and, where
 // attention_stored_probs_bytes gives room (else null), `probs`: 2 G T T floats.

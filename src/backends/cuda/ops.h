@@ -30,7 +30,9 @@ Status gelu_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorR
 Status softmax_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, cudaStream_t stream);
 Status norm_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, bool center, cudaStream_t stream);
 Status rope(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, cudaStream_t stream);
-Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace, cudaStream_t stream);
+// tensor_cores: the run-to-run variant (launch_attention_run_to_run) for the forward.
+Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace, cudaStream_t stream,
+                 bool tensor_cores = false);
 Status swiglu(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, cudaStream_t stream);
 Status binary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, cudaStream_t stream);
 Status unary(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, cudaStream_t stream);

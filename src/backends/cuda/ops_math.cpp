@@ -103,7 +103,8 @@ Status rope(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& o
 // attention (q, k, v[, k2, v2 | position]) and attention_grad (q, k, v, dy): shapes as
 // ref_attention.cpp reads them; the position stays on the device (out of range: nan output,
 // which TinyLM's position embedding reports by name first, as for rope).
-Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace, cudaStream_t stream) {
+Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace, cudaStream_t stream,
+                 bool tensor_cores) {
   const bool grad = n.op == Op::AttentionGrad;
   const bool position = !grad && in.size() == 4 && in[3].type.dtype == DType::i32;
   if (!grad && in.size() == 4 && !position)
@@ -158,8 +159,8 @@ Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorR
   }
   const float* k2 = in.size() == 5 ? in[3].as<const float>() : nullptr;
   const float* v2 = in.size() == 5 ? in[4].as<const float>() : nullptr;
-  return launched(launch_attention(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(), k2, v2,
-                                   out.as<float>(), d, finite, stream),
+  auto* launch = tensor_cores ? launch_attention_run_to_run : launch_attention;
+  return launched(launch(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(), k2, v2, out.as<float>(), d, finite, stream),
                   n);
 }
 

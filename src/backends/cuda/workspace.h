@@ -28,6 +28,14 @@ inline int64_t attention_workspace_bytes(int64_t groups, int64_t rows, bool grad
   return attention_flags_bytes(groups) + (grad ? attention_stats_bytes(groups, rows) + attention_stored_probs_bytes(groups, rows) : 0);
 }
 
+// Whether the run-to-run level's tensor-core attention (attention_tf32x3.cu, the
+// cuda.attention_tf32x3 variant) takes a self-attention of `rows` query rows over `keys` keys:
+// rows a multiple of its 64-row blocks, as many keys, head widths of 64, a causal mask at offset
+// 0 or none.
+inline bool tf32x3_attention_shape(int64_t rows, int64_t keys, int64_t d, int64_t e, bool causal, int64_t offset) {
+  return rows > 0 && rows % 64 == 0 && keys == rows && d == 64 && e == 64 && (!causal || offset == 0);
+}
+
 // Whether cuBLAS's int dims hold a GEMM (the cuda.cublas matmul variant).
 inline bool gemm_fits(int64_t m, int64_t n, int64_t k, int64_t batch) {
   for (int64_t v : {m, n, k, batch})
