@@ -77,13 +77,14 @@ grep -B2 -A12 "Failure" "$build/cuda_tests.log" | head -80 | sed 's/^/    /' | t
 
 # The op-test harness on the GPU: every op's parity with the reference kernels (with nan/inf
 # inputs, repeat bits), every gradient rule against finite differences, each kernel's speed.
-# "test-run-to-run": the kernels a run-to-run plan may choose instead (cuBLAS's SGEMM).
+# "test-run-to-run": the kernels a run-to-run plan may choose instead (cuBLAS's SGEMM, the
+# tensor-core attention).
 for mode in ${VOLTA_GPU_OPMODES:-test test-run-to-run grad perf}; do
   say ""
   say "## Op-test harness: volta_op_tests -b cuda -m $mode"
   say ""
   args=(-m "$mode")
-  [ "$mode" = test-run-to-run ] && args=(-m test -l run-to-run -o matmul)
+  [ "$mode" = test-run-to-run ] && args=(-m test -l run-to-run -o matmul,attention,attention_grad)
   timeout 240 "$build/tests/volta_op_tests" -b cuda "${args[@]}" >"$build/op_tests_$mode.log" 2>&1 || status=1
   if [ "$mode" = perf ]; then
     sed 's/^/    /' "$build/op_tests_$mode.log" | tee -a "$report" >/dev/null

@@ -29,7 +29,7 @@ TEST(CudaCapabilities, CublasMatmulBelowStrictWhereOneStridedGemmCoversIt) {
   EXPECT_EQ(variant({0, 5}, {5, 6}, Determinism::RunToRun), "cuda");                            // empty
 }
 
-// Below strict a forward self-attention of q, k, v runs on tensor cores in 3xTF32
+// Below strict a self-attention of q, k, v and its gradient run on tensor cores in 3xTF32
 // (cuda.attention_tf32x3) where its rows are a multiple of 64, its keys as many and its heads 64
 // wide, plain or packed, with a causal mask at offset 0 or none; anything else, and anything at
 // strict, runs the f32 kernels ("cuda").
@@ -68,6 +68,23 @@ TEST(CudaCapabilities, TensorCoreAttentionBelowStrictWhereTheShapeFits) {
   prefix.set("prefix", int64_t{64});
   EXPECT_EQ(variant({{2, 3, 64, 64}, q, q}, prefix, Determinism::RunToRun), "cuda");  // a cache read in place
   EXPECT_EQ(variant({q, q, q, {2, 3, 64, 64}, {2, 3, 64, 64}}, causal, Determinism::RunToRun), "cuda");  // k2, v2
+  // The gradient (q, k, v, dy), by the same rule; the stored-probabilities form keeps its kernels.
+  auto grad = [](const std::vector<Shape>& shapes, const ir::Attrs& attrs, Determinism level) {
+    std::vector<TensorType> in;
+    for (const Shape& s : shapes) in.push_back({DType::f32, s});
+    auto n = test::make_node(ir::Op::AttentionGrad, in, attrs);
+    EXPECT_TRUE(n.is_ok()) << n.status().message();
+    const ir::Graph g = test::node_graph(*n, in);
+    return cuda::kernel_info(g, g.nodes.back(), level).variant;
+  };
+  EXPECT_EQ(grad({q, q, q, q}, causal, Determinism::Strict), "cuda");
+  EXPECT_EQ(grad({q, q, q, q}, causal, Determinism::RunToRun), "cuda.attention_tf32x3");
+  EXPECT_EQ(grad({q, q, q, q}, open, Determinism::RunToRun), "cuda.attention_tf32x3");
+  EXPECT_EQ(grad({{4, 256, 1152}, {4, 256, 1152}, {4, 256, 1152}, {4, 256, 384}}, packed, Determinism::RunToRun),
+            "cuda.attention_tf32x3");
+  EXPECT_EQ(grad({{2, 3, 96, 64}, {2, 3, 96, 64}, {2, 3, 96, 64}, {2, 3, 96, 64}}, causal, Determinism::RunToRun), "cuda");
+  EXPECT_EQ(grad({q, q, q, q}, shifted, Determinism::RunToRun), "cuda");
+  EXPECT_EQ(grad({q, q, q, q, {2, 3, 128, 128}}, causal, Determinism::RunToRun), "cuda");  // stored probabilities
 }
 
 }  // namespace

@@ -287,6 +287,13 @@ std::vector<OpCase> cases_of(Op op) {
                 A{{"scale", F(0.125)}, {"causal_offset", I(0)}}, 5e-5),
               C({f({2, 40, 384}), f({2, 40, 384}), f({2, 40, 384}), f({2, 40, 128})},
                 A{{"scale", F(0.125)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5),
+              // shapes the run-to-run level runs on CUDA's tensor cores (cuda.attention_tf32x3): causal
+              // over two row blocks, unmasked, packed
+              C({f({1, 2, 128, 64}), f({1, 2, 128, 64}), f({1, 2, 128, 64}), f({1, 2, 128, 64})},
+                A{{"scale", F(0.125)}, {"causal_offset", I(0)}}, 5e-5),
+              C({f({1, 2, 64, 64}), f({1, 2, 64, 64}), f({1, 2, 64, 64}), f({1, 2, 64, 64})}, A{{"scale", F(0.125)}}, 5e-5),
+              C({f({2, 128, 384}), f({2, 128, 384}), f({2, 128, 384}), f({2, 128, 128})},
+                A{{"scale", F(0.125)}, {"causal_offset", I(0)}, {"packed_heads", I(2)}}, 5e-5),
               // few rows (CUDA's per-row kernels)
               C({f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 24}), f({2, 5, 8})}, A{{"causal_offset", I(0)}, {"packed_heads", I(2)}},
                 5e-5),

@@ -395,6 +395,19 @@ cudaError_t launch_attention_run_to_run(const float* q, const float* k, const fl
   return launch_attention_tiled(q, k, v, nullptr, nullptr, out, rest, finite, stream);
 }
 
+cudaError_t launch_attention_grad_run_to_run(const float* q, const float* k, const float* v, const float* dy, float* out,
+                                             const AttentionDesc& d, int* finite, double* stats, float* probs, cudaStream_t stream) {
+  if (!attention_grad_tf32x3_fits(d, q, k, v, dy, out)) return launch_attention_grad(q, k, v, dy, out, d, finite, stats, probs, stream);
+  finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(q, dy, k, v, nullptr, nullptr, d, finite);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  // The tensor-core kernels' row statistics share the stats space with the tiled kernels', which run after them.
+  if (cudaError_t e = launch_attention_grad_tf32x3(q, k, v, dy, out, d, finite, reinterpret_cast<float2*>(stats), stream); e != cudaSuccess)
+    return e;
+  AttentionDesc rest = d;
+  rest.nonfinite_only = true;
+  return launch_attention_grad_tiled(q, k, v, dy, out, rest, finite, reinterpret_cast<float*>(stats), probs, stream);
+}
+
 cudaError_t launch_attention_grad(const float* q, const float* k, const float* v, const float* dy, float* out,
                                   const AttentionDesc& d, int* finite, double* stats, float* probs, cudaStream_t stream) {
   if (d.G == 0 || d.T == 0 || d.D == 0) return cudaSuccess;

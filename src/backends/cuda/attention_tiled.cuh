@@ -72,12 +72,17 @@ bool attention_tiled_fits(const AttentionDesc& d, bool grad);
 // the grad's statistics are 3 floats per query row.
 cudaError_t launch_attention_tiled(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
                                    const AttentionDesc& d, const int* finite, cudaStream_t stream);
-// The tensor-core forward (attention_tf32x3.cu): whether it takes d with these operands
+// The tensor-core kernels (attention_tf32x3.cu). The forward: whether it takes d with these operands
 // (tf32x3_attention_shape, no position or k2, 16-byte aligned rows, and the tiled forward fits for
 // the groups it leaves), and its launch, over the groups whose `finite` flag is 1.
 bool attention_tf32x3_fits(const AttentionDesc& d, const float* q, const float* k, const float* v, const float* out);
 cudaError_t launch_attention_tf32x3(const float* q, const float* k, const float* v, float* out, const AttentionDesc& d,
                                     const int* finite, cudaStream_t stream);
+// The gradient's (3 kernels): `stats` G T float2 (each query row's log-sum-exp and sum_j p dp).
+bool attention_grad_tf32x3_fits(const AttentionDesc& d, const float* q, const float* k, const float* v, const float* dy,
+                                const float* out);
+cudaError_t launch_attention_grad_tf32x3(const float* q, const float* k, const float* v, const float* dy, float* out,
+                                         const AttentionDesc& d, const int* finite, float2* stats, cudaStream_t stream);
 // `probs` (null, or 2 G T T floats): the dq kernel stores each row's probabilities and score
 // gradients there, and the dk/dv kernel reads them instead of recomputing them.
 cudaError_t launch_attention_grad_tiled(const float* q, const float* k, const float* v, const float* dy, float* out,

@@ -29,6 +29,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
   const float scale = static_cast<float>(d.scale);
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
     const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows;
+    if (d.nonfinite_only && finite[g] != 0) continue;  // the tensor-core kernels took it (flags always given then)
     const AttentionRows keys = key_rows(d, k, nullptr, g, T), vals = value_rows(d, v, nullptr, g, T);
     const int64_t end = keys_end(d, finite, g, i0, T);
     const int n_keys = static_cast<int>(end);  // the score rows' length, an int as Sp is
@@ -158,6 +159,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kDkvMinBlocks) attention_til
   const float scale = static_cast<float>(d.scale);
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
     const int64_t g = b / row_blocks, j0 = (b % row_blocks) * kRows;
+    if (d.nonfinite_only && finite[g] != 0) continue;  // the tensor-core kernels took it
     const bool skip = finite != nullptr && finite[g] != 0;
     const int64_t start = skip ? min(max(j0 - d.offset, int64_t{0}), T) : 0;  // the first query row that sees a key here
     if constexpr (!kStored) {

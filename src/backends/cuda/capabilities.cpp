@@ -44,11 +44,18 @@ KernelInfo kernel_info(const ir::Node& /*n*/) { return {"cuda", Determinism::Str
 
 namespace {
 
-// The tensor-core attention for a forward self-attention of q, k, v alone (tf32x3_attention_shape).
+// The tensor-core kernels for a self-attention of q, k, v alone (tf32x3_attention_shape), and
+// for its gradient (q, k, v, dy).
+template <ir::Op Op>
 bool tf32x3_attention(const ir::Graph& g, const ir::Node& n) {
-  if (n.inputs.size() != 3) return false;
-  const auto at = ir::typed_attrs<ir::Op::Attention>(n);
-  if (!at.is_ok() || (*at)->zero_nan_probs != 0 || (*at)->store_probs != 0) return false;
+  if (n.inputs.size() != (Op == ir::Op::Attention ? 3 : 4)) return false;
+  const auto at = ir::typed_attrs<Op>(n);
+  if (!at.is_ok()) return false;
+  std::optional<int64_t> prefix;
+  if constexpr (Op == ir::Op::Attention) {
+    if ((*at)->zero_nan_probs != 0 || (*at)->store_probs != 0) return false;
+    prefix = (*at)->prefix;
+  }
   const Shape &q = g.node(n.inputs[0]).type.shape, &k = g.node(n.inputs[1]).type.shape, &v = g.node(n.inputs[2]).type.shape;
   const size_t r = q.size();
   if (r < 2 || k.size() != r || v.size() != r) return false;
@@ -58,7 +65,7 @@ bool tf32x3_attention(const ir::Graph& g, const ir::Node& n) {
     if (h <= 0 || q[r - 1] % (3 * h) != 0) return false;
     d = e = q[r - 1] / (3 * h);
   }
-  const int64_t keys = (*at)->prefix.value_or(k[r - 2]);
+  const int64_t keys = prefix.value_or(k[r - 2]);
   const bool causal = (*at)->causal_offset.has_value();
   return keys == k[r - 2] && tf32x3_attention_shape(q[r - 2], keys, d, e, causal, (*at)->causal_offset.value_or(0));
 }
@@ -66,7 +73,8 @@ bool tf32x3_attention(const ir::Graph& g, const ir::Node& n) {
 }  // namespace
 
 KernelInfo kernel_info(const ir::Graph& g, const ir::Node& n, Determinism level) {
-  if (n.op == ir::Op::Attention && level < Determinism::Strict && tf32x3_attention(g, n))
+  if (level < Determinism::Strict && ((n.op == ir::Op::Attention && tf32x3_attention<ir::Op::Attention>(g, n)) ||
+                                      (n.op == ir::Op::AttentionGrad && tf32x3_attention<ir::Op::AttentionGrad>(g, n))))
     return {"cuda.attention_tf32x3", Determinism::RunToRun, kTf32x3Attention};
   if (n.op != ir::Op::Matmul || level >= Determinism::Strict || n.inputs.size() != 2) return kernel_info(n);
   const auto ta = n.attrs.get_int("transpose_a", 0);

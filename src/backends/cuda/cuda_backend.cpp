@@ -108,7 +108,8 @@ class CudaBackend final : public Backend {
   Status execute(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace,
                  const KernelInfo& kernel) override {
     if (kernel.index == kCublasMatmul && n.op == Op::Matmul) return cublas_matmul(n, in, out);
-    if (kernel.index == kTf32x3Attention && n.op == Op::Attention) return ops::attention(n, in, out, workspace, stream_.get(), true);
+    if (kernel.index == kTf32x3Attention && (n.op == Op::Attention || n.op == Op::AttentionGrad))
+      return ops::attention(n, in, out, workspace, stream_.get(), true);
     const Kernel k = kernel_table()[static_cast<size_t>(n.op)];
     if (!k) return unimplemented(prefix(n) + "no CUDA kernel " + ir::node_ref(n));
     return k(*this, Call{n, in, out, workspace});

@@ -178,6 +178,10 @@ cudaError_t launch_attention_run_to_run(const float* q, const float* k, const fl
 // attention_stored_probs_bytes gives room (else null), `probs`: 2 G T T floats.
 cudaError_t launch_attention_grad(const float* q, const float* k, const float* v, const float* dy, float* out,
                                   const AttentionDesc& d, int* finite, double* stats, float* probs, cudaStream_t stream);
+// Its run-to-run variant, as launch_attention_run_to_run: the tensor-core kernels on the finite
+// groups, the tiled f32 kernels on the rest.
+cudaError_t launch_attention_grad_run_to_run(const float* q, const float* k, const float* v, const float* dy, float* out,
+                                             const AttentionDesc& d, int* finite, double* stats, float* probs, cudaStream_t stream);
 
 // rope: out = x [rows, 2 half] rotated: row r at table row (*position or 0) + r % T of cos, sin
 // [table_rows, half], each product rounded before the add (the CPU's bits). A position outside

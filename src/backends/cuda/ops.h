@@ -30,7 +30,7 @@ Status gelu_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorR
 Status softmax_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, cudaStream_t stream);
 Status norm_grad(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, bool center, cudaStream_t stream);
 Status rope(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, cudaStream_t stream);
-// tensor_cores: the run-to-run variant (launch_attention_run_to_run) for the forward.
+// tensor_cores: the run-to-run variants (launch_attention_run_to_run, launch_attention_grad_run_to_run).
 Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, std::span<std::byte> workspace, cudaStream_t stream,
                  bool tensor_cores = false);
 Status swiglu(const ir::Node& n, std::span<const TensorRef> in, const TensorRef& out, cudaStream_t stream);

@@ -153,8 +153,9 @@ Status attention(const ir::Node& n, std::span<const TensorRef> in, const TensorR
     float* probs = attention_stored_probs_bytes(d.G, d.T) == 0
                        ? nullptr
                        : reinterpret_cast<float*>(workspace.data() + attention_flags_bytes(d.G) + attention_stats_bytes(d.G, d.T));
-    return launched(launch_attention_grad(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(),
-                                          in[3].as<const float>(), out.as<float>(), d, finite, stats, probs, stream),
+    auto* launch = tensor_cores ? launch_attention_grad_run_to_run : launch_attention_grad;
+    return launched(launch(in[0].as<const float>(), in[1].as<const float>(), in[2].as<const float>(), in[3].as<const float>(),
+                           out.as<float>(), d, finite, stats, probs, stream),
                     n);
   }
   const float* k2 = in.size() == 5 ? in[3].as<const float>() : nullptr;
