@@ -161,6 +161,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(const float* __
   const int64_t S = w.S1 + d.S2;
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
     const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows;
+    if (d.nonfinite_only && finite[g] != 0) continue;  // the tensor-core kernel took it (flags always given then)
     float* o = out + out_offset(d, g);
     const int64_t o_rs = out_stride(d);
     if (w.bad) {
@@ -215,6 +216,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dq_kernel(const float*
   const int64_t T = d.T, row_blocks = (T + kRows - 1) / kRows;
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
     const int64_t g = b / row_blocks, i0 = (b % row_blocks) * kRows;
+    if (d.nonfinite_only && finite[g] != 0) continue;  // the tensor-core kernels took it
     const AttentionRows keys = key_rows(d, k, nullptr, g, T), vals = value_rows(d, v, nullptr, g, T);
     const bool skip = d.causal && d.offset >= 0 && finite[g] != 0;
     const int64_t end = skip ? min(max(i0 + kRows + d.offset, int64_t{0}), T) : T;
@@ -288,6 +290,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkv_kernel(const float
   const int64_t T = d.T, row_blocks = (T + kRows - 1) / kRows;
   for (int64_t b = blockIdx.x; b < d.G * row_blocks; b += gridDim.x) {
     const int64_t g = b / row_blocks, j0 = (b % row_blocks) * kRows;
+    if (d.nonfinite_only && finite[g] != 0) continue;  // the tensor-core kernels took it
     const bool skip = d.causal && d.offset >= 0 && finite[g] != 0;
     const int64_t start = skip ? min(max(j0 - d.offset, int64_t{0}), T) : 0;  // the first query row that sees a key here
     load_rows(kr, D, key_rows(d, k, nullptr, g, T), j0, T - j0, kRows, D);
@@ -364,6 +367,38 @@ cudaError_t launch_rope(const float* x, const float* cos, const float* sin, cons
   return cudaGetLastError();
 }
 
+namespace {
+
+// The f32 kernels for d once the flags are set: the tiled ones where a block's score rows fit in
+// shared memory, else the per-row ones. `finite`: null where blocks may not skip.
+cudaError_t attention_kernels(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
+                              const AttentionDesc& d, const int* finite, cudaStream_t stream) {
+  if (attention_tiled_fits(d, false)) return launch_attention_tiled(q, k, v, k2, v2, out, d, finite, stream);
+  const size_t shared = sizeof(float) * static_cast<size_t>(kRows * d.D + kTile * (d.D + 1) + kTile * d.E);
+  if (cudaError_t e = allow_shared(attention_kernel, shared); e != cudaSuccess) return e;
+  attention_kernel<<<attention_grid(d, kRows), kAttnThreads, shared, stream>>>(q, k, v, k2, v2, out, d, finite);
+  return cudaGetLastError();
+}
+
+// The same for the gradient: `tiled_finite` null where the tiled kernels may not skip (the
+// per-row ones read `finite` only where they may).
+cudaError_t attention_grad_kernels(const float* q, const float* k, const float* v, const float* dy, float* out, const AttentionDesc& d,
+                                   const int* tiled_finite, const int* finite, double* stats, float* probs, cudaStream_t stream) {
+  if (attention_tiled_fits(d, true))
+    return launch_attention_grad_tiled(q, k, v, dy, out, d, tiled_finite, reinterpret_cast<float*>(stats), probs, stream);
+  const size_t dq_shared = sizeof(float) * static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
+  if (cudaError_t e = allow_shared(attention_dq_kernel, dq_shared); e != cudaSuccess) return e;
+  attention_dq_kernel<<<attention_grid(d, kRows), kAttnThreads, dq_shared, stream>>>(q, k, v, dy, out, d, finite, stats);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  const size_t floats = static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
+  const size_t dkv_shared = sizeof(float) * ((floats + 1) / 2 * 2) + sizeof(double) * kTile * 3;
+  if (cudaError_t e = allow_shared(attention_dkv_kernel, dkv_shared); e != cudaSuccess) return e;
+  attention_dkv_kernel<<<attention_grid(d, kRows), kAttnThreads, dkv_shared, stream>>>(q, k, v, dy, out, d, finite, stats);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
 cudaError_t launch_attention(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
                              const AttentionDesc& d, int* finite, cudaStream_t stream) {
   if (d.G == 0 || d.T == 0 || d.E == 0) return cudaSuccess;
@@ -375,11 +410,7 @@ cudaError_t launch_attention(const float* q, const float* k, const float* v, con
     finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(nullptr, nullptr, k, v, k2, v2, d, finite);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  if (attention_tiled_fits(d, false)) return launch_attention_tiled(q, k, v, k2, v2, out, d, skippable ? finite : nullptr, stream);
-  const size_t shared = sizeof(float) * static_cast<size_t>(kRows * d.D + kTile * (d.D + 1) + kTile * d.E);
-  if (cudaError_t e = allow_shared(attention_kernel, shared); e != cudaSuccess) return e;
-  attention_kernel<<<attention_grid(d, kRows), kAttnThreads, shared, stream>>>(q, k, v, k2, v2, out, d, skippable ? finite : nullptr);
-  return cudaGetLastError();
+  return attention_kernels(q, k, v, k2, v2, out, d, skippable ? finite : nullptr, stream);
 }
 
 cudaError_t launch_attention_run_to_run(const float* q, const float* k, const float* v, const float* k2, const float* v2,
@@ -391,8 +422,8 @@ cudaError_t launch_attention_run_to_run(const float* q, const float* k, const fl
   if (cudaError_t e = launch_attention_tf32x3(q, k, v, out, d, finite, stream); e != cudaSuccess) return e;
   AttentionDesc rest = d;
   rest.nonfinite_only = true;
-  // the groups left have flag 0, so the tiled kernel reads all their keys, as without flags
-  return launch_attention_tiled(q, k, v, nullptr, nullptr, out, rest, finite, stream);
+  // the groups left have flag 0, so the f32 kernels read all their keys, as without flags
+  return attention_kernels(q, k, v, nullptr, nullptr, out, rest, finite, stream);
 }
 
 cudaError_t launch_attention_grad_run_to_run(const float* q, const float* k, const float* v, const float* dy, float* out,
@@ -400,34 +431,24 @@ cudaError_t launch_attention_grad_run_to_run(const float* q, const float* k, con
   if (!attention_grad_tf32x3_fits(d, q, k, v, dy, out)) return launch_attention_grad(q, k, v, dy, out, d, finite, stats, probs, stream);
   finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(q, dy, k, v, nullptr, nullptr, d, finite);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  // The tensor-core kernels' row statistics share the stats space with the tiled kernels', which run after them.
+  // The tensor-core kernels' row statistics share the stats space with the f32 kernels', which run after them.
   if (cudaError_t e = launch_attention_grad_tf32x3(q, k, v, dy, out, d, finite, reinterpret_cast<float2*>(stats), stream); e != cudaSuccess)
     return e;
   AttentionDesc rest = d;
   rest.nonfinite_only = true;
-  return launch_attention_grad_tiled(q, k, v, dy, out, rest, finite, reinterpret_cast<float*>(stats), probs, stream);
+  return attention_grad_kernels(q, k, v, dy, out, rest, finite, finite, stats, probs, stream);
 }
 
 cudaError_t launch_attention_grad(const float* q, const float* k, const float* v, const float* dy, float* out,
                                   const AttentionDesc& d, int* finite, double* stats, float* probs, cudaStream_t stream) {
   if (d.G == 0 || d.T == 0 || d.D == 0) return cudaSuccess;
   if (d.D > kAttentionMaxDim || d.E != d.D) return cudaErrorInvalidValue;
-  if (d.causal && d.offset >= 0) {  // as attention's: only then may blocks skip
+  const bool skippable = d.causal && d.offset >= 0;  // as attention's: only then may blocks skip
+  if (skippable) {
     finite_kernel<<<row_grid(d.G), kThreads, 0, stream>>>(q, dy, k, v, nullptr, nullptr, d, finite);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  if (attention_tiled_fits(d, true))
-    return launch_attention_grad_tiled(q, k, v, dy, out, d, d.causal && d.offset >= 0 ? finite : nullptr,
-                                       reinterpret_cast<float*>(stats), probs, stream);
-  const size_t dq_shared = sizeof(float) * static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
-  if (cudaError_t e = allow_shared(attention_dq_kernel, dq_shared); e != cudaSuccess) return e;
-  attention_dq_kernel<<<attention_grid(d, kRows), kAttnThreads, dq_shared, stream>>>(q, k, v, dy, out, d, finite, stats);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  const size_t floats = static_cast<size_t>(2 * kRows * d.D + 2 * kTile * (d.D + 1));
-  const size_t dkv_shared = sizeof(float) * ((floats + 1) / 2 * 2) + sizeof(double) * kTile * 3;
-  if (cudaError_t e = allow_shared(attention_dkv_kernel, dkv_shared); e != cudaSuccess) return e;
-  attention_dkv_kernel<<<attention_grid(d, kRows), kAttnThreads, dkv_shared, stream>>>(q, k, v, dy, out, d, finite, stats);
-  return cudaGetLastError();
+  return attention_grad_kernels(q, k, v, dy, out, d, skippable ? finite : nullptr, finite, stats, probs, stream);
 }
 
 }  // namespace volta::cuda

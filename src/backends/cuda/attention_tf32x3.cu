@@ -77,6 +77,25 @@ __device__ __forceinline__ void tile_fragment(const uint32_t* big, const uint32_
   ab[0] = big[at], ab[1] = big[at + 8 * kLd], ab[2] = big[at + 4], ab[3] = big[at + 8 * kLd + 4];
   as[0] = small[at], as[1] = small[at + 8 * kLd], as[2] = small[at + 4], as[3] = small[at + 8 * kLd + 4];
 }
+// The a fragments of the warp's 16 rows of rows [r0, r0 + 64), split once, staged through big
+// and small (the block's other loads issued before this share its barrier).
+__device__ __forceinline__ void own_fragments(const AttentionRows& rows, int64_t r0, uint32_t* big, uint32_t* small, const Lane& l,
+                                              uint32_t fb[8][4], uint32_t fs[8][4]) {
+  load_split(rows, r0, big, small);
+  __syncthreads();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) tile_fragment(big, small, l, kk, fb[kk], fs[kk]);
+  __syncthreads();
+}
+// A fragment source for the product helpers: fragments held in registers.
+struct Held {
+  const uint32_t (&fb)[8][4];
+  const uint32_t (&fs)[8][4];
+  __device__ __forceinline__ void operator()(int kk, uint32_t ab[4], uint32_t as[4]) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) ab[i] = fb[kk][i], as[i] = fs[kk][i];
+  }
+};
 // The a fragment of accumulators c (16 rows by 64 columns) for k step kk: index tg stands for
 // column 2 tg of the step and tg + 4 for 2 tg + 1 (where the accumulators hold them), so the b
 // operand's rows are read in that order (by_rows).
@@ -138,11 +157,13 @@ __device__ __forceinline__ void store_rows(const float c[8][4], float* row0, int
     *reinterpret_cast<float2*>(row1 + n * 8 + 2 * l.tg) = make_float2(c[n][2] * scale, c[n][3] * scale);
   }
 }
-// ds = p (dp - sum_j p dp). A probability of exactly 1 holds its row's whole mass (the first row
-// of a causal mask): sum_j p dp is then this dp, and ds exactly 0, as the reference has it; the
-// statistics' dy . y rounds differently, so that case is written out. (The dq kernel's scores
-// are the statistics kernel's products in the same order, each rounded before the max is taken
-// off, so there such a p is exactly 1.)
+// ds = p (dp - sum_j p dp). A probability that is 1 holds its row's whole mass (the first row of a
+// causal mask; or the other keys hold under 2^-25 of it, whose terms are below f32's rounding):
+// sum_j p dp is then this dp, and ds 0, exactly so in the reference; the statistics' dy . y
+// rounds differently, so that case is written out. (The dq kernel's scores are the statistics
+// kernel's products in the same order, each rounded before the max is taken off, so there a
+// causal mask's first row has p exactly 1; the dk/dv kernel sums its products transposed, so
+// there p may be 1 - 1 ulp and ds about 1e-7 of dp, within the tolerance.)
 __device__ __forceinline__ float score_gradient(float p, float dp, float pdp) { return p == 1.0f ? 0.0f : p * (dp - pdp); }
 // The row block of a block, the longest rows first (causal: their key tiles), and its group.
 __device__ __forceinline__ void block_of(const AttentionDesc& d, int64_t& rb, int64_t& g) {
@@ -167,13 +188,8 @@ __global__ void __launch_bounds__(kTcThreads, 3) attention_tf32x3_kernel(const f
   const AttentionRows keys = key_rows(d, k, nullptr, g, d.S1), vals = value_rows(d, v, nullptr, g, d.S1);
   const float scale = static_cast<float>(d.scale);
 
-  // The warp's 16 query rows as a fragments, split once (staged through the k tile's space).
-  load_split(query_rows(d, q, g), i0, kb, ks);
-  __syncthreads();
-  uint32_t qb[8][4], qs[8][4];
-#pragma unroll
-  for (int kk = 0; kk < 8; ++kk) tile_fragment(kb, ks, l, kk, qb[kk], qs[kk]);
-  __syncthreads();
+  uint32_t qb[8][4], qs[8][4];  // the warp's 16 query rows, staged through the k tile's space
+  own_fragments(query_rows(d, q, g), i0, kb, ks, l, qb, qs);
 
   float o[8][4];
   clear(o);
@@ -187,10 +203,7 @@ __global__ void __launch_bounds__(kTcThreads, 3) attention_tf32x3_kernel(const f
     __syncthreads();
     float s[8][4];
     clear(s);
-    product_by_columns(s, kb, ks, l, [&](int kk, uint32_t ab[4], uint32_t as[4]) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) ab[i] = qb[kk][i], as[i] = qs[kk][i];
-    });
+    product_by_columns(s, kb, ks, l, Held{qb, qs});
     float mx0 = m0, mx1 = m1;
     const bool diagonal = d.causal && kt == rb;
 #pragma unroll
@@ -261,13 +274,9 @@ __global__ void __launch_bounds__(kTcThreads, 2) attention_tf32x3_dq_kernel(cons
   const int64_t i0 = rb * kBlockRows;
   const AttentionRows keys = key_rows(d, k, nullptr, g, d.T), vals = value_rows(d, v, nullptr, g, d.T);
   const float scale = static_cast<float>(d.scale);
-  load_split(query_rows(d, q, g), i0, kb, ks);
   load_split(dy_rows(d, dy, g), i0, yb, ys);
-  __syncthreads();
   uint32_t qb[8][4], qs[8][4];
-#pragma unroll
-  for (int kk = 0; kk < 8; ++kk) tile_fragment(kb, ks, l, kk, qb[kk], qs[kk]);
-  __syncthreads();
+  own_fragments(query_rows(d, q, g), i0, kb, ks, l, qb, qs);
   const int64_t row0 = i0 + l.warp * 16 + l.gr, row1 = row0 + 8;
   const float2 st0 = stats[g * d.T + row0], st1 = stats[g * d.T + row1];
   float dq[8][4];
@@ -281,10 +290,7 @@ __global__ void __launch_bounds__(kTcThreads, 2) attention_tf32x3_dq_kernel(cons
     float p[8][4], dp[8][4];
     clear(p);
     clear(dp);
-    product_by_columns(p, kb, ks, l, [&](int kk, uint32_t ab[4], uint32_t as[4]) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) ab[i] = qb[kk][i], as[i] = qs[kk][i];
-    });
+    product_by_columns(p, kb, ks, l, Held{qb, qs});
     product_by_columns(dp, vb, vs, l, [&](int kk, uint32_t ab[4], uint32_t as[4]) { tile_fragment(yb, ys, l, kk, ab, as); });
     const bool diagonal = d.causal && kt == rb;
 #pragma unroll
@@ -319,13 +325,9 @@ __global__ void __launch_bounds__(kTcThreads, 2) attention_tf32x3_dkv_kernel(con
   const int64_t j0 = kb_index * kBlockRows;
   const AttentionRows queries = query_rows(d, q, g), dys = dy_rows(d, dy, g);
   const float scale = static_cast<float>(d.scale);
-  load_split(key_rows(d, k, nullptr, g, d.T), j0, qb, qs);  // staged through the q tile's space
   load_split(value_rows(d, v, nullptr, g, d.T), j0, vb, vs);
-  __syncthreads();
-  uint32_t kfb[8][4], kfs[8][4];
-#pragma unroll
-  for (int kk = 0; kk < 8; ++kk) tile_fragment(qb, qs, l, kk, kfb[kk], kfs[kk]);
-  __syncthreads();
+  uint32_t kfb[8][4], kfs[8][4];  // the warp's 16 keys, staged through the q tile's space
+  own_fragments(key_rows(d, k, nullptr, g, d.T), j0, qb, qs, l, kfb, kfs);
   const int64_t key0 = j0 + l.warp * 16 + l.gr, key1 = key0 + 8;
   float dk[8][4], dv[8][4];
   clear(dk);
@@ -339,10 +341,7 @@ __global__ void __launch_bounds__(kTcThreads, 2) attention_tf32x3_dkv_kernel(con
     float p[8][4], dp[8][4];  // transposed: rows the warp's keys, columns the tile's queries
     clear(p);
     clear(dp);
-    product_by_columns(p, qb, qs, l, [&](int kk, uint32_t ab[4], uint32_t as[4]) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) ab[i] = kfb[kk][i], as[i] = kfs[kk][i];
-    });
+    product_by_columns(p, qb, qs, l, Held{kfb, kfs});
     const bool diagonal = d.causal && qt == kb_index;
 #pragma unroll
     for (int n = 0; n < 8; ++n)
@@ -374,14 +373,14 @@ __global__ void __launch_bounds__(kTcThreads, 2) attention_tf32x3_dkv_kernel(con
 
 bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-// Shapes, layouts and alignment the kernels take (the tiled kernels must fit, for the groups
-// they leave): every row read as float4s.
+// Shapes, layouts and alignment the kernels take (every row read as float4s), and their shared
+// memory within the device's limit (the gradient's kernels take more than some GPUs allow a block).
 bool tf32x3_fits(const AttentionDesc& d, bool grad, std::initializer_list<const float*> pointers) {
   if (d.position != nullptr || d.S2 != 0 || d.G == 0 || d.G * (d.T / kBlockRows) > (int64_t{1} << 31) - 1) return false;
   if (!tf32x3_attention_shape(d.T, d.S1, d.D, d.E, d.causal, d.offset) || (d.heads == 0 && d.cap % 4 != 0)) return false;
   for (const float* p : pointers)
     if (!aligned(p)) return false;
-  return attention_tiled_fits(d, grad);
+  return (grad ? std::max(kDqShared, kDkvShared) : kForwardShared) <= attention_shared_limit();
 }
 
 }  // namespace

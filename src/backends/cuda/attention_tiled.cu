@@ -39,8 +39,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_kernel(const
   }
 }
 
-// The device's per-block shared memory limit (opt-in), read once per process and device.
-size_t shared_limit() {
+// The device's per-block shared memory limit (opt-in).
+size_t read_shared_limit() {
   int dev = 0, bytes = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
@@ -61,8 +61,13 @@ struct LaunchForward {
 
 }  // namespace
 
+size_t attention_shared_limit() {
+  static const size_t limit = read_shared_limit();  // once per process
+  return limit;
+}
+
 bool attention_tiled_fits(const AttentionDesc& d, bool grad) {
-  static const size_t limit = shared_limit();
+  const size_t limit = attention_shared_limit();
   const int64_t keys = grad ? d.T : d.S1 + d.S2;
   if (d.position != nullptr || d.T < kTiledMinRows || keys == 0 || d.D == 0 || d.D > kAttentionMaxDim || d.E > kAttentionMaxDim)
     return false;

@@ -62,6 +62,9 @@ inline unsigned attention_grid(const AttentionDesc& d, int64_t rows) {
   return static_cast<unsigned>(std::min<int64_t>(d.G * ((d.T + rows - 1) / rows), int64_t{1} << 20));
 }
 
+// The device's per-block shared memory limit (opt-in), read once per process.
+size_t attention_shared_limit();
+
 // Fewer query rows than this take the per-row kernels (a decode step, a short prompt).
 constexpr int64_t kTiledMinRows = 8;
 
@@ -73,8 +76,8 @@ bool attention_tiled_fits(const AttentionDesc& d, bool grad);
 cudaError_t launch_attention_tiled(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
                                    const AttentionDesc& d, const int* finite, cudaStream_t stream);
 // The tensor-core kernels (attention_tf32x3.cu). The forward: whether it takes d with these operands
-// (tf32x3_attention_shape, no position or k2, 16-byte aligned rows, and the tiled forward fits for
-// the groups it leaves), and its launch, over the groups whose `finite` flag is 1.
+// (tf32x3_attention_shape, no position or k2, 16-byte aligned rows, its shared memory within the
+// device's limit), and its launch, over the groups whose `finite` flag is 1.
 bool attention_tf32x3_fits(const AttentionDesc& d, const float* q, const float* k, const float* v, const float* out);
 cudaError_t launch_attention_tf32x3(const float* q, const float* k, const float* v, float* out, const AttentionDesc& d,
                                     const int* finite, cudaStream_t stream);

@@ -1,0 +1,67 @@
+// The run-to-run attention kernels on a GPU (they skip without one): the tensor-core kernels
+// (cuda.attention_tf32x3) take the groups whose operands are finite, the f32 kernels the groups
+// with a nan or infinity, in one call, and both agree with the reference kernels. The op-test
+// harness's special values reach every group, so there every group takes the f32 kernels.
+#include <cmath>
+
+#include "ops/node_runner.h"
+#include "test_util.h"
+#include "volta/rng.h"
+
+namespace volta {
+namespace {
+
+TEST(CudaAttention, TensorCoreGroupsBesideGroupsWithNanOrInfinity) {
+  auto cuda = make_cuda_backend();
+  if (!cuda.is_ok()) GTEST_SKIP() << "no CUDA device: " << cuda.status().message();
+  auto ref = test::make_reference_backend();
+  const Shape shape{1, 4, 128, 64};  // 4 groups, two row blocks, heads 64 wide
+  for (const ir::Op op : {ir::Op::Attention, ir::Op::AttentionGrad}) {
+    const bool grad = op == ir::Op::AttentionGrad;
+    std::vector<Tensor> in;
+    for (int i = 0; i < (grad ? 4 : 3); ++i) {
+      in.push_back(Tensor::zeros(DType::f32, shape));
+      fill_normal(in.back(), 7, static_cast<uint64_t>(i), 0.0f, 1.0f);
+    }
+    const int64_t group = 128 * 64;
+    in[2].data<float>()[1 * group + 100 * 64 + 3] = NAN;        // a value of group 1 (a row after most queries: masked for them)
+    in[1].data<float>()[2 * group + 5 * 64] = NAN;              // a key of group 2
+    if (grad) in[3].data<float>()[3 * group + 7 * 64 + 1] = NAN;  // dy of group 3
+    std::vector<TensorType> types;
+    for (const Tensor& t : in) types.push_back(t.type());
+    auto node = test::make_node(op, types, ir::Attrs{{"scale", 0.125}, {"causal_offset", int64_t{0}}});
+    ASSERT_OK(node);
+    const ir::Graph g = test::node_graph(*node, types);
+    ASSERT_EQ((*cuda)->kernel_info(g, g.nodes.back(), Determinism::RunToRun).variant, "cuda.attention_tf32x3");
+    auto want = test::run_node(*ref, *node, in);
+    auto got = test::run_node(**cuda, *node, in, Determinism::RunToRun);
+    ASSERT_OK(want);
+    ASSERT_OK(got);
+    const float* w = want->data<float>();
+    const float* x = got->data<float>();
+    int64_t special = 0, finite_group0 = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < want->numel(); ++i) {
+      ASSERT_EQ(std::isnan(w[i]), std::isnan(x[i])) << ir::op_name(op) << " element " << i << ": " << x[i] << ", reference " << w[i];
+      if (std::isnan(w[i])) {
+        ++special;
+        continue;
+      }
+      if (std::isinf(w[i])) {
+        ASSERT_EQ(w[i], x[i]) << ir::op_name(op) << " element " << i;
+        ++special;
+        continue;
+      }
+      if (i % (4 * group) < group) ++finite_group0;  // group 0 of each part (dq, dk, dv)
+      worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - w[i]) / (1.0 + std::fabs(w[i])));
+    }
+    EXPECT_GT(special, 0) << "the f32 kernels' groups keep the reference's nan and infinities";
+    EXPECT_EQ(finite_group0, (grad ? 3 : 1) * group) << "group 0 is finite";
+    EXPECT_LE(worst, 5e-5) << ir::op_name(op);
+    std::printf("parity %s at run-to-run, tensor-core and f32 groups: max err %.3g, %lld special values\n", ir::op_name(op), worst,
+                static_cast<long long>(special));
+  }
+}
+
+}  // namespace
+}  // namespace volta
