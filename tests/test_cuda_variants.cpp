@@ -34,15 +34,21 @@ TEST(CudaCapabilities, CublasMatmulBelowStrictWhereOneStridedGemmCoversIt) {
 // wide, plain or packed, with a causal mask at offset 0 or none; anything else, and anything at
 // strict, runs the f32 kernels ("cuda").
 TEST(CudaCapabilities, TensorCoreAttentionBelowStrictWhereTheShapeFits) {
-  auto variant = [](const std::vector<Shape>& shapes, const ir::Attrs& attrs, Determinism level) {
+  auto kernel = [](ir::Op op, const std::vector<Shape>& shapes, const ir::Attrs& attrs, Determinism level) {
     std::vector<TensorType> in;
     for (const Shape& s : shapes) in.push_back({DType::f32, s});
-    auto n = test::make_node(ir::Op::Attention, in, attrs);
+    auto n = test::make_node(op, in, attrs);
     EXPECT_TRUE(n.is_ok()) << n.status().message();
     const ir::Graph g = test::node_graph(*n, in);
     const KernelInfo k = cuda::kernel_info(g, g.nodes.back(), level);
     EXPECT_EQ(k.level, k.variant == "cuda" ? Determinism::Strict : Determinism::RunToRun);
     return k.variant;
+  };
+  auto variant = [&](const std::vector<Shape>& shapes, const ir::Attrs& attrs, Determinism level) {
+    return kernel(ir::Op::Attention, shapes, attrs, level);
+  };
+  auto grad = [&](const std::vector<Shape>& shapes, const ir::Attrs& attrs, Determinism level) {
+    return kernel(ir::Op::AttentionGrad, shapes, attrs, level);
   };
   ir::Attrs causal;
   causal.set("scale", 0.125);
@@ -69,14 +75,6 @@ TEST(CudaCapabilities, TensorCoreAttentionBelowStrictWhereTheShapeFits) {
   EXPECT_EQ(variant({{2, 3, 64, 64}, q, q}, prefix, Determinism::RunToRun), "cuda");  // a cache read in place
   EXPECT_EQ(variant({q, q, q, {2, 3, 64, 64}, {2, 3, 64, 64}}, causal, Determinism::RunToRun), "cuda");  // k2, v2
   // The gradient (q, k, v, dy), by the same rule; the stored-probabilities form keeps its kernels.
-  auto grad = [](const std::vector<Shape>& shapes, const ir::Attrs& attrs, Determinism level) {
-    std::vector<TensorType> in;
-    for (const Shape& s : shapes) in.push_back({DType::f32, s});
-    auto n = test::make_node(ir::Op::AttentionGrad, in, attrs);
-    EXPECT_TRUE(n.is_ok()) << n.status().message();
-    const ir::Graph g = test::node_graph(*n, in);
-    return cuda::kernel_info(g, g.nodes.back(), level).variant;
-  };
   EXPECT_EQ(grad({q, q, q, q}, causal, Determinism::Strict), "cuda");
   EXPECT_EQ(grad({q, q, q, q}, causal, Determinism::RunToRun), "cuda.attention_tf32x3");
   EXPECT_EQ(grad({q, q, q, q}, open, Determinism::RunToRun), "cuda.attention_tf32x3");

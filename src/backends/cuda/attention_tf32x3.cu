@@ -12,7 +12,8 @@
 // probabilities from L. The order of every sum is fixed by the shapes (the mma's own order
 // within a step), so the bits repeat run to run, but they differ from the strict kernels'.
 // Groups with a nan or infinity among their operands return at once: the launchers in
-// attention.cu run the tiled f32 kernels on those, which keep the reference's special values.
+// attention.cu run the f32 kernels (tiled or per row) on those, which keep the reference's
+// special values.
 #include "backends/cuda/attention_tiled.cuh"
 
 namespace volta::cuda {
@@ -157,6 +158,11 @@ __device__ __forceinline__ void store_rows(const float c[8][4], float* row0, int
     *reinterpret_cast<float2*>(row1 + n * 8 + 2 * l.tg) = make_float2(c[n][2] * scale, c[n][3] * scale);
   }
 }
+// A score times the scale, rounded on its own (no fused multiply-add): the forward takes the
+// row's max and L off this value, and the gradient's kernels recompute it bit for bit.
+__device__ __forceinline__ float scaled_score(float s, float scale) { return __fmul_rn(s, scale); }
+// A probability recomputed from the row's statistics: L = max + log(sum) of the scaled scores.
+__device__ __forceinline__ float probability(float s, float scale, float L) { return expf(scaled_score(s, scale) - L); }
 // ds = p (dp - sum_j p dp). A probability that is 1 holds its row's whole mass (the first row of a
 // causal mask; or the other keys hold under 2^-25 of it, whose terms are below f32's rounding):
 // sum_j p dp is then this dp, and ds 0, exactly so in the reference; the statistics' dy . y
@@ -211,7 +217,7 @@ __global__ void __launch_bounds__(kTcThreads, 3) attention_tf32x3_kernel(const f
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int64_t j = j0 + n * 8 + 2 * l.tg + e;
-        float x0 = __fmul_rn(s[n][e], scale), x1 = __fmul_rn(s[n][2 + e], scale);  // rounded, as the gradient's kernels round them
+        float x0 = scaled_score(s[n][e], scale), x1 = scaled_score(s[n][2 + e], scale);
         if (diagonal && j > row0) x0 = -INFINITY;
         if (diagonal && j > row1) x1 = -INFINITY;
         s[n][e] = x0, s[n][2 + e] = x1;
@@ -298,8 +304,8 @@ __global__ void __launch_bounds__(kTcThreads, 2) attention_tf32x3_dq_kernel(cons
 #pragma unroll
       for (int e = 0; e < 2; ++e) {  // ds = p (dp - sum_j p dp)
         const int64_t j = j0 + n * 8 + 2 * l.tg + e;
-        const float p0 = diagonal && j > row0 ? 0.0f : expf(__fmul_rn(p[n][e], scale) - st0.x);
-        const float p1 = diagonal && j > row1 ? 0.0f : expf(__fmul_rn(p[n][2 + e], scale) - st1.x);
+        const float p0 = diagonal && j > row0 ? 0.0f : probability(p[n][e], scale, st0.x);
+        const float p1 = diagonal && j > row1 ? 0.0f : probability(p[n][2 + e], scale, st1.x);
         dp[n][e] = score_gradient(p0, dp[n][e], st0.y);
         dp[n][2 + e] = score_gradient(p1, dp[n][2 + e], st1.y);
       }
@@ -350,8 +356,8 @@ __global__ void __launch_bounds__(kTcThreads, 2) attention_tf32x3_dkv_kernel(con
         const int c = n * 8 + 2 * l.tg + e;
         const int64_t i = i0 + c;
         const float L = rows_stats[c].x;
-        p[n][e] = diagonal && i < key0 ? 0.0f : expf(__fmul_rn(p[n][e], scale) - L);
-        p[n][2 + e] = diagonal && i < key1 ? 0.0f : expf(__fmul_rn(p[n][2 + e], scale) - L);
+        p[n][e] = diagonal && i < key0 ? 0.0f : probability(p[n][e], scale, L);
+        p[n][2 + e] = diagonal && i < key1 ? 0.0f : probability(p[n][2 + e], scale, L);
       }
     product_by_rows(dv, p, yb, ys, l);
     product_by_columns(dp, yb, ys, l, [&](int kk, uint32_t ab[4], uint32_t as[4]) { tile_fragment(vb, vs, l, kk, ab, as); });

@@ -160,7 +160,7 @@ struct AttentionDesc {
   // are the thirds of packed [.., T, 3 H D] rows (head h at columns h D.. of its third), the
   // output and dy [.., T, H D], attention_grad's dq, dk, dv where q, k, v were read (rep = 1).
   int64_t heads = 0;
-  // Only the groups whose `finite` flag is 0 (the tiled forward, after the tensor-core kernel).
+  // Only the groups whose `finite` flag is 0 (the f32 kernels, after the tensor-core ones).
   bool nonfinite_only = false;
 };
 constexpr int64_t kAttentionMaxDim = 128;  // D and E of the fused kernels
@@ -169,7 +169,7 @@ constexpr int64_t kAttentionMaxDim = 128;  // D and E of the fused kernels
 cudaError_t launch_attention(const float* q, const float* k, const float* v, const float* k2, const float* v2, float* out,
                              const AttentionDesc& d, int* finite, cudaStream_t stream);
 // The run-to-run variant (attention_tf32x3.cu): where attention_tf32x3_fits, the finite flags,
-// then the tensor-core kernel on the finite groups and the tiled f32 kernel on the rest; else as
+// then the tensor-core kernel on the finite groups and the f32 kernels on the rest; else as
 // launch_attention.
 cudaError_t launch_attention_run_to_run(const float* q, const float* k, const float* v, const float* k2, const float* v2,
                                         float* out, const AttentionDesc& d, int* finite, cudaStream_t stream);
@@ -179,7 +179,7 @@ cudaError_t launch_attention_run_to_run(const float* q, const float* k, const fl
 cudaError_t launch_attention_grad(const float* q, const float* k, const float* v, const float* dy, float* out,
                                   const AttentionDesc& d, int* finite, double* stats, float* probs, cudaStream_t stream);
 // Its run-to-run variant, as launch_attention_run_to_run: the tensor-core kernels on the finite
-// groups, the tiled f32 kernels on the rest.
+// groups, the f32 kernels on the rest.
 cudaError_t launch_attention_grad_run_to_run(const float* q, const float* k, const float* v, const float* dy, float* out,
                                              const AttentionDesc& d, int* finite, double* stats, float* probs, cudaStream_t stream);
 
