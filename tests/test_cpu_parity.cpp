@@ -4,12 +4,50 @@
 #include <limits>
 
 #include "backends/cpu/kernels.h"
+#include "ops/node_runner.h"
 #include "test_util.h"
 #include "volta/optim.h"
 #include "volta/rng.h"
 
 namespace volta {
 namespace {
+
+// attention_grad where one key holds +inf: the query row whose score with it is +inf has nan
+// probabilities over its keys, as the forward's softmax gives them, and exact zeros past the
+// causal mask (the forward's masked entries), so the value gradient of a later key takes nothing
+// from that row. The rows after it score -inf there and stay finite. The CPU kernel, the
+// reference and the unfused backward agree on which elements are nan.
+TEST(CpuParity, AttentionGradKeepsMaskedProbabilitiesZeroBesideAnInfiniteScore) {
+  const int64_t T = 8, D = 4;
+  std::vector<Tensor> in;
+  for (int i = 0; i < 4; ++i) {
+    in.push_back(Tensor::zeros(DType::f32, {1, 1, T, D}));
+    fill_normal(in.back(), 12, static_cast<uint64_t>(i), 0.0f, 1.0f);
+  }
+  float* q = in[0].data<float>();
+  for (int64_t i = 0; i < T; ++i) q[i * D] = i == 2 ? 1.0f : -1.0f;  // row 2 scores key 2 at +inf, later rows at -inf
+  in[1].data<float>()[2 * D] = std::numeric_limits<float>::infinity();
+  std::vector<TensorType> types;
+  for (const Tensor& t : in) types.push_back(t.type());
+  auto node = test::make_node(ir::Op::AttentionGrad, types, ir::Attrs{{"scale", 0.5}, {"causal_offset", int64_t{0}}});
+  ASSERT_OK(node);
+  auto cpu = make_cpu_backend();
+  auto ref = test::make_reference_backend();
+  auto want = test::run_node(*ref, *node, in);
+  auto got = test::run_node(*cpu, *node, in);
+  ASSERT_OK(want);
+  ASSERT_OK(got);
+  const float *w = want->data<float>(), *x = got->data<float>();
+  for (int64_t i = 0; i < want->numel(); ++i) {
+    ASSERT_EQ(std::isnan(w[i]), std::isnan(x[i])) << "element " << i << ": " << x[i] << ", reference " << w[i];
+    if (!std::isnan(w[i])) {
+      EXPECT_NEAR(x[i], w[i], 1e-5 * (1.0 + std::fabs(w[i]))) << i;
+    }
+  }
+  const float* dv = w + 2 * T * D;
+  for (int64_t j = 3; j < T; ++j)
+    for (int64_t d = 0; d < D; ++d) EXPECT_TRUE(std::isfinite(dv[j * D + d])) << "dv of key " << j << ", " << d;
+}
 
 // The backend's float optimizer updates against the double reference, over many steps.
 TEST(CpuParity, OptimizerUpdatesMatchTheReference) {

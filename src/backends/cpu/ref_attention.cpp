@@ -202,8 +202,13 @@ Status AttentionGrad(const KernelArgs& a) {
         mx = std::fmax(mx, z[static_cast<size_t>(j)]);
       }
       for (int64_t j = 0; j < T; ++j) sum += std::exp(z[static_cast<size_t>(j)] - mx);
+      // A masked probability is exactly 0, as the forward's softmax writes it, also in a row whose
+      // sum is nan (a +inf score); a row that keeps no key is nan throughout.
+      const bool none = causal && i + offset < 0;
       for (int64_t j = 0; j < T; ++j) {
+        const bool masked = causal && j > i + offset && !none;
         at(p, i, j) = args.probs ? args.probs[(g * T + i) * T + j]  // the forward's, stored
+                      : masked   ? 0.0f
                                  : static_cast<float>(std::exp(z[static_cast<size_t>(j)] - mx) / sum);
         at(ds, i, j) = dot(dy, dy_rs, i, v, j);  // dp for now
         pdp += static_cast<double>(at(ds, i, j)) * at(p, i, j);

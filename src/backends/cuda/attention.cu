@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_dkv_kernel(const float
         p[r] = ds[r] = 0.0f;
         if (i >= T || j >= T) continue;
         const double z = d.causal && j > i + d.offset ? kNegInf : d.scale * static_cast<double>(s[r]);
-        p[r] = probability(z, st[lane * 3], st[lane * 3 + 1]);
+        p[r] = masked_zero(d, i, j) ? 0.0f : probability(z, st[lane * 3], st[lane * 3 + 1]);
         ds[r] = static_cast<float>(d.scale * p[r] * (dp[r] - st[lane * 3 + 2]));
       }
       const int n = static_cast<int>(min(int64_t{kTile}, T - t0));

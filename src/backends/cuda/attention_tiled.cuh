@@ -22,6 +22,12 @@ __device__ inline int64_t packed_row(const AttentionDesc& d, int64_t g) {
   return g / d.heads * d.T * 3 * d.heads * d.D + g % d.heads * d.D;
 }
 __device__ inline int64_t qkv_stride(const AttentionDesc& d, int64_t width) { return d.heads ? 3 * d.heads * d.D : width; }
+// Whether the causal mask makes query i's probability of key j exactly 0, as the forward's
+// softmax writes it (also in a row whose sum is nan, a +inf score; a row that keeps no key is
+// nan throughout): the p that attention_grad's dv and its stored probabilities take.
+__device__ inline bool masked_zero(const AttentionDesc& d, int64_t i, int64_t j) {
+  return d.causal && j > i + d.offset && i + d.offset >= 0;
+}
 // The output's (attention) or dy's (attention_grad) rows of group g, and their stride.
 __device__ inline int64_t out_offset(const AttentionDesc& d, int64_t g) {
   return d.heads ? g / d.heads * d.T * d.heads * d.D + g % d.heads * d.D : g * d.T * d.E;

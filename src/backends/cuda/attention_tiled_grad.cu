@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_tiled_dq_kernel(co
       if (i >= T) continue;
       if (probs != nullptr)  // the row's p and ds for the dk/dv kernel, keys [0, end)
         for (int j = lane; j < n_keys; j += 32) {
-          probs[(g * T + i) * T + j] = ps[row * Sp + j];
+          probs[(g * T + i) * T + j] = masked_zero(d, i, j) ? 0.0f : ps[row * Sp + j];
           probs[((d.G + g) * T + i) * T + j] = dps[row * Sp + j];
         }
       if (lane == 0) {
@@ -86,7 +86,7 @@ __device__ inline void recompute_probs(const float* kr, const float* vr, const f
     const int64_t j = j0 + row;
     float p = 0.0f, ds = 0.0f;
     if (i < T && j < T) {
-      p = probability(masked_score(s[r], i, j, T, d, scale), st[lane * 3], st[lane * 3 + 1]);
+      p = masked_zero(d, i, j) ? 0.0f : probability(masked_score(s[r], i, j, T, d, scale), st[lane * 3], st[lane * 3 + 1]);
       ds = score_grad(p, dp[r], st[lane * 3 + 2], scale);
     }
     pt[row * kPs + lane] = p;
