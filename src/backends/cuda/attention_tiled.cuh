@@ -63,9 +63,15 @@ struct TiledShape {
   int Dq = 0, Dt = 0, Sp = 0, tile_floats = 0;
 };
 
-// Blocks for the G query groups' row blocks of `rows` (a grid-stride loop past the cap).
+// Blocks for the G query groups' row blocks of `rows` (a grid-stride loop past the cap). The
+// launch for the groups the tensor-core kernels left (nonfinite_only) mostly reads a flag per row
+// block and moves on, so a few blocks per multiprocessor walk them all: a full grid (3,072 blocks
+// at the GPU-sized GPT's shape, each with the kernel's shared memory) only launched blocks that
+// exit.
+constexpr int64_t kLeftoverBlocks = 512;
 inline unsigned attention_grid(const AttentionDesc& d, int64_t rows) {
-  return static_cast<unsigned>(std::min<int64_t>(d.G * ((d.T + rows - 1) / rows), int64_t{1} << 20));
+  const int64_t cap = d.nonfinite_only ? kLeftoverBlocks : int64_t{1} << 20;
+  return static_cast<unsigned>(std::min<int64_t>(d.G * ((d.T + rows - 1) / rows), cap));
 }
 
 // The device's per-block shared memory limit (opt-in), read once per process.
