@@ -63,5 +63,46 @@ TEST(CudaAttention, TensorCoreGroupsBesideGroupsWithNanOrInfinity) {
   }
 }
 
+// One key of group 1 holds +inf and query rows of that group score it at +inf (row 70) or -inf
+// (the others from 64 on): the +inf row's probabilities are nan over its keys and exactly 0 past
+// the causal mask, as the forward writes them, so the later keys' dv stays finite. The rows of
+// 128 (tensor-core shapes) put the finite groups on the tensor cores and group 1 on the f32 tiled
+// kernels at run-to-run, all groups on the tiled ones at strict; rows of 6 take the per-row kernels.
+TEST(CudaAttention, GradientKeepsMaskedProbabilitiesZeroBesideAnInfiniteScore) {
+  auto cuda = make_cuda_backend();
+  if (!cuda.is_ok()) GTEST_SKIP() << "no CUDA device: " << cuda.status().message();
+  auto ref = test::make_reference_backend();
+  for (const auto& [T, D] : {std::pair<int64_t, int64_t>{128, 64}, {6, 8}}) {
+    const Shape shape{1, 2, T, D};
+    std::vector<Tensor> in;
+    for (int i = 0; i < 4; ++i) {
+      in.push_back(Tensor::zeros(DType::f32, shape));
+      fill_normal(in.back(), 8, static_cast<uint64_t>(i), 0.0f, 1.0f);
+    }
+    const int64_t group = T * D, key = T / 2, hot = key + T / 8;  // the +inf key, the row scoring it +inf
+    in[1].data<float>()[group + key * D] = INFINITY;
+    for (int64_t i = key; i < T; ++i) in[0].data<float>()[group + i * D] = i == hot ? 1.0f : -1.0f;
+    std::vector<TensorType> types;
+    for (const Tensor& t : in) types.push_back(t.type());
+    auto node = test::make_node(ir::Op::AttentionGrad, types, ir::Attrs{{"scale", 0.125}, {"causal_offset", int64_t{0}}});
+    ASSERT_OK(node);
+    auto want = test::run_node(*ref, *node, in);
+    ASSERT_OK(want);
+    for (const Determinism level : {Determinism::Strict, Determinism::RunToRun}) {
+      auto got = test::run_node(**cuda, *node, in, level);
+      ASSERT_OK(got);
+      const float *w = want->data<float>(), *x = got->data<float>();
+      for (int64_t i = 0; i < want->numel(); ++i) {
+        ASSERT_EQ(std::isnan(w[i]), std::isnan(x[i])) << "T " << T << " element " << i << ": " << x[i] << ", reference " << w[i];
+        if (!std::isnan(w[i])) {
+          ASSERT_NEAR(x[i], w[i], 5e-5 * (1.0 + std::fabs(w[i]))) << "T " << T << " element " << i;
+        }
+      }
+      const float* dv = w + (2 * 2 + 1) * group;  // part 2 (dv), group 1
+      for (int64_t j = hot + 1; j < T; ++j) ASSERT_TRUE(std::isfinite(dv[j * D])) << "dv of key " << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace volta
