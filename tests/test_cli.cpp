@@ -353,6 +353,23 @@ TEST(CliTrain, TraceHashesAndDiffTrace) {
   Cli dirout = volta("--trace-hashes " + dir + " inspect " + test::source_path("examples/mlp.vir"));
   EXPECT_EQ(dirout.code, 1);
   EXPECT_NE(dirout.err.find("--trace-hashes"), std::string::npos) << dirout.err;
+  // A command that fails before any run leaves an earlier trace whole; a file that is not a
+  // trace (here a checkpoint the command itself reads) is refused and left as it was.
+  const auto size = [](const std::string& f) { return std::filesystem::file_size(f); };
+  const uintmax_t t1 = size(dir + "/t1.jsonl");
+  Cli failed = volta("--trace-hashes " + dir + "/t1.jsonl train --recipe shakespeare-char --data " + dir + "/missing.txt");
+  EXPECT_NE(failed.code, 0);
+  EXPECT_EQ(size(dir + "/t1.jsonl"), t1);
+  Cli saved = volta("train --recipe shakespeare-char --steps 1 --eval-every 1 --eval-iters 1 --channels 32 --layers 1 --data " +
+                    test::source_path("data/tinyshakespeare.txt") + " --out " + dir + "/ck");
+  ASSERT_EQ(saved.code, 0) << saved.err;
+  const std::string ck = dir + "/ck/last.safetensors";
+  const uintmax_t ck_size = size(ck);
+  Cli clobber = volta("--trace-hashes " + ck + " generate --checkpoint " + ck + " --tokens 2");
+  EXPECT_EQ(clobber.code, 1);
+  EXPECT_NE(clobber.err.find("is a Volta checkpoint (safetensors), not a hash trace (refusing to overwrite it)"), std::string::npos)
+      << clobber.err;
+  EXPECT_EQ(size(ck), ck_size);
   std::filesystem::remove_all(dir);
 }
 

@@ -21,18 +21,30 @@ namespace volta {
 // `run` counts Runtime::run calls (a training step is one run of the step's plan; evaluation and
 // generation add theirs). With `values`, each output's bytes are also kept in FILE.values/, as
 // <run>.<step>.bin, so that diff-trace can measure the difference.
+//
+// FILE is never truncated up front: the records go to FILE.tmp.<pid> and replace FILE when the
+// trace finishes (finish(), or the destructor), and only if some run wrote one, so a command that
+// fails before running anything leaves an earlier trace as it was. An existing FILE that is not a
+// hash trace (a checkpoint, data, a model named by mistake) is refused, at create and at finish.
+// A character device or FIFO (/dev/null, a pipe) is written directly.
 class HashTrace {
  public:
   static Result<std::unique_ptr<HashTrace>> create(const std::string& path, bool values);
+  ~HashTrace();
   // A new run of `graph` begins.
   void begin_run(const std::string& graph);
   // Node n's output at schedule step `step`, as host bytes.
   Status record(const ir::Node& n, int64_t step, const std::byte* data, size_t bytes);
+  // The records into FILE (see above); later calls do nothing.
+  Status finish();
 
  private:
-  HashTrace(std::string path, bool values, std::ofstream out) : path_(std::move(path)), values_(values), out_(std::move(out)) {}
+  HashTrace(std::string path, bool values, bool direct) : path_(std::move(path)), values_(values), direct_(direct) {}
   std::string path_;
   bool values_ = false;
+  bool direct_ = false;  // a device or FIFO: written in place
+  bool finished_ = false;
+  std::string written_;  // where the records go: FILE.tmp.<pid>, or FILE when direct_; empty until the first
   std::ofstream out_;
   int64_t run_ = -1;
   std::string graph_;

@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (!global.trace_hashes.empty()) {
+      // (HashTrace::create refuses an existing file that is not a trace; nothing is written yet)
       volta::Status ok = volta::io::check_output_path(global.trace_hashes, "--trace-hashes");
       auto trace = ok.is_ok() ? volta::HashTrace::create(global.trace_hashes, global.trace_values)
                               : volta::Result<std::unique_ptr<volta::HashTrace>>(ok);
@@ -176,6 +177,12 @@ int main(int argc, char** argv) {
     for (auto& [sub, action] : commands) {
       if (!sub->parsed()) continue;
       volta::Status s = action();
+      // The trace replaces FILE now, also after a failed run (its records up to the failure are
+      // what diff-trace compares); the command's own error comes first.
+      if (global.trace) {
+        volta::Status t = global.trace->finish();
+        if (s.is_ok()) s = t;
+      }
       // What the command printed must have reached stdout: a full disk or a closed pipe is a
       // failed command, not a silently shortened output.
       if (s.is_ok() && (std::fflush(stdout) != 0 || std::ferror(stdout)))

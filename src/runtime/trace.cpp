@@ -5,22 +5,60 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "io/file.h"
 
+#include <unistd.h>
+
 namespace volta {
 
+namespace {
+
+// Whether the regular file at `path` may be replaced by a trace: it is empty or begins with a
+// trace record. Anything else is named by what its first bytes show.
+Status replaceable(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  if (head.empty()) return Status::ok();
+  const nlohmann::json j = nlohmann::json::parse(head.substr(0, head.find('\n')), nullptr, false);
+  if (!j.is_discarded() && j.is_object() && j.contains("hash") && j.contains("run")) return Status::ok();
+  return invalid_argument("--trace-hashes: '" + path + "' is " + io::file_kind_name(io::detect_file_kind(head)) +
+                          ", not a hash trace (refusing to overwrite it)");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<HashTrace>> HashTrace::create(const std::string& path, bool values) {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) return not_found("cannot write trace '" + path + "'");
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  const bool direct = !ec && (std::filesystem::is_character_file(st) || std::filesystem::is_fifo(st));
+  if (!ec && std::filesystem::is_regular_file(st)) VOLTA_RETURN_IF_ERROR(replaceable(path));
   if (values) {
-    std::error_code ec;
     std::filesystem::create_directories(path + ".values", ec);
     if (ec) return not_found("cannot create '" + path + ".values': " + ec.message());
   }
-  return std::unique_ptr<HashTrace>(new HashTrace(path, values, std::move(out)));
+  return std::unique_ptr<HashTrace>(new HashTrace(path, values, direct));
+}
+
+HashTrace::~HashTrace() { (void)finish(); }
+
+Status HashTrace::finish() {
+  if (finished_) return Status::ok();
+  finished_ = true;
+  if (written_.empty()) return Status::ok();  // no run wrote a record: FILE stays as it was
+  out_.close();
+  if (direct_) return out_ ? Status::ok() : not_found("cannot write trace '" + path_ + "'");
+  std::error_code ec;
+  Status ok = std::filesystem::is_regular_file(path_, ec) ? replaceable(path_) : Status::ok();  // written meanwhile?
+  if (ok.is_ok() && std::rename(written_.c_str(), path_.c_str()) != 0)
+    ok = not_found("cannot write trace '" + path_ + "': " + std::strerror(errno));
+  if (!ok.is_ok()) return Status(ok.code(), ok.message() + "; the trace is in '" + written_ + "'");
+  return Status::ok();
 }
 
 void HashTrace::begin_run(const std::string& graph) {
@@ -29,6 +67,12 @@ void HashTrace::begin_run(const std::string& graph) {
 }
 
 Status HashTrace::record(const ir::Node& n, int64_t step, const std::byte* data, size_t bytes) {
+  if (finished_) return internal_error("trace '" + path_ + "' is finished");
+  if (written_.empty()) {
+    written_ = direct_ ? path_ : path_ + ".tmp." + std::to_string(::getpid());
+    out_.open(written_, std::ios::trunc);
+    if (!out_) return not_found("cannot write trace '" + written_ + "'");
+  }
   nlohmann::ordered_json line = {{"run", run_},          {"graph", graph_},
                                  {"step", step},         {"node", n.name},
                                  {"op", ir::op_name(n.op)}, {"type", n.type.to_string()},
