@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <tuple>
 
 namespace volta::cli {
@@ -48,7 +49,16 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
     VOLTA_ASSIGN_OR_RETURN(resumed, train::load_lm_checkpoint(f.resume));
     if (resumed->state.slots.empty()) return invalid_argument("--resume: '" + f.resume + "' holds no optimizer state");
     const train::LMRecipe& saved = resumed->recipe;
-    auto num = [](double v) { return std::to_string(v); };
+    // Shortest round-trip text: counts print as counts, and two rates that differ never print the
+    // same (std::to_string's six decimals made 1e-7 and 2e-7 both "0.000000", so a changed --lr passed).
+    auto num = [](double v) {
+      char buf[32];
+      for (int digits = 1; digits <= 17; ++digits) {
+        std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (std::strtod(buf, nullptr) == v) break;
+      }
+      return std::string(buf);
+    };
     const std::vector<std::tuple<const char*, std::string, std::string>> fixed = {
         {"--lr", num(r.optimizer.lr), num(saved.optimizer.lr)},
         {"--min-lr", num(r.schedule.min_lr), num(saved.schedule.min_lr)},

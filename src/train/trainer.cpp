@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -117,11 +118,36 @@ Status Trainer::begin(TrainState snapshot, double best_val_loss, bool resumed) {
 
 std::string Trainer::out_path(const char* file) const { return (std::filesystem::path(o_.out) / file).string(); }
 
+namespace {
+
+// The first f32 tensor of the state holding a nan or an infinity: a diverged run, whose
+// checkpoint would replace a good one with a model that only gives nan.
+std::optional<std::string> nonfinite_tensor(const TrainState& s) {
+  const auto bad = [](const Tensor& t) {
+    if (t.dtype() != DType::f32) return false;
+    const float* x = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(x[i])) return true;
+    return false;
+  };
+  for (const auto& [name, t] : s.params)
+    if (bad(t)) return "param '" + name + "'";
+  for (const auto& [name, slots] : s.slots)
+    for (const Tensor& t : slots)
+      if (bad(t)) return "the optimizer state of '" + name + "'";
+  return std::nullopt;
+}
+
+}  // namespace
+
 Status Trainer::save(const std::string& path) {
   if (!saved_ || saved_->step != session_->steps()) {
     VOLTA_ASSIGN_OR_RETURN(TrainState s, session_->snapshot());
     saved_ = std::move(s);
   }
+  if (auto which = nonfinite_tensor(*saved_))
+    return numeric_error("step " + std::to_string(saved_->step) + ": " + *which +
+                         " holds nan or inf (the run diverged: try a lower --lr, or --clip); '" + path + "' was not written");
   std::map<std::string, std::string> metadata = task_->checkpoint_metadata();
   metadata["determinism"] = determinism_name(rt_->determinism());  // the level its steps were planned for
   return io::save_checkpoint(state_checkpoint(*saved_, best_, std::move(metadata)), path);
