@@ -71,6 +71,24 @@ TEST(Checkpoint, SaveIsAtomicAndLoadNamesMissingFiles) {
   std::filesystem::remove_all(dir);
 }
 
+// load_checkpoint looks at the first bytes before reading the rest: a file of zeros, a header
+// that is no JSON object, a header length past the end are refused with parse_checkpoint's words.
+TEST(Checkpoint, LoadRefusesABadHeaderBeforeReadingTheRest) {
+  const std::string dir = ::testing::TempDir() + "ckpt_head_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const auto file = [&](const std::string& name, const std::string& head, size_t zeros) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << head << std::string(zeros, '\0');
+    return dir + "/" + name;
+  };
+  const std::string len3("\x03\0\0\0\0\0\0\0", 8);
+  EXPECT_ERROR_CONTAINS(io::load_checkpoint(file("zeros", "", 1 << 20)), "header at offset 8 is not a JSON object");
+  EXPECT_ERROR_CONTAINS(io::load_checkpoint(file("array", len3 + "[1]", 1 << 20)), "header at offset 8 is not a JSON object");
+  const std::string huge("\0\0\0\0\0\0\x01\0", 8);
+  EXPECT_ERROR_CONTAINS(io::load_checkpoint(file("past", huge + "{}", 100)),
+                        "header length 281474976710656 at offset 0 runs past the end of the 110-byte file");
+  std::filesystem::remove_all(dir);
+}
+
 // A save killed between writing its temporary file and the rename leaves `x.tmp.<pid>`; the next
 // save removes it once that process is gone, and leaves a live process's save alone.
 TEST(Checkpoint, TheNextSaveRemovesTheTemporaryFilesOfKilledSaves) {

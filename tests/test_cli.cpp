@@ -324,6 +324,9 @@ TEST(CliTrain, TheDeterminismLevelIsRecordedInTheLogTheCheckpointAndThePlan) {
   Cli bad = volta("--deterministic sometimes inspect " + test::source_path("examples/mlp.vir"));
   EXPECT_EQ(bad.code, 2);
   EXPECT_EQ(bad.err, "volta: error: --deterministic: unknown determinism level 'sometimes' (expected strict, run-to-run or off)\n");
+  Cli many = volta("--threads 100000 inspect " + test::source_path("examples/mlp.vir"));
+  EXPECT_EQ(many.code, 2);
+  EXPECT_EQ(many.err, "volta: error: --threads must be in [0, 1024], got 100000\n");
 }
 
 // --trace-hashes on any command; diff-trace finds two trainings at 1 and 2 threads identical and

@@ -139,8 +139,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: error: %s (see %s --help)\n", who.c_str(), one_line(e.what()).c_str(), who.c_str());
       return 2;
     }
-    if (global.threads < 0) {
-      std::fprintf(stderr, "volta: error: --threads must be >= 0, got %d\n", global.threads);
+    // A pool past the machine's threads only waits on itself; 100000 failed to start its threads.
+    constexpr int kMaxThreads = 1024;
+    if (global.threads < 0 || global.threads > kMaxThreads) {
+      std::fprintf(stderr, "volta: error: --threads must be in [0, %d], got %d\n", kMaxThreads, global.threads);
       return 2;
     }
     volta::set_cpu_threads(global.threads);

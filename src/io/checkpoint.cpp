@@ -206,8 +206,43 @@ Status write_file_atomic(const std::string& given, std::string_view bytes) {
   return Status::ok();
 }
 
+namespace {
+
+// What parse_checkpoint would say first about a file of `size` bytes beginning with `head`, where
+// the head already shows it: a header length past the end, or a header that does not open a JSON
+// object. Otherwise ok (parse_checkpoint checks everything once the file is read).
+Status check_head(std::string_view head, uint64_t size, const std::string& source) {
+  if (head.size() < 8) return Status::ok();
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(head[static_cast<size_t>(i)])) << (8 * i);
+  if (n > kMaxHeaderBytes || n > size - 8)
+    return parse_error(source + ": header length " + std::to_string(n) + " at offset 0 runs past the end of the " +
+                       std::to_string(size) + "-byte file");
+  const std::string_view text = head.substr(8, static_cast<size_t>(std::min<uint64_t>(n, head.size() - 8)));
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (n == 0 || (first != std::string_view::npos && text[first] != '{'))
+    return parse_error(source + ": header at offset 8 is not a JSON object");
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<Checkpoint> load_checkpoint(const std::string& path) {
-  VOLTA_ASSIGN_OR_RETURN(std::string bytes, read_file(path, {uint64_t{1} << 40, ""}));
+  const ReadLimits limits{uint64_t{1} << 40, ""};
+  std::string bytes;
+  const auto reader = [&](int fd, uint64_t size) -> Status {
+    // The first bytes are looked at before the rest is read: a file that is not a checkpoint
+    // fails at once (3 GiB of zeros was read whole to learn that its header is not JSON).
+    std::string head(static_cast<size_t>(std::min<uint64_t>(size, 4096)), '\0');
+    const ssize_t got = ::pread(fd, head.data(), head.size(), 0);
+    if (got > 0) {
+      head.resize(static_cast<size_t>(got));
+      VOLTA_RETURN_IF_ERROR(expect_kind(head, FileKind::Checkpoint, path));
+      VOLTA_RETURN_IF_ERROR(check_head(head, size, path));
+    }
+    return read_all(fd, size, path, limits, &bytes);
+  };
+  VOLTA_RETURN_IF_ERROR(read_file_with(path, limits, reader));
   VOLTA_RETURN_IF_ERROR(expect_kind(bytes, FileKind::Checkpoint, path));
   return parse_checkpoint(bytes, path);
 }

@@ -36,20 +36,19 @@ std::string show_byte(unsigned char c) {
 }  // namespace
 
 Result<std::vector<int32_t>> CharTokenizer::encode(std::string_view text) const {
-  std::vector<int32_t> ids;
-  ids.reserve(text.size());
-  std::string unknown;
+  // The bytes are checked before the ids are allocated: a large file of the wrong characters (1
+  // GiB of NULs) is refused at its size, not after four times it in ids.
   std::array<bool, 256> reported{};
+  std::string unknown;  // in the order they first appear
   for (char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
-    const int32_t id = id_of_[c];
-    if (id < 0 && !reported[c]) {
-      reported[c] = true;
-      unknown += (unknown.empty() ? "" : ", ") + show_byte(c);
-    }
-    ids.push_back(id);
+    if (id_of_[c] >= 0 || reported[c]) continue;
+    reported[c] = true;
+    unknown += (unknown.empty() ? "" : ", ") + show_byte(c);
   }
   if (!unknown.empty()) return invalid_argument("characters not in the vocabulary: " + unknown);
+  std::vector<int32_t> ids(text.size());
+  for (size_t i = 0; i < text.size(); ++i) ids[i] = id_of_[static_cast<unsigned char>(text[i])];
   return ids;
 }
 
@@ -81,12 +80,13 @@ Result<TextData> split_text(std::string_view text, const CharTokenizer& tok, int
   VOLTA_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(text));
   TextData d;
   d.tokenizer = tok;
-  const size_t n = static_cast<size_t>(0.9 * static_cast<double>(ids.size()));
-  d.train.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
+  const size_t n = static_cast<size_t>(0.9 * static_cast<double>(ids.size())), total = ids.size();
   d.val.assign(ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end());
+  ids.resize(n);
+  d.train = std::move(ids);  // (not a copy: the split holds the ids once)
   const size_t need = static_cast<size_t>(context) + 1;
   if (d.train.size() < need || d.val.size() < need)
-    return invalid_argument(source + ": " + std::to_string(ids.size()) + " characters are too few: the 90/10 split needs at least " +
+    return invalid_argument(source + ": " + std::to_string(total) + " characters are too few: the 90/10 split needs at least " +
                             std::to_string(need) + " in each part for one window of context " + std::to_string(context));
   return d;
 }
