@@ -373,6 +373,14 @@ TEST(CliTrain, TraceHashesAndDiffTrace) {
   EXPECT_NE(clobber.err.find("is a Volta checkpoint (safetensors), not a hash trace (refusing to overwrite it)"), std::string::npos)
       << clobber.err;
   EXPECT_EQ(size(ck), ck_size);
+  // A symlinked FILE is written through to its target; no temporary file stays behind.
+  std::filesystem::create_symlink(dir + "/t1.jsonl", dir + "/link.jsonl");
+  Cli linked = volta("--trace-hashes " + dir + "/link.jsonl" + train + "1");
+  ASSERT_EQ(linked.code, 0) << linked.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link.jsonl"));
+  EXPECT_EQ(test::read_file(dir + "/t1.jsonl"), test::read_file(dir + "/t2.jsonl"));  // the same run's trace again
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
   std::filesystem::remove_all(dir);
 }
 

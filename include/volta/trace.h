@@ -25,8 +25,9 @@ namespace volta {
 // FILE is never truncated up front: the records go to FILE.tmp.<pid> and replace FILE when the
 // trace finishes (finish(), or the destructor), and only if some run wrote one, so a command that
 // fails before running anything leaves an earlier trace as it was. An existing FILE that is not a
-// hash trace (a checkpoint, data, a model named by mistake) is refused, at create and at finish.
-// A character device or FIFO (/dev/null, a pipe) is written directly.
+// hash trace (a checkpoint, data, a model named by mistake) is refused, at create and at finish;
+// a trace whose writes failed stays beside FILE. A character device, a FIFO or a path under /dev
+// or /proc (/dev/null, a pipe, /dev/stdout) is opened at create and written directly.
 class HashTrace {
  public:
   static Result<std::unique_ptr<HashTrace>> create(const std::string& path, bool values);
@@ -44,6 +45,7 @@ class HashTrace {
   bool values_ = false;
   bool direct_ = false;  // a device or FIFO: written in place
   bool finished_ = false;
+  bool failed_ = false;  // a write failed: the records are incomplete
   std::string written_;  // where the records go: FILE.tmp.<pid>, or FILE when direct_; empty until the first
   std::ofstream out_;
   int64_t run_ = -1;

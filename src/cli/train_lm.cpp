@@ -49,36 +49,39 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
     VOLTA_ASSIGN_OR_RETURN(resumed, train::load_lm_checkpoint(f.resume));
     if (resumed->state.slots.empty()) return invalid_argument("--resume: '" + f.resume + "' holds no optimizer state");
     const train::LMRecipe& saved = resumed->recipe;
-    // Shortest round-trip text: counts print as counts, and two rates that differ never print the
-    // same (std::to_string's six decimals made 1e-7 and 2e-7 both "0.000000", so a changed --lr passed).
+    // Settings compared as text: counts as integers, rates in their shortest round-trip form, so
+    // two values that differ never print the same (std::to_string's six decimals made 1e-7 and
+    // 2e-7 both "0.000000", so a changed --lr passed).
     auto num = [](double v) {
       char buf[32];
+      if (v == 0) v = 0;  // -0 is 0
       for (int digits = 1; digits <= 17; ++digits) {
         std::snprintf(buf, sizeof buf, "%.*g", digits, v);
         if (std::strtod(buf, nullptr) == v) break;
       }
       return std::string(buf);
     };
+    auto count = [](auto v) { return std::to_string(v); };
     const std::vector<std::tuple<const char*, std::string, std::string>> fixed = {
         {"--lr", num(r.optimizer.lr), num(saved.optimizer.lr)},
         {"--min-lr", num(r.schedule.min_lr), num(saved.schedule.min_lr)},
-        {"--warmup", num(static_cast<double>(r.schedule.warmup_steps)), num(static_cast<double>(saved.schedule.warmup_steps))},
-        {"--decay-steps", num(static_cast<double>(r.schedule.decay_steps)), num(static_cast<double>(saved.schedule.decay_steps))},
+        {"--warmup", count(r.schedule.warmup_steps), count(saved.schedule.warmup_steps)},
+        {"--decay-steps", count(r.schedule.decay_steps), count(saved.schedule.decay_steps)},
         {"--beta1", num(r.optimizer.beta1), num(saved.optimizer.beta1)},
         {"--beta2", num(r.optimizer.beta2), num(saved.optimizer.beta2)},
         {"--weight-decay", num(r.optimizer.weight_decay), num(saved.optimizer.weight_decay)},
         {"--clip", num(r.optimizer.clip_norm), num(saved.optimizer.clip_norm)},
-        {"--batch", num(static_cast<double>(r.batch)), num(static_cast<double>(saved.batch))},
-        {"--context", num(static_cast<double>(r.model.context)), num(static_cast<double>(saved.model.context))},
-        {"--layers", num(static_cast<double>(r.model.layers)), num(static_cast<double>(saved.model.layers))},
-        {"--heads", num(static_cast<double>(r.model.heads)), num(static_cast<double>(saved.model.heads))},
-        {"--channels", num(static_cast<double>(r.model.channels)), num(static_cast<double>(saved.model.channels))},
+        {"--batch", count(r.batch), count(saved.batch)},
+        {"--context", count(r.model.context), count(saved.model.context)},
+        {"--layers", count(r.model.layers), count(saved.model.layers)},
+        {"--heads", count(r.model.heads), count(saved.model.heads)},
+        {"--channels", count(r.model.channels), count(saved.model.channels)},
         {"--bias", r.model.bias ? "on" : "off", saved.model.bias ? "on" : "off"},
         {"--arch", model::arch_name(r.model.arch), model::arch_name(saved.model.arch)},
-        {"--kv-heads", num(static_cast<double>(r.model.kv_heads)), num(static_cast<double>(saved.model.kv_heads))},
-        {"--ffn", num(static_cast<double>(r.model.ffn)), num(static_cast<double>(saved.model.ffn))},
+        {"--kv-heads", count(r.model.kv_heads), count(saved.model.kv_heads)},
+        {"--ffn", count(r.model.ffn), count(saved.model.ffn)},
         {"--rope-theta", num(r.model.rope_theta), num(saved.model.rope_theta)},
-        {"--seed", num(static_cast<double>(f.seed)), num(static_cast<double>(resumed->state.seed))},
+        {"--seed", count(f.seed), count(resumed->state.seed)},
     };
     // A resumed run keeps the checkpoint's hyper-parameters: repeating them is fine, changing them is not.
     for (const auto& [flag, want, have] : fixed)

@@ -152,10 +152,7 @@ Result<Checkpoint> parse_checkpoint(std::string_view bytes, const std::string& s
 
 Status save_checkpoint(const Checkpoint& c, const std::string& path) { return write_file_atomic(path, serialize_checkpoint(c)); }
 
-namespace {
-
-// Removes `path`.tmp.<pid> files that a killed save left behind (their process is gone); a
-// temporary file of a live process is its save in progress and stays.
+// (io/file.h)
 void remove_stale_temporaries(const std::string& path) {
   const std::filesystem::path p(path);
   const std::string prefix = p.filename().string() + ".tmp.";
@@ -173,8 +170,6 @@ void remove_stale_temporaries(const std::string& path) {
     }
   }
 }
-
-}  // namespace
 
 Status write_file_atomic(const std::string& given, std::string_view bytes) {
   // The rename replaces whatever is at the path: only ever a regular file. A device (/dev/full),

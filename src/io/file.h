@@ -47,6 +47,11 @@ Status read_all(int fd, uint64_t size, const std::string& path, const ReadLimits
 // counts). `what` names the flag in errors.
 Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads = {});
 
+// Removes `path`.tmp.<pid> files that a killed writer left behind (their process is gone); a
+// temporary file of a live process is its write in progress and stays. (Defined with the
+// checkpoint writer, io/checkpoint.cpp, whose temporaries these are; traces use the same names.)
+void remove_stale_temporaries(const std::string& path);
+
 // Fails naming what the bytes are when they are clearly another kind of file than `want`
 // ("'m.onnx' is an ONNX / protobuf file, not a Volta checkpoint (safetensors)"); bytes too
 // short or unrecognised pass, for the format's own parser to explain.

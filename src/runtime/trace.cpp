@@ -17,32 +17,49 @@ namespace volta {
 
 namespace {
 
-// Whether the regular file at `path` may be replaced by a trace: it is empty or begins with a
-// trace record. Anything else is named by what its first bytes show.
+// Whether the regular file at `path` may be replaced by a trace: it is empty or its first line is
+// a trace record. Anything else (or a file it cannot read) is refused, named by its first bytes.
 Status replaceable(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  std::string head(4096, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(in.gcount()));
-  if (head.empty()) return Status::ok();
-  const nlohmann::json j = nlohmann::json::parse(head.substr(0, head.find('\n')), nullptr, false);
+  if (!in) return not_found("--trace-hashes: cannot read '" + path + "' (refusing to overwrite it)");
+  std::string head;
+  std::getline(in, head);  // a record is one line, however long
+  if (head.empty() && in.eof()) return Status::ok();
+  const nlohmann::json j = nlohmann::json::parse(head, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("hash") && j.contains("run")) return Status::ok();
-  return invalid_argument("--trace-hashes: '" + path + "' is " + io::file_kind_name(io::detect_file_kind(head)) +
+  return invalid_argument("--trace-hashes: '" + path + "' is " + io::file_kind_name(io::detect_file_kind(head.substr(0, 4096))) +
                           ", not a hash trace (refusing to overwrite it)");
 }
 
 }  // namespace
 
-Result<std::unique_ptr<HashTrace>> HashTrace::create(const std::string& path, bool values) {
+Result<std::unique_ptr<HashTrace>> HashTrace::create(const std::string& given, bool values) {
+  // A device, a FIFO, or a path under /dev or /proc (/dev/stdout, maybe a redirected file) is
+  // written in place, opened now as before; a symlink elsewhere is written through to its target,
+  // as checkpoints are.
   std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  const bool direct = !ec && (std::filesystem::is_character_file(st) || std::filesystem::is_fifo(st));
-  if (!ec && std::filesystem::is_regular_file(st)) VOLTA_RETURN_IF_ERROR(replaceable(path));
+  const auto st = std::filesystem::status(given, ec);
+  const bool direct = given.starts_with("/dev/") || given.starts_with("/proc/") ||
+                      (!ec && (std::filesystem::is_character_file(st) || std::filesystem::is_fifo(st)));
+  std::string path = given;
+  if (!direct && std::filesystem::is_symlink(std::filesystem::symlink_status(given, ec))) {
+    path = std::filesystem::weakly_canonical(given, ec).string();
+    if (ec) return not_found("cannot write trace '" + given + "': " + ec.message());
+  }
+  if (!direct && std::filesystem::is_regular_file(path, ec)) VOLTA_RETURN_IF_ERROR(replaceable(path));
   if (values) {
     std::filesystem::create_directories(path + ".values", ec);
     if (ec) return not_found("cannot create '" + path + ".values': " + ec.message());
   }
-  return std::unique_ptr<HashTrace>(new HashTrace(path, values, direct));
+  std::unique_ptr<HashTrace> t(new HashTrace(path, values, direct));
+  if (direct) {
+    t->written_ = path;
+    t->out_.open(path, std::ios::trunc);
+    if (!t->out_) return not_found("cannot write trace '" + path + "'");
+  } else {
+    io::remove_stale_temporaries(path);  // left by killed runs
+  }
+  return t;
 }
 
 HashTrace::~HashTrace() { (void)finish(); }
@@ -52,9 +69,12 @@ Status HashTrace::finish() {
   finished_ = true;
   if (written_.empty()) return Status::ok();  // no run wrote a record: FILE stays as it was
   out_.close();
-  if (direct_) return out_ ? Status::ok() : not_found("cannot write trace '" + path_ + "'");
+  const bool complete = !failed_ && !out_.fail();
+  if (direct_) return complete ? Status::ok() : not_found("cannot write trace '" + path_ + "'");
+  // A trace whose writes failed (a full disk) would end mid-line: it stays beside FILE.
+  Status ok = complete ? Status::ok() : not_found("cannot write trace '" + path_ + "' completely");
   std::error_code ec;
-  Status ok = std::filesystem::is_regular_file(path_, ec) ? replaceable(path_) : Status::ok();  // written meanwhile?
+  if (ok.is_ok() && std::filesystem::is_regular_file(path_, ec)) ok = replaceable(path_);  // written meanwhile?
   if (ok.is_ok() && std::rename(written_.c_str(), path_.c_str()) != 0)
     ok = not_found("cannot write trace '" + path_ + "': " + std::strerror(errno));
   if (!ok.is_ok()) return Status(ok.code(), ok.message() + "; the trace is in '" + written_ + "'");
@@ -68,17 +88,25 @@ void HashTrace::begin_run(const std::string& graph) {
 
 Status HashTrace::record(const ir::Node& n, int64_t step, const std::byte* data, size_t bytes) {
   if (finished_) return internal_error("trace '" + path_ + "' is finished");
+  if (failed_) return not_found("cannot write trace '" + path_ + "'");
   if (written_.empty()) {
-    written_ = direct_ ? path_ : path_ + ".tmp." + std::to_string(::getpid());
-    out_.open(written_, std::ios::trunc);
-    if (!out_) return not_found("cannot write trace '" + written_ + "'");
+    const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
+    out_.open(tmp, std::ios::trunc);
+    if (!out_) {
+      failed_ = true;
+      return not_found("cannot write trace '" + tmp + "'");
+    }
+    written_ = tmp;
   }
   nlohmann::ordered_json line = {{"run", run_},          {"graph", graph_},
                                  {"step", step},         {"node", n.name},
                                  {"op", ir::op_name(n.op)}, {"type", n.type.to_string()},
                                  {"hash", "fnv1a64:" + hash_to_hex(fnv1a64(data, bytes))}};
   out_ << line.dump() << "\n";
-  if (!out_.flush()) return not_found("cannot write trace '" + path_ + "' (disk full?)");
+  if (!out_.flush()) {
+    failed_ = true;
+    return not_found("cannot write trace '" + path_ + "' (disk full?)");
+  }
   if (values_) {
     const std::string file = path_ + ".values/" + std::to_string(run_) + "." + std::to_string(step) + ".bin";
     std::ofstream v(file, std::ios::binary | std::ios::trunc);
