@@ -15,8 +15,11 @@ TEST(CudaAttention, TensorCoreGroupsBesideGroupsWithNanOrInfinity) {
   auto cuda = make_cuda_backend();
   if (!cuda.is_ok()) GTEST_SKIP() << "no CUDA device: " << cuda.status().message();
   auto ref = test::make_reference_backend();
-  const Shape shape{1, 4, 128, 64};  // 4 groups, two row blocks, heads 64 wide
-  for (const ir::Op op : {ir::Op::Attention, ir::Op::AttentionGrad}) {
+  // 4 groups, two row blocks, heads 64 wide; then 160 groups, whose 640 row blocks of the f32
+  // launch after the tensor cores take a second turn of its 512-block grid (the last groups' do).
+  for (const auto& [G, op] : {std::pair<int64_t, ir::Op>{4, ir::Op::Attention}, {4, ir::Op::AttentionGrad},
+                              {160, ir::Op::Attention}, {160, ir::Op::AttentionGrad}}) {
+    const Shape shape{1, G, 128, 64};
     const bool grad = op == ir::Op::AttentionGrad;
     std::vector<Tensor> in;
     for (int i = 0; i < (grad ? 4 : 3); ++i) {
@@ -24,9 +27,9 @@ TEST(CudaAttention, TensorCoreGroupsBesideGroupsWithNanOrInfinity) {
       fill_normal(in.back(), 7, static_cast<uint64_t>(i), 0.0f, 1.0f);
     }
     const int64_t group = 128 * 64;
-    in[2].data<float>()[1 * group + 100 * 64 + 3] = NAN;        // a value of group 1 (a row after most queries: masked for them)
-    in[1].data<float>()[2 * group + 5 * 64] = NAN;              // a key of group 2
-    if (grad) in[3].data<float>()[3 * group + 7 * 64 + 1] = NAN;  // dy of group 3
+    in[2].data<float>()[(G - 3) * group + 100 * 64 + 3] = NAN;        // a value (a row after most queries: masked for them)
+    in[1].data<float>()[(G - 2) * group + 5 * 64] = NAN;              // a key
+    if (grad) in[3].data<float>()[(G - 1) * group + 7 * 64 + 1] = NAN;  // a row of dy
     std::vector<TensorType> types;
     for (const Tensor& t : in) types.push_back(t.type());
     auto node = test::make_node(op, types, ir::Attrs{{"scale", 0.125}, {"causal_offset", int64_t{0}}});
@@ -52,7 +55,7 @@ TEST(CudaAttention, TensorCoreGroupsBesideGroupsWithNanOrInfinity) {
         ++special;
         continue;
       }
-      if (i % (4 * group) < group) ++finite_group0;  // group 0 of each part (dq, dk, dv)
+      if (i % (G * group) < group) ++finite_group0;  // group 0 of each part (dq, dk, dv)
       worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - w[i]) / (1.0 + std::fabs(w[i])));
     }
     EXPECT_GT(special, 0) << "the f32 kernels' groups keep the reference's nan and infinities";
