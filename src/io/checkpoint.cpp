@@ -68,18 +68,30 @@ std::string serialize_checkpoint(const Checkpoint& c) {
   return out + text + data;
 }
 
+namespace {
+
+// The header length of a file of `size` bytes that begins with `head` (at least 8 bytes), or the
+// error naming it when it runs past the end. load_checkpoint asks before reading the whole file.
+Result<uint64_t> header_length(std::string_view head, uint64_t size, const std::string& source) {
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(head[static_cast<size_t>(i)])) << (8 * i);
+  if (n > kMaxHeaderBytes || n > size - 8)
+    return parse_error(source + ": header length " + std::to_string(n) + " at offset 0 runs past the end of the " +
+                       std::to_string(size) + "-byte file");
+  return n;
+}
+Status not_an_object(const std::string& source) { return parse_error(source + ": header at offset 8 is not a JSON object"); }
+
+}  // namespace
+
 Result<Checkpoint> parse_checkpoint(std::string_view bytes, const std::string& source) {
   auto fail = [&](const std::string& msg) { return parse_error(source + ": " + msg); };
   if (bytes.size() < 8) return fail("file is " + std::to_string(bytes.size()) + " bytes, too short for a header length");
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[static_cast<size_t>(i)])) << (8 * i);
-  if (n > kMaxHeaderBytes || n > bytes.size() - 8)
-    return fail("header length " + std::to_string(n) + " at offset 0 runs past the end of the " +
-                std::to_string(bytes.size()) + "-byte file");
+  VOLTA_ASSIGN_OR_RETURN(const uint64_t n, header_length(bytes, bytes.size(), source));
   std::string_view text = bytes.substr(8, n);
   const std::string_view data = bytes.substr(8 + n);
   json header = json::parse(text.begin(), text.end(), nullptr, false);
-  if (header.is_discarded() || !header.is_object()) return fail("header at offset 8 is not a JSON object");
+  if (header.is_discarded() || !header.is_object()) return not_an_object(source);
 
   Checkpoint c;
   auto meta = header.find("__metadata__");
@@ -208,15 +220,10 @@ namespace {
 // object. Otherwise ok (parse_checkpoint checks everything once the file is read).
 Status check_head(std::string_view head, uint64_t size, const std::string& source) {
   if (head.size() < 8) return Status::ok();
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(head[static_cast<size_t>(i)])) << (8 * i);
-  if (n > kMaxHeaderBytes || n > size - 8)
-    return parse_error(source + ": header length " + std::to_string(n) + " at offset 0 runs past the end of the " +
-                       std::to_string(size) + "-byte file");
+  VOLTA_ASSIGN_OR_RETURN(const uint64_t n, header_length(head, size, source));
   const std::string_view text = head.substr(8, static_cast<size_t>(std::min<uint64_t>(n, head.size() - 8)));
   const size_t first = text.find_first_not_of(" \t\r\n");
-  if (n == 0 || (first != std::string_view::npos && text[first] != '{'))
-    return parse_error(source + ": header at offset 8 is not a JSON object");
+  if (n == 0 || (first != std::string_view::npos && text[first] != '{')) return not_an_object(source);
   return Status::ok();
 }
 

@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <filesystem>
-#include <optional>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
