@@ -124,6 +124,7 @@ steps=${VOLTA_GPU_TRAIN_STEPS:-2000}
 [[ $skip == *" train "* ]] || {
   echo '```'
   # The quality bar's flags (bench/README.md): seed 1, 200 validation batches every 250 steps.
+  rm -rf "$build/train"  # a run into a folder holding an earlier run's checkpoints is refused
   timeout 300 "$volta" train --device cuda --recipe shakespeare-char --steps "$steps" --eval-every 250 --eval-iters 200 \
     --seed 1 --out "$build/train" 2>&1 | grep -vE "^\s" | tail -9
   # Resume is exact: 100 steps straight, and 50 then resumed to 100, end in the same bytes.
@@ -140,6 +141,7 @@ steps=${VOLTA_GPU_TRAIN_STEPS:-2000}
   fi
   # Two short runs from the same seed: their checkpoints must be the same bytes.
   for run in a b; do
+    rm -rf "$build/repeat_$run"
     timeout 120 "$volta" train --device cuda --recipe shakespeare-char --steps 100 --eval-every 50 --eval-iters 4 \
       --out "$build/repeat_$run" > /dev/null 2>&1
   done
@@ -152,6 +154,7 @@ steps=${VOLTA_GPU_TRAIN_STEPS:-2000}
   for cfg in "shakespeare-char:--recipe shakespeare-char" "gpu-gpt:--recipe shakespeare-char --layers 6 --heads 6 --channels 384 --context 256 --batch 64"; do
     name=${cfg%%:*}
     for run in a b; do
+      rm -rf "$build/rtr_${name}_$run"
       # shellcheck disable=SC2086
       timeout 120 "$volta" --deterministic run-to-run train --device cuda ${cfg#*:} --steps 20 --eval-every 10 --eval-iters 2 \
         --out "$build/rtr_${name}_$run" > "$build/rtr_${name}_$run.log" 2>&1

@@ -227,6 +227,37 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
   EXPECT_EQ(test::read_file(dir_ + "/last.safetensors"), bytes);  // the refused export left it alone
 }
 
+// A second run into a folder that holds a run's checkpoints is refused, before it writes
+// anything, unless it resumes from one of them or is told to start over (--overwrite).
+TEST_F(CliLM, ASecondRunIntoTheSameOutKeepsTheFirstRunsCheckpoints) {
+  ASSERT_EQ(result_.code, 0) << result_.err;
+  const std::string last = test::read_file(dir_ + "/last.safetensors"), best = test::read_file(dir_ + "/best.safetensors"),
+                    log = test::read_file(dir_ + "/log.jsonl");
+  const std::string small = "train --recipe shakespeare-char --layers 1 --heads 2 --channels 16 --context 16 --batch 2 --steps 2 "
+                            "--eval-every 1 --eval-iters 1 ";
+  Cli again = volta(small + "--out " + dir_);
+  EXPECT_EQ(again.code, 1);
+  EXPECT_EQ(again.err, "volta train: error: --out " + dir_ + ": holds last.safetensors of an earlier run; continue it with --resume " +
+                           dir_ + "/last.safetensors, or start over in it with --overwrite (its checkpoints are replaced)\n");
+  const std::string other = dir_ + "_other";
+  Cli elsewhere = volta(small + "--out " + other);  // a run of its own, then resumed into dir_ from there
+  ASSERT_EQ(elsewhere.code, 0) << elsewhere.err;
+  Cli into = volta("train --recipe shakespeare-char --steps 3 --resume " + other + "/last.safetensors --out " + dir_);
+  EXPECT_EQ(into.code, 1);
+  EXPECT_NE(into.err.find("holds last.safetensors of an earlier run"), std::string::npos) << into.err;
+  EXPECT_EQ(test::read_file(dir_ + "/last.safetensors"), last);
+  EXPECT_EQ(test::read_file(dir_ + "/best.safetensors"), best);
+  EXPECT_EQ(test::read_file(dir_ + "/log.jsonl"), log);
+  // Resuming from the folder's own checkpoint continues it; --overwrite starts over in it.
+  Cli resumed = volta("train --recipe shakespeare-char --steps 3 --resume " + other + "/best.safetensors --out " + other);
+  EXPECT_EQ(resumed.code, 0) << resumed.err;
+  const std::string before = test::read_file(other + "/last.safetensors");
+  Cli over = volta(small + "--seed 9 --overwrite --out " + other);
+  EXPECT_EQ(over.code, 0) << over.err;
+  EXPECT_NE(test::read_file(other + "/last.safetensors"), before);
+  std::filesystem::remove_all(other);
+}
+
 // A run that diverges stops before writing nan parameters over its last checkpoint, which keeps
 // the last finite step's state.
 TEST(CliTrainLM, ADivergedRunWritesNoNanCheckpoint) {

@@ -107,7 +107,9 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
   rt.set_numerics(numerics);
   Profiler profiler;
   if (profile.enabled()) rt.set_profiler(&profiler);
-  const train::TrainerOptions opts = task->trainer_options(f.out);
+  train::TrainerOptions opts = task->trainer_options(f.out);
+  opts.resumed_from = f.resume;
+  opts.replace = f.overwrite;
   std::unique_ptr<train::Trainer> trainer;
   if (resumed) {
     VOLTA_ASSIGN_OR_RETURN(trainer, train::Trainer::resume(rt, *task, opts, std::move(resumed->state), resumed->best_val_loss));

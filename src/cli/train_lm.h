@@ -13,6 +13,7 @@ struct LMTrainFlags {
   std::string data = "data/tinyshakespeare.txt";
   std::string out;
   std::string resume;
+  bool overwrite = false;
   uint64_t seed = 0;
   bool bias = false;
   std::string arch = "gpt";

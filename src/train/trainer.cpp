@@ -66,7 +66,26 @@ Result<double> read_train_state(const std::string& text, TrainState& s) {
   return parse_error("train_state best_val_loss is neither a number nor \"inf\", \"-inf\" or \"nan\"");
 }
 
-Result<std::unique_ptr<Trainer>> Trainer::make(Runtime& rt, Task& task, const TrainerOptions& o) {
+namespace {
+
+// Refuses to start over an earlier run's checkpoints: a second `train --out DIR` without
+// --resume would replace a finished run's last and best checkpoints at its first save.
+Status check_earlier_run(const TrainerOptions& o, bool resumed) {
+  if (o.replace || (resumed && o.resumed_from.empty())) return Status::ok();
+  const std::filesystem::path dir(o.out);
+  std::error_code ec;
+  for (const char* name : {kLastCheckpoint, kBestCheckpoint})  // resumed from one of them: continuing it
+    if (!o.resumed_from.empty() && std::filesystem::equivalent(o.resumed_from, dir / name, ec)) return Status::ok();
+  for (const char* name : {kLastCheckpoint, kBestCheckpoint})
+    if (std::filesystem::exists(std::filesystem::symlink_status(dir / name, ec)))
+      return invalid_argument("--out " + o.out + ": holds " + name + " of an earlier run; continue it with --resume " +
+                              (dir / name).string() + ", or start over in it with --overwrite (its checkpoints are replaced)");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Trainer>> Trainer::make(Runtime& rt, Task& task, const TrainerOptions& o, bool resumed) {
   if (o.steps < 0 || o.steps > kMaxSteps) return invalid_argument("--steps must be in [0, 10^9], got " + std::to_string(o.steps));
   if (o.eval_every < 0) return invalid_argument("--eval-every must be >= 0, got " + std::to_string(o.eval_every));
   if (o.save_every < 0) return invalid_argument("--save-every must be >= 0, got " + std::to_string(o.save_every));
@@ -78,13 +97,14 @@ Result<std::unique_ptr<Trainer>> Trainer::make(Runtime& rt, Task& task, const Tr
     auto lock = io::FileLock::acquire(t->out_path(".lock"));
     if (!lock.is_ok()) return Status(lock.status().code(), "--out " + o.out + ": " + lock.status().message());
     t->lock_.emplace(std::move(*lock));
+    VOLTA_RETURN_IF_ERROR(check_earlier_run(o, resumed));  // under the lock: no other run writes them now
   }
   VOLTA_ASSIGN_OR_RETURN(t->tp_, compile_training(rt, task.forward(), o.training));
   return t;
 }
 
 Result<std::unique_ptr<Trainer>> Trainer::start(Runtime& rt, Task& task, const TrainerOptions& o, uint64_t seed) {
-  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, make(rt, task, o));
+  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, make(rt, task, o, false));
   VOLTA_ASSIGN_OR_RETURN(Bindings init, init_params(task.forward(), seed));
   VOLTA_ASSIGN_OR_RETURN(TrainState s, init_state(t->tp_, std::move(init), seed));
   VOLTA_RETURN_IF_ERROR(t->begin(std::move(s), std::numeric_limits<double>::infinity(), false));
@@ -95,7 +115,7 @@ Result<std::unique_ptr<Trainer>> Trainer::resume(Runtime& rt, Task& task, const 
                                                  double best_val_loss) {
   if (snapshot.step > o.steps)
     return invalid_argument("--steps " + std::to_string(o.steps) + " is below the checkpoint's step " + std::to_string(snapshot.step));
-  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, make(rt, task, o));
+  VOLTA_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, make(rt, task, o, true));
   VOLTA_RETURN_IF_ERROR(t->begin(std::move(snapshot), best_val_loss, true));
   return t;
 }

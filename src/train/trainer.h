@@ -49,6 +49,11 @@ struct TrainerOptions {
   std::string out;           // folder of last.safetensors and best.safetensors (lowest validation loss); empty: none.
                              // Locked (out/.lock) while the trainer lives: a second run into it is refused.
   std::string log;           // JSON-lines log, one line per step; empty: none
+  // An earlier run's last/best.safetensors in `out` are replaced only by a resumed run (when
+  // resumed_from names its checkpoint: one of them) or when asked (replace); otherwise the
+  // trainer refuses to start.
+  std::string resumed_from;
+  bool replace = false;
 };
 
 // Checkpoint files in the `out` folder.
@@ -76,7 +81,7 @@ struct StepReport {
 class Trainer {
  public:
   // A new run: params initialised from `seed` (which also draws the batches), zero optimizer
-  // state. A log that exists is replaced.
+  // state. A log that exists is replaced; checkpoints of an earlier run in o.out only with o.replace.
   static Result<std::unique_ptr<Trainer>> start(Runtime& rt, Task& task, const TrainerOptions& o, uint64_t seed);
   // Continues a run from a snapshot (a checkpoint's state and best validation loss). The log
   // keeps its lines up to the snapshot's step; the lines after it are written again.
@@ -99,7 +104,7 @@ class Trainer {
 
  private:
   Trainer(Runtime& rt, Task& task, const TrainerOptions& o) : rt_(&rt), task_(&task), o_(o) {}
-  static Result<std::unique_ptr<Trainer>> make(Runtime& rt, Task& task, const TrainerOptions& o);
+  static Result<std::unique_ptr<Trainer>> make(Runtime& rt, Task& task, const TrainerOptions& o, bool resumed);
   Status begin(TrainState snapshot, double best_val_loss, bool resumed);
   std::string out_path(const char* file) const;
 
