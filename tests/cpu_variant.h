@@ -39,9 +39,14 @@ class CpuVariant final : public CpuWrapper {
  public:
   // kUnpacked: every kernel, but no packed weights (the wrapper never offers a packing).
   // kNoCacheAttention: attention, but its cache writes left as cache_write steps.
-  enum Kind { kNoAttention, kDevice, kUnpacked, kNoCacheAttention };
+  // kKeyRows: every kernel, but attention reads no keys as columns (generation's key caches are rows).
+  // kNoAttentionKeyColumns: kNoAttention whose key caches are still columns (their decode step
+  // unfused: the scores a matmul of q by the cache as it lies).
+  enum Kind { kNoAttention, kDevice, kUnpacked, kNoCacheAttention, kKeyRows, kNoAttentionKeyColumns };
   explicit CpuVariant(Kind kind) : kind_(kind), caps_(cpu_->capabilities()) {
     if (kind == kNoAttention) std::erase(caps_.ops, ir::Op::Attention), caps_.features.clear();
+    if (kind == kNoAttentionKeyColumns) std::erase(caps_.ops, ir::Op::Attention), caps_.features = {"attention.keys_transposed"};
+    if (kind == kKeyRows) std::erase(caps_.features, "attention.keys_transposed");
     if (kind == kUnpacked) std::erase(caps_.features, "matmul.packed_b");
     if (kind == kNoCacheAttention) std::erase(caps_.ops, ir::Op::CacheAttention);
   }
@@ -50,6 +55,8 @@ class CpuVariant final : public CpuWrapper {
       case kDevice: return "fake-device";
       case kUnpacked: return "cpu-unpacked";
       case kNoCacheAttention: return "cpu-no-cache-attention";
+      case kKeyRows: return "cpu-key-rows";
+      case kNoAttentionKeyColumns: return "cpu-no-attention-key-columns";
       default: return "cpu-no-attention";
     }
   }

@@ -216,7 +216,8 @@ TEST(CudaCapabilities, PlanningRefusesOpsWithoutAKernelNamingThem) {
 }
 
 // Forms of supported ops the kernels do not take are refused when planning, naming the node:
-// integer arithmetic, an attention's additive mask, zero_nan_probs, stored probabilities.
+// integer arithmetic, an attention's additive mask, zero_nan_probs, stored probabilities, a key
+// cache stored transposed.
 TEST(CudaCapabilities, PlanningRefusesFormsWithoutAKernelNamingTheNode) {
   Runtime rt(std::make_unique<CapabilitiesOnly>());
   {
@@ -258,6 +259,24 @@ TEST(CudaCapabilities, PlanningRefusesFormsWithoutAKernelNamingTheNode) {
     auto plan = rt.compile(*g);
     EXPECT_ERROR_CONTAINS(plan, "stored probabilities");
     EXPECT_ERROR_CONTAINS(plan, "the_grad");
+  }
+  ir::Attrs columns;  // a key cache stored transposed, read so
+  columns.set("keys_transposed", int64_t{1});
+  columns.set("causal_offset", int64_t{0});
+  attention({TensorType{DType::f32, {2, 3, 1, 16}}, TensorType{DType::f32, {2, 3, 16, 8}}, TensorType{DType::f32, {2, 3, 8, 16}},
+             TensorType{DType::i32, {1}}},
+            columns, "keys_transposed");
+  {  // and written so
+    ModelBuilder b("write");
+    auto rows = b.input("rows", TensorType{DType::f32, {2, 1, 16}});
+    auto at = b.input("at", TensorType{DType::i32, {1}});
+    b.output(b.op(ir::Op::CacheWrite, {b.param("cache", {DType::f32, {2, 16, 8}}, ParamInit::zeros()), rows, at},
+                  {{"transposed", int64_t{1}}}, "the_write"));
+    auto g = b.build();
+    ASSERT_OK(g);
+    auto plan = rt.compile(*g);
+    EXPECT_ERROR_CONTAINS(plan, "a transposed cache");
+    EXPECT_ERROR_CONTAINS(plan, "the_write");
   }
   // The plain and packed_heads forms plan (as far as this device-less backend goes: it fails
   // allocating).

@@ -20,8 +20,9 @@ using test::tiny_params;
 
 // The decode step at position p, after a prefill of positions 0..p-1, gives the bits of the
 // prefill of positions 0..p at its last position, and leaves the caches as that prefill does:
-// fused (its cache writes in the attention or not) or decomposed, with 1 and 2 threads.
-// A position outside the cache is an error naming the node.
+// fused (its cache writes in the attention or not) or decomposed, the key caches rows or columns
+// (stored transposed: the CPU's layout), with 1 and 2 threads; and the logits have the same bits
+// whichever the layout. A position outside the cache is an error naming the node.
 void decode_step_has_the_bits_of_the_prefill(const model::TinyLMConfig& c, bool unfused, const std::string& past_error) {
   const Bindings params = tiny_params(c);
   const int64_t B = 2;
@@ -36,12 +37,18 @@ void decode_step_has_the_bits_of_the_prefill(const model::TinyLMConfig& c, bool 
     set_cpu_threads(threads);
     Runtime full(make_cpu_backend());
     Runtime writes(std::make_unique<test::CpuVariant>(test::CpuVariant::kNoCacheAttention));
+    Runtime rows(std::make_unique<test::CpuVariant>(test::CpuVariant::kKeyRows));
     Runtime lacking(std::make_unique<test::CpuVariant>(test::CpuVariant::kNoAttention));
-    std::vector<Runtime*> runtimes{&full, &writes};
-    if (unfused) runtimes.push_back(&lacking);
+    Runtime lacking_columns(std::make_unique<test::CpuVariant>(test::CpuVariant::kNoAttentionKeyColumns));
+    std::vector<Runtime*> runtimes{&full, &writes, &rows};
+    if (unfused) runtimes.push_back(&lacking), runtimes.push_back(&lacking_columns);
+    std::vector<Tensor> first_logits;  // each position's step, from the first runtime
     for (Runtime* rt : runtimes) {
+      const bool columns = rt != &rows && rt != &lacking;
+      EXPECT_EQ(model::key_cache_layout(*rt), columns ? model::KeyCache::Columns : model::KeyCache::Rows) << rt->backend().name();
       auto gen = model::Generator::create(*rt, c, params);
       ASSERT_OK(gen);
+      size_t step_index = 0;
       ASSERT_OK(gen->reserve(B));
       auto step = gen->decode_plan(B);
       ASSERT_OK(step);
@@ -79,6 +86,9 @@ void decode_step_has_the_bits_of_the_prefill(const model::TinyLMConfig& c, bool 
         auto got = rt->run(**step, {{"tokens", last}, {"position", at}}, &gen->state());
         ASSERT_OK(got);
         EXPECT_TRUE((*got)[0].bitwise_equal((*want)[0])) << rt->backend().name() << " pos " << pos << " threads " << threads;
+        if (rt == runtimes[0]) first_logits.push_back((*got)[0]);
+        else EXPECT_TRUE((*got)[0].bitwise_equal(first_logits.at(step_index))) << rt->backend().name() << " pos " << pos;
+        ++step_index;
         for (size_t i = 0; i < caches.size(); ++i) {
           auto t = gen->state().get(cache_name(i));
           ASSERT_OK(t);
@@ -138,6 +148,39 @@ TEST(Generate, CacheWriteWritesTheStateInPlace) {
     at.data<int32_t>()[0] = -1;
     EXPECT_ERROR_CONTAINS(rt.run(**plan, {{"position", at}, {"rows", rows}}, &s), "position -1 is outside [0, 2]");
   }
+}
+
+// A transposed cache_write (a key cache stored [.., D, S]) writes each row as a column, in place;
+// rows that do not fit the columns and a position past them are errors naming the node.
+TEST(Generate, TransposedCacheWriteWritesColumns) {
+  ModelBuilder b("write");
+  const ParamInit state{"zeros", 0.0, 0.0, false};
+  b.output(b.op(ir::Op::CacheWrite, {b.param("cache", {DType::f32, {2, 3, 4}}, state), b.input("rows", {DType::f32, {2, 2, 3}}),
+                                     b.input("position", {DType::i32, {1}})},
+                {{"transposed", int64_t{1}}}, "w"));
+  auto g = b.build();
+  ASSERT_OK(g);
+  Runtime rt(make_cpu_backend());
+  auto plan = rt.compile(*g);
+  ASSERT_OK(plan);
+  State s(rt.backend());
+  ASSERT_OK(s.put("cache", Tensor::zeros(DType::f32, {2, 3, 4}), plan::MemClass::KvCache));
+  Tensor rows = Tensor::zeros(DType::f32, {2, 2, 3});
+  for (int64_t i = 0; i < rows.numel(); ++i) rows.data<float>()[i] = static_cast<float>(i + 1);
+  Tensor at = Tensor::zeros(DType::i32, {1});
+  at.data<int32_t>()[0] = 2;  // columns 2 and 3 of 4
+  ASSERT_OK(rt.run(**plan, {{"position", at}, {"rows", rows}}, &s));
+  auto cache = s.get("cache");
+  ASSERT_OK(cache);
+  const std::vector<float> want = {0, 0, 1, 4, 0, 0, 2, 5, 0, 0, 3, 6, 0, 0, 7, 10, 0, 0, 8, 11, 0, 0, 9, 12};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(cache->data<float>()[i], want[i]) << i;
+  at.data<int32_t>()[0] = 3;
+  EXPECT_ERROR_CONTAINS(rt.run(**plan, {{"position", at}, {"rows", rows}}, &s), "[cache_write] position 3 is outside [0, 2] (node 'w')");
+  ModelBuilder bad("bad");
+  bad.output(bad.op(ir::Op::CacheWrite, {bad.param("cache", {DType::f32, {2, 3, 4}}, state), bad.input("rows", {DType::f32, {2, 2, 4}}),
+                                         bad.input("position", {DType::i32, {1}})},
+                    {{"transposed", int64_t{1}}}, "w"));
+  EXPECT_ERROR_CONTAINS(bad.build(), "its axis -2 as their last");
 }
 
 // cache_attention writes its new rows into the caches in place (those are state, class
@@ -214,6 +257,86 @@ TEST(Passes, FuseCacheAttentionNeedsTwoCachesAndOneReader) {
     EXPECT_EQ(count(*kept, ir::Op::CacheAttention), 0u) << v_cache << " " << outputs;
     EXPECT_EQ(count(*kept, ir::Op::CacheWrite), 2u);
   }
+  // A key cache written as columns and read so fuses with keys_transposed; a layout written one
+  // way and read the other (a square cache type-checks either way) stays unfused.
+  auto layouts = [](const std::string& write, const std::string& read) {
+    return test::parse_ir(R"(graph g {
+  %q: f32[1,2,1,4] = input()
+  %k: f32[1,2,1,4] = input()
+  %v: f32[1,2,1,4] = input()
+  %p: i32[1] = input()
+  %ck: f32[1,2,4,4] = param()
+  %cv: f32[1,2,4,4] = param()
+  %kw: f32[1,2,4,4] = cache_write(%ck, %k, %p) {transposed=)" + write + R"(}
+  %vw: f32[1,2,4,4] = cache_write(%cv, %v, %p)
+  %y: f32[1,2,1,4] = attention(%q, %kw, %vw, %p) {causal_offset=0, keys_transposed=)" + read + R"(}
+  return %y
+}
+)");
+  };
+  auto columns = passes::fuse_cache_attention(layouts("1", "1"));
+  ASSERT_OK(columns);
+  ASSERT_EQ(count(*columns, ir::Op::CacheAttention), 1u);
+  for (const ir::Node& n : columns->nodes) {
+    if (n.op == ir::Op::CacheAttention) {
+      EXPECT_EQ(*n.attrs.get_int("keys_transposed", 0), 1);
+    }
+  }
+  for (const auto& [write, read] : {std::pair{"1", "0"}, std::pair{"0", "1"}}) {
+    auto kept = passes::fuse_cache_attention(layouts(write, read));
+    ASSERT_OK(kept);
+    EXPECT_EQ(count(*kept, ir::Op::CacheAttention), 0u) << write << " " << read;
+  }
+}
+
+// The key caches stored transposed ([B, H, hd, context]): the scores product reads them as they
+// lie, and the pipeline fuses it into attention with keys_transposed (its cache writes kept, or
+// folded into cache_attention, the key cache's written as columns); without the pass (a backend
+// without the feature) it stays the product.
+TEST(Passes, KeyColumnsDecodeFusesWithKeysTransposed) {
+  model::TinyLMConfig c;
+  auto count = [](const ir::Graph& g, ir::Op op) {
+    size_t n = 0;
+    for (const ir::Node& x : g.nodes) n += x.op == op;
+    return n;
+  };
+  passes::PipelineOptions unfused_writes;
+  unfused_writes.disabled = {"fuse_cache_attention"};
+  auto columns = model::build_tinylm_decode(c, 1, model::KeyCache::Columns);
+  ASSERT_OK(columns);
+  for (bool cache_attention : {false, true}) {
+    auto d = passes::run_pipeline(*columns, cache_attention ? passes::PipelineOptions{} : unfused_writes);
+    ASSERT_OK(d);
+    const ir::Op fused = cache_attention ? ir::Op::CacheAttention : ir::Op::Attention;
+    EXPECT_EQ(count(*d, fused), static_cast<size_t>(c.layers));
+    EXPECT_EQ(count(*d, ir::Op::Softmax), 0u);
+    EXPECT_EQ(count(*d, ir::Op::CacheWrite), cache_attention ? 0u : static_cast<size_t>(2 * c.layers));
+    for (const ir::Node& n : d->nodes) {
+      if (n.op == fused) {
+        EXPECT_EQ(*n.attrs.get_int("keys_transposed", 0), 1);
+        EXPECT_EQ(d->node(n.inputs[1]).type.shape, (Shape{1, c.heads, c.head_dim(), c.context}));
+      }
+      if (n.op == ir::Op::CacheWrite) {
+        EXPECT_EQ(*n.attrs.get_int("transposed", 0), n.name.ends_with("k_cache") ? 1 : 0) << n.name;
+      }
+    }
+  }
+  passes::PipelineOptions no_columns;
+  no_columns.disabled = {"fuse_attention_keys_transposed"};
+  auto d = passes::run_pipeline(*columns, no_columns);
+  ASSERT_OK(d);
+  EXPECT_EQ(count(*d, ir::Op::Attention), 0u);
+  EXPECT_EQ(count(*d, ir::Op::Softmax), static_cast<size_t>(c.layers));
+}
+
+// keys_transposed is the position form's: with q, k and v alone it is an error naming the op.
+TEST(Generate, KeysTransposedNeedsThePositionForm) {
+  ModelBuilder b("attend");
+  auto q = b.input("q", {DType::f32, {1, 2, 3, 4}});
+  auto kt = b.input("kt", {DType::f32, {1, 2, 4, 3}});
+  auto v = b.input("v", {DType::f32, {1, 2, 3, 4}});
+  b.output(b.op(ir::Op::Attention, {q, kt, v}, {{"keys_transposed", int64_t{1}}}, "att"));
+  EXPECT_ERROR_CONTAINS(b.build(), "[attention] keys_transposed takes q, k, v and a position only");
 }
 
 // On a device, the caches and params stay there: a decode step uploads the token ids and the

@@ -3,6 +3,7 @@
 // fused multiply-adds in k order, whatever the blocking, ISA, tile, task split or thread count.
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matmul.h"
@@ -239,6 +240,37 @@ TEST(CpuMatmulBits, KeyScoresOfSeveralRowsEqualEachRowAlone) {
         EXPECT_EQ(std::memcmp(got[r].data(), alone.data(), alone.size() * sizeof(float)), 0)
             << "D=" << D << " row " << r << " n=" << n << " isa=" << cpu::matmul_isa_name(isa);
       }
+    }
+}
+
+// Scores against keys stored as columns (a transposed key cache, ld apart): the chain bits of the
+// same keys as rows, for every ISA, rows of every length side by side; nothing written past n,
+// and no read past a row's last key (each key block ends the buffer: a read beyond it would
+// leave the allocation, which ASan reports).
+TEST(CpuMatmulBits, KeyScoresOfColumnsEqualTheFmaChainForEveryIsa) {
+  const std::vector<int64_t> lengths = {1, 7, 8, 9, 15, 16, 17, 40, 63, 0, 64, 65, 3};
+  for (int64_t D : {1, 5, 8, 32, 37})
+    for (cpu::MatmulIsa isa : supported_isas()) {
+      std::vector<std::unique_ptr<float[]>> columns;
+      std::vector<std::vector<float>> qs, got, want;
+      std::vector<cpu::KeyColumnRow> list;
+      for (size_t r = 0; r < lengths.size(); ++r) {
+        const int64_t n = lengths[r], ld = n + static_cast<int64_t>(r % 3);  // padded columns past n, or none
+        const std::vector<float> k = normal(std::max<int64_t>(1, n) * D, 90 + r);  // key j: row j
+        columns.push_back(std::make_unique<float[]>(static_cast<size_t>(std::max<int64_t>(1, (D - 1) * ld + n))));
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t d = 0; d < D; ++d) columns.back()[static_cast<size_t>(d * ld + j)] = k[static_cast<size_t>(j * D + d)];
+        qs.push_back(normal(D, 9 + r));
+        want.push_back(fma_chain({k.data(), D, 1}, {qs.back().data(), 1, 1}, n, 1, D));
+        want.back().push_back(-7.0f);
+        got.emplace_back(static_cast<size_t>(n) + 1, -7.0f);
+      }
+      for (size_t r = 0; r < lengths.size(); ++r)
+        list.push_back({qs[r].data(), columns[r].get(), lengths[r] + static_cast<int64_t>(r % 3), lengths[r], got[r].data()});
+      cpu::key_scores_columns(isa, D, list);
+      for (size_t r = 0; r < lengths.size(); ++r)
+        EXPECT_EQ(std::memcmp(got[r].data(), want[r].data(), want[r].size() * sizeof(float)), 0)
+            << "D=" << D << " row " << r << " n=" << lengths[r] << " isa=" << cpu::matmul_isa_name(isa);
     }
 }
 

@@ -157,19 +157,20 @@ TEST(Passes, PipelineIsListedOnceAndSwitchable) {
   std::vector<std::string> names;
   for (const auto& p : passes::pipeline()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"fold_constants", "eliminate_common_subexpressions", "fuse_attention_softmax",
-                                             "fuse_attention", "fuse_cache_attention", "fuse_attention_training",
-                                             "fuse_attention_heads", "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad",
+                                             "fuse_attention", "fuse_attention_keys_transposed", "fuse_cache_attention",
+                                             "fuse_attention_training", "fuse_attention_heads", "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad",
                                              "store_attention_probs", "fuse_norm_param_grad", "fuse_matmul_layout",
                                              "fuse_elementwise", "eliminate_dead_code", "pack_matmul_weights"}));
   passes::PipelineOptions opts;
   EXPECT_EQ(passes::pipeline_signature(opts),
-            "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,fuse_cache_attention,"
-            "fuse_attention_training,"
+            "fold_constants,eliminate_common_subexpressions,fuse_attention_softmax,fuse_attention,"
+            "fuse_attention_keys_transposed,fuse_cache_attention,fuse_attention_training,"
             "fuse_attention_heads,fuse_matmul_epilogue,fuse_matmul_residual,store_gelu_grad,store_attention_probs,"
             "fuse_norm_param_grad,fuse_matmul_layout,"
             "fuse_elementwise,"
             "eliminate_dead_code,pack_matmul_weights");
-  opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_cache_attention", "fuse_attention_training",
+  opts.disabled = {"eliminate_dead_code", "fuse_attention_softmax", "fuse_attention", "fuse_attention_keys_transposed",
+                   "fuse_cache_attention", "fuse_attention_training",
                    "fuse_attention_heads", "fuse_matmul_epilogue", "fuse_matmul_residual", "store_gelu_grad",
                    "store_attention_probs", "fuse_norm_param_grad", "fuse_matmul_layout", "fuse_elementwise", "pack_matmul_weights"};
   EXPECT_EQ(passes::pipeline_signature(opts), "fold_constants,eliminate_common_subexpressions");

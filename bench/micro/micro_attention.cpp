@@ -1,6 +1,7 @@
 // Microbenchmarks of the attention kernel: one decode step of TinyLM (4 heads of 32, one query
 // row at position `length` of a cache of 256 rows, read in place: length + 1 keys), the cost a
-// token pays per layer.
+// token pays per layer; columns = 1: the key cache stored transposed (keys_transposed), as the
+// CPU's generation lays it out.
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -20,15 +21,17 @@ using namespace volta;
 void BM_DecodeAttention(benchmark::State& state) {
   cpu::set_num_threads(1);
   const int64_t H = 4, D = 32, cap = 256, length = state.range(0);
+  const bool columns = state.range(1) != 0;
   Tensor q = Tensor::zeros(DType::f32, {1, H, 1, D}), y = q.clone();
-  Tensor kc = Tensor::zeros(DType::f32, {1, H, cap, D}), vc = kc.clone();
+  Tensor vc = Tensor::zeros(DType::f32, {1, H, cap, D});
+  Tensor kc = columns ? Tensor::zeros(DType::f32, {1, H, D, cap}) : vc.clone();
   Tensor position = Tensor::zeros(DType::i32, {1});
   position.data<int32_t>()[0] = static_cast<int32_t>(length);
   fill_normal(q, 1, 1, 0, 1), fill_normal(kc, 1, 4, 0, 1), fill_normal(vc, 1, 5, 0, 1);
   ir::Node node;
   node.op = ir::Op::Attention;
   node.name = "attn";
-  node.attrs = {{"scale", 0.17677669}, {"causal_offset", int64_t{0}}};
+  node.attrs = {{"scale", 0.17677669}, {"causal_offset", int64_t{0}}, {"keys_transposed", int64_t{columns}}};
   node.type = y.type();
   // Bound as a plan binds them: the kernel reads the struct instead of parsing the map per call.
   node.attrs.bind_typed(std::make_shared<const ir::AttrsOf<ir::Op::Attention>>(ir::parse_attrs<ir::Op::Attention>(node.attrs).value()));
@@ -41,7 +44,10 @@ void BM_DecodeAttention(benchmark::State& state) {
     benchmark::DoNotOptimize(y.raw());
   }
 }
-BENCHMARK(BM_DecodeAttention)->ArgNames({"length"})->Arg(8)->Arg(40)->Arg(63)->Arg(255)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttention)
+    ->ArgNames({"length", "columns"})
+    ->ArgsProduct({{8, 40, 63, 255}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 
 // The softmax rows of the training step's attention forward alone: 48 groups of 64 causal score
 // rows, in blocks of 16 rows each as wide as the keys its last row sees (16, 32, 48, 64), as the

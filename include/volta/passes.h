@@ -31,6 +31,10 @@ Result<ir::Graph> fuse_attention_softmax(const ir::Graph& g);
 // matmul(softmax(matmul(q, k, transpose_b)), v) -> attention(q, k, v), absorbing a two-block
 // concat of k and v (src/passes/fuse_attention.cpp).
 Result<ir::Graph> fuse_attention(const ir::Graph& g);
+// The position form of the same block whose scores product reads its keys as they lie, k
+// [.., D, S] (a key cache stored transposed) -> attention(q, k, v, position) with keys_transposed
+// (src/passes/fuse_attention.cpp).
+Result<ir::Graph> fuse_attention_keys_transposed(const ir::Graph& g);
 // A decode step's two cache_writes and the attention that reads them in place ->
 // cache_attention(q, caches, k, v, position) (src/passes/fuse_cache_attention.cpp).
 Result<ir::Graph> fuse_cache_attention(const ir::Graph& g);

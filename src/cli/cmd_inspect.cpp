@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/pipeline_flags.h"
+#include "model/generate.h"
 #include "train/lm.h"
 #include "volta/text.h"
 
@@ -31,9 +32,10 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
   topts.schedule = r.schedule;
   topts.compile = opts;
   VOLTA_ASSIGN_OR_RETURN(train::TrainingPlan tp, train::compile_training(rt, g, topts));
-  VOLTA_ASSIGN_OR_RETURN(ir::Graph infer, model::build_tinylm_prefill(r.model, 1, r.model.context));
+  const model::KeyCache keys = model::key_cache_layout(rt);  // as generation lays out its caches
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph infer, model::build_tinylm_prefill(r.model, 1, r.model.context, keys));
   VOLTA_ASSIGN_OR_RETURN(auto infer_plan, rt.compile(infer, opts));
-  VOLTA_ASSIGN_OR_RETURN(ir::Graph decode, model::build_tinylm_decode(r.model, 1));
+  VOLTA_ASSIGN_OR_RETURN(ir::Graph decode, model::build_tinylm_decode(r.model, 1, keys));
   VOLTA_ASSIGN_OR_RETURN(auto decode_plan, rt.compile(decode, opts));
   // Steps that write the KV cache in place: cache_write, or attention with its write fused in.
   const size_t cache_writes = decode_plan->graph.nodes_of(ir::Op::CacheWrite).size() +

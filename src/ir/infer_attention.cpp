@@ -57,11 +57,39 @@ Result<TensorType> with_probs(Op op, std::span<const TensorType> in, const Attrs
   return TensorType{DType::f32, {n + np}};
 }
 
+// `keys_transposed` (0 or 1) of `op`; when 1, `in` with input 1's last two dims swapped into
+// `plain` (a key cache [..., D, S] checked as the [..., S, D] it holds).
+Result<bool> keys_as_rows(Op op, std::span<const TensorType> in, const Attrs& attrs, const char* flag,
+                          std::vector<TensorType>& plain) {
+  VOLTA_ASSIGN_OR_RETURN(const int64_t t, tagged(op, attrs.get_int(flag, 0)));
+  if (t != 0 && t != 1) return fail(op, std::string(flag) + " must be 0 or 1, got " + std::to_string(t));
+  if (t == 0) return false;
+  if (in[1].shape.size() < 2) return fail(op, "a transposed k must have rank >= 2, got " + in[1].to_string());
+  plain.assign(in.begin(), in.end());
+  Shape& k = plain[1].shape;
+  std::swap(k[k.size() - 1], k[k.size() - 2]);
+  return true;
+}
+
+Result<TensorType> infer_attention_rows(std::span<const TensorType> in, const Attrs& attrs);
+
 }  // namespace
 
 // (q [..., T, D], k [..., S, D], v [..., S, E] (k and v may have fewer heads than q: grouped
 // queries), then either k2, v2, a run-time position (i32) or an additive mask (f32)) -> [..., T, E].
+// keys_transposed: k [..., D, S], in the position form only.
 Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs) {
+  std::vector<TensorType> plain;
+  VOLTA_ASSIGN_OR_RETURN(const bool transposed, keys_as_rows(Op::Attention, in, attrs, "keys_transposed", plain));
+  if (!transposed) return infer_attention_rows(in, attrs);
+  if (in.size() != 4 || in[3].dtype == DType::f32 || attrs.has("packed_heads"))
+    return fail(Op::Attention, "keys_transposed takes q, k, v and a position only");
+  return infer_attention_rows(plain, attrs);
+}
+
+namespace {
+
+Result<TensorType> infer_attention_rows(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::Attention;
   const char* names[] = {"q", "k", "v", "k2", "v2"};
   const bool mask = in.size() == 4 && in[3].dtype == DType::f32;
@@ -126,6 +154,8 @@ Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& 
   return with_probs(op, in, attrs, TensorType{DType::f32, out});
 }
 
+}  // namespace
+
 // (q, k, v, dy[, p]) -> [3, ..., T, D]: the gradients of self-attention attention(q, k, v) with
 // respect to q, k and v, in that order along the new leading axis. k and v may have fewer heads
 // than q (grouped queries); their gradients are then per query head, which the gradient rule
@@ -167,16 +197,22 @@ Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const At
   return TensorType{DType::f32, out};
 }
 
-// cache [..., S, D], rows [..., T, D] (the same leading dims, T <= S), position i32 [1] -> cache.
-Result<TensorType> infer_cache_write(std::span<const TensorType> in) {
+// cache [..., S, D] ([..., D, S] transposed), rows [..., T, D] (the same leading dims, T <= S),
+// position i32 [1] -> cache.
+Result<TensorType> infer_cache_write(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::CacheWrite;
-  const Shape& c = in[0].shape;
+  VOLTA_ASSIGN_OR_RETURN(const int64_t transposed, tagged(op, attrs.get_int("transposed", 0)));
+  if (transposed != 0 && transposed != 1) return fail(op, "transposed must be 0 or 1, got " + std::to_string(transposed));
+  Shape c = in[0].shape;
   const Shape& r = in[1].shape;
   if (c.size() < 2) return fail(op, "cache must have rank >= 2, got " + in[0].to_string());
+  if (transposed) std::swap(c[c.size() - 1], c[c.size() - 2]);  // checked as the rows it holds
   if (in[1].dtype != in[0].dtype || r.size() != c.size() || !std::equal(c.begin(), c.end() - 2, r.begin()) ||
       r.back() != c.back() || r[r.size() - 2] > c[c.size() - 2])
     return fail(op, "rows " + in[1].to_string() + " do not fit cache " + in[0].to_string() +
-                        " (want the cache's dtype and dims, at most its rows along axis -2)");
+                        (transposed ? " (want the cache's dtype and leading dims, its axis -2 as their last, at most "
+                                      "its columns along axis -1)"
+                                    : " (want the cache's dtype and dims, at most its rows along axis -2)"));
   if (in[2].dtype != DType::i32 || in[2].numel() != 1)
     return fail(op, "position must be i32 with one element, got " + in[2].to_string());
   return in[0];
@@ -185,6 +221,9 @@ Result<TensorType> infer_cache_write(std::span<const TensorType> in) {
 // (q [..., H, T, D], k cache [..., Hk, S, D], v cache [..., Hk, S, E], k [..., Hk, T, D],
 // v [..., Hk, T, E], position i32 [1]) -> [..., H, T, E].
 Result<TensorType> infer_cache_attention(std::span<const TensorType> in, const Attrs& attrs) {
+  std::vector<TensorType> plain;  // keys_transposed: the k cache [..., Hk, D, S] checked as its rows
+  VOLTA_ASSIGN_OR_RETURN(const bool transposed, keys_as_rows(Op::CacheAttention, in, attrs, "keys_transposed", plain));
+  if (transposed) in = plain;
   const Op op = Op::CacheAttention;
   const char* names[] = {"q", "k cache", "v cache", "k", "v"};
   for (size_t i = 0; i < 5; ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));

@@ -54,7 +54,7 @@ Result<TensorType> infer_matmul(std::span<const TensorType> in, const Attrs& att
 Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs);
 Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const Attrs& attrs);
 Result<TensorType> infer_rope(std::span<const TensorType> in);
-Result<TensorType> infer_cache_write(std::span<const TensorType> in);
+Result<TensorType> infer_cache_write(std::span<const TensorType> in, const Attrs& attrs);
 Result<TensorType> infer_cache_attention(std::span<const TensorType> in, const Attrs& attrs);
 
 // The gated MLP activations' rules (infer_activation.cpp).

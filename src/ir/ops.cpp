@@ -550,7 +550,7 @@ Result<TensorType> infer_type(Op op, std::span<const TensorType> in, const Attrs
     case Op::GradNorm: return infer_grad_norm(in);
     case Op::OptimizerUpdate: return infer_optimizer_update(in, attrs);
     case Op::Increment: return infer_increment(in);
-    case Op::CacheWrite: return infer_cache_write(in);
+    case Op::CacheWrite: return infer_cache_write(in, attrs);
     case Op::CacheAttention: return infer_cache_attention(in, attrs);
     case Op::Rope: return infer_rope(in);
     case Op::Swiglu: case Op::SwigluGrad: return infer_swiglu(op, in);

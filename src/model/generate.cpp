@@ -91,6 +91,10 @@ Result<ir::Graph> Generator::with_weights(Result<ir::Graph> g) const {
   return passes::store_weights_packed(*g, packed_);
 }
 
+KeyCache key_cache_layout(Runtime& rt) {
+  return rt.backend().capabilities().has("attention.keys_transposed") ? KeyCache::Columns : KeyCache::Rows;
+}
+
 Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bindings& params, DType weights,
                                      CompileOptions opts) {
   VOLTA_RETURN_IF_ERROR(validate(c));
@@ -106,6 +110,7 @@ Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bi
       return invalid_argument("param '" + n.name + "' is " + t.to_string() + " but the model wants " + n.type.to_string());
   }
   Generator gen(rt, c, weights, std::move(opts));
+  gen.keys_ = key_cache_layout(rt);
   VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, matmul_weights(c));
   Bindings held = params_as(params, matmul, weights);
   // Matmul weights (f32, bf16 or f16) in the layout the backend's GEMM reads in place (where it
@@ -150,10 +155,10 @@ Status Generator::reserve(int64_t batch) {
   // The decode plan holds the caches and the params: compiling it first checks they fit the
   // runtime's memory limit before any cache is allocated.
   VOLTA_RETURN_IF_ERROR(decode_plan(batch).status());
-  const Tensor zeros = Tensor::zeros(DType::f32, {batch, c_.cache_heads(), c_.context, c_.head_dim()});
   for (const std::string& name : kv_cache_names(c_)) {
     state_.erase(name);
-    VOLTA_RETURN_IF_ERROR(state_.put(name, zeros, plan::MemClass::KvCache));
+    const bool keys = name.starts_with("cache.k.");
+    VOLTA_RETURN_IF_ERROR(state_.put(name, Tensor::zeros(DType::f32, kv_cache_type(c_, batch, keys, keys_).shape), plan::MemClass::KvCache));
   }
   cache_batch_ = batch;
   return Status::ok();
@@ -161,12 +166,12 @@ Status Generator::reserve(int64_t batch) {
 
 Result<std::shared_ptr<const plan::ExecutionPlan>> Generator::prefill_plan(int64_t batch, int64_t T) {
   return rt_->compile_keyed("tinylm.prefill " + config_ + " B=" + std::to_string(batch) + " T=" + std::to_string(T),
-                            [&]() { return with_weights(build_tinylm_prefill(c_, batch, T)); }, compile_);
+                            [&]() { return with_weights(build_tinylm_prefill(c_, batch, T, keys_)); }, compile_);
 }
 
 Result<std::shared_ptr<const plan::ExecutionPlan>> Generator::decode_plan(int64_t batch) {
   return rt_->compile_keyed("tinylm.decode " + config_ + " B=" + std::to_string(batch),
-                            [&]() { return with_weights(build_tinylm_decode(c_, batch)); }, compile_);
+                            [&]() { return with_weights(build_tinylm_decode(c_, batch, keys_)); }, compile_);
 }
 
 Result<std::vector<std::vector<int32_t>>> Generator::generate(const std::vector<int32_t>& prompt, const SampleOptions& o) {

@@ -33,6 +33,10 @@ struct SampleOptions {
 // Fails naming the option that is out of range (`vocab` bounds top_k).
 Status validate(const SampleOptions& o, int64_t vocab);
 
+// The key cache layout the runtime's backend reads best: Columns where its attention reads keys
+// as columns ("attention.keys_transposed"), else Rows.
+KeyCache key_cache_layout(Runtime& rt);
+
 class Generator {
  public:
   // Uploads `params` (every TinyLM param of `c`, checked by name and type) into a State on rt's
@@ -75,6 +79,7 @@ class Generator {
   std::map<std::string, std::array<int64_t, 2>> packed_;  // matmul weights stored packed: their layouts
   State state_;
   int64_t cache_batch_ = 0;  // the batch size the caches hold (0: none yet)
+  KeyCache keys_ = KeyCache::Rows;  // Columns where the backend's attention reads keys so
 };
 
 // The params inference reads only as matmul weights, which `--weights bf16 | f16` stores so

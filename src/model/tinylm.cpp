@@ -14,6 +14,7 @@ std::string layer_name(int64_t l, const char* what) { return "h" + std::to_strin
 struct Builder {
   const TinyLMConfig& c;
   ModelBuilder& b;
+  KeyCache keys = KeyCache::Rows;
 
   TensorType f32(Shape s) const { return {DType::f32, std::move(s)}; }
 
@@ -34,14 +35,19 @@ struct Builder {
   Value split_heads(Value x, int64_t B, int64_t T, const std::string& name, int64_t heads) {
     return b.transpose(b.reshape(x, {B, T, heads, c.head_dim()}), {0, 2, 1, 3}, name);
   }
-  // Layer l's keys and values written into its KV cache (params "cache.k.l", "cache.v.l" of
-  // [B, cache_heads, context, hd], the session's state) at rows `at`..; the written caches.
+  bool key_columns() const { return keys == KeyCache::Columns; }
+
+  // Layer l's keys and values written into its KV cache (params "cache.k.l", "cache.v.l", the
+  // session's state, as kv_cache_type) at rows (key columns) `at`..; the written caches.
   std::pair<Value, Value> write_caches(int64_t l, Value k, Value v, Value at, int64_t B) {
-    const TensorType type{DType::f32, {B, c.cache_heads(), c.context, c.head_dim()}};
     const ParamInit state{"zeros", 0.0, 0.0, false};
     const std::string id = std::to_string(l);
-    return {b.op(ir::Op::CacheWrite, {b.param("cache.k." + id, type, state), k, at}, {}, layer_name(l, "attn.k_cache")),
-            b.op(ir::Op::CacheWrite, {b.param("cache.v." + id, type, state), v, at}, {}, layer_name(l, "attn.v_cache"))};
+    ir::Attrs columns;
+    if (key_columns()) columns.set("transposed", int64_t{1});
+    return {b.op(ir::Op::CacheWrite, {b.param("cache.k." + id, kv_cache_type(c, B, true, keys), state), k, at}, columns,
+                 layer_name(l, "attn.k_cache")),
+            b.op(ir::Op::CacheWrite, {b.param("cache.v." + id, kv_cache_type(c, B, false, keys), state), v, at}, {},
+                 layer_name(l, "attn.v_cache"))};
   }
 
   // The decoder on tokens (B, T) at positions 0..T-1, or, with a valid `position` (i32 [1], T = 1),
@@ -76,7 +82,7 @@ struct Builder {
       if (caches) {
         const auto [kc, vc] = write_caches(l, k, v, at, B);
         if (step) {  // every cache row, those past the position masked exactly to 0 at run time
-          Value att = b.op(ir::Op::Softmax, {b.matmul(q, kc, n("attn.scores"), false, true), position},
+          Value att = b.op(ir::Op::Softmax, {b.matmul(q, kc, n("attn.scores"), false, !key_columns()), position},
                            {{"axis", int64_t{-1}}, {"scale", static_cast<double>(scale_f)}, {"causal_offset", int64_t{0}}},
                            n("attn.probs"));                                                 // (B, H, 1, context)
           x = mlp(attention_out(x, b.matmul(att, vc, n("attn.y")), B, T, l), l);
@@ -132,7 +138,9 @@ struct Builder {
       Value y;
       if (caches) {
         const auto [kc, vc] = write_caches(l, k, v, at, B);
-        if (step) y = b.op(ir::Op::Attention, {q, kc, vc, position}, attn, n("attn.y"));  // the cache read in place
+        ir::Attrs read = attn;
+        if (key_columns()) read.set("keys_transposed", int64_t{1});
+        if (step) y = b.op(ir::Op::Attention, {q, kc, vc, position}, read, n("attn.y"));  // the cache read in place
       }
       if (!y.valid()) y = b.op(ir::Op::Attention, {q, k, v}, attn, n("attn.y"));  // (B, H, T, hd)
       y = b.reshape(b.transpose(y, {0, 2, 1, 3}), {B, T, C}, n("attn.merged"));
@@ -242,13 +250,14 @@ namespace {
 // What a graph over a whole sequence (positions 0..T-1) returns.
 enum class Head { Loss, AllLogits, Prefill };
 
-Result<ir::Graph> build_sequence(const TinyLMConfig& c, int64_t batch, int64_t T, const char* name, Head head) {
+Result<ir::Graph> build_sequence(const TinyLMConfig& c, int64_t batch, int64_t T, const char* name, Head head,
+                                 KeyCache keys = KeyCache::Rows) {
   VOLTA_RETURN_IF_ERROR(validate(c));
   if (T < 1 || T > c.context)
     return invalid_argument(std::string(head == Head::Prefill ? "prompt" : "sequence") + " length " + std::to_string(T) +
                             " is outside [1, context]");
   ModelBuilder b(name);
-  Builder m{c, b};
+  Builder m{c, b, keys};
   Value tokens = b.input("tokens", {DType::i32, {batch, T}});
   Value targets = head == Head::Loss ? b.input("targets", {DType::i32, {batch, T}}) : Value{};
   Value wte;
@@ -275,14 +284,19 @@ Result<ir::Graph> build_tinylm_logits(const TinyLMConfig& c, int64_t batch, int6
   return build_sequence(c, batch, T, "tinylm_logits", Head::AllLogits);
 }
 
-Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int64_t T) {
-  return build_sequence(c, batch, T, "tinylm_prefill", Head::Prefill);
+TensorType kv_cache_type(const TinyLMConfig& c, int64_t batch, bool keys, KeyCache layout) {
+  if (keys && layout == KeyCache::Columns) return {DType::f32, {batch, c.cache_heads(), c.head_dim(), c.context}};
+  return {DType::f32, {batch, c.cache_heads(), c.context, c.head_dim()}};
 }
 
-Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch) {
+Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int64_t T, KeyCache keys) {
+  return build_sequence(c, batch, T, "tinylm_prefill", Head::Prefill, keys);
+}
+
+Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch, KeyCache keys) {
   VOLTA_RETURN_IF_ERROR(validate(c));
   ModelBuilder b("tinylm_decode");
-  Builder m{c, b};
+  Builder m{c, b, keys};
   Value token = b.input("tokens", {DType::i32, {batch, 1}});
   Value position = b.input("position", {DType::i32, {1}});
   Value wte;

@@ -51,17 +51,22 @@ Result<ir::Graph> build_tinylm_logits(const TinyLMConfig& c, int64_t batch, int6
 // Inference keeps each layer's keys and values in a KV cache, params "cache.k.l" and "cache.v.l"
 // of [B, cache_heads, context, hd] (not trainable, zeros at first): the session's state, which the graphs
 // write in place (cache_write) and read where they are (kv_cache_names lists them).
-//
+// KeyCache::Columns stores the keys transposed, "cache.k.l" [B, cache_heads, hd, context]: a
+// decode step's scores then read consecutive keys as vectors (for backends whose attention reads
+// keys as columns: the "attention.keys_transposed" feature). The values stay rows.
+enum class KeyCache { Rows, Columns };
+TensorType kv_cache_type(const TinyLMConfig& c, int64_t batch, bool keys, KeyCache layout);
+
 // Prefill: tokens i32 [B, T] -> outputs: logits of the last position [B, V]; writes positions
 // 0..T-1 of every cache.
-Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int64_t T);
+Result<ir::Graph> build_tinylm_prefill(const TinyLMConfig& c, int64_t batch, int64_t T, KeyCache keys = KeyCache::Rows);
 
 // One decode step, the same graph for every position and backend: tokens i32 [B, 1] and
 // position i32 [1] (the new token's position, the rows already cached) -> outputs: logits
 // [B, V]; writes the new position's keys and values into the caches, then attends over rows
 // 0..position of each, in place (one attention op where the backend has it, the matmul /
 // masked softmax / matmul it fuses from otherwise).
-Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch);
+Result<ir::Graph> build_tinylm_decode(const TinyLMConfig& c, int64_t batch, KeyCache keys = KeyCache::Rows);
 
 std::vector<std::string> kv_cache_names(const TinyLMConfig& c);
 

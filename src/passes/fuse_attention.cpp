@@ -5,7 +5,9 @@
 // reads both blocks in place; and when k0 and v0 are leading slices of longer buffers (the cache
 // at its full capacity), it reads those through its `prefix` attribute. A softmax whose causal
 // offset has a run-time position input (a decode step over its whole cache) gives
-// attention(q, k, v, position). Only when each folded node has the next one as its one reader:
+// attention(q, k, v, position); fuse_attention_keys_transposed fuses that form when its scores
+// product reads its keys as they lie (a key cache stored [.., D, S]) into attention with
+// keys_transposed, for the backends whose attention reads keys as columns. Only when each folded node has the next one as its one reader:
 // a training graph reads the probabilities again in its backward pass and keeps the unfused form.
 // The kernel computes the same bits as the nodes it replaces (src/backends/cpu/attention.cpp).
 #include "rewrite.h"
@@ -44,7 +46,9 @@ bool two_block_concat(const ir::Node& n, int64_t axis, int32_t* a, int32_t* b) {
 
 }  // namespace
 
-Result<ir::Graph> fuse_attention(const ir::Graph& g) {
+namespace {
+
+Result<ir::Graph> fuse(const ir::Graph& g, bool keys_as_columns) {
   ir::Graph out = g;
   VOLTA_ASSIGN_OR_RETURN(const Readers readers, live_readers(g));
   for (ir::Node& y : out.nodes) {
@@ -53,9 +57,11 @@ Result<ir::Graph> fuse_attention(const ir::Graph& g) {
     if (p.op != ir::Op::Softmax || !readers.one(p.id) || !last_axis(p)) continue;
     const auto rank = static_cast<int64_t>(p.type.shape.size());
     const ir::Node& sc = out.node(p.inputs[0]);
-    if (sc.op != ir::Op::Matmul || flag(sc, "transpose_a") || !flag(sc, "transpose_b") || !readers.one(sc.id)) continue;
-    std::vector<int32_t> ins = {sc.inputs[0], sc.inputs[1], y.inputs[1]};
     const bool position = p.inputs.size() == 2;
+    if (sc.op != ir::Op::Matmul || flag(sc, "transpose_a") || flag(sc, "transpose_b") == keys_as_columns ||
+        (keys_as_columns && !position) || !readers.one(sc.id))
+      continue;
+    std::vector<int32_t> ins = {sc.inputs[0], sc.inputs[1], y.inputs[1]};
     if (position) ins.push_back(p.inputs[1]);
     int32_t k0, k1, v0, v1;
     if (!position && readers.one(ins[1]) && readers.one(ins[2]) && two_block_concat(out.node(ins[1]), rank - 2, &k0, &k1) &&
@@ -66,6 +72,7 @@ Result<ir::Graph> fuse_attention(const ir::Graph& g) {
     ir::Attrs attrs;
     for (const char* key : {"scale", "causal_offset"})
       if (p.attrs.has(key)) attrs.set(key, p.attrs.items().at(key));
+    if (keys_as_columns) attrs.set("keys_transposed", int64_t{1});
     // Keys and values that are the leading part of a longer buffer (a decode step's cache) are
     // read in place through `prefix`.
     int32_t kx, vx;
@@ -87,5 +94,10 @@ Result<ir::Graph> fuse_attention(const ir::Graph& g) {
   }
   return out;
 }
+
+}  // namespace
+
+Result<ir::Graph> fuse_attention(const ir::Graph& g) { return fuse(g, false); }
+Result<ir::Graph> fuse_attention_keys_transposed(const ir::Graph& g) { return fuse(g, true); }
 
 }  // namespace volta::passes

@@ -11,6 +11,13 @@
 
 namespace volta::passes {
 
+namespace {
+int64_t int_attr(const ir::Node& n, const char* key) {  // -1 when not an integer
+  auto v = n.attrs.get_int(key, 0);
+  return v.is_ok() ? *v : -1;
+}
+}  // namespace
+
 Result<ir::Graph> fuse_cache_attention(const ir::Graph& g) {
   VOLTA_ASSIGN_OR_RETURN(const Readers live, live_readers(g));
   ir::Graph out = g;
@@ -30,9 +37,11 @@ Result<ir::Graph> fuse_cache_attention(const ir::Graph& g) {
     ir::Attrs attrs;
     bool plain = true;  // only the attributes cache_attention has (zero_nan_probs and the like stay unfused)
     for (const auto& [key, value] : y.attrs.items()) {
-      if (key == "scale" || key == "causal_offset") attrs.set(key, value);
+      if (key == "scale" || key == "causal_offset" || key == "keys_transposed") attrs.set(key, value);
       else plain = false;
     }
+    // A key cache stored transposed is read so (keys_transposed) and written so; the values' is not.
+    if (int_attr(kw, "transposed") != int_attr(y, "keys_transposed") || int_attr(vw, "transposed") != 0) continue;
     const std::vector<int32_t> ins = {y.inputs[0], kw.inputs[0], vw.inputs[0], kw.inputs[1], vw.inputs[1], position};
     std::vector<TensorType> types;
     for (int32_t i : ins) types.push_back(g.node(i).type);

@@ -11,6 +11,7 @@ const std::vector<Pass>& pipeline() {
       {"eliminate_common_subexpressions", eliminate_common_subexpressions},
       {"fuse_attention_softmax", fuse_attention_softmax},
       {"fuse_attention", fuse_attention, {ir::Op::Attention}},
+      {"fuse_attention_keys_transposed", fuse_attention_keys_transposed, {ir::Op::Attention}, {"attention.keys_transposed"}},
       {"fuse_cache_attention", fuse_cache_attention, {ir::Op::CacheAttention}},
       {"fuse_attention_training", nullptr, {ir::Op::Attention, ir::Op::AttentionGrad}, {},
        [](ir::Graph g, const PipelineOptions& o) { return fuse_attention_training(g, !o.disabled.count("fuse_attention_heads")); }},

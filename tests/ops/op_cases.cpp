@@ -371,9 +371,9 @@ std::vector<OpCase> cases_of(Op op) {
     case Op::CacheWrite:
       return {C({f({2, 8, 4}), f({2, 3, 4}), value(DType::i32, {}, 2)}),
               C({f({1, 2, 6, 8}), f({1, 2, 1, 8}), value(DType::i32, {}, 5)}),
-              // columns: a key cache stored transposed, a prompt's keys then a decode step's
-              needs("attention.keys_transposed", C({f({2, 4, 8}), f({2, 4, 3}), value(DType::i32, {}, 5)}, A{{"axis", I(-1)}})),
-              needs("attention.keys_transposed", C({f({1, 2, 8, 6}), f({1, 2, 8, 1}), value(DType::i32, {}, 4)}, A{{"axis", I(-1)}}))};
+              // columns: a key cache stored transposed ([.., D, S]), a prompt's keys then a decode step's
+              needs("attention.keys_transposed", C({f({2, 4, 8}), f({2, 3, 4}), value(DType::i32, {}, 5)}, A{{"transposed", I(1)}})),
+              needs("attention.keys_transposed", C({f({1, 2, 8, 6}), f({1, 2, 1, 8}), value(DType::i32, {}, 4)}, A{{"transposed", I(1)}}))};
 
     case Op::Less:
     case Op::LessEqual: return {C({i32({4, 5}, 3), i32({5}, 3)}), C({distinct({4, 5}), distinct({5})}), C({i64({3, 1}, 4), i64({4}, 4)})};

@@ -51,6 +51,24 @@ std::vector<OpCase> attention_cases() {
       no_grad(C({f({1, 4, 1, 8}), f({1, 2, 10, 8}), f({1, 2, 10, 8}), value(DType::i32, {}, 6)},
                 A{{"scale", F(0.35)}, {"causal_offset", I(0)}}, 2e-6),
               "the position form has no gradient"),
+      // keys_transposed: k [.., D, S] (a key cache stored transposed), the position form: a
+      // decode step's row, grouped queries, a few rows (per-row path), many rows (the GEMM path)
+      needs("attention.keys_transposed",
+            no_grad(C({f({1, 2, 1, 8}), f({1, 2, 8, 10}), f({1, 2, 10, 8}), value(DType::i32, {}, 4)},
+                      A{{"scale", F(0.35)}, {"causal_offset", I(0)}, {"keys_transposed", I(1)}}, 2e-6),
+                    "the position form has no gradient")),
+      needs("attention.keys_transposed",
+            no_grad(C({f({2, 4, 1, 32}), f({2, 2, 32, 40}), f({2, 2, 40, 32}), value(DType::i32, {}, 37)},
+                      A{{"scale", F(0.17)}, {"causal_offset", I(0)}, {"keys_transposed", I(1)}}, 2e-6),
+                    "the position form has no gradient")),
+      needs("attention.keys_transposed",
+            no_grad(C({f({1, 3, 3, 5}), f({1, 3, 5, 12}), f({1, 3, 12, 7}), value(DType::i32, {}, 6)},
+                      A{{"scale", F(0.4)}, {"causal_offset", I(0)}, {"keys_transposed", I(1)}}, 2e-6),
+                    "the position form has no gradient")),
+      needs("attention.keys_transposed",
+            no_grad(C({f({1, 2, 20, 16}), f({1, 2, 16, 30}), f({1, 2, 30, 16}), value(DType::i32, {}, 7)},
+                      A{{"scale", F(0.25)}, {"causal_offset", I(0)}, {"keys_transposed", I(1)}}, 5e-6),
+                    "the position form has no gradient")),
       // an additive mask (an imported attention): broadcast over heads, over heads and rows, or
       // whole; few query rows (per-row path) and many (the GEMM path); fully masked rows are nan,
       // or zeros with zero_nan_probs
@@ -107,12 +125,29 @@ std::vector<OpCase> cache_attention_cases() {
                      std::move(attrs), 2e-6),
                    "a KV-cache write has no gradient");
   };
+  // The same with the k cache stored transposed: `cache` is the rows' [.., S, D].
+  auto keys_as_columns = [](Shape q, Shape cache, Shape rows, int64_t position, A attrs) {
+    Shape kc = cache, vr = rows;
+    std::swap(kc[kc.size() - 1], kc[kc.size() - 2]);
+    attrs.set("keys_transposed", I(1));
+    return needs("attention.keys_transposed",
+                 no_grad(C({f(std::move(q)), f(std::move(kc)), f(std::move(cache)), f(std::move(rows)), f(std::move(vr)),
+                            value(DType::i32, {}, static_cast<double>(position))},
+                           std::move(attrs), 2e-6),
+                         "a KV-cache write has no gradient"));
+  };
   return {
       step({1, 4, 1, 32}, {1, 4, 20, 32}, {1, 4, 1, 32}, 13, A{{"scale", F(0.17)}, {"causal_offset", I(0)}}),
       step({2, 4, 1, 8}, {2, 2, 10, 8}, {2, 2, 1, 8}, 9, A{{"scale", F(0.35)}, {"causal_offset", I(0)}}),
       step({1, 6, 1, 16}, {1, 2, 12, 16}, {1, 2, 1, 16}, 0, A{{"scale", F(0.25)}, {"causal_offset", I(0)}}),
       step({2, 3, 4, 5}, {2, 3, 9, 5}, {2, 3, 4, 5}, 3, A{{"scale", F(0.4)}, {"causal_offset", I(0)}}),
       step({3, 5, 7}, {3, 11, 7}, {3, 5, 7}, 6, A{{"scale", F(0.3)}}),
+      // keys_transposed: the k cache [.., D, S], its new keys written as columns (a decode step,
+      // grouped queries, several rows, a head width off the vector width)
+      keys_as_columns({1, 4, 1, 32}, {1, 4, 20, 32}, {1, 4, 1, 32}, 13, A{{"scale", F(0.17)}, {"causal_offset", I(0)}}),
+      keys_as_columns({2, 4, 1, 8}, {2, 2, 10, 8}, {2, 2, 1, 8}, 9, A{{"scale", F(0.35)}, {"causal_offset", I(0)}}),
+      keys_as_columns({2, 3, 4, 5}, {2, 3, 9, 5}, {2, 3, 4, 5}, 3, A{{"scale", F(0.4)}, {"causal_offset", I(0)}}),
+      keys_as_columns({2, 6, 1, 16}, {2, 2, 36, 16}, {2, 2, 1, 16}, 35, A{{"scale", F(0.25)}, {"causal_offset", I(0)}}),
   };
 }
 

@@ -164,7 +164,7 @@ void group_probs(MatmulIsa isa, const ref::AttentionArgs& at, int64_t g, const f
   // kᵀ packed once for all row blocks (each reads its first keys_seen columns).
   thread_local std::vector<float> kt;
   kt.resize(static_cast<size_t>(matmul_packed_b_floats(isa, S, D)));
-  pack_b_once(isa, bl, {k, 1, at.k_rs}, S, D, kt.data());
+  pack_b_once(isa, bl, {k, at.k_ds, at.k_rs}, S, D, kt.data());
   for (int64_t i0 = 0; i0 < T; i0 += kCausalRows) {
     const int64_t i1 = std::min(T, i0 + kCausalRows);
     gemm_packed_b(isa, bl, {q + i0 * at.q_rs, at.q_rs, 1}, kt.data(), S, p + i0 * S, S, i1 - i0, keys_seen(at, i1, S), D);
@@ -254,26 +254,34 @@ Status attend(const KernelArgs& a, const ref::AttentionArgs& at, bool cache) {
   // masked lanes give the bits of a row of S).
   const int64_t w = matmul_narrow_cols(isa), Sp = round_up(S, 16), Ep = round_up(E, w);
   const bool copy_v = Ep != E;  // the value rows are read a whole vector at a time
+  // Keys as columns (a key cache stored transposed): every score from key_scores_columns, the
+  // cache's new keys first written into it by the task that takes all the groups of their key
+  // head, so no task reads keys another one writes.
+  const bool columns = at.k_ds != 1;
   // A decode step's groups (one query row each) in as many tasks as there are threads, each
   // task's groups a phase at a time: the scores of all its heads with their chains interleaved
   // (key_scores_rows), then each head's softmax and weighted sum. Head by head, each row of a
   // few dozen keys waited on its own chains' latency. Which groups share a task changes no bit.
-  const int64_t per = T == 1 && !copy_v ? std::clamp<int64_t>((G + num_threads() - 1) / num_threads(), 1, kGroupsTogether) : 1;
+  int64_t per = T == 1 && !copy_v ? std::clamp<int64_t>((G + num_threads() - 1) / num_threads(), 1, kGroupsTogether) : 1;
+  if (columns && cache) per = round_up(per, std::max<int64_t>(1, at.rep));
   parallel_for((G + per - 1) / per, [&](int64_t t) {
     const int64_t g0 = t * per, n = std::min(per, G - g0);
-    // Scratch: per group scores and probabilities [Sp] each; padded values [S, Ep] and an output
-    // row [Ep] when E is not a multiple of the width (then one group a task).
-    float* scores = scratch(static_cast<size_t>(2 * Sp * n + (copy_v ? S * Ep + Ep : 0)));
+    // Scratch: per group scores and probabilities [Sp] each, and padded values [S, Ep] when E is
+    // not a multiple of the width; then an output row [Ep].
+    float* scores = scratch(static_cast<size_t>(2 * Sp * n + (copy_v ? n * S * Ep + Ep : 0)));
     float* vp = scores + 2 * Sp * n;
-    float* orow = vp + (copy_v ? S * Ep : 0);
+    float* orow = vp + (copy_v ? n * S * Ep : 0);
     thread_local std::vector<const float*> key_rows;  // key j of each group, from whichever block
     std::vector<const float*>& rows = key_rows;        // (the thread-local looked up once)
-    rows.resize(static_cast<size_t>(S * n));
+    if (!columns) rows.resize(static_cast<size_t>(S * n));
+    thread_local std::vector<KeyColumnRow> column_rows;
+    if (columns) column_rows.resize(static_cast<size_t>(n));
     std::array<KeyScoreRow, kGroupsTogether> score_rows;  // the first n set below (not zeroed first: a `rep stos`)
     for (int64_t gi = 0; gi < n; ++gi) {
       const int64_t g = g0 + gi;
       if (cache && g % at.rep == 0) ref::write_new_rows(a, at, at.kv(g));
-      const float** grows = rows.data() + gi * S;
+      const float** grows = columns ? nullptr : rows.data() + gi * S;
+      float* gvp = copy_v ? vp + gi * S * Ep : nullptr;
       int64_t first = 0;  // the block's first key in the group
       for (size_t b = 0; b < src.size(); ++b) {
         const Source& s = src[b];
@@ -281,9 +289,9 @@ Status attend(const KernelArgs& a, const ref::AttentionArgs& at, bool cache) {
         const float* k0 = b == 0 ? s.k + at.k_off(g) : s.k + at.kv(g) * s.cap * D;
         const float* v0 = b == 0 ? s.v + at.v_off(g) : s.v + at.kv(g) * s.cap * E;
         const int64_t k_rs = b == 0 ? at.k_rs : D, v_rs = b == 0 ? at.v_rs : E;
-        for (int64_t j = 0; j < s.S; ++j) grows[first + j] = k0 + j * k_rs;
+        for (int64_t j = 0; !columns && j < s.S; ++j) grows[first + j] = k0 + j * k_rs;
         for (int64_t j = 0; copy_v && j < s.S; ++j) {
-          float* row = vp + (first + j) * Ep;
+          float* row = gvp + (first + j) * Ep;
           std::copy_n(v0 + j * v_rs, E, row);
           std::fill(row + E, row + Ep, 0.0f);
         }
@@ -291,15 +299,20 @@ Status attend(const KernelArgs& a, const ref::AttentionArgs& at, bool cache) {
       }
       float* sc = scores + 2 * Sp * gi;
       std::fill(sc + S, sc + Sp, 0.0f);  // key_scores writes [0, S) only
-      score_rows[static_cast<size_t>(gi)] = {q + at.q_off(g), grows, S, sc};
+      // Columns: all S keys in the cache (the new ones written above).
+      if (columns) column_rows[static_cast<size_t>(gi)] = {q + at.q_off(g), src[0].k + at.k_off(g), at.k_ds, S, sc};
+      else score_rows[static_cast<size_t>(gi)] = {q + at.q_off(g), grows, S, sc};
     }
-    if (T == 1) key_scores_rows(isa, D, std::span(score_rows.data(), static_cast<size_t>(n)));  // each score the matmul's chain
+    if (T == 1 && columns) key_scores_columns(isa, D, std::span(column_rows.data(), static_cast<size_t>(n)));
+    if (T == 1 && !columns) key_scores_rows(isa, D, std::span(score_rows.data(), static_cast<size_t>(n)));  // each score the matmul's chain
     for (int64_t gi = 0; gi < n; ++gi) {
       const int64_t g = g0 + gi;
       float* sc = scores + 2 * Sp * gi;
       float* probs = sc + Sp;
       for (int64_t i = 0; i < T; ++i) {
-        if (T > 1) key_scores(isa, q + at.q_off(g) + i * at.q_rs, D, rows.data() + gi * S, S, sc);
+        const float* qi = q + at.q_off(g) + i * at.q_rs;
+        if (T > 1 && columns) key_scores_columns(isa, D, std::array{KeyColumnRow{qi, src[0].k + at.k_off(g), at.k_ds, S, sc}});
+        if (T > 1 && !columns) key_scores(isa, qi, D, rows.data() + gi * S, S, sc);
         probs_rows(at, g, i, 1, sc, probs, Sp, Sp, std::min(S, at.causal ? i + at.offset + 1 : S), 0);
         if (at.store) std::copy_n(probs, S, out + at.probs_off(g, i));
         float* o = copy_v ? orow : out + at.o_off(g) + i * at.o_rs;
@@ -308,7 +321,7 @@ Status attend(const KernelArgs& a, const ref::AttentionArgs& at, bool cache) {
         for (size_t b = 0; b < src.size(); ++b) {
           const Source& s = src[b];
           if (s.S == 0) continue;
-          const float* v = copy_v ? vp + j0 * Ep : b == 0 ? s.v + at.v_off(g) : s.v + at.kv(g) * s.cap * E;
+          const float* v = copy_v ? vp + gi * S * Ep + j0 * Ep : b == 0 ? s.v + at.v_off(g) : s.v + at.kv(g) * s.cap * E;
           row_product(isa, probs + j0, s.S, v, copy_v ? Ep : b == 0 ? at.v_rs : E, o, Ep, started);
           started = true;
           j0 += s.S;

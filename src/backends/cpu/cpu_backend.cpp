@@ -20,7 +20,7 @@ class CpuBackend final : public Backend {
     // The ops of its kernel table (every op: a reference kernel each, linked or the build fails).
     for (int i = 0; i < ir::kNumOps; ++i)
       if (const auto op = static_cast<ir::Op>(i); !ir::is_leaf(op) && cpu::cpu_kernel(op).run) caps_.ops.push_back(op);
-    caps_.features = {"attention.packed_heads", "attention.stored_probs", "matmul.epilogue",
+    caps_.features = {"attention.keys_transposed", "attention.packed_heads", "attention.stored_probs", "matmul.epilogue",
                       "matmul.layout",          "matmul.packed_b",        "matmul.residual"};
     caps_.dtypes = {DType::f32, DType::f64, DType::i32, DType::i64, DType::bf16, DType::f16};
   }

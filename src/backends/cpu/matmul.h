@@ -272,6 +272,18 @@ struct KeyScoreRow {
 // latency. Every score has the bits key_scores gives it.
 void key_scores_rows(MatmulIsa isa, int64_t D, std::span<const KeyScoreRow> rows);
 
+// One query row's scores against keys stored as columns (a transposed key cache [D, cap]):
+// s[j] = q[0, D) . (kt[d ld + j])_d for j < n.
+struct KeyColumnRow {
+  const float* q;
+  const float* kt;
+  int64_t ld, n;
+  float* s;
+};
+// key_scores_rows for keys as columns (attention_columns.cpp): the same FMA chain over d from +0 for
+// every score, so the same bits as the rows' form of the same keys, without its transposes.
+void key_scores_columns(MatmulIsa isa, int64_t D, std::span<const KeyColumnRow> rows);
+
 // ---- Tuning cache (matmul_tuning.cpp) ---------------------------------------------------------
 
 // Shapes are tuned and looked up by class: each dimension rounded up to a power of two.

@@ -30,13 +30,14 @@ AttentionArgs packed(AttentionArgs at, const Shape& x, int64_t heads) {
   return at;
 }
 
-// The plain layout's sizes: q [.., T, D] and k [.., S, D], v [.., S, E] with G / rep groups.
-void grouped(AttentionArgs& at, const KernelArgs& a) {
+// The plain layout's sizes: q [.., T, D] and k [.., S, D] (keys_transposed: [.., D, S]), v [.., S, E]
+// with G / rep groups.
+void grouped(AttentionArgs& at, const KernelArgs& a, bool keys_transposed) {
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
   at.G = dims_product(qs, 0, r - 2), at.T = qs[r - 2], at.D = qs[r - 1], at.E = a.in[2].shape()[r - 1];
   at.rep = at.G / std::max<int64_t>(1, dims_product(a.in[1].shape(), 0, r - 2));
-  at.cap[0] = a.in[1].shape()[r - 2];
+  at.cap[0] = a.in[1].shape()[keys_transposed ? r - 1 : r - 2];
 }
 
 }  // namespace
@@ -48,7 +49,8 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
   const Shape& qs = a.in[0].shape();
   const size_t r = qs.size();
   if (attrs->packed_heads) return packed(at, qs, *attrs->packed_heads);
-  grouped(at, a);
+  const bool transposed = attrs->keys_transposed != 0;
+  grouped(at, a, transposed);
   at.used[0] = attrs->prefix.value_or(at.cap[0]);
   at.cap[1] = at.used[1] = a.in.size() >= 5 ? a.in[3].shape()[r - 2] : 0;
   at.zero_nan = attrs->zero_nan_probs != 0;
@@ -66,19 +68,19 @@ Result<AttentionArgs> attention_args(const KernelArgs& a) {
     at.used[0] = position + at.T;
     at.offset = offset_at(at.offset, at.cap[0], position);
   }
-  at.set_layout(0);
+  at.set_layout(0, transposed);
   return at;
 }
 
 Result<AttentionArgs> cache_attention_args(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const auto attrs, ir::typed_attrs<ir::Op::CacheAttention>(a.node));
   AttentionArgs at = scaled_mask(*attrs);
-  grouped(at, a);
+  grouped(at, a, attrs->keys_transposed != 0);
   VOLTA_ASSIGN_OR_RETURN(const int64_t position, position_input(a, 5, at.cap[0] - at.T));
   at.used[0] = position;  // the cached keys; the new ones follow as the second block
   at.cap[1] = at.used[1] = at.T;
   at.offset = offset_at(at.offset, at.cap[0], position);
-  at.set_layout(0);
+  at.set_layout(0, attrs->keys_transposed != 0);
   return at;
 }
 
@@ -89,9 +91,9 @@ Status attend(const KernelArgs& a, const AttentionArgs& at) {
   const bool causal = at.causal;
   const int64_t offset = at.offset, G = at.G, T = at.T, D = at.D, E = at.E, S1 = at.used[0],
                 S2 = at.used[1], S = at.keys();
-  // Key j of query group g: its row in k (or k2) and in v (or v2), of key group g / rep.
-  auto key = [&](int64_t g, int64_t j) {
-    return j < S1 ? in_f32(a, 1) + at.k_off(g) + j * at.k_rs : in_f32(a, 3) + (at.kv(g) * S2 + j - S1) * D;
+  // Value d of key j of query group g: in k (or k2) and in v (or v2), of key group g / rep.
+  auto key = [&](int64_t g, int64_t j, int64_t d) {
+    return j < S1 ? in_f32(a, 1)[at.k_off(g) + j * at.k_rs + d * at.k_ds] : in_f32(a, 3)[(at.kv(g) * S2 + j - S1) * D + d];
   };
   auto val = [&](int64_t g, int64_t j) {
     return j < S1 ? in_f32(a, 2) + at.v_off(g) + j * at.v_rs : in_f32(a, 4) + (at.kv(g) * S2 + j - S1) * E;
@@ -105,7 +107,7 @@ Status attend(const KernelArgs& a, const AttentionArgs& at) {
       double mx = ninf;
       for (int64_t j = 0; j < S; ++j) {
         double s = 0;
-        for (int64_t d = 0; d < D; ++d) s += static_cast<double>(q[d]) * key(g, j)[d];
+        for (int64_t d = 0; d < D; ++d) s += static_cast<double>(q[d]) * key(g, j, d);
         z[static_cast<size_t>(j)] = causal && j > i + offset ? ninf : scale * static_cast<double>(static_cast<float>(s));
         if (at.mask) z[static_cast<size_t>(j)] += at.mask_row(g, i)[j];
         mx = std::fmax(mx, z[static_cast<size_t>(j)]);
@@ -141,7 +143,10 @@ Status Attention(const KernelArgs& a) {
 
 void write_new_rows(const KernelArgs& a, const AttentionArgs& at, int64_t kv) {
   const int64_t row = kv * at.cap[0] + at.used[0];
-  std::copy_n(in_f32(a, 3) + kv * at.T * at.D, at.T * at.D, a.in[1].as<float>() + row * at.D);
+  const float* k = in_f32(a, 3) + kv * at.T * at.D;
+  float* kc = a.in[1].as<float>() + kv * at.cap[0] * at.D + at.used[0] * at.k_rs;
+  for (int64_t t = 0; t < at.T; ++t)  // a transposed cache's keys are columns
+    for (int64_t d = 0; d < at.D; ++d) kc[t * at.k_rs + d * at.k_ds] = k[t * at.D + d];
   std::copy_n(in_f32(a, 4) + kv * at.T * at.E, at.T * at.E, a.in[2].as<float>() + row * at.E);
 }
 

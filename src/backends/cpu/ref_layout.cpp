@@ -229,18 +229,35 @@ Status GatherGrad(const KernelArgs& a) {
 // cache_write: rows [..., T, D] into cache [..., S, D] at rows position.., in place (the cache is
 // the model's state, ir::writes_input); the value is the cache, copied out only when the output
 // is a buffer of its own (a kernel test's).
+// transposed: the cache is [..., D, S] and row t is written as column position + t.
 Status CacheWrite(const KernelArgs& a) {
+  VOLTA_ASSIGN_OR_RETURN(const auto attrs, ir::typed_attrs<ir::Op::CacheWrite>(a.node));
+  const bool transposed = attrs->transposed != 0;
   const Shape& c = a.in[0].shape();
   const size_t r = c.size();
-  const int64_t S = c[r - 2], T = a.in[1].shape()[r - 2];
+  const int64_t S = c[transposed ? r - 1 : r - 2], D = c[transposed ? r - 2 : r - 1], T = a.in[1].shape()[r - 2];
   VOLTA_ASSIGN_OR_RETURN(const int64_t position, position_input(a, 2, S - T));
-  const size_t row = static_cast<size_t>(c[r - 1]) * dtype_size(a.in[0].type.dtype);
+  const size_t es = dtype_size(a.in[0].type.dtype), row = static_cast<size_t>(D) * es;
   const int64_t outer = dims_product(c, 0, r - 2);
   std::byte* cache = a.in[0].data;
   const std::byte* rows = a.in[1].data;
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(cache + static_cast<size_t>(o * S + position) * row, rows + static_cast<size_t>(o * T) * row,
-                static_cast<size_t>(T) * row);
+  // Element by element as a word of the dtype's size (a call to memcpy each took a prompt's
+  // write longer than its layer).
+  const auto columns = [&]<typename W>(W) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t d = 0; d < D; ++d)  // each cache row written left to right
+        for (int64_t t = 0; t < T; ++t)
+          std::memcpy(cache + static_cast<size_t>((o * D + d) * S + position + t) * sizeof(W),
+                      rows + static_cast<size_t>((o * T + t) * D + d) * sizeof(W), sizeof(W));
+  };
+  if (!transposed)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(cache + static_cast<size_t>(o * S + position) * row, rows + static_cast<size_t>(o * T) * row,
+                  static_cast<size_t>(T) * row);
+  else if (es == 8) columns(uint64_t{});
+  else if (es == 4) columns(uint32_t{});
+  else if (es == 2) columns(uint16_t{});
+  else columns(uint8_t{});
   if (a.out.data != cache) std::memcpy(a.out.data, cache, static_cast<size_t>(outer * S) * row);
   return Status::ok();
 }

@@ -180,8 +180,10 @@ struct AttentionArgs {
   // stacked [3, ..]. packed_heads H (`heads`): group g is head g % H of batch g / H, its columns
   // h D.. of q's, k's and v's thirds of the packed [.., T, 3 H D] rows, and of the output's
   // [.., T, H D]; the gradients lie as q, k and v do.
+  // k_ds: the stride between a key's values (1; a transposed key cache's keys are columns, k_rs
+  // 1 and k_ds its capacity).
   int64_t heads = 0;
-  int64_t q_rs = 0, k_rs = 0, v_rs = 0, o_rs = 0;
+  int64_t q_rs = 0, k_rs = 0, v_rs = 0, o_rs = 0, k_ds = 1;
   int64_t keys() const { return used[0] + used[1]; }
   int64_t kv(int64_t g) const { return g / rep; }
   int64_t packed_row(int64_t g) const { return g / heads * T * 3 * heads * D + g % heads * D; }
@@ -194,9 +196,11 @@ struct AttentionArgs {
   }
   int64_t grad_rs() const { return heads ? 3 * heads * D : D; }
   // Fills the layout fields above for the plain form (heads == 0) or packed_heads `h`.
-  void set_layout(int64_t h) {
+  void set_layout(int64_t h, bool keys_transposed = false) {
     heads = h;
     q_rs = k_rs = h ? 3 * h * D : D;
+    k_ds = 1;
+    if (keys_transposed) k_rs = 1, k_ds = cap[0];
     v_rs = h ? 3 * h * D : E;
     o_rs = h ? h * D : E;
   }

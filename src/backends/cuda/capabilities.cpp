@@ -35,6 +35,11 @@ Status check_node(const ir::Graph& g, const ir::Node& n) {
       return refuse("has no kernel for an additive mask input yet");
     if (at->zero_nan_probs != 0) return refuse("has no kernel for zero_nan_probs yet");
     if (at->store_probs != 0) return refuse("has no kernel for store_probs yet");
+    if (at->keys_transposed != 0) return refuse("has no kernel for keys_transposed yet");
+  }
+  if (n.op == ir::Op::CacheWrite) {
+    VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::CacheWrite>(n));
+    if (at->transposed != 0) return refuse("has no kernel for a transposed cache yet");
   }
   if (n.op == ir::Op::AttentionGrad && n.inputs.size() == 5) return refuse("has no kernel for stored probabilities yet");
   return Status::ok();
