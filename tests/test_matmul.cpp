@@ -245,8 +245,8 @@ TEST(CpuMatmulBits, KeyScoresOfSeveralRowsEqualEachRowAlone) {
 
 // Scores against keys stored as columns (a transposed key cache, ld apart): the chain bits of the
 // same keys as rows, for every ISA, rows of every length side by side; nothing written past n,
-// and no read past a row's last key (each key block ends the buffer: a read beyond it would
-// leave the allocation, which ASan reports).
+// the columns past n (nan here) never reaching a score, and no read past the buffer of D rows of
+// ld columns (it ends the allocation: ASan reports a read beyond it).
 TEST(CpuMatmulBits, KeyScoresOfColumnsEqualTheFmaChainForEveryIsa) {
   const std::vector<int64_t> lengths = {1, 7, 8, 9, 15, 16, 17, 40, 63, 0, 64, 65, 3};
   for (int64_t D : {1, 5, 8, 32, 37})
@@ -257,9 +257,10 @@ TEST(CpuMatmulBits, KeyScoresOfColumnsEqualTheFmaChainForEveryIsa) {
       for (size_t r = 0; r < lengths.size(); ++r) {
         const int64_t n = lengths[r], ld = n + static_cast<int64_t>(r % 3);  // padded columns past n, or none
         const std::vector<float> k = normal(std::max<int64_t>(1, n) * D, 90 + r);  // key j: row j
-        columns.push_back(std::make_unique<float[]>(static_cast<size_t>(std::max<int64_t>(1, (D - 1) * ld + n))));
-        for (int64_t j = 0; j < n; ++j)
-          for (int64_t d = 0; d < D; ++d) columns.back()[static_cast<size_t>(d * ld + j)] = k[static_cast<size_t>(j * D + d)];
+        columns.push_back(std::make_unique<float[]>(static_cast<size_t>(std::max<int64_t>(1, D * ld))));
+        for (int64_t j = 0; j < ld; ++j)
+          for (int64_t d = 0; d < D; ++d)
+            columns.back()[static_cast<size_t>(d * ld + j)] = j < n ? k[static_cast<size_t>(j * D + d)] : std::nanf("");
         qs.push_back(normal(D, 9 + r));
         want.push_back(fma_chain({k.data(), D, 1}, {qs.back().data(), 1, 1}, n, 1, D));
         want.back().push_back(-7.0f);

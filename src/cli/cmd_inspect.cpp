@@ -32,7 +32,7 @@ Status inspect_checkpoint(const InspectFlags& f, const GlobalFlags& global, cons
   topts.schedule = r.schedule;
   topts.compile = opts;
   VOLTA_ASSIGN_OR_RETURN(train::TrainingPlan tp, train::compile_training(rt, g, topts));
-  const model::KeyCache keys = model::key_cache_layout(rt);  // as generation lays out its caches
+  const model::KeyCache keys = model::key_cache_layout(rt, opts);  // as generation lays out its caches
   VOLTA_ASSIGN_OR_RETURN(ir::Graph infer, model::build_tinylm_prefill(r.model, 1, r.model.context, keys));
   VOLTA_ASSIGN_OR_RETURN(auto infer_plan, rt.compile(infer, opts));
   VOLTA_ASSIGN_OR_RETURN(ir::Graph decode, model::build_tinylm_decode(r.model, 1, keys));

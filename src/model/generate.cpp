@@ -91,8 +91,9 @@ Result<ir::Graph> Generator::with_weights(Result<ir::Graph> g) const {
   return passes::store_weights_packed(*g, packed_);
 }
 
-KeyCache key_cache_layout(Runtime& rt) {
-  return rt.backend().capabilities().has("attention.keys_transposed") ? KeyCache::Columns : KeyCache::Rows;
+KeyCache key_cache_layout(Runtime& rt, const CompileOptions& opts) {
+  const bool fused = !opts.pipeline.disabled.count("fuse_attention_keys_transposed");
+  return fused && rt.backend().capabilities().has("attention.keys_transposed") ? KeyCache::Columns : KeyCache::Rows;
 }
 
 Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bindings& params, DType weights,
@@ -110,7 +111,7 @@ Result<Generator> Generator::create(Runtime& rt, const TinyLMConfig& c, const Bi
       return invalid_argument("param '" + n.name + "' is " + t.to_string() + " but the model wants " + n.type.to_string());
   }
   Generator gen(rt, c, weights, std::move(opts));
-  gen.keys_ = key_cache_layout(rt);
+  gen.keys_ = key_cache_layout(rt, gen.compile_);
   VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, matmul_weights(c));
   Bindings held = params_as(params, matmul, weights);
   // Matmul weights (f32, bf16 or f16) in the layout the backend's GEMM reads in place (where it

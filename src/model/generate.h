@@ -34,8 +34,9 @@ struct SampleOptions {
 Status validate(const SampleOptions& o, int64_t vocab);
 
 // The key cache layout the runtime's backend reads best: Columns where its attention reads keys
-// as columns ("attention.keys_transposed"), else Rows.
-KeyCache key_cache_layout(Runtime& rt);
+// as columns ("attention.keys_transposed") and the pass that fuses that form runs, else Rows (so
+// `--compare-disable-pass fuse_attention_keys_transposed` times the two layouts).
+KeyCache key_cache_layout(Runtime& rt, const CompileOptions& opts = {});
 
 class Generator {
  public:

@@ -273,7 +273,7 @@ struct KeyScoreRow {
 void key_scores_rows(MatmulIsa isa, int64_t D, std::span<const KeyScoreRow> rows);
 
 // One query row's scores against keys stored as columns (a transposed key cache [D, cap]):
-// s[j] = q[0, D) . (kt[d ld + j])_d for j < n.
+// s[j] = q[0, D) . (kt[d ld + j])_d for j < n (n <= ld; rows d < D readable over [0, ld)).
 struct KeyColumnRow {
   const float* q;
   const float* kt;
