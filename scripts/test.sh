@@ -30,12 +30,23 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_O
 
 echo "== [3/3] Fuzz targets (${fuzz_seconds}s each)"
 CC=clang-14 CXX=clang++-14 scripts/build.sh build/fuzz -DCMAKE_BUILD_TYPE=Debug -DVOLTA_FUZZ=ON
-for target in build/fuzz/fuzz/fuzz_*; do
+# Each fuzzer is one process on one core: run as many at once as there are cores.
+fuzz_one() {
+  local target=$1 name corpus log rc=0
   name=$(basename "$target")
   corpus=$(mktemp -d)
+  log=$(mktemp)
   cp fuzz/corpus/"${name#fuzz_}"/* "$corpus"/
-  echo "-- $name"
-  "$target" -max_total_time="$fuzz_seconds" -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
-  rm -rf "$corpus"
+  "$target" -max_total_time="$fuzz_seconds" -print_final_stats=1 "$corpus" > "$log" 2>&1 || rc=$?
+  printf -- '-- %s (exit %s)\n%s\n' "$name" "$rc" "$(tail -n 12 "$log")"  # one write: jobs do not interleave
+  rm -rf "$corpus" "$log"
+  return "$rc"
+}
+pids=()
+for target in build/fuzz/fuzz/fuzz_*; do
+  if [ "${#pids[@]}" -ge "$jobs" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  fuzz_one "$target" &
+  pids+=($!)
 done
+for pid in "${pids[@]}"; do wait "$pid"; done
 echo "== all tests passed"

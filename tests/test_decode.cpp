@@ -339,6 +339,28 @@ TEST(Generate, KeysTransposedNeedsThePositionForm) {
   EXPECT_ERROR_CONTAINS(b.build(), "[attention] keys_transposed takes q, k, v and a position only");
 }
 
+// A transposed key cache of the wrong size is named as written ([..., D, S]), not as the rows it holds.
+TEST(Generate, KeysTransposedMismatchNamesTheKeysAsGiven) {
+  {
+    ModelBuilder b("attend");
+    auto q = b.input("q", {DType::f32, {1, 2, 1, 4}});
+    auto kt = b.input("kt", {DType::f32, {1, 2, 5, 8}});  // D 5 against q's 4
+    auto v = b.input("v", {DType::f32, {1, 2, 8, 4}});
+    auto pos = b.input("pos", {DType::i32, {1}});
+    b.output(b.op(ir::Op::Attention, {q, kt, v, pos}, {{"keys_transposed", int64_t{1}}}, "att"));
+    EXPECT_ERROR_CONTAINS(b.build(), "(k f32[1,2,5,8] is read as keys_transposed, f32[1,2,8,5])");
+  }
+  ModelBuilder b("cached");
+  auto q = b.input("q", {DType::f32, {1, 2, 1, 4}});
+  auto kc = b.input("kc", {DType::f32, {1, 2, 5, 8}});
+  auto vc = b.input("vc", {DType::f32, {1, 2, 8, 4}});
+  auto k = b.input("k", {DType::f32, {1, 2, 1, 4}});
+  auto v = b.input("v", {DType::f32, {1, 2, 1, 4}});
+  auto pos = b.input("pos", {DType::i32, {1}});
+  b.output(b.op(ir::Op::CacheAttention, {q, kc, vc, k, v, pos}, {{"keys_transposed", int64_t{1}}}, "att"));
+  EXPECT_ERROR_CONTAINS(b.build(), "k cache f32[1,2,5,8] and v cache f32[1,2,8,4] do not match q f32[1,2,1,4] (want [..., D, S]");
+}
+
 // On a device, the caches and params stay there: a decode step uploads the token ids and the
 // position, downloads the logits, and nothing else crosses.
 TEST(Generate, ADecodeStepMovesOnlyTokenIdsPositionAndLogits) {

@@ -57,13 +57,18 @@ Result<TensorType> with_probs(Op op, std::span<const TensorType> in, const Attrs
   return TensorType{DType::f32, {n + np}};
 }
 
-// `keys_transposed` (0 or 1) of `op`; when 1, `in` with input 1's last two dims swapped into
-// `plain` (a key cache [..., D, S] checked as the [..., S, D] it holds).
-Result<bool> keys_as_rows(Op op, std::span<const TensorType> in, const Attrs& attrs, const char* flag,
-                          std::vector<TensorType>& plain) {
+// A layout flag of `op`: 0 or 1, absent 0.
+Result<bool> flag01(Op op, const Attrs& attrs, const char* flag) {
   VOLTA_ASSIGN_OR_RETURN(const int64_t t, tagged(op, attrs.get_int(flag, 0)));
   if (t != 0 && t != 1) return fail(op, std::string(flag) + " must be 0 or 1, got " + std::to_string(t));
-  if (t == 0) return false;
+  return t == 1;
+}
+
+// `keys_transposed` of `op`; when 1, `in` with input 1's last two dims swapped into `plain` (a
+// key cache [..., D, S] checked as the [..., S, D] it holds).
+Result<bool> keys_as_rows(Op op, std::span<const TensorType> in, const Attrs& attrs, std::vector<TensorType>& plain) {
+  VOLTA_ASSIGN_OR_RETURN(const bool t, flag01(op, attrs, "keys_transposed"));
+  if (!t) return false;
   if (in[1].shape.size() < 2) return fail(op, "a transposed k must have rank >= 2, got " + in[1].to_string());
   plain.assign(in.begin(), in.end());
   Shape& k = plain[1].shape;
@@ -80,11 +85,15 @@ Result<TensorType> infer_attention_rows(std::span<const TensorType> in, const At
 // keys_transposed: k [..., D, S], in the position form only.
 Result<TensorType> infer_attention(std::span<const TensorType> in, const Attrs& attrs) {
   std::vector<TensorType> plain;
-  VOLTA_ASSIGN_OR_RETURN(const bool transposed, keys_as_rows(Op::Attention, in, attrs, "keys_transposed", plain));
+  VOLTA_ASSIGN_OR_RETURN(const bool transposed, keys_as_rows(Op::Attention, in, attrs, plain));
   if (!transposed) return infer_attention_rows(in, attrs);
   if (in.size() != 4 || in[3].dtype == DType::f32 || attrs.has("packed_heads"))
     return fail(Op::Attention, "keys_transposed takes q, k, v and a position only");
-  return infer_attention_rows(plain, attrs);
+  Result<TensorType> out = infer_attention_rows(plain, attrs);
+  if (!out.is_ok())  // the rule names k as the rows it holds; say what was given
+    return invalid_argument(out.status().message() + " (k " + in[1].to_string() + " is read as keys_transposed, " +
+                           plain[1].to_string() + ")");
+  return out;
 }
 
 namespace {
@@ -201,8 +210,7 @@ Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const At
 // position i32 [1] -> cache.
 Result<TensorType> infer_cache_write(std::span<const TensorType> in, const Attrs& attrs) {
   const Op op = Op::CacheWrite;
-  VOLTA_ASSIGN_OR_RETURN(const int64_t transposed, tagged(op, attrs.get_int("transposed", 0)));
-  if (transposed != 0 && transposed != 1) return fail(op, "transposed must be 0 or 1, got " + std::to_string(transposed));
+  VOLTA_ASSIGN_OR_RETURN(const bool transposed, flag01(op, attrs, "transposed"));
   Shape c = in[0].shape;
   const Shape& r = in[1].shape;
   if (c.size() < 2) return fail(op, "cache must have rank >= 2, got " + in[0].to_string());
@@ -221,8 +229,9 @@ Result<TensorType> infer_cache_write(std::span<const TensorType> in, const Attrs
 // (q [..., H, T, D], k cache [..., Hk, S, D], v cache [..., Hk, S, E], k [..., Hk, T, D],
 // v [..., Hk, T, E], position i32 [1]) -> [..., H, T, E].
 Result<TensorType> infer_cache_attention(std::span<const TensorType> in, const Attrs& attrs) {
-  std::vector<TensorType> plain;  // keys_transposed: the k cache [..., Hk, D, S] checked as its rows
-  VOLTA_ASSIGN_OR_RETURN(const bool transposed, keys_as_rows(Op::CacheAttention, in, attrs, "keys_transposed", plain));
+  const std::span<const TensorType> given = in;  // messages name the inputs as written
+  std::vector<TensorType> plain;                  // keys_transposed: the k cache [..., Hk, D, S] checked as its rows
+  VOLTA_ASSIGN_OR_RETURN(const bool transposed, keys_as_rows(Op::CacheAttention, in, attrs, plain));
   if (transposed) in = plain;
   const Op op = Op::CacheAttention;
   const char* names[] = {"q", "k cache", "v cache", "k", "v"};
@@ -236,14 +245,15 @@ Result<TensorType> infer_cache_attention(std::span<const TensorType> in, const A
   const size_t r = q.size();
   const Shape &kc = in[1].shape, &vc = in[2].shape;
   if (!kv_batch_fits(q, kc) || vc.size() != r || !std::equal(kc.begin(), kc.end() - 1, vc.begin()) || kc[r - 1] != q[r - 1])
-    return fail(op, "k cache " + in[1].to_string() + " and v cache " + in[2].to_string() + " do not match q " +
-                        in[0].to_string() + " (want [..., S, D] and [..., S, E] with q's batch dims, or a divisor of q's heads)");
+    return fail(op, "k cache " + given[1].to_string() + " and v cache " + in[2].to_string() + " do not match q " +
+                        in[0].to_string() + " (want " + (transposed ? "[..., D, S]" : "[..., S, D]") +
+                        " and [..., S, E] with q's batch dims, or a divisor of q's heads)");
   Shape k = kc, v = vc;
   k[r - 2] = v[r - 2] = q[r - 2];
   if (in[3].shape != k || in[4].shape != v || q[r - 2] > kc[r - 2])
     return fail(op, "k " + in[3].to_string() + " and v " + in[4].to_string() + " must be the caches' rows for q's " +
                         std::to_string(q[r - 2]) + " positions, " + TensorType{DType::f32, k}.to_string() + " and " +
-                        TensorType{DType::f32, v}.to_string() + ", at most the caches' " + std::to_string(kc[r - 2]) + " rows");
+                        TensorType{DType::f32, v}.to_string() + ", at most the caches' " + std::to_string(kc[r - 2]) + (transposed ? " columns" : " rows"));
   Shape out = q;
   out.back() = vc[r - 1];
   return TensorType{DType::f32, out};
