@@ -64,5 +64,36 @@ TEST(FileRead, AFileOfTheWrongKindIsNamedAsWhatItIs) {
   for (const std::string& f : {ck, vir, npy, onnx}) std::remove(f.c_str());
 }
 
+// An output flag replaces an existing file only when it holds what the flag writes: a log, a
+// trace or an export never lands on a checkpoint, a model or a corpus given by mistake.
+TEST(FileWrite, AnOutputReplacesOnlyAFileOfItsOwnKind) {
+  io::Checkpoint c;
+  c.tensors.emplace("w", Tensor::zeros(DType::f32, {2}));
+  const std::string ck = temp("out.safetensors"), txt = temp("corpus.txt"), log = temp("log.jsonl"), empty = temp("empty"),
+                    onnx = temp("out.onnx"), fresh = temp("not_yet");
+  ASSERT_OK(io::save_checkpoint(c, ck));
+  std::ofstream(txt) << "First Citizen:\nBefore we proceed any further, hear me speak.\n";
+  std::ofstream(log) << "  {\"step\": 1}\n";
+  std::ofstream(empty) << "";
+  std::ofstream(onnx, std::ios::binary) << std::string("\x08\x08\x12\x07pytorch\x3a\x02\x10\x11", 15);
+  const std::string ck_bytes = test::read_file(ck), txt_bytes = test::read_file(txt);
+  EXPECT_ERROR_CONTAINS(io::check_output_path(ck, "--log", {}, io::Writes::Json),
+                        "--log: '" + ck + "' exists and is a Volta checkpoint (safetensors), not the JSON this flag writes: refusing");
+  EXPECT_ERROR_CONTAINS(io::check_output_path(txt, "--profile", {}, io::Writes::Json), "exists and is a text file, not the JSON");
+  EXPECT_ERROR_CONTAINS(io::check_output_path(txt, "--onnx", {}, io::Writes::Onnx), "is a text file, not an ONNX model");
+  EXPECT_ERROR_CONTAINS(io::check_output_path(onnx, "--safetensors", {}, io::Writes::Checkpoint),
+                        "is an ONNX / protobuf file, not a Volta checkpoint");
+  EXPECT_ERROR_CONTAINS(io::check_output_path(ck, "--onnx", {}, io::Writes::Onnx), "is a Volta checkpoint (safetensors), not an ONNX");
+  ASSERT_OK(io::check_output_path(log, "--log", {}, io::Writes::Json));
+  ASSERT_OK(io::check_output_path(empty, "--log", {}, io::Writes::Json));
+  ASSERT_OK(io::check_output_path(fresh, "--log", {}, io::Writes::Json));
+  ASSERT_OK(io::check_output_path(onnx, "--onnx", {}, io::Writes::Onnx));
+  ASSERT_OK(io::check_output_path(ck, "--safetensors", {}, io::Writes::Checkpoint));
+  ASSERT_OK(io::check_output_path(txt, "--output", {}, io::Writes::Any));
+  EXPECT_EQ(test::read_file(ck), ck_bytes);
+  EXPECT_EQ(test::read_file(txt), txt_bytes);
+  for (const std::string& f : {ck, txt, log, empty, onnx}) std::remove(f.c_str());
+}
+
 }  // namespace
 }  // namespace volta

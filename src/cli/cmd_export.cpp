@@ -23,7 +23,7 @@ struct ExportFlags {
   int64_t seq = 0;  // 0: the model's context
 };
 Status export_safetensors(const ExportFlags& f) {
-  VOLTA_RETURN_IF_ERROR(io::check_output_path(f.safetensors, "--safetensors", {f.checkpoint}));
+  VOLTA_RETURN_IF_ERROR(io::check_output_path(f.safetensors, "--safetensors", {f.checkpoint}, io::Writes::Checkpoint));
   VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f.checkpoint));
   VOLTA_ASSIGN_OR_RETURN(const DType weights, weights_flag(f.weights, train::stored_weights(ck)));
   VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, model::matmul_weights(ck.recipe.model));
@@ -52,7 +52,7 @@ Action add_export(CLI::App& app, GlobalFlags&) {
     if (f->onnx.empty() == f->safetensors.empty()) return invalid_argument("export needs one of --onnx FILE and --safetensors FILE");
     if (!f->safetensors.empty()) return export_safetensors(*f);
     if (!f->weights.empty()) return invalid_argument("--weights applies to --safetensors (the ONNX model is f32)");
-    VOLTA_RETURN_IF_ERROR(io::check_output_path(f->onnx, "--onnx", {f->checkpoint}));
+    VOLTA_RETURN_IF_ERROR(io::check_output_path(f->onnx, "--onnx", {f->checkpoint}, io::Writes::Onnx));
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
     ck.state.params = model::params_as(std::move(ck.state.params), {}, DType::f32);  // the ONNX model is f32
     const model::TinyLMConfig& c = ck.recipe.model;

@@ -19,9 +19,22 @@ namespace {
 
 // An error message as the user reads it: one line however long a value it quotes (an attribute,
 // a line of a file, a path), cut in the middle so its start and end (node, file, offset) stay.
-std::string one_line(std::string m) {
-  for (char& c : m)
-    if (c == '\n' || c == '\r') c = ' ';
+std::string one_line(const std::string& raw) {
+  // Line breaks become spaces; other control bytes (a NUL from a file's string would end the
+  // printed message) are spelled \xNN.
+  std::string m;
+  m.reserve(raw.size());
+  for (const char c : raw) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n' || c == '\r') {
+      m += ' ';
+    } else if ((u < 0x20 && c != '\t') || u == 0x7f) {
+      constexpr char kHex[] = "0123456789abcdef";
+      m += {'\\', 'x', kHex[u >> 4], kHex[u & 15]};
+    } else {
+      m += c;
+    }
+  }
   constexpr size_t kMax = 1000, kHead = 700, kTail = 200;
   if (m.size() > kMax)
     m = m.substr(0, kHead) + " ... [" + std::to_string(m.size() - kHead - kTail) + " characters cut] ... " + m.substr(m.size() - kTail);
@@ -149,7 +162,7 @@ int main(int argc, char** argv) {
     if (auto level = volta::determinism_from_flag_or_env(global.deterministic); level.is_ok()) {
       global.determinism = *level;
     } else {
-      std::fprintf(stderr, "volta: error: %s\n", level.status().message().c_str());
+      std::fprintf(stderr, "volta: error: %s\n", one_line(level.status().message()).c_str());
       return 2;
     }
     if (global.trace_values && global.trace_hashes.empty()) {
@@ -162,7 +175,7 @@ int main(int argc, char** argv) {
       auto trace = ok.is_ok() ? volta::HashTrace::create(global.trace_hashes, global.trace_values)
                               : volta::Result<std::unique_ptr<volta::HashTrace>>(ok);
       if (!trace.is_ok()) {
-        std::fprintf(stderr, "volta: error: %s\n", trace.status().message().c_str());
+        std::fprintf(stderr, "volta: error: %s\n", one_line(trace.status().message()).c_str());
         return 1;
       }
       global.trace = std::move(trace).value();

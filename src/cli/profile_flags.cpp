@@ -11,7 +11,7 @@ void ProfileFlags::add_to(CLI::App& cmd) {
 }
 
 Status ProfileFlags::check(const std::vector<std::string>& reads) const {
-  return trace_path.empty() ? Status::ok() : io::check_output_path(trace_path, "--profile", reads);
+  return trace_path.empty() ? Status::ok() : io::check_output_path(trace_path, "--profile", reads, io::Writes::Json);
 }
 
 Status ProfileFlags::finish(const Profiler& p) const {

@@ -79,7 +79,45 @@ FileKind detect_file_kind(std::string_view head) {
   return FileKind::Binary;
 }
 
-Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads) {
+namespace {
+
+const char* writes_name(Writes w) {
+  switch (w) {
+    case Writes::Json: return "the JSON this flag writes";
+    case Writes::Checkpoint: return "a Volta checkpoint (safetensors)";
+    case Writes::Onnx: return "an ONNX model";
+    case Writes::Any: break;
+  }
+  return "a file";
+}
+
+// Whether the regular file at `path` (st its stat) may be replaced by what `writes` names; an
+// unreadable file passes (its write fails with the system's reason).
+Status check_replaced_kind(const std::string& path, const struct stat& st, Writes writes, const std::string& what) {
+  if (writes == Writes::Any || !S_ISREG(st.st_mode) || st.st_size == 0) return Status::ok();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status::ok();
+  std::string head(4096, '\0');
+  const ssize_t n = ::read(fd, head.data(), head.size());
+  ::close(fd);
+  if (n <= 0) return Status::ok();
+  head.resize(static_cast<size_t>(n));
+  const FileKind kind = detect_file_kind(head);
+  bool same = false;
+  if (writes == Writes::Json) {
+    const size_t first = head.find_first_not_of(" \t\r\n");
+    same = kind == FileKind::Text && first != std::string::npos && (head[first] == '{' || head[first] == '[');
+  } else {
+    same = kind == (writes == Writes::Checkpoint ? FileKind::Checkpoint : FileKind::Onnx);
+  }
+  if (same) return Status::ok();
+  return invalid_argument(what + ": '" + path + "' exists and is " + file_kind_name(kind) + ", not " + writes_name(writes) +
+                          ": refusing to overwrite it (remove it or choose another name)");
+}
+
+}  // namespace
+
+Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads, Writes writes) {
   struct stat st {};
   const bool exists = ::stat(path.c_str(), &st) == 0;
   if (exists) {
@@ -104,7 +142,7 @@ Status check_output_path(const std::string& path, const std::string& what, const
     if (same_inode || same_name)
       return invalid_argument(what + ": '" + path + "' is '" + r + "', which this command reads or writes (refusing to overwrite it)");
   }
-  return Status::ok();
+  return exists ? check_replaced_kind(path, st, writes, what) : Status::ok();
 }
 
 Status expect_kind(std::string_view bytes, FileKind want, const std::string& path) {

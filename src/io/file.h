@@ -40,12 +40,18 @@ Result<std::string> read_file(const std::string& path, const ReadLimits& limits)
 Status read_file_with(const std::string& path, const ReadLimits& limits, const std::function<Status(int fd, uint64_t size)>& reader);
 // The rest of `fd`, up to `size` bytes, into *out (read_file's loop).
 Status read_all(int fd, uint64_t size, const std::string& path, const ReadLimits& limits, std::string* out);
+// What an output flag writes. An existing non-empty file is replaced only when it already holds
+// that kind (a log over a log, an ONNX model over an ONNX model), so that a mistyped name never
+// turns a checkpoint, a model or a corpus into a log; Any skips the check.
+enum class Writes { Any, Json, Checkpoint, Onnx };
+
 // A path a command is about to write: fails on a directory or a block device, and on a FIFO
 // that nothing reads (opening it would block until a reader comes); a character device such as
-// /dev/null is fine. Also fails when it is one of `reads`: the files the command reads, or
-// writes under other names (compared by inode and by canonical path, so a file not yet written
-// counts). `what` names the flag in errors.
-Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads = {});
+// /dev/null is fine. Fails on an existing file of another kind than `writes`. Also fails when it
+// is one of `reads`: the files the command reads, or writes under other names (compared by inode
+// and by canonical path, so a file not yet written counts). `what` names the flag in errors.
+Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads = {},
+                         Writes writes = Writes::Any);
 
 // Removes `path`.tmp.<pid> files that a killed writer left behind (their process is gone); a
 // temporary file of a live process is its write in progress and stays. (Defined with the

@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include <onnx/defs/schema.h>
+
 namespace volta::onnx {
 
 namespace conv {
@@ -142,9 +144,35 @@ bool takes_narrow_ints(const std::string& op_type) {
 
 }  // namespace
 
+namespace {
+
+// The node's input and output counts against its op's schema, and its attribute names unique:
+// a converter reads the inputs it knows, so an extra one would be dropped without a word (a
+// missing one the converter names). Only at opsets the ONNX library knows: at a later one its
+// schema could be an older form of the op.
+Status check_node_form(Importer& im) {
+  const ::onnx::NodeProto& node = im.node();
+  std::set<std::string> seen;
+  for (const auto& a : node.attribute())
+    if (!seen.insert(a.name()).second) return im.fail("attribute '" + a.name() + "' is given twice");
+  const auto& known = ::onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  const auto last = known.find(::onnx::ONNX_DOMAIN);
+  if (last == known.end() || im.opset() > last->second.second) return Status::ok();
+  const ::onnx::OpSchema* schema = ::onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(im.opset()), ::onnx::ONNX_DOMAIN);
+  if (schema == nullptr) return Status::ok();
+  if (node.input_size() > schema->max_input())
+    return im.fail("has " + std::to_string(node.input_size()) + " inputs; the op takes at most " + std::to_string(schema->max_input()));
+  if (node.output_size() > schema->max_output())
+    return im.fail("has " + std::to_string(node.output_size()) + " outputs; the op gives at most " + std::to_string(schema->max_output()));
+  return Status::ok();
+}
+
+}  // namespace
+
 Status convert(Importer& im) {
   auto it = converters().find(im.node().op_type());
   if (it == converters().end()) return im.unsupported("op type '" + im.node().op_type() + "' is not supported");
+  VOLTA_RETURN_IF_ERROR(check_node_form(im));
   const bool narrow_ok = takes_narrow_ints(im.node().op_type()), string_ok = im.node().op_type() == "Cast";
   for (size_t k = 0; k < im.num_inputs(); ++k) {
     if (!im.has_input(k)) continue;

@@ -1,9 +1,12 @@
 // Initializers whose bytes live in a file beside the model (TensorProto data_location EXTERNAL:
 // how exporters write models past protobuf's 2 GB). Read from the model's own directory, each
 // tensor's slice of its file once; a model given as bytes has no directory, so such a tensor is
-// refused there, and a location may not leave the model's directory (no absolute path, no ..).
+// refused there, and a location may not leave the model's directory: no absolute path, no ..,
+// and no symbolic link out of it. A link may lead into the directory of the model file's own
+// target (a Hugging Face cache links the model and its data into one blobs/ folder).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -21,19 +24,38 @@ int64_t entry_int(const std::string& s) {
   return std::stoll(s);
 }
 
-}  // namespace
-
 std::string model_dir_of(const std::string& model_path) {
   const std::string dir = std::filesystem::path(model_path).parent_path().string();
   return dir.empty() ? "." : dir;
 }
 
-Result<Tensor> initializer_value(const ::onnx::TensorProto& p, const std::string& model_dir, const std::string& origin, ElemType* type,
+// Whether `inner` (canonical) lies inside the directory `dir` (canonical).
+bool inside(const std::filesystem::path& inner, const std::filesystem::path& dir) {
+  auto [d, i] = std::mismatch(dir.begin(), dir.end(), inner.begin(), inner.end());
+  return d == dir.end() && i != inner.end();
+}
+
+// Whether the existing file at `path` resolves, through any links, into the model's directory
+// or the directory of the model file's target. A missing file passes: the read names it.
+bool resolves_inside(const std::string& path, const std::string& model_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target = fs::canonical(path, ec);
+  if (ec) return true;
+  const fs::path dir = fs::weakly_canonical(model_dir_of(model_path), ec);
+  if (!ec && inside(target, dir)) return true;
+  const fs::path model = fs::canonical(model_path, ec);
+  return !ec && inside(target, model.parent_path());
+}
+
+}  // namespace
+
+Result<Tensor> initializer_value(const ::onnx::TensorProto& p, const std::string& model_path, const std::string& origin, ElemType* type,
                                  bool release_raw) {
   if (p.data_location() != ::onnx::TensorProto::EXTERNAL && p.external_data_size() == 0)
     return tensor_from_proto(p, origin, type, release_raw);
   const std::string what = origin + ": external data of tensor '" + p.name() + "'";
-  if (model_dir.empty())
+  if (model_path.empty())
     return unimplemented(what + ": only a model loaded from its file (onnx::load_model, the CLI) can read external data");
   std::string location;
   int64_t offset = 0, length = -1;
@@ -46,7 +68,9 @@ Result<Tensor> initializer_value(const ::onnx::TensorProto& p, const std::string
   bool escapes = location.empty() || rel.is_absolute() || location.find('\0') != std::string::npos;
   for (const auto& part : rel) escapes = escapes || part == "..";
   if (escapes) return invalid_argument(what + ": location '" + location + "' must be a path inside the model's directory");
-  const std::string path = (std::filesystem::path(model_dir) / rel).string();
+  const std::string path = (std::filesystem::path(model_dir_of(model_path)) / rel).string();
+  if (!resolves_inside(path, model_path))
+    return invalid_argument(what + ": location '" + location + "' is a link that leads out of the model's directory");
   // The slice as the tensor's raw data (tensor_from_proto checks it against the dims and type),
   // handed back page by page as it is copied.
   ::onnx::TensorProto q;

@@ -158,7 +158,7 @@ Result<int32_t> Importer::materialize(const std::string& name, OnnxValue& v) {
     int64_t elements = 1;  // from the dims; tensor_from_proto checks them against the data
     for (int64_t d : v.initializer->dims()) elements = d > 0 && elements <= (int64_t{1} << 40) / d ? elements * d : 0;
     const bool release = consume_ && elements > kMaxFoldElements;  // the proto's bytes go right after
-    auto value = initializer_value(*v.initializer, model_dir_, origin_ + ": initializer " + quote(name), &t, release);
+    auto value = initializer_value(*v.initializer, model_path_, origin_ + ": initializer " + quote(name), &t, release);
     if (!value.is_ok()) return value.status();
     if (release) {
       loaded_[name] = *value;
@@ -215,7 +215,7 @@ Result<Tensor> Importer::constant_input(size_t k) {
   if (v.initializer) {
     if (auto it = loaded_.find(name); it != loaded_.end()) return it->second;
     ElemType t;
-    return initializer_value(*v.initializer, model_dir_, origin_ + ": initializer " + quote(name), &t);
+    return initializer_value(*v.initializer, model_path_, origin_ + ": initializer " + quote(name), &t);
   }
   if (v.input) {
     auto given = options_.input_values.find(name);
@@ -555,7 +555,7 @@ Result<::onnx::ModelProto> read_model(const std::string& path) {
 Result<Model> load_model(const std::string& path, const ImportOptions& options) {
   VOLTA_ASSIGN_OR_RETURN(::onnx::ModelProto model, read_model(path));
   Importer im(model, options, path, true);  // the proto's weights are released as they become tensors
-  im.set_model_dir(model_dir_of(path));
+  im.set_model_path(path);
   return im.run();
 }
 

@@ -33,11 +33,11 @@ const ::onnx::TypeProto_Tensor* inner_tensor_type(const ::onnx::TypeProto& t, bo
 Result<std::pair<ElemType, TensorType>> declared_type(const ::onnx::ValueInfoProto& v, const std::string& what);
 std::string declared_string(const ::onnx::ValueInfoProto& v);  // "INT64[batch,128]"
 
-// An initializer's value: its own bytes, or (data_location EXTERNAL) its slice of a file in
-// `model_dir`, the loaded model's directory (empty: given as bytes, so refused) (external_data.cpp).
-Result<Tensor> initializer_value(const ::onnx::TensorProto& p, const std::string& model_dir, const std::string& origin, ElemType* type,
+// An initializer's value: its own bytes, or (data_location EXTERNAL) its slice of a file in the
+// directory of `model_path`, the loaded model's file (empty: given as bytes, so refused)
+// (external_data.cpp).
+Result<Tensor> initializer_value(const ::onnx::TensorProto& p, const std::string& model_path, const std::string& origin, ElemType* type,
                                  bool release_raw = false);
-std::string model_dir_of(const std::string& model_path);  // its directory ("." for a bare name)
 
 // After import: the exported forms of GELU and LayerNorm become Volta's ops (recognize.cpp).
 Status recognize_exported_forms(ir::Graph& g);
@@ -48,7 +48,7 @@ class Importer {
   // once they are a tensor, so the weights are held once, not twice.
   Importer(const ::onnx::ModelProto& model, const ImportOptions& options, std::string origin, bool consume = false);
   Result<Model> run();
-  void set_model_dir(std::string dir) { model_dir_ = std::move(dir); }  // where external data lives
+  void set_model_path(std::string path) { model_path_ = std::move(path); }  // its directory holds external data
 
   // ---- used by the converters (src/onnx/convert.cpp) ----
   const ::onnx::NodeProto& node() const { return *node_; }
@@ -109,7 +109,7 @@ class Importer {
   bool consume_ = false;
   std::map<std::string, Tensor> loaded_;  // initializers made tensors (their proto bytes may be gone)
   const ImportOptions& options_;
-  std::string origin_, model_dir_;
+  std::string origin_, model_path_;
   int64_t opset_ = 0;
   const ::onnx::NodeProto* node_ = nullptr;
   int node_index_ = 0;

@@ -6,7 +6,7 @@ namespace volta::onnx {
 
 struct ShapedModel::Impl {
   ::onnx::ModelProto proto;
-  std::string origin, model_dir;  // model_dir: where a loaded file's external data lives
+  std::string origin, model_path;  // model_path: the loaded file, beside its external data
   ImportOptions options;
   std::map<std::map<std::string, Shape>, std::shared_ptr<const Model>> bound;
   uint64_t hits = 0, misses = 0;
@@ -29,7 +29,7 @@ Result<ShapedModel> ShapedModel::load(const std::string& path, ImportOptions opt
   auto impl = std::make_unique<Impl>();
   VOLTA_ASSIGN_OR_RETURN(impl->proto, read_model(path));
   impl->origin = path;
-  impl->model_dir = model_dir_of(path);
+  impl->model_path = path;
   impl->options = std::move(options);
   return ShapedModel(std::move(impl));
 }
@@ -42,7 +42,7 @@ Result<std::shared_ptr<const Model>> ShapedModel::bind(const std::map<std::strin
   ImportOptions opts = impl_->options;
   for (const auto& [name, shape] : shapes) opts.input_shapes[name] = shape;
   Importer im(impl_->proto, opts, impl_->origin);
-  im.set_model_dir(impl_->model_dir);
+  im.set_model_path(impl_->model_path);
   VOLTA_ASSIGN_OR_RETURN(Model m, im.run());
   ++impl_->misses;
   auto shared = std::make_shared<const Model>(std::move(m));

@@ -127,7 +127,7 @@ Status Trainer::begin(TrainState snapshot, double best_val_loss, bool resumed) {
   best_ = best_val_loss;
   first_step_ = session_->steps();
   if (!o_.log.empty()) {
-    VOLTA_RETURN_IF_ERROR(io::check_output_path(o_.log, "log"));
+    VOLTA_RETURN_IF_ERROR(io::check_output_path(o_.log, "log", {}, io::Writes::Json));
     if (resumed) VOLTA_RETURN_IF_ERROR(truncate_log(o_.log, first_step_));
     log_.open(o_.log, resumed ? std::ios::app : std::ios::trunc);
     if (!log_) return not_found("cannot write log '" + o_.log + "'");
