@@ -441,6 +441,7 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
       {"bench train --runs 99999999999999999999", 1, "--runs must be in [1, 100000]"},
       {"bench train --steps 0", 1, "--steps must be in [1, 100000], got 0"},
       {"bench matmul --group decode --profile-summary", 1, "--profile: bench matmul times the kernel outside a plan"},
+      {"bench matmul --group bogus", 1, "--group must be all, square, tiny-gpt, decode, big-gpt or train-bwd, got 'bogus'"},
       // The flag parser's lenient conversions are refused: an empty value (which became 0), a
       // negative unsigned (which wrapped), a non-finite float, a negative batch (which fell back
       // to the recipe's).

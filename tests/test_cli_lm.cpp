@@ -185,8 +185,21 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
   ASSERT_EQ(::mkfifo((bad_dir + "/fifo").c_str(), 0600), 0);
   std::string bytes = test::read_file(dir_ + "/last.safetensors");
   std::ofstream(bad_dir + "/truncated.safetensors", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  std::filesystem::create_directories(bad_dir + "/q/best.safetensors");  // a folder where a checkpoint goes
+  {  // a checkpoint Volta would not write: one weight nan (made elsewhere, or changed)
+    auto nan_ck = io::load_checkpoint(dir_ + "/last.safetensors");
+    ASSERT_OK(nan_ck);
+    nan_ck->tensors.at("wte").data<float>()[3] = std::nanf("");
+    ASSERT_OK(io::save_checkpoint(*nan_ck, bad_dir + "/nan.safetensors"));
+  }
   const std::vector<BadCase> cases = {
       {"generate" + ck + " --tokens 0", 1, "--tokens must be in [1, 1000000]"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/q --overwrite --steps 2", 1,
+       "--out: '" + bad_dir + "/q/best.safetensors' is a directory, not a file to write"},
+      {"generate --checkpoint " + bad_dir + "/nan.safetensors --tokens 2", 1,
+       bad_dir + "/nan.safetensors: param 'wte' holds nan or inf (element 3); Volta never saves such a checkpoint"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/n --resume " + bad_dir + "/nan.safetensors --steps 70", 1,
+       "param 'wte' holds nan or inf (element 3)"},
       {"generate" + ck + " --top-k 1000", 1, "--top-k must be in [0, 65]"},
       {"generate" + ck + " --temperature -1", 1, "--temperature must be finite and >= 0"},
       {"generate" + ck + " --prompt 'caf\xc3\xa9'", 1, "--prompt: characters not in the vocabulary: byte 0xc3, byte 0xa9"},

@@ -186,6 +186,16 @@ TEST(Determinism, DiffTraceNamesTheFirstDivergingNode) {
   EXPECT_GT(*d->max_abs_diff, 0.0);
   EXPECT_LT(*d->max_abs_diff, 1e-5);  // one bit of a float near 1
   EXPECT_NE(d->what.find("at element 0"), std::string::npos) << d->what;
+  {  // a trace that stops early: the first record the other has alone
+    std::ifstream in(dir + "/a.jsonl");
+    std::ofstream out(dir + "/prefix.jsonl");
+    std::string line;
+    for (int i = 0; i < 3 && std::getline(in, line); ++i) out << line << "\n";
+  }
+  auto prefix = diff_traces(dir + "/a.jsonl", dir + "/prefix.jsonl");
+  ASSERT_OK(prefix);
+  EXPECT_FALSE(prefix->same);
+  EXPECT_EQ(prefix->where, "record 4 (one trace ends before it)");
   // A trace of other work is named as such; a file that is not a trace is an error.
   std::ofstream(dir + "/short.jsonl") << "{\"run\":0,\"graph\":\"other\",\"step\":0,\"node\":\"h\",\"op\":\"matmul\",\"type\":\"f32[8,16]\",\"hash\":\"x\"}\n";
   auto other = diff_traces(dir + "/a.jsonl", dir + "/short.jsonl");

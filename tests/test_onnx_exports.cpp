@@ -207,6 +207,8 @@ TEST(OnnxExports, CliBindsDynamicDimsFromShapesAndInputFiles) {
   const std::string dir = "tests/data/onnx/exports/gpt2_dynamo_dynamic/";
   Cli r = volta("inspect " + dir + "model.onnx --shape input_ids=3x5");
   ASSERT_EQ(r.code, 0) << r.err;
+  const std::string empty = ::testing::TempDir() + "volta_empty_" + std::to_string(::getpid()) + ".npy";
+  std::ofstream{empty};
   EXPECT_NE(r.out.find("input  input_ids            INT64[3,5]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("output out                  FLOAT[3,5,100]"), std::string::npos) << r.out;
   r = volta("run " + dir + "model.onnx --input input_ids=" + dir + "in_1_input_ids.npy");
@@ -216,7 +218,10 @@ TEST(OnnxExports, CliBindsDynamicDimsFromShapesAndInputFiles) {
       {"inspect " + dir + "model.onnx", 1, "graph input 'input_ids' has a dynamic dimension 'batch': give its shape (--shape input_ids=DIMS"},
       {"inspect " + dir + "model.onnx --shape input_ids=3x", 1, "--shape: expected NAME=DIMS such as input_ids=1x128, got 'input_ids=3x'"},
       {"inspect " + dir + "model.onnx --shape input_ids=3x5x2", 1, "is declared INT64[batch,sequence] but is given shape [3,5,2]"},
+      {"inspect " + dir + "model.onnx --shape input_ids=3x5 --shape nope=1x1", 1, "--shape: model '" + dir + "model.onnx' has no input named 'nope'"},
+      {"run " + dir + "model.onnx --input input_ids=" + empty, 1, "--input input_ids: '" + empty + "' is empty, not a .npy array or an ONNX TensorProto"},
   });
+  std::remove(empty.c_str());
 }
 
 }  // namespace

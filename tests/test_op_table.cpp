@@ -175,6 +175,8 @@ TEST(OpTable, VerifyChecksAttributesAgainstTheSchema) {
                         "[slice] missing attribute 'end' (node 'y')");
   EXPECT_ERROR_CONTAINS(ir::verify_graph(graph({{"axis", 1.0}, {"start", int64_t{0}}, {"end", int64_t{1}}})),
                         "[slice] attribute 'axis' must be an int (node 'y')");
+  EXPECT_ERROR_CONTAINS(ir::verify_graph(graph({{"axis", int64_t{1}}, {"start", int64_t{0}}, {"end", std::vector<int64_t>{1}}})),
+                        "[slice] attribute 'end' must be an int (node 'y')");
   EXPECT_ERROR_CONTAINS(
       ir::verify_graph(graph({{"axis", int64_t{1}}, {"start", int64_t{0}}, {"end", int64_t{1}}, {"step", int64_t{1}}})),
       "[slice] unknown attribute 'step' (node 'y')");

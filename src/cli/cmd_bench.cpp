@@ -83,6 +83,9 @@ const std::vector<GemmShape>& gemm_suite() {
 Status bench_matmul(const BenchFlags& f, const GlobalFlags& global) {
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
   VOLTA_ASSIGN_OR_RETURN(auto backend, select_backend(device));
+  const auto& suite = gemm_suite();
+  if (f.group != "all" && std::none_of(suite.begin(), suite.end(), [&](const GemmShape& s) { return f.group == s.group; }))
+    return invalid_argument("--group must be all, square, tiny-gpt, decode, big-gpt or train-bwd, got '" + f.group + "'");
   if (!f.json) std::printf("%-9s %6s %6s %6s %8s %10s %4s\n", "group", "m", "n", "k", "threads", "GFLOP/s", "form");
   for (const GemmShape& s : gemm_suite()) {
     if (f.group != "all" && f.group != s.group) continue;

@@ -219,6 +219,8 @@ Result<OnnxRun> import_onnx(const std::string& file, const std::vector<std::stri
   }
   for (const auto& [name, t] : files)
     if (!known.count(name)) return invalid_argument("--input: model '" + file + "' has no input named '" + name + "'");
+  for (const auto& [name, shape] : opts.input_shapes)
+    if (!known.count(name)) return invalid_argument("--shape: model '" + file + "' has no input named '" + name + "'");
   return r;
 }
 

@@ -453,7 +453,7 @@ Status check_attrs(Op op, const Attrs& attrs) {
                     : spec->kind == AttrKind::Float ? std::holds_alternative<double>(value) || std::holds_alternative<int64_t>(value)
                     : spec->kind == AttrKind::Str   ? std::holds_alternative<std::string>(value)
                                                     : std::holds_alternative<std::vector<int64_t>>(value);
-    if (!ok) return fail(op, "attribute '" + key + "' must be " + std::string(spec->kind == AttrKind::Int ? "an " : "a ") + attr_kind_name(spec->kind));
+    if (!ok) return fail(op, "attribute '" + key + "' must be " + std::string(attr_kind_name(spec->kind)[0] == 'i' ? "an " : "a ") + attr_kind_name(spec->kind));
   }
   for (size_t i = 0; i < info.num_attrs(); ++i) {
     const AttrSpec& spec = info.attrs[i];

@@ -461,6 +461,9 @@ Result<ValueFile> read_value_file(const std::string& path) {
 }
 
 Result<ValueFile> parse_value(std::string bytes, const std::string& path) {
+  // Empty bytes parse as any protobuf message (an empty sequence among them), which is never
+  // what an empty file meant.
+  if (bytes.empty()) return invalid_argument("'" + path + "' is empty, not a .npy array or an ONNX TensorProto, sequence or optional");
   ValueFile v;
   if (io::detect_file_kind(std::string_view(bytes).substr(0, 16)) == io::FileKind::Npy) {
     VOLTA_ASSIGN_OR_RETURN(TypedTensor t, parse_npy(bytes, path));

@@ -144,31 +144,42 @@ std::string describe(const nlohmann::json& r) {
 }
 
 // The largest |a - b| over two value files of the same dtype, and where; none when a file is
-// missing or the dtype is not a number type Volta writes.
+// missing or the dtype is not a number type Volta writes. Both are read a slice at a time, so
+// values larger than memory compare too.
 std::optional<std::pair<double, int64_t>> max_abs_diff(const std::string& fa, const std::string& fb, const std::string& type) {
-  auto a = io::read_file(fa, io::ReadLimits{uint64_t{1} << 36, "trace values"});
-  auto b = io::read_file(fb, io::ReadLimits{uint64_t{1} << 36, "trace values"});
-  if (!a.is_ok() || !b.is_ok() || a->size() != b->size()) return std::nullopt;
-  auto scan = [&]<typename T>() -> std::optional<std::pair<double, int64_t>> {
-    const size_t n = a->size() / sizeof(T);
-    double worst = -1.0;
-    int64_t at = 0;
-    for (size_t i = 0; i < n; ++i) {
-      T x, y;
-      std::memcpy(&x, a->data() + i * sizeof(T), sizeof(T));
-      std::memcpy(&y, b->data() + i * sizeof(T), sizeof(T));
-      const double d = std::fabs(static_cast<double>(x) - static_cast<double>(y));
-      const double dd = std::isnan(d) ? INFINITY : d;  // a nan on one side only counts as infinite
-      if (dd > worst) worst = dd, at = static_cast<int64_t>(i);
-    }
-    if (worst < 0) return std::nullopt;
-    return std::make_pair(worst, at);
+  double worst = -1.0;
+  int64_t at = 0;
+  auto scan = [&]<typename T>() -> Status {
+    return io::read_file_with(fa, {uint64_t{1} << 40, "trace values", false}, [&](int da, uint64_t na) {
+      return io::read_file_with(fb, {uint64_t{1} << 40, "trace values", false}, [&](int db, uint64_t nb) -> Status {
+        if (na != nb) return not_found("sizes differ");
+        constexpr size_t kSlice = size_t{1} << 20;  // a multiple of every element size
+        std::string sa, sb;
+        for (uint64_t off = 0; off < na; off += kSlice) {
+          const uint64_t len = std::min<uint64_t>(kSlice, na - off);
+          VOLTA_RETURN_IF_ERROR(io::read_all(da, len, fa, {}, &sa));  // the next slice of each
+          VOLTA_RETURN_IF_ERROR(io::read_all(db, len, fb, {}, &sb));
+          if (sa.size() != len || sb.size() != len) return not_found("a file shrank");
+          for (size_t i = 0; i + sizeof(T) <= len; i += sizeof(T)) {
+            T x, y;
+            std::memcpy(&x, sa.data() + i, sizeof(T));
+            std::memcpy(&y, sb.data() + i, sizeof(T));
+            const double d = std::fabs(static_cast<double>(x) - static_cast<double>(y));
+            const double dd = std::isnan(d) ? INFINITY : d;  // a nan on one side only counts as infinite
+            if (dd > worst) worst = dd, at = static_cast<int64_t>((off + i) / sizeof(T));
+          }
+        }
+        return Status::ok();
+      });
+    });
   };
-  if (type.starts_with("f32")) return scan.template operator()<float>();
-  if (type.starts_with("f64")) return scan.template operator()<double>();
-  if (type.starts_with("i32")) return scan.template operator()<int32_t>();
-  if (type.starts_with("i64")) return scan.template operator()<int64_t>();
-  return std::nullopt;
+  Status ok = not_found("type");
+  if (type.starts_with("f32")) ok = scan.template operator()<float>();
+  if (type.starts_with("f64")) ok = scan.template operator()<double>();
+  if (type.starts_with("i32")) ok = scan.template operator()<int32_t>();
+  if (type.starts_with("i64")) ok = scan.template operator()<int64_t>();
+  if (!ok.is_ok() || worst < 0) return std::nullopt;
+  return std::make_pair(worst, at);
 }
 
 }  // namespace
@@ -209,7 +220,7 @@ Result<TraceDiff> diff_trace_texts(std::string_view text_a, std::string_view tex
   }
   if (ra.size() != rb.size()) {
     d.same = false;
-    d.where = "after " + std::to_string(n) + " records";
+    d.where = "record " + std::to_string(n + 1) + " (one trace ends before it)";
     d.what = a + " has " + std::to_string(ra.size()) + " records, " + b + " has " + std::to_string(rb.size());
   }
   return d;

@@ -245,9 +245,40 @@ DType stored_weights(const LMCheckpoint& c) {
   return DType::f32;
 }
 
+namespace {
+
+// The first element of `t` that is a nan or an infinity, else -1 (f32, bf16 and f16; the other
+// dtypes hold none).
+int64_t first_nonfinite(const Tensor& t) {
+  if (t.dtype() == DType::f32) {
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(t.data<float>()[i])) return i;
+  } else if (is_half(t.dtype())) {  // all exponent bits set
+    const int shift = t.dtype() == DType::bf16 ? 7 : 10;
+    const unsigned mask = t.dtype() == DType::bf16 ? 0xff : 0x1f;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (((t.data<uint16_t>()[i] >> shift) & mask) == mask) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
 Result<LMCheckpoint> load_lm_checkpoint(const std::string& path) {
   VOLTA_ASSIGN_OR_RETURN(io::Checkpoint c, io::load_checkpoint(path));
-  return from_checkpoint(c, path);
+  VOLTA_ASSIGN_OR_RETURN(LMCheckpoint ck, from_checkpoint(c, path));
+  // Volta refuses to save a diverged run, so such a value means the file was made or changed
+  // elsewhere; a model that only gives nan is not run, resumed or exported.
+  const auto check = [&](const std::string& what, const Tensor& t) -> Status {
+    const int64_t i = first_nonfinite(t);
+    if (i < 0) return Status::ok();
+    return invalid_argument(path + ": " + what + " holds nan or inf (element " + std::to_string(i) +
+                            "); Volta never saves such a checkpoint");
+  };
+  for (const auto& [name, t] : ck.state.params) VOLTA_RETURN_IF_ERROR(check("param '" + name + "'", t));
+  for (const auto& [name, slots] : ck.state.slots)
+    for (const Tensor& t : slots) VOLTA_RETURN_IF_ERROR(check("the optimizer state of '" + name + "'", t));
+  return ck;
 }
 
 }  // namespace volta::train

@@ -98,6 +98,8 @@ Result<std::unique_ptr<Trainer>> Trainer::make(Runtime& rt, Task& task, const Tr
     if (!lock.is_ok()) return Status(lock.status().code(), "--out " + o.out + ": " + lock.status().message());
     t->lock_.emplace(std::move(*lock));
     VOLTA_RETURN_IF_ERROR(check_earlier_run(o, resumed));  // under the lock: no other run writes them now
+    for (const char* name : {kLastCheckpoint, kBestCheckpoint})  // a folder in its place fails now, not at the first save
+      VOLTA_RETURN_IF_ERROR(io::check_output_path(t->out_path(name), "--out", {}, io::Writes::Checkpoint));
   }
   VOLTA_ASSIGN_OR_RETURN(t->tp_, compile_training(rt, task.forward(), o.training));
   return t;
