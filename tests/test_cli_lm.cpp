@@ -191,15 +191,20 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
     ASSERT_OK(nan_ck);
     nan_ck->tensors.at("wte").data<float>()[3] = std::nanf("");
     ASSERT_OK(io::save_checkpoint(*nan_ck, bad_dir + "/nan.safetensors"));
+    nan_ck->tensors.at("wte").data<float>()[3] = 0.0f;  // and one past f16's range: finite in f32
+    nan_ck->tensors.at("h0.attn.wo").data<float>()[5] = 1e6f;
+    ASSERT_OK(io::save_checkpoint(*nan_ck, bad_dir + "/big.safetensors"));
   }
   const std::vector<BadCase> cases = {
       {"generate" + ck + " --tokens 0", 1, "--tokens must be in [1, 1000000]"},
+      {"export --checkpoint " + bad_dir + "/big.safetensors --safetensors " + bad_dir + "/f16.safetensors --weights f16", 1,
+       "--weights f16: param 'h0.attn.wo' element 5 does not fit f16 (it overflows to infinity); '" + bad_dir + "/f16.safetensors' was not written"},
       {"train --recipe shakespeare-char --out " + bad_dir + "/q --overwrite --steps 2", 1,
        "--out: '" + bad_dir + "/q/best.safetensors' is a directory, not a file to write"},
       {"generate --checkpoint " + bad_dir + "/nan.safetensors --tokens 2", 1,
-       bad_dir + "/nan.safetensors: param 'wte' holds nan or inf (element 3); Volta never saves such a checkpoint"},
+       bad_dir + "/nan.safetensors: param 'wte' element 3 is nan or inf: a diverged or damaged model (Volta refuses to save one)"},
       {"train --recipe shakespeare-char --out " + bad_dir + "/n --resume " + bad_dir + "/nan.safetensors --steps 70", 1,
-       "param 'wte' holds nan or inf (element 3)"},
+       "param 'wte' element 3 is nan or inf"},
       {"generate" + ck + " --top-k 1000", 1, "--top-k must be in [0, 65]"},
       {"generate" + ck + " --temperature -1", 1, "--temperature must be finite and >= 0"},
       {"generate" + ck + " --prompt 'caf\xc3\xa9'", 1, "--prompt: characters not in the vocabulary: byte 0xc3, byte 0xa9"},

@@ -206,6 +206,30 @@ TEST(Determinism, DiffTraceNamesTheFirstDivergingNode) {
   std::filesystem::remove_all(dir);
 }
 
+// Kept values are compared a slice at a time: a difference past the first megabyte is found and
+// placed by its element.
+TEST(Determinism, DiffTraceComparesValuesPastOneSlice) {
+  const std::string dir = ::testing::TempDir() + "trace_big_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  constexpr int64_t kCount = 400000;  // 1.6 MB of f32
+  for (const char* side : {"a", "b"}) {
+    const std::string trace = dir + "/" + side + ".jsonl";
+    std::ofstream(trace) << "{\"run\":0,\"graph\":\"g\",\"step\":0,\"node\":\"h\",\"op\":\"matmul\",\"type\":\"f32[400000]\","
+                         << "\"hash\":\"" << side << "\"}\n";
+    std::filesystem::create_directories(trace + ".values");
+    std::vector<float> v(kCount, 1.0f);
+    if (side[0] == 'b') v[10] = 1.25f, v[300000] = 1.5f;
+    std::ofstream(trace + ".values/0.0.bin", std::ios::binary).write(reinterpret_cast<const char*>(v.data()), kCount * 4);
+  }
+  auto d = diff_traces(dir + "/a.jsonl", dir + "/b.jsonl");
+  ASSERT_OK(d);
+  EXPECT_FALSE(d->same);
+  ASSERT_TRUE(d->max_abs_diff.has_value());
+  EXPECT_EQ(*d->max_abs_diff, 0.5);
+  EXPECT_NE(d->what.find("at element 300000"), std::string::npos) << d->what;
+  std::filesystem::remove_all(dir);
+}
+
 // The graph with its statements in a random order that still defines every value before its
 // readers (a seeded Kahn's algorithm), written out and parsed back.
 ir::Graph shuffled(const ir::Graph& g, uint64_t seed) {

@@ -175,8 +175,11 @@ TEST(OpTable, VerifyChecksAttributesAgainstTheSchema) {
                         "[slice] missing attribute 'end' (node 'y')");
   EXPECT_ERROR_CONTAINS(ir::verify_graph(graph({{"axis", 1.0}, {"start", int64_t{0}}, {"end", int64_t{1}}})),
                         "[slice] attribute 'axis' must be an int (node 'y')");
-  EXPECT_ERROR_CONTAINS(ir::verify_graph(graph({{"axis", int64_t{1}}, {"start", int64_t{0}}, {"end", std::vector<int64_t>{1}}})),
-                        "[slice] attribute 'end' must be an int (node 'y')");
+  ir::Graph t = graph({});
+  t.nodes[1].op = Op::Transpose;
+  t.nodes[1].attrs = ir::Attrs{{"perm", int64_t{1}}};
+  t.nodes[1].type = TensorType{DType::f32, {3, 2}};
+  EXPECT_ERROR_CONTAINS(ir::verify_graph(t), "[transpose] attribute 'perm' must be an int list (node 'y')");
   EXPECT_ERROR_CONTAINS(
       ir::verify_graph(graph({{"axis", int64_t{1}}, {"start", int64_t{0}}, {"end", int64_t{1}}, {"step", int64_t{1}}})),
       "[slice] unknown attribute 'step' (node 'y')");

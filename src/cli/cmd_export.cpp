@@ -28,6 +28,9 @@ Status export_safetensors(const ExportFlags& f) {
   VOLTA_ASSIGN_OR_RETURN(const DType weights, weights_flag(f.weights, train::stored_weights(ck)));
   VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, model::matmul_weights(ck.recipe.model));
   ck.state.params = model::params_as(std::move(ck.state.params), matmul, weights);
+  if (auto where = train::nonfinite_state(ck.state))  // a weight past the dtype's largest value (f16: 65504)
+    return invalid_argument("--weights " + std::string(dtype_name(weights)) + ": " + *where + " does not fit " + dtype_name(weights) +
+                            " (it overflows to infinity); '" + f.safetensors + "' was not written");
   size_t bytes = 0;
   for (const auto& [name, t] : ck.state.params) bytes += t.bytes();
   ck.state.slots.clear();

@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
       auto limit = volta::cli::parse_bytes(global.memory_limit, "--memory-limit");
       if (!limit.is_ok() || *limit == 0) {
         std::fprintf(stderr, "volta: error: %s\n",
-                     limit.is_ok() ? "--memory-limit must be > 0" : limit.status().message().c_str());
+                     limit.is_ok() ? "--memory-limit must be > 0" : one_line(limit.status().message()).c_str());
         return 2;
       }
       volta::set_memory_limit(*limit);
@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "volta: error: out of memory (try a smaller model or batch, or see --memory-limit)\n");
     return 1;
   } catch (const std::exception& e) {  // last line of defence: never let an exception escape
-    std::fprintf(stderr, "volta: internal error: %s\n", e.what());
+    std::fprintf(stderr, "volta: internal error: %s\n", one_line(e.what()).c_str());
     return 3;
   }
 }

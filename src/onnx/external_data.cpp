@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "io/file.h"
 #include "onnx/importer.h"
@@ -35,17 +36,20 @@ bool inside(const std::filesystem::path& inner, const std::filesystem::path& dir
   return d == dir.end() && i != inner.end();
 }
 
-// Whether the existing file at `path` resolves, through any links, into the model's directory
-// or the directory of the model file's target. A missing file passes: the read names it.
-bool resolves_inside(const std::string& path, const std::string& model_path) {
+// Where the file at `path` resolves, through any links, when that is inside the model's directory
+// or the directory of the model file's target; none when it leads elsewhere. A missing file is
+// `path` itself: the read names it. The read opens the resolved path, so a link swapped after
+// this check is not followed.
+std::optional<std::string> resolve_inside(const std::string& path, const std::string& model_path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path target = fs::canonical(path, ec);
-  if (ec) return true;
+  if (ec) return path;
   const fs::path dir = fs::weakly_canonical(model_dir_of(model_path), ec);
-  if (!ec && inside(target, dir)) return true;
+  if (!ec && inside(target, dir)) return target.string();
   const fs::path model = fs::canonical(model_path, ec);
-  return !ec && inside(target, model.parent_path());
+  if (!ec && inside(target, model.parent_path())) return target.string();
+  return std::nullopt;
 }
 
 }  // namespace
@@ -68,9 +72,11 @@ Result<Tensor> initializer_value(const ::onnx::TensorProto& p, const std::string
   bool escapes = location.empty() || rel.is_absolute() || location.find('\0') != std::string::npos;
   for (const auto& part : rel) escapes = escapes || part == "..";
   if (escapes) return invalid_argument(what + ": location '" + location + "' must be a path inside the model's directory");
-  const std::string path = (std::filesystem::path(model_dir_of(model_path)) / rel).string();
-  if (!resolves_inside(path, model_path))
-    return invalid_argument(what + ": location '" + location + "' is a link that leads out of the model's directory");
+  const std::optional<std::string> resolved = resolve_inside((std::filesystem::path(model_dir_of(model_path)) / rel).string(), model_path);
+  if (!resolved)
+    return invalid_argument(what + ": location '" + location + "' is a link that leads out of the model's directory " +
+                            "(copy or hard-link the file into it)");
+  const std::string& path = *resolved;
   // The slice as the tensor's raw data (tensor_from_proto checks it against the dims and type),
   // handed back page by page as it is copied.
   ::onnx::TensorProto q;

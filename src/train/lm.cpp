@@ -247,8 +247,8 @@ DType stored_weights(const LMCheckpoint& c) {
 
 namespace {
 
-// The first element of `t` that is a nan or an infinity, else -1 (f32, bf16 and f16; the other
-// dtypes hold none).
+// The first element of `t` that is a nan or an infinity, else -1 (f32, bf16 and f16: the dtypes
+// a checkpoint's float tensors have).
 int64_t first_nonfinite(const Tensor& t) {
   if (t.dtype() == DType::f32) {
     for (int64_t i = 0; i < t.numel(); ++i)
@@ -264,20 +264,22 @@ int64_t first_nonfinite(const Tensor& t) {
 
 }  // namespace
 
+std::optional<std::string> nonfinite_state(const TrainState& s) {
+  for (const auto& [name, t] : s.params)
+    if (const int64_t i = first_nonfinite(t); i >= 0) return "param '" + name + "' element " + std::to_string(i);
+  for (const auto& [name, slots] : s.slots)
+    for (const Tensor& t : slots)
+      if (const int64_t i = first_nonfinite(t); i >= 0) return "the optimizer state of '" + name + "' element " + std::to_string(i);
+  return std::nullopt;
+}
+
 Result<LMCheckpoint> load_lm_checkpoint(const std::string& path) {
   VOLTA_ASSIGN_OR_RETURN(io::Checkpoint c, io::load_checkpoint(path));
   VOLTA_ASSIGN_OR_RETURN(LMCheckpoint ck, from_checkpoint(c, path));
-  // Volta refuses to save a diverged run, so such a value means the file was made or changed
-  // elsewhere; a model that only gives nan is not run, resumed or exported.
-  const auto check = [&](const std::string& what, const Tensor& t) -> Status {
-    const int64_t i = first_nonfinite(t);
-    if (i < 0) return Status::ok();
-    return invalid_argument(path + ": " + what + " holds nan or inf (element " + std::to_string(i) +
-                            "); Volta never saves such a checkpoint");
-  };
-  for (const auto& [name, t] : ck.state.params) VOLTA_RETURN_IF_ERROR(check("param '" + name + "'", t));
-  for (const auto& [name, slots] : ck.state.slots)
-    for (const Tensor& t : slots) VOLTA_RETURN_IF_ERROR(check("the optimizer state of '" + name + "'", t));
+  // Volta refuses to save a diverged run (and to export weights that overflow their dtype), so a
+  // model that only gives nan is not run, resumed or exported.
+  if (auto where = nonfinite_state(ck.state))
+    return invalid_argument(path + ": " + *where + " is nan or inf: a diverged or damaged model (Volta refuses to save one)");
   return ck;
 }
 
