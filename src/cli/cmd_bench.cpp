@@ -87,7 +87,7 @@ Status bench_matmul(const BenchFlags& f, const GlobalFlags& global) {
   if (f.group != "all" && std::none_of(suite.begin(), suite.end(), [&](const GemmShape& s) { return f.group == s.group; }))
     return invalid_argument("--group must be all, square, tiny-gpt, decode, big-gpt or train-bwd, got '" + f.group + "'");
   if (!f.json) std::printf("%-9s %6s %6s %6s %8s %10s %4s\n", "group", "m", "n", "k", "threads", "GFLOP/s", "form");
-  for (const GemmShape& s : gemm_suite()) {
+  for (const GemmShape& s : suite) {
     if (f.group != "all" && f.group != s.group) continue;
     const bool trans_a = s.form[0] == 't', trans_b = s.form[1] == 't';
     const Shape a_shape = trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, b_shape = trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n};

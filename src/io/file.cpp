@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -95,13 +96,11 @@ const char* writes_name(Writes w) {
 // unreadable file passes (its write fails with the system's reason).
 Status check_replaced_kind(const std::string& path, const struct stat& st, Writes writes, const std::string& what) {
   if (writes == Writes::Any || !S_ISREG(st.st_mode) || st.st_size == 0) return Status::ok();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return Status::ok();
-  std::string head(4096, '\0');
-  const ssize_t n = ::read(fd, head.data(), head.size());
-  ::close(fd);
-  if (n <= 0) return Status::ok();
-  head.resize(static_cast<size_t>(n));
+  std::string head;
+  const Status read = read_file_with(path, {uint64_t{1} << 62, what, false}, [&](int fd, uint64_t size) {
+    return read_all(fd, std::min<uint64_t>(size, 4096), path, {}, &head);
+  });
+  if (!read.is_ok() || head.empty()) return Status::ok();
   const FileKind kind = detect_file_kind(head);
   bool same = false;
   if (writes == Writes::Json) {

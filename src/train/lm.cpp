@@ -245,34 +245,6 @@ DType stored_weights(const LMCheckpoint& c) {
   return DType::f32;
 }
 
-namespace {
-
-// The first element of `t` that is a nan or an infinity, else -1 (f32, bf16 and f16: the dtypes
-// a checkpoint's float tensors have).
-int64_t first_nonfinite(const Tensor& t) {
-  if (t.dtype() == DType::f32) {
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(t.data<float>()[i])) return i;
-  } else if (is_half(t.dtype())) {  // all exponent bits set
-    const int shift = t.dtype() == DType::bf16 ? 7 : 10;
-    const unsigned mask = t.dtype() == DType::bf16 ? 0xff : 0x1f;
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (((t.data<uint16_t>()[i] >> shift) & mask) == mask) return i;
-  }
-  return -1;
-}
-
-}  // namespace
-
-std::optional<std::string> nonfinite_state(const TrainState& s) {
-  for (const auto& [name, t] : s.params)
-    if (const int64_t i = first_nonfinite(t); i >= 0) return "param '" + name + "' element " + std::to_string(i);
-  for (const auto& [name, slots] : s.slots)
-    for (const Tensor& t : slots)
-      if (const int64_t i = first_nonfinite(t); i >= 0) return "the optimizer state of '" + name + "' element " + std::to_string(i);
-  return std::nullopt;
-}
-
 Result<LMCheckpoint> load_lm_checkpoint(const std::string& path) {
   VOLTA_ASSIGN_OR_RETURN(io::Checkpoint c, io::load_checkpoint(path));
   VOLTA_ASSIGN_OR_RETURN(LMCheckpoint ck, from_checkpoint(c, path));

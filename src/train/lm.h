@@ -2,7 +2,6 @@
 // contents (model config, tokenizer, params, optimizer state, step, seed, recipe).
 #pragma once
 
-#include <optional>
 #include <string>
 
 #include "model/tinylm.h"
@@ -81,9 +80,6 @@ DType stored_weights(const LMCheckpoint& c);
 // Checks the metadata and that every tensor matches the model config (names, shapes,
 // optimizer state) and names what does not.
 Result<LMCheckpoint> from_checkpoint(const io::Checkpoint& c, const std::string& source);
-// The first param or optimizer slot element that is a nan or an infinity ("param 'wte' element
-// 3"), if any.
-std::optional<std::string> nonfinite_state(const TrainState& s);
 // Also refuses a checkpoint holding a nan or an infinity.
 Result<LMCheckpoint> load_lm_checkpoint(const std::string& path);
 

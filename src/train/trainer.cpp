@@ -142,32 +142,38 @@ std::string Trainer::out_path(const char* file) const { return (std::filesystem:
 
 namespace {
 
-// The first f32 tensor of the state holding a nan or an infinity: a diverged run, whose
-// checkpoint would replace a good one with a model that only gives nan.
-std::optional<std::string> nonfinite_tensor(const TrainState& s) {
-  const auto bad = [](const Tensor& t) {
-    if (t.dtype() != DType::f32) return false;
-    const float* x = t.data<float>();
+// The first element of `t` that is a nan or an infinity, else -1 (f32, bf16 and f16: the dtypes
+// a checkpoint's float tensors have).
+int64_t first_nonfinite(const Tensor& t) {
+  if (t.dtype() == DType::f32) {
     for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(x[i])) return true;
-    return false;
-  };
-  for (const auto& [name, t] : s.params)
-    if (bad(t)) return "param '" + name + "'";
-  for (const auto& [name, slots] : s.slots)
-    for (const Tensor& t : slots)
-      if (bad(t)) return "the optimizer state of '" + name + "'";
-  return std::nullopt;
+      if (!std::isfinite(t.data<float>()[i])) return i;
+  } else if (is_half(t.dtype())) {  // all exponent bits set
+    const int shift = t.dtype() == DType::bf16 ? 7 : 10;
+    const unsigned mask = t.dtype() == DType::bf16 ? 0xff : 0x1f;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (((t.data<uint16_t>()[i] >> shift) & mask) == mask) return i;
+  }
+  return -1;
 }
 
 }  // namespace
+
+std::optional<std::string> nonfinite_state(const TrainState& s) {
+  for (const auto& [name, t] : s.params)
+    if (const int64_t i = first_nonfinite(t); i >= 0) return "param '" + name + "' element " + std::to_string(i);
+  for (const auto& [name, slots] : s.slots)
+    for (const Tensor& t : slots)
+      if (const int64_t i = first_nonfinite(t); i >= 0) return "the optimizer state of '" + name + "' element " + std::to_string(i);
+  return std::nullopt;
+}
 
 Status Trainer::save(const std::string& path) {
   if (!saved_ || saved_->step != session_->steps()) {
     VOLTA_ASSIGN_OR_RETURN(TrainState s, session_->snapshot());
     saved_ = std::move(s);
   }
-  if (auto which = nonfinite_tensor(*saved_))
+  if (auto which = nonfinite_state(*saved_))  // a diverged run would replace a good checkpoint
     return numeric_error("step " + std::to_string(saved_->step) + ": " + *which +
                          " holds nan or inf (the run diverged: try a lower --lr, or --clip); '" + path + "' was not written");
   std::map<std::string, std::string> metadata = task_->checkpoint_metadata();

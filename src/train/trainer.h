@@ -65,6 +65,9 @@ inline constexpr const char* kLogFile = "log.jsonl";  // where a recipe's run lo
 // "train_state" metadata {step, seed, best_val_loss}, beside `metadata`. A best validation loss
 // that is not finite (no evaluation yet, a diverged run) is written as "inf", "-inf" or "nan".
 io::Checkpoint state_checkpoint(const TrainState& s, double best_val_loss, std::map<std::string, std::string> metadata);
+// The first param or optimizer slot element that is a nan or an infinity ("param 'wte' element
+// 3"), if any: a state Volta neither saves nor loads.
+std::optional<std::string> nonfinite_state(const TrainState& s);
 // Reads "train_state" into s.step and s.seed and returns the best validation loss (also JSON
 // null, which older checkpoints wrote for an infinite one).
 Result<double> read_train_state(const std::string& text, TrainState& s);
