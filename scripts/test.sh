@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 jobs=$(nproc)
-fuzz_seconds=${VOLTA_FUZZ_SECONDS:-60}
+fuzz_seconds=${VOLTA_FUZZ_SECONDS:-45}
 
 echo "== [1/3] Release build + tests"
 # Without a GPU to run them, the CUDA kernels are compiled for one architecture (Hopper), which
@@ -19,7 +19,8 @@ echo "== [1/3] Release build + tests"
 # build folder reused on a GPU machine does not keep the cached one.
 cuda_arch="80;90"
 if ! nvidia-smi -L > /dev/null 2>&1; then cuda_arch=90; fi
-scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release -DVOLTA_WERROR=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch"
+# Every build is a fresh one here, compiled in unity batches (VOLTA_UNITY, see CMakeLists.txt).
+scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release -DVOLTA_WERROR=ON -DVOLTA_UNITY=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch"
 ctest --test-dir build/release --output-on-failure -j"$jobs"
 bash scripts/line_budget.sh
 if [ "${VOLTA_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
@@ -29,15 +30,17 @@ bash scripts/stability.sh build/release/volta data/tinyshakespeare.txt "${VOLTA_
 
 echo "== [2/3] ASan + UBSan build + tests"
 # Without the CUDA backend: its kernels are built without sanitizers in any build, and its host
-# code runs only on a GPU, which CI has not; the Release build above compiles both.
-scripts/build.sh build/sanitize -DCMAKE_BUILD_TYPE=Debug -DVOLTA_SANITIZE=ON -DVOLTA_WERROR=ON -DVOLTA_CUDA=OFF
+# code runs only on a GPU, which CI has not; the Release build above compiles both. Without the
+# microbenchmarks, whose smoke run the Release build does.
+scripts/build.sh build/sanitize -DCMAKE_BUILD_TYPE=Debug -DVOLTA_SANITIZE=ON -DVOLTA_WERROR=ON -DVOLTA_UNITY=ON \
+  -DVOLTA_CUDA=OFF -DVOLTA_BENCH=OFF
 # allocator_may_return_null: an impossible allocation returns null as the real allocator does, so
 # the tests see Volta's out-of-memory errors rather than the sanitizer's report.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/sanitize --output-on-failure -j"$jobs"
 
 echo "== [3/3] Fuzz targets (${fuzz_seconds}s each)"
-CC=clang-14 CXX=clang++-14 scripts/build.sh build/fuzz -DCMAKE_BUILD_TYPE=Debug -DVOLTA_FUZZ=ON
+CC=clang-14 CXX=clang++-14 scripts/build.sh build/fuzz -DCMAKE_BUILD_TYPE=Debug -DVOLTA_FUZZ=ON -DVOLTA_UNITY=ON
 # Each fuzzer is one process on one core: run as many at once as there are cores.
 fuzz_one() {
   local target=$1 name corpus log rc=0

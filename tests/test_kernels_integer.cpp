@@ -19,7 +19,7 @@ namespace {
 
 using ir::Op;
 
-ir::Node make(Op op, DType dtype, Shape shape) {
+ir::Node int_node(Op op, DType dtype, Shape shape) {
   ir::Node n;
   n.op = op;
   n.name = "t";
@@ -27,7 +27,7 @@ ir::Node make(Op op, DType dtype, Shape shape) {
   return n;
 }
 
-Tensor run(const ir::Node& n, std::vector<Tensor> in) {
+Tensor run_ref(const ir::Node& n, std::vector<Tensor> in) {
   Result<Tensor> r = cpu::evaluate_reference(n, in);
   EXPECT_TRUE(r.is_ok()) << r.status().to_string();
   return r.is_ok() ? std::move(r).value() : Tensor{};
@@ -42,38 +42,38 @@ constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min(), kMax32 = std::nu
 constexpr int64_t kMin64 = std::numeric_limits<int64_t>::min(), kMax64 = std::numeric_limits<int64_t>::max();
 
 TEST(KernelInteger, AddSubMulWrapInTheirWidth) {
-  test::expect_ints<int32_t>(run(make(Op::Add, DType::i32, {3}), {i32s({3}, {kMax32, 5, -7}), i32s({3}, {1, -9, 3})}),
+  test::expect_ints<int32_t>(run_ref(int_node(Op::Add, DType::i32, {3}), {i32s({3}, {kMax32, 5, -7}), i32s({3}, {1, -9, 3})}),
                        DType::i32, {3}, {kMin32, -4, -4});
-  test::expect_ints<int32_t>(run(make(Op::Sub, DType::i32, {2, 2}), {i32s({2, 1}, {kMin32, 10}), i32s({2}, {1, -3})}),
+  test::expect_ints<int32_t>(run_ref(int_node(Op::Sub, DType::i32, {2, 2}), {i32s({2, 1}, {kMin32, 10}), i32s({2}, {1, -3})}),
                        DType::i32, {2, 2}, {kMax32, kMin32 + 3, 9, 13});
-  test::expect_ints<int32_t>(run(make(Op::Mul, DType::i32, {2}), {i32s({2}, {65536, -3}), i32s({2}, {65536, 7})}),
+  test::expect_ints<int32_t>(run_ref(int_node(Op::Mul, DType::i32, {2}), {i32s({2}, {65536, -3}), i32s({2}, {65536, 7})}),
                        DType::i32, {2}, {0, -21});
-  test::expect_ints<int64_t>(run(make(Op::Mul, DType::i64, {2}), {Tensor::from_i64({2}, {kMax64, 3}), Tensor::from_i64({}, {2})}),
+  test::expect_ints<int64_t>(run_ref(int_node(Op::Mul, DType::i64, {2}), {Tensor::from_i64({2}, {kMax64, 3}), Tensor::from_i64({}, {2})}),
                        DType::i64, {2}, {-2, 6});
 }
 
 TEST(KernelInteger, DivTruncatesAndNeverTraps) {
-  test::expect_ints<int32_t>(run(make(Op::Div, DType::i32, {6}),
+  test::expect_ints<int32_t>(run_ref(int_node(Op::Div, DType::i32, {6}),
                            {i32s({6}, {7, -7, 7, -7, 5, kMin32}), i32s({6}, {2, 2, -2, -2, 0, -1})}),
                        DType::i32, {6}, {3, -3, -3, 3, 0, kMin32});
-  test::expect_ints<int64_t>(run(make(Op::Div, DType::i64, {2}), {Tensor::from_i64({2}, {kMin64, 9}), Tensor::from_i64({2}, {-1, 0})}),
+  test::expect_ints<int64_t>(run_ref(int_node(Op::Div, DType::i64, {2}), {Tensor::from_i64({2}, {kMin64, 9}), Tensor::from_i64({2}, {-1, 0})}),
                        DType::i64, {2}, {kMin64, 0});
 }
 
 TEST(KernelInteger, PowBySquaringWithNegativeExponents) {
-  test::expect_ints<int64_t>(run(make(Op::Pow, DType::i64, {7}), {Tensor::from_i64({7}, {3, -2, 2, 1, -1, -1, 5}),
+  test::expect_ints<int64_t>(run_ref(int_node(Op::Pow, DType::i64, {7}), {Tensor::from_i64({7}, {3, -2, 2, 1, -1, -1, 5}),
                                                            Tensor::from_i64({7}, {6, 3, 62, -4, -3, -2, -1})}),
                        DType::i64, {7}, {729, -8, int64_t{1} << 62, 1, -1, 1, 0});
-  test::expect_ints<int32_t>(run(make(Op::Pow, DType::i32, {3}), {i32s({3}, {2, 0, 0}), i32s({3}, {33, 0, -1})}),
+  test::expect_ints<int32_t>(run_ref(int_node(Op::Pow, DType::i32, {3}), {i32s({3}, {2, 0, 0}), i32s({3}, {33, 0, -1})}),
                        DType::i32, {3}, {0, 1, 0});  // 2^33 wraps to 0; 0^0 = 1; 0^-1 has no value: 0
 }
 
 TEST(KernelInteger, UnaryOpsAndBitwiseAnd) {
-  test::expect_ints<int32_t>(run(make(Op::Neg, DType::i32, {3}), {i32s({3}, {5, -2, kMin32})}), DType::i32, {3}, {-5, 2, kMin32});
-  test::expect_ints<int32_t>(run(make(Op::Abs, DType::i32, {3}), {i32s({3}, {5, -2, kMin32})}), DType::i32, {3}, {5, 2, kMin32});
-  test::expect_ints<int64_t>(run(make(Op::Sign, DType::i64, {3}), {Tensor::from_i64({3}, {-9, 0, 4})}), DType::i64, {3}, {-1, 0, 1});
-  test::expect_ints<int32_t>(run(make(Op::Relu, DType::i32, {3}), {i32s({3}, {-9, 0, 4})}), DType::i32, {3}, {0, 0, 4});
-  test::expect_ints<int32_t>(run(make(Op::BitwiseAnd, DType::i32, {3}), {i32s({3}, {300, -1, -200}), i32s({}, {255})}),
+  test::expect_ints<int32_t>(run_ref(int_node(Op::Neg, DType::i32, {3}), {i32s({3}, {5, -2, kMin32})}), DType::i32, {3}, {-5, 2, kMin32});
+  test::expect_ints<int32_t>(run_ref(int_node(Op::Abs, DType::i32, {3}), {i32s({3}, {5, -2, kMin32})}), DType::i32, {3}, {5, 2, kMin32});
+  test::expect_ints<int64_t>(run_ref(int_node(Op::Sign, DType::i64, {3}), {Tensor::from_i64({3}, {-9, 0, 4})}), DType::i64, {3}, {-1, 0, 1});
+  test::expect_ints<int32_t>(run_ref(int_node(Op::Relu, DType::i32, {3}), {i32s({3}, {-9, 0, 4})}), DType::i32, {3}, {0, 0, 4});
+  test::expect_ints<int32_t>(run_ref(int_node(Op::BitwiseAnd, DType::i32, {3}), {i32s({3}, {300, -1, -200}), i32s({}, {255})}),
                        DType::i32, {3}, {44, 255, 56});
 }
 

@@ -15,12 +15,12 @@
 namespace volta {
 namespace {
 
-struct Case {
+struct MatmulCase {
   Shape a, b;
   bool ta, tb;
 };
 
-void compare(const Case& c, uint64_t seed) {
+void compare(const MatmulCase& c, uint64_t seed) {
   ir::Node n;
   n.op = ir::Op::Matmul;
   n.name = "mm";
@@ -417,7 +417,7 @@ TEST(CpuMatmulBits, RowsOuterOrderKeepsTheBits) {
 
 // The op kernel on a graph node: any batch layout, any thread count, any ISA gives the bits of
 // a single-threaded default-blocking run.
-std::vector<float> run_op(const Case& c, uint64_t seed, int threads, std::optional<cpu::MatmulIsa> isa) {
+std::vector<float> run_op(const MatmulCase& c, uint64_t seed, int threads, std::optional<cpu::MatmulIsa> isa) {
   ir::Node n;
   n.op = ir::Op::Matmul;
   n.name = "mm";
@@ -441,7 +441,7 @@ std::vector<float> run_op(const Case& c, uint64_t seed, int threads, std::option
 }
 
 TEST(CpuMatmulBits, BatchesThreadsAndIsasGiveIdenticalBits) {
-  const std::vector<Case> cases = {
+  const std::vector<MatmulCase> cases = {
       {{4, 70, 33}, {4, 33, 90}, false, false},     // batched
       {{3, 50, 40}, {40, 65}, false, false},        // batch @ shared matrix (folded into M)
       {{3, 40, 50}, {65, 40}, true, true},          // both transposed, shared B
@@ -468,7 +468,7 @@ TEST(CpuMatmulBits, BatchesThreadsAndIsasGiveIdenticalBits) {
 
 TEST(CpuMatmul, UnalignedOperandsThroughTheOpKernel) {
   // Views one float into their buffers, as slices of a larger arena would be.
-  const Case c{{37, 45}, {45, 29}, false, false};
+  const MatmulCase c{{37, 45}, {45, 29}, false, false};
   ir::Node n;
   n.op = ir::Op::Matmul;
   n.name = "mm";

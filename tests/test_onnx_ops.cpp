@@ -16,7 +16,7 @@ using test::gradcheck;
 
 constexpr double kMaxRel = 3e-2;
 
-TensorType f32(Shape s) { return {DType::f32, std::move(s)}; }
+TensorType f32_type(Shape s) { return {DType::f32, std::move(s)}; }
 ParamInit unit() { return ParamInit::normal(1.0); }
 
 void expect_grad(const std::string& what, const Result<test::GradCheckResult>& r) {
@@ -49,26 +49,26 @@ TEST(OnnxOpsGrad, Elementwise) {
   };
   for (const Case& c : cases) {
     ModelBuilder b;
-    Value x = b.param("x", f32({3, 5}), unit());
+    Value x = b.param("x", f32_type({3, 5}), unit());
     Bindings values{{"x", away_from({3, 5}, 11, c.kinks, 0.15f)}};
     expect_grad(c.label, gradcheck(b, b.op(c.op, {x}, c.attrs), values));
   }
   ModelBuilder b;  // pow with a broadcast exponent; positive base for d/d exponent
-  Value base = b.param("base", f32({2, 3}), unit());
-  Value e = b.param("e", f32({3}), unit());
+  Value base = b.param("base", f32_type({2, 3}), unit());
+  Value e = b.param("e", f32_type({3}), unit());
   expect_grad("pow", gradcheck(b, b.op(Op::Pow, {base, e}), {}, true));
 }
 
 TEST(OnnxOpsGrad, GatherAndTrilu) {
   for (int64_t axis : {0, 1, -1}) {
     ModelBuilder b;
-    Value x = b.param("x", f32({4, 3, 5}), unit());
+    Value x = b.param("x", f32_type({4, 3, 5}), unit());
     Value idx = b.constant("idx", Tensor::from_i64({2, 2}, {0, -1, 2, 0}));  // repeated and negative indices
     expect_grad("gather axis " + std::to_string(axis), gradcheck(b, b.op(Op::Gather, {x, idx}, {{"axis", axis}})));
   }
   for (int64_t upper : {0, 1}) {
     ModelBuilder b;
-    Value x = b.param("x", f32({2, 3, 4}), unit());
+    Value x = b.param("x", f32_type({2, 3, 4}), unit());
     expect_grad("trilu upper=" + std::to_string(upper),
                 gradcheck(b, b.op(Op::Trilu, {x}, {{"upper", upper}, {"k", int64_t{-1}}})));
   }
@@ -85,10 +85,10 @@ TEST(OnnxOpsGrad, Conv2d) {
   };
   for (const Case& c : cases) {
     ModelBuilder b;
-    Value x = b.param("x", f32(c.x), unit());
-    Value w = b.param("w", f32(c.w), unit());
+    Value x = b.param("x", f32_type(c.x), unit());
+    Value w = b.param("w", f32_type(c.w), unit());
     std::vector<Value> ins = {x, w};
-    if (c.bias) ins.push_back(b.param("b", f32({c.w[0]}), unit()));
+    if (c.bias) ins.push_back(b.param("b", f32_type({c.w[0]}), unit()));
     expect_grad(c.label, gradcheck(b, b.op(Op::Conv2d, ins, c.attrs)));
   }
 }
@@ -105,7 +105,7 @@ TEST(OnnxOpsGrad, Pools) {
     for (Op op : {Op::MaxPool, Op::AvgPool}) {
       if (op == Op::MaxPool && attrs.has("count_include_pad")) continue;
       ModelBuilder b;
-      Value x = b.param("x", f32({1, 2, 6, 5}), unit());
+      Value x = b.param("x", f32_type({1, 2, 6, 5}), unit());
       // Distinct values 0.1 apart: a finite-difference step never changes which element is the max.
       Tensor v = Tensor::zeros(DType::f32, {1, 2, 6, 5});
       for (int64_t i = 0; i < v.numel(); ++i) v.data<float>()[i] = static_cast<float>((i * 37) % 60) * 0.1f - 3.0f;
@@ -113,7 +113,7 @@ TEST(OnnxOpsGrad, Pools) {
     }
   }
   ModelBuilder b;  // 1-D pooling
-  Value x = b.param("x", f32({2, 1, 7}), unit());
+  Value x = b.param("x", f32_type({2, 1, 7}), unit());
   expect_grad("avg_pool 1-D", gradcheck(b, b.op(Op::AvgPool, {x}, {{"kernel", std::vector<int64_t>{3}}})));
 }
 
@@ -149,16 +149,16 @@ TEST(OnnxOps, GatherRejectsOutOfRangeIndicesAtRunTime) {
 
 TEST(OnnxOps, WindowRulesRejectBadGeometry) {
   ModelBuilder b;
-  Value x = b.input("x", f32({1, 1, 4, 4}));
+  Value x = b.input("x", f32_type({1, 1, 4, 4}));
   b.op(Op::MaxPool, {x}, {{"kernel", std::vector<int64_t>{5, 5}}});
   EXPECT_ERROR_CONTAINS(b.build(), "does not fit input");
   ModelBuilder b2;
-  Value x2 = b2.input("x", f32({1, 1, 4, 4}));
+  Value x2 = b2.input("x", f32_type({1, 1, 4, 4}));
   b2.op(Op::AvgPool, {x2}, {{"kernel", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{2, 0, 0, 0}}});
   EXPECT_ERROR_CONTAINS(b2.build(), "must be smaller than the window");
   ModelBuilder b3;
-  Value x3 = b3.input("x", f32({1, 3, 4, 4}));
-  Value w3 = b3.input("w", f32({2, 2, 3, 3}));
+  Value x3 = b3.input("x", f32_type({1, 3, 4, 4}));
+  Value w3 = b3.input("w", f32_type({2, 2, 3, 3}));
   b3.op(Op::Conv2d, {x3, w3});
   EXPECT_ERROR_CONTAINS(b3.build(), "channels do not fit groups=1");
 }
