@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 jobs=$(nproc)
-fuzz_seconds=${VOLTA_FUZZ_SECONDS:-45}
+fuzz_seconds=${VOLTA_FUZZ_SECONDS:-30}
 
 echo "== [1/3] Release build + tests"
 # Without a GPU to run them, the CUDA kernels are compiled for one architecture (Hopper), which
