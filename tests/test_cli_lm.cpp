@@ -1,5 +1,6 @@
 // Runs the `volta` binary on the TinyLM jobs: train, resume, generate, eval and inspect, for
 // both model variants, and their bad inputs.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -254,8 +255,9 @@ TEST_F(CliLM, ASecondRunIntoTheSameOutKeepsTheFirstRunsCheckpoints) {
   ASSERT_EQ(result_.code, 0) << result_.err;
   const std::string last = test::read_file(dir_ + "/last.safetensors"), best = test::read_file(dir_ + "/best.safetensors"),
                     log = test::read_file(dir_ + "/log.jsonl");
-  const std::string small = "train --recipe shakespeare-char --layers 1 --heads 2 --channels 16 --context 16 --batch 2 --steps 2 "
-                            "--eval-every 1 --eval-iters 1 ";
+  const std::string tiny = "train --recipe shakespeare-char --layers 1 --heads 2 --channels 16 --context 16 --batch 2 --steps 2 "
+                           "--eval-iters 1 ",
+                    small = tiny + "--eval-every 1 ";
   Cli again = volta(small + "--out " + dir_);
   EXPECT_EQ(again.code, 1);
   EXPECT_EQ(again.err, "volta train: error: --out " + dir_ + ": holds last.safetensors of an earlier run; continue it with --resume " +
@@ -272,10 +274,33 @@ TEST_F(CliLM, ASecondRunIntoTheSameOutKeepsTheFirstRunsCheckpoints) {
   // Resuming from the folder's own checkpoint continues it; --overwrite starts over in it.
   Cli resumed = volta("train --recipe shakespeare-char --steps 3 --resume " + other + "/best.safetensors --out " + other);
   EXPECT_EQ(resumed.code, 0) << resumed.err;
-  const std::string before = test::read_file(other + "/last.safetensors");
+  const std::string before = test::read_file(other + "/last.safetensors"),
+                    best_before = test::read_file(other + "/best.safetensors"), log_before = test::read_file(other + "/log.jsonl");
+  // Starting over replaces the earlier run at the new run's first save: one that fails before it
+  // (diverged at step 2, its first save) leaves the earlier run's checkpoints and log as they
+  // were, its own log beside them.
+  const std::string diverging = tiny + "--overwrite --eval-every 2 --warmup 1 --decay-steps 2 --lr 1e30 --clip 0 --out " + other;
+  Cli failed = volta(diverging);
+  EXPECT_EQ(failed.code, 1);
+  EXPECT_NE(failed.err.find("the run diverged"), std::string::npos) << failed.err;
+  EXPECT_EQ(test::read_file(other + "/last.safetensors"), before);
+  EXPECT_EQ(test::read_file(other + "/best.safetensors"), best_before);
+  EXPECT_EQ(test::read_file(other + "/log.jsonl"), log_before);
+  EXPECT_NE(test::read_file(other + "/log.jsonl.new").find("{\"step\":1,"), std::string::npos);
+  // Saved at step 1, failed at step 2: the folder holds that run alone (the earlier run's best,
+  // which would pass for this run's, is gone).
+  Cli saved_once = volta(diverging + " --save-every 1");
+  EXPECT_EQ(saved_once.code, 1);
+  EXPECT_NE(test::read_file(other + "/last.safetensors"), before);
+  EXPECT_FALSE(std::filesystem::exists(other + "/best.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(other + "/log.jsonl.new"));
+  EXPECT_EQ(test::read_file(other + "/log.jsonl").rfind("{\"step\":1,", 0), 0u);
   Cli over = volta(small + "--seed 9 --overwrite --out " + other);
   EXPECT_EQ(over.code, 0) << over.err;
-  EXPECT_NE(test::read_file(other + "/last.safetensors"), before);
+  EXPECT_TRUE(std::filesystem::exists(other + "/best.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(other + "/log.jsonl.new"));
+  const std::string log_over = test::read_file(other + "/log.jsonl");
+  EXPECT_EQ(std::count(log_over.begin(), log_over.end(), '\n'), 2) << log_over;
   std::filesystem::remove_all(other);
 }
 

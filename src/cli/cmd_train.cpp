@@ -112,7 +112,8 @@ Action add_train(CLI::App& app, GlobalFlags& global) {
   cmd->add_option("--data", a->lm.data, "shakespeare-char: training text")->capture_default_str();
   cmd->add_option("--out", a->lm.out, "shakespeare-char: output folder (log.jsonl, last/best.safetensors)");
   cmd->add_option("--resume", a->lm.resume, "shakespeare-char: continue from a checkpoint up to --steps");
-  cmd->add_flag("--overwrite", a->lm.overwrite, "shakespeare-char: start over in an --out folder that holds an earlier run's checkpoints");
+  cmd->add_flag("--overwrite", a->lm.overwrite,
+                "shakespeare-char: start over in an --out folder that holds an earlier run's checkpoints (replaced at the first save)");
   cmd->add_option("--eval-every", r.eval_every, "shakespeare-char: evaluate every N steps")->capture_default_str();
   cmd->add_option("--eval-iters", r.eval_iters, "shakespeare-char: validation batches per evaluation")->capture_default_str();
   cmd->add_option("--save-every", r.save_every, "shakespeare-char: write last.safetensors every N steps (default: --eval-every)");

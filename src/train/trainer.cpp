@@ -98,6 +98,9 @@ Result<std::unique_ptr<Trainer>> Trainer::make(Runtime& rt, Task& task, const Tr
     if (!lock.is_ok()) return Status(lock.status().code(), "--out " + o.out + ": " + lock.status().message());
     t->lock_.emplace(std::move(*lock));
     VOLTA_RETURN_IF_ERROR(check_earlier_run(o, resumed));  // under the lock: no other run writes them now
+    if (o.replace && !resumed)
+      for (const char* name : {kLastCheckpoint, kBestCheckpoint})
+        t->replacing_ = t->replacing_ || std::filesystem::exists(std::filesystem::symlink_status(t->out_path(name), ec));
     for (const char* name : {kLastCheckpoint, kBestCheckpoint})  // a folder in its place fails now, not at the first save
       VOLTA_RETURN_IF_ERROR(io::check_output_path(t->out_path(name), "--out", {}, io::Writes::Checkpoint));
   }
@@ -131,8 +134,12 @@ Status Trainer::begin(TrainState snapshot, double best_val_loss, bool resumed) {
   if (!o_.log.empty()) {
     VOLTA_RETURN_IF_ERROR(io::check_output_path(o_.log, "log", {}, io::Writes::Json));
     if (resumed) VOLTA_RETURN_IF_ERROR(truncate_log(o_.log, first_step_));
-    log_.open(o_.log, resumed ? std::ios::app : std::ios::trunc);
-    if (!log_) return not_found("cannot write log '" + o_.log + "'");
+    // Starting over an earlier run: its log stays until this run's first checkpoint replaces its
+    // checkpoints (commit_replacement), so a run that fails before then leaves the folder as it was.
+    const std::string log = replacing_ ? o_.log + ".new" : o_.log;
+    if (replacing_) VOLTA_RETURN_IF_ERROR(io::check_output_path(log, "log", {}, io::Writes::Json));
+    log_.open(log, resumed ? std::ios::app : std::ios::trunc);
+    if (!log_) return not_found("cannot write log '" + log + "'");
   }
   started_ = Clock::now();
   return Status::ok();
@@ -178,7 +185,27 @@ Status Trainer::save(const std::string& path) {
                          " holds nan or inf (the run diverged: try a lower --lr, or --clip); '" + path + "' was not written");
   std::map<std::string, std::string> metadata = task_->checkpoint_metadata();
   metadata["determinism"] = determinism_name(rt_->determinism());  // the level its steps were planned for
-  return io::save_checkpoint(state_checkpoint(*saved_, best_, std::move(metadata)), path);
+  VOLTA_RETURN_IF_ERROR(io::save_checkpoint(state_checkpoint(*saved_, best_, std::move(metadata)), path));
+  return replacing_ ? commit_replacement(path) : Status::ok();
+}
+
+// This run's first checkpoint is written: the earlier run's other checkpoint goes (a best of the
+// earlier run beside this run's last would pass for this run's), and this run's log takes the
+// earlier one's name.
+Status Trainer::commit_replacement(const std::string& written) {
+  replacing_ = false;
+  std::error_code ec;
+  for (const char* name : {kLastCheckpoint, kBestCheckpoint}) {
+    const std::string other = out_path(name);
+    if (other == written) continue;
+    if (!std::filesystem::remove(other, ec) && ec)
+      return not_found("--overwrite: cannot remove the earlier run's '" + other + "': " + ec.message());
+  }
+  if (!o_.log.empty()) {  // the open stream follows its file to the new name
+    std::filesystem::rename(o_.log + ".new", o_.log, ec);
+    if (ec) return not_found("--overwrite: cannot rename '" + o_.log + ".new' to '" + o_.log + "': " + ec.message());
+  }
+  return Status::ok();
 }
 
 Result<StepReport> Trainer::step() {
@@ -220,7 +247,7 @@ Status Trainer::run(const std::function<void(const StepReport&)>& on_step) {
     if (on_step) on_step(r);
   }
   // A run resumed at its last step writes no step, but still leaves its last checkpoint.
-  if (!o_.out.empty() && session_->steps() == o_.steps && !std::filesystem::exists(out_path(kLastCheckpoint)))
+  if (!o_.out.empty() && session_->steps() == o_.steps && (replacing_ || !std::filesystem::exists(out_path(kLastCheckpoint))))
     return save(out_path(kLastCheckpoint));
   return Status::ok();
 }

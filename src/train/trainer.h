@@ -84,7 +84,8 @@ struct StepReport {
 class Trainer {
  public:
   // A new run: params initialised from `seed` (which also draws the batches), zero optimizer
-  // state. A log that exists is replaced; checkpoints of an earlier run in o.out only with o.replace.
+  // state. A log that exists is replaced; checkpoints of an earlier run in o.out only with o.replace,
+  // and then at this run's first save: until it, the log is written to o.log + ".new".
   static Result<std::unique_ptr<Trainer>> start(Runtime& rt, Task& task, const TrainerOptions& o, uint64_t seed);
   // Continues a run from a snapshot (a checkpoint's state and best validation loss). The log
   // keeps its lines up to the snapshot's step; the lines after it are written again.
@@ -110,6 +111,7 @@ class Trainer {
   static Result<std::unique_ptr<Trainer>> make(Runtime& rt, Task& task, const TrainerOptions& o, bool resumed);
   Status begin(TrainState snapshot, double best_val_loss, bool resumed);
   std::string out_path(const char* file) const;
+  Status commit_replacement(const std::string& written);
 
   Runtime* rt_;
   Task* task_;
@@ -119,6 +121,7 @@ class Trainer {
   std::optional<TrainSession> session_;
   std::optional<TrainState> saved_;  // the last snapshot read from the backend, reused within a step
   std::ofstream log_;
+  bool replacing_ = false;  // started over an earlier run's checkpoints (o.replace) and not yet saved
   double best_ = 0.0;
   int64_t first_step_ = 0;
   double train_seconds_ = 0.0;
