@@ -459,6 +459,8 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
       {"train --recipe shakespeare-char --out /tmp/x --arch mamba", 1, "unknown model architecture 'mamba' (available: gpt, llama)"},
       {"train --recipe shakespeare-char --out /tmp/x --kv-heads 2", 1, "--kv-heads needs --arch llama"},
       {"train --recipe shakespeare-char --out /tmp/x --arch llama --kv-heads 3", 1, "model kv_heads must divide heads (4), got 3"},
+      {"train --recipe shakespeare-char --out /tmp/x --arch llama --kv-heads 0", 1, "--kv-heads must be >= 1, got 0"},
+      {"train --recipe shakespeare-char --out /tmp/x --arch llama --ffn 0", 1, "--ffn must be >= 1, got 0"},
       {"train --recipe shakespeare-char --out /tmp/x --arch llama --bias", 1, "model bias is a gpt option"},
       {"train --recipe shakespeare-char --out /tmp/x --arch llama --heads 8 --channels 24", 1,
        "the llama variant's head width (channels / heads) must be even for rope, got 3"},

@@ -337,6 +337,8 @@ TEST(OnnxExport, TinyLMCheckpointRoundTripsThroughTheCli) {
   // Bad flags are one-line errors.
   EXPECT_NE(test::run_command(volta + " export --checkpoint " + dir + "/ck.safetensors --onnx " + dir + "/x.onnx --seq 9", &out, &err), 0);
   EXPECT_NE(err.find("--seq must be in [1, 8]"), std::string::npos) << err;
+  EXPECT_NE(test::run_command(volta + " export --checkpoint " + dir + "/ck.safetensors --onnx " + dir + "/x.onnx --seq 0", &out, &err), 0);
+  EXPECT_NE(err.find("--seq must be in [1, 8] (the model's context), got 0"), std::string::npos) << err;
   EXPECT_NE(test::run_command(volta + " export --checkpoint " + dir + "/missing --onnx " + dir + "/x.onnx", &out, &err), 0);
   EXPECT_FALSE(std::filesystem::exists(dir + "/x.onnx"));
   std::filesystem::remove_all(dir);

@@ -20,7 +20,7 @@ struct ExportFlags {
   std::string safetensors;
   std::string weights;  // --safetensors: empty keeps the checkpoint's
   int64_t batch = 1;
-  int64_t seq = 0;  // 0: the model's context
+  int64_t seq = 0;  // when --seq is not given: the model's context
 };
 Status export_safetensors(const ExportFlags& f) {
   VOLTA_RETURN_IF_ERROR(io::check_output_path(f.safetensors, "--safetensors", {f.checkpoint}, io::Writes::Checkpoint));
@@ -50,8 +50,8 @@ Action add_export(CLI::App& app, GlobalFlags&) {
   cmd->add_option("--safetensors", f->safetensors, "Inference checkpoint to write (no optimizer state)");
   cmd->add_option("--weights", f->weights, "--safetensors: matmul weights in f32, bf16 or f16 (default: as stored)");
   cmd->add_option("--batch", f->batch, "Batch size of the model's tokens input")->capture_default_str();
-  cmd->add_option("--seq", f->seq, "Sequence length of the tokens input (default: the model's context)");
-  return [f]() -> Status {
+  CLI::Option* seq_flag = cmd->add_option("--seq", f->seq, "Sequence length of the tokens input (default: the model's context)");
+  return [f, seq_flag]() -> Status {
     if (f->onnx.empty() == f->safetensors.empty()) return invalid_argument("export needs one of --onnx FILE and --safetensors FILE");
     if (!f->safetensors.empty()) return export_safetensors(*f);
     if (!f->weights.empty()) return invalid_argument("--weights applies to --safetensors (the ONNX model is f32)");
@@ -59,7 +59,7 @@ Action add_export(CLI::App& app, GlobalFlags&) {
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
     ck.state.params = model::params_as(std::move(ck.state.params), {}, DType::f32);  // the ONNX model is f32
     const model::TinyLMConfig& c = ck.recipe.model;
-    const int64_t seq = f->seq == 0 ? c.context : f->seq;
+    const int64_t seq = seq_flag->count() > 0 ? f->seq : c.context;  // a given 0 is refused below, not the default
     if (f->batch < 1 || f->batch > 4096) return invalid_argument("--batch must be in [1, 4096], got " + std::to_string(f->batch));
     if (seq < 1 || seq > c.context)
       return invalid_argument("--seq must be in [1, " + std::to_string(c.context) + "] (the model's context), got " + std::to_string(seq));

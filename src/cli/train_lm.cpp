@@ -40,6 +40,9 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
   VOLTA_ASSIGN_OR_RETURN(r.model.arch, model::parse_arch(f.arch));
   for (const char* flag : {"--kv-heads", "--ffn", "--rope-theta"})
     if (given(flag) && r.model.arch != model::Arch::Llama) return invalid_argument(std::string(flag) + " needs --arch llama");
+  // 0 stands for "derive it" inside a config; given on the command line it is a mistake.
+  for (const auto& [flag, value] : {std::pair{"--kv-heads", r.model.kv_heads}, std::pair{"--ffn", r.model.ffn}})
+    if (given(flag) && value < 1) return invalid_argument(std::string(flag) + " must be >= 1, got " + std::to_string(value));
   if (r.model.arch == model::Arch::Llama) model::llama_defaults(r.model);
 
   // Resume: the model, recipe, tokenizer and state come from the checkpoint; only the run's
