@@ -3,6 +3,7 @@
 // model given as bytes, refused with the tensor and file named.
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "cli_util.h"
 #include "onnx_maker.h"
@@ -79,6 +80,10 @@ TEST(OnnxExternalData, InitializersAreReadFromFilesBesideTheModel) {
   EXPECT_ERROR_CONTAINS(load(model("/etc/passwd", 0, 24)), "must be a path inside the model's directory");
   EXPECT_ERROR_CONTAINS(load(model("weights/none.bin", 0, 24)), "cannot open");
   EXPECT_ERROR_CONTAINS(load(model("weights/data.bin", 24, 24)), "bytes [24, 48) are past the end of");
+  EXPECT_ERROR_CONTAINS(load(model("weights/data.bin", 100000000000000000, 24)),
+                        "bytes [100000000000000000, 100000000000000024) are past the end of");
+  EXPECT_ERROR_CONTAINS(load(model("weights/data.bin", std::numeric_limits<int64_t>::max(), 24)),
+                        "offset '9223372036854775807' is not a byte count (decimal digits, below 10^18");
   EXPECT_ERROR_CONTAINS(load(model("weights/data.bin", 16, 20)), "tensor 'w'");  // 20 bytes for 6 floats
   EXPECT_ERROR_CONTAINS(load(model("weights", 0, 24)), "weights' is a directory, not a regular file");
   std::filesystem::remove_all(dir);

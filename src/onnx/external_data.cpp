@@ -25,6 +25,10 @@ int64_t entry_int(const std::string& s) {
   return std::stoll(s);
 }
 
+std::string not_a_count(const std::string& s) {
+  return "'" + s + "' is not a byte count (decimal digits, below 10^18, more than any file Volta reads)";
+}
+
 std::string model_dir_of(const std::string& model_path) {
   const std::string dir = std::filesystem::path(model_path).parent_path().string();
   return dir.empty() ? "." : dir;
@@ -65,8 +69,8 @@ Result<Tensor> initializer_value(const ::onnx::TensorProto& p, const std::string
   int64_t offset = 0, length = -1;
   for (const auto& e : p.external_data()) {
     if (e.key() == "location") location = e.value();
-    else if (e.key() == "offset" && (offset = entry_int(e.value())) < 0) return invalid_argument(what + ": bad offset '" + e.value() + "'");
-    else if (e.key() == "length" && (length = entry_int(e.value())) < 0) return invalid_argument(what + ": bad length '" + e.value() + "'");
+    else if (e.key() == "offset" && (offset = entry_int(e.value())) < 0) return invalid_argument(what + ": offset " + not_a_count(e.value()));
+    else if (e.key() == "length" && (length = entry_int(e.value())) < 0) return invalid_argument(what + ": length " + not_a_count(e.value()));
   }
   const std::filesystem::path rel(location);
   bool escapes = location.empty() || rel.is_absolute() || location.find('\0') != std::string::npos;
