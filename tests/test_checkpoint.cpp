@@ -44,6 +44,20 @@ TEST(Checkpoint, RoundTripAndDeterministicBytes) {
   EXPECT_EQ(io::serialize_checkpoint(*back), bytes);
 }
 
+// An empty tensor covers no bytes: it starts where the next tensor does, and loads beside it
+// whichever of the two comes first by name.
+TEST(Checkpoint, EmptyTensorsRoundTripBesideOthers) {
+  io::Checkpoint c = small();
+  c.tensors.emplace("a.empty", Tensor::zeros(DType::f32, {0, 4}));
+  c.tensors.emplace("zz.empty", Tensor::zeros(DType::bf16, {3, 0}));
+  auto back = io::parse_checkpoint(io::serialize_checkpoint(c), "mem");
+  ASSERT_OK(back);
+  ASSERT_EQ(back->tensors.size(), c.tensors.size());
+  EXPECT_EQ(back->tensors.at("a.empty").type().to_string(), "f32[0,4]");
+  EXPECT_EQ(back->tensors.at("zz.empty").type().to_string(), "bf16[3,0]");
+  for (const auto& [name, t] : small().tensors) EXPECT_TRUE(back->tensors.at(name).bitwise_equal(t)) << name;
+}
+
 TEST(Checkpoint, HeaderIsSafetensorsJson) {
   const std::string bytes = io::serialize_checkpoint(small());
   uint64_t n = 0;
@@ -165,6 +179,9 @@ TEST(Checkpoint, DamageIsExplained) {
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"F32\"", "\"F8_E4M3\""), "f"), "unsupported dtype 'F8_E4M3'");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"F32\"", "\"F16\""), "f"), "has 60 bytes but f16[3,5] needs 30");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("[3,5]", "[3,6]"), "f"), "has 60 bytes but f32[3,6] needs 72");
+  // Two tensors that start at one offset: the second named with the first.
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("[16,76]", " [0,60]"), "f"),
+                        "tensor 'b.weight': starts at data offset 0, as tensor 'a.ids' does");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(std::string(8, '\0'), "f"), "not a JSON object");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint("short", "f"), "too short");
 }

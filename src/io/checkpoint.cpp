@@ -143,7 +143,10 @@ Result<Checkpoint> parse_checkpoint(std::string_view bytes, const std::string& s
     if (end - begin != count * dtype_size(*dtype))
       return bad("has " + std::to_string(end - begin) + " bytes but " + dtype_name(*dtype) + shape_to_string(shape) +
                  " needs " + std::to_string(count * dtype_size(*dtype)));
-    if (!by_offset.emplace(begin, name).second && end > begin) return bad("overlaps another tensor");
+    if (end > begin) {  // an empty tensor covers no byte: it may start where another one does
+      const auto [at, fresh] = by_offset.emplace(begin, name);
+      if (!fresh) return bad("starts at data offset " + std::to_string(begin) + ", as tensor '" + at->second + "' does");
+    }
     Tensor t = Tensor::zeros(*dtype, shape);
     std::memcpy(t.raw(), data.data() + begin, t.bytes());
     c.tensors.emplace(name, std::move(t));
