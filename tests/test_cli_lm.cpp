@@ -241,7 +241,7 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
        "log: '" + dir_ + "/last.safetensors' exists and is a Volta checkpoint (safetensors), not the JSON this flag writes"},
       {"export" + ck + " --onnx " + bad_dir + "/small.txt", 1, "--onnx: '" + bad_dir + "/small.txt' exists and is a text file, not an ONNX model"},
       {"train --recipe mlp-spirals --steps 2 --profile " + bad_dir + "/fifo", 1, "--profile: '" + bad_dir + "/fifo' is a FIFO that nothing reads"},
-      {"tune matmul --no-save --dim 16 --runs 1 --warmup 99999999999999999999", 1, "--warmup must be in [0, 100000]"},
+      {"tune matmul --no-save --dim 16 --runs 1 --warmup 99999999999999999999", 2, "--warmup: '99999999999999999999' is out of the 64-bit range"},
       {"--memory-limit 200K train --recipe shakespeare-char --out " + bad_dir + "/o --steps 2", 1, "but the memory limit is 200.0 KiB"},
       {"inspect " + dir_ + "/last.safetensors > /dev/full", 1, "cannot write to stdout"},
   };

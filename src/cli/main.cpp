@@ -48,6 +48,13 @@ std::string bad_value(const std::string& v, const std::string& type) {
   if (v.empty()) return "an empty value is not allowed";
   size_t first = v.find_first_not_of(" \t");
   if (type == "UINT" && first != std::string::npos && v[first] == '-') return "'" + v + "' is negative";
+  if (type == "INT" || type == "UINT") {  // CLI11 saturates a 64-bit value: 2^64 read as 2^64-1
+    errno = 0;
+    char* end = nullptr;
+    if (type == "INT") static_cast<void>(std::strtoll(v.c_str(), &end, 0));
+    else static_cast<void>(std::strtoull(v.c_str(), &end, 0));
+    if (errno == ERANGE) return "'" + v + "' is out of the 64-bit range";
+  }
   if (type == "FLOAT") {
     char* end = nullptr;
     double d = std::strtod(v.c_str(), &end);
