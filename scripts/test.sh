@@ -19,7 +19,7 @@ echo "== [1/3] Release build + tests"
 # build folder reused on a GPU machine does not keep the cached one.
 cuda_arch="80;90"
 if ! nvidia-smi -L > /dev/null 2>&1; then cuda_arch=90; fi
-# Every build is a fresh one here, compiled in unity batches (VOLTA_UNITY, see CMakeLists.txt).
+# All three builds compile in unity batches (VOLTA_UNITY, see CMakeLists.txt): in CI each is fresh.
 scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release -DVOLTA_WERROR=ON -DVOLTA_UNITY=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch"
 ctest --test-dir build/release --output-on-failure -j"$jobs"
 bash scripts/line_budget.sh

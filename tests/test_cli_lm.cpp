@@ -295,12 +295,26 @@ TEST_F(CliLM, ASecondRunIntoTheSameOutKeepsTheFirstRunsCheckpoints) {
   EXPECT_FALSE(std::filesystem::exists(other + "/best.safetensors"));
   EXPECT_FALSE(std::filesystem::exists(other + "/log.jsonl.new"));
   EXPECT_EQ(test::read_file(other + "/log.jsonl").rfind("{\"step\":1,", 0), 0u);
+  const std::string last_saved_once = test::read_file(other + "/last.safetensors");
   Cli over = volta(small + "--seed 9 --overwrite --out " + other);
   EXPECT_EQ(over.code, 0) << over.err;
+  EXPECT_NE(test::read_file(other + "/last.safetensors"), last_saved_once);
   EXPECT_TRUE(std::filesystem::exists(other + "/best.safetensors"));
   EXPECT_FALSE(std::filesystem::exists(other + "/log.jsonl.new"));
   const std::string log_over = test::read_file(other + "/log.jsonl");
   EXPECT_EQ(std::count(log_over.begin(), log_over.end(), '\n'), 2) << log_over;
+  // A run resumed from another folder replaces the earlier run the same way: its log holds its
+  // own steps alone (not the earlier run's lines up to its step).
+  const std::string third = dir_ + "_third";
+  ASSERT_EQ(volta(small + "--seed 5 --out " + third).code, 0);
+  const std::string best_over = test::read_file(other + "/best.safetensors");
+  Cli moved = volta("train --recipe shakespeare-char --steps 3 --overwrite --resume " + third + "/last.safetensors --out " + other);
+  EXPECT_EQ(moved.code, 0) << moved.err;
+  const std::string log_moved = test::read_file(other + "/log.jsonl");
+  EXPECT_EQ(log_moved.rfind("{\"step\":3,", 0), 0u) << log_moved;
+  EXPECT_EQ(std::count(log_moved.begin(), log_moved.end(), '\n'), 1) << log_moved;
+  EXPECT_TRUE(!std::filesystem::exists(other + "/best.safetensors") || test::read_file(other + "/best.safetensors") != best_over);
+  std::filesystem::remove_all(third);
   std::filesystem::remove_all(other);
 }
 

@@ -83,7 +83,7 @@ TEST(OnnxExternalData, InitializersAreReadFromFilesBesideTheModel) {
   EXPECT_ERROR_CONTAINS(load(model("weights/data.bin", 100000000000000000, 24)),
                         "bytes [100000000000000000, 100000000000000024) are past the end of");
   EXPECT_ERROR_CONTAINS(load(model("weights/data.bin", std::numeric_limits<int64_t>::max(), 24)),
-                        "offset '9223372036854775807' is not a byte count (decimal digits, below 10^18");
+                        "offset '9223372036854775807' is not a byte count (at most 18 decimal digits");
   EXPECT_ERROR_CONTAINS(load(model("weights/data.bin", 16, 20)), "tensor 'w'");  // 20 bytes for 6 floats
   EXPECT_ERROR_CONTAINS(load(model("weights", 0, 24)), "weights' is a directory, not a regular file");
   std::filesystem::remove_all(dir);

@@ -26,7 +26,7 @@ int64_t entry_int(const std::string& s) {
 }
 
 std::string not_a_count(const std::string& s) {
-  return "'" + s + "' is not a byte count (decimal digits, below 10^18, more than any file Volta reads)";
+  return "'" + s + "' is not a byte count (at most 18 decimal digits, more than any file Volta reads)";
 }
 
 std::string model_dir_of(const std::string& model_path) {

@@ -68,19 +68,27 @@ Result<double> read_train_state(const std::string& text, TrainState& s) {
 
 namespace {
 
+// The checkpoint of an earlier run that o.out holds (last before best), unless this run resumes
+// from one of them (continuing that run); empty when there is none.
+std::string earlier_run_checkpoint(const TrainerOptions& o) {
+  const std::filesystem::path dir(o.out);
+  std::error_code ec;
+  for (const char* name : {kLastCheckpoint, kBestCheckpoint})
+    if (!o.resumed_from.empty() && std::filesystem::equivalent(o.resumed_from, dir / name, ec)) return "";
+  for (const char* name : {kLastCheckpoint, kBestCheckpoint})
+    if (std::filesystem::exists(std::filesystem::symlink_status(dir / name, ec))) return name;
+  return "";
+}
+
 // Refuses to start over an earlier run's checkpoints: a second `train --out DIR` without
 // --resume would replace a finished run's last and best checkpoints at its first save.
 Status check_earlier_run(const TrainerOptions& o, bool resumed) {
   if (o.replace || (resumed && o.resumed_from.empty())) return Status::ok();
-  const std::filesystem::path dir(o.out);
-  std::error_code ec;
-  for (const char* name : {kLastCheckpoint, kBestCheckpoint})  // resumed from one of them: continuing it
-    if (!o.resumed_from.empty() && std::filesystem::equivalent(o.resumed_from, dir / name, ec)) return Status::ok();
-  for (const char* name : {kLastCheckpoint, kBestCheckpoint})
-    if (std::filesystem::exists(std::filesystem::symlink_status(dir / name, ec)))
-      return invalid_argument("--out " + o.out + ": holds " + name + " of an earlier run; continue it with --resume " +
-                              (dir / name).string() + ", or start over in it with --overwrite (its checkpoints are replaced)");
-  return Status::ok();
+  const std::string name = earlier_run_checkpoint(o);
+  if (name.empty()) return Status::ok();
+  const std::string path = (std::filesystem::path(o.out) / name).string();
+  return invalid_argument("--out " + o.out + ": holds " + name + " of an earlier run; continue it with --resume " + path +
+                          ", or start over in it with --overwrite (its checkpoints are replaced)");
 }
 
 }  // namespace
@@ -98,9 +106,7 @@ Result<std::unique_ptr<Trainer>> Trainer::make(Runtime& rt, Task& task, const Tr
     if (!lock.is_ok()) return Status(lock.status().code(), "--out " + o.out + ": " + lock.status().message());
     t->lock_.emplace(std::move(*lock));
     VOLTA_RETURN_IF_ERROR(check_earlier_run(o, resumed));  // under the lock: no other run writes them now
-    if (o.replace && !resumed)
-      for (const char* name : {kLastCheckpoint, kBestCheckpoint})
-        t->replacing_ = t->replacing_ || std::filesystem::exists(std::filesystem::symlink_status(t->out_path(name), ec));
+    t->replacing_ = o.replace && !earlier_run_checkpoint(o).empty();  // a new run, or one resumed from elsewhere
     for (const char* name : {kLastCheckpoint, kBestCheckpoint})  // a folder in its place fails now, not at the first save
       VOLTA_RETURN_IF_ERROR(io::check_output_path(t->out_path(name), "--out", {}, io::Writes::Checkpoint));
   }
@@ -133,13 +139,15 @@ Status Trainer::begin(TrainState snapshot, double best_val_loss, bool resumed) {
   first_step_ = session_->steps();
   if (!o_.log.empty()) {
     VOLTA_RETURN_IF_ERROR(io::check_output_path(o_.log, "log", {}, io::Writes::Json));
-    if (resumed) VOLTA_RETURN_IF_ERROR(truncate_log(o_.log, first_step_));
-    // Starting over an earlier run: its log stays until this run's first checkpoint replaces its
-    // checkpoints (commit_replacement), so a run that fails before then leaves the folder as it was.
-    const std::string log = replacing_ ? o_.log + ".new" : o_.log;
-    if (replacing_) VOLTA_RETURN_IF_ERROR(io::check_output_path(log, "log", {}, io::Writes::Json));
-    log_.open(log, resumed ? std::ios::app : std::ios::trunc);
-    if (!log_) return not_found("cannot write log '" + log + "'");
+    // Replacing an earlier run: its log stays until this run's first checkpoint replaces its
+    // checkpoints (commit_replacement), so a run that fails before then leaves the earlier run's
+    // files as they were. A resume continues its own log, up to its step.
+    const bool append = resumed && !replacing_;
+    if (append) VOLTA_RETURN_IF_ERROR(truncate_log(o_.log, first_step_));
+    log_path_ = replacing_ ? o_.log + ".new" : o_.log;
+    if (replacing_) VOLTA_RETURN_IF_ERROR(io::check_output_path(log_path_, "log", {}, io::Writes::Json));
+    log_.open(log_path_, append ? std::ios::app : std::ios::trunc);
+    if (!log_) return not_found("cannot write log '" + log_path_ + "'");
   }
   started_ = Clock::now();
   return Status::ok();
@@ -202,8 +210,9 @@ Status Trainer::commit_replacement(const std::string& written) {
       return not_found("--overwrite: cannot remove the earlier run's '" + other + "': " + ec.message());
   }
   if (!o_.log.empty()) {  // the open stream follows its file to the new name
-    std::filesystem::rename(o_.log + ".new", o_.log, ec);
-    if (ec) return not_found("--overwrite: cannot rename '" + o_.log + ".new' to '" + o_.log + "': " + ec.message());
+    std::filesystem::rename(log_path_, o_.log, ec);
+    if (ec) return not_found("--overwrite: cannot rename '" + log_path_ + "' to '" + o_.log + "': " + ec.message());
+    log_path_ = o_.log;
   }
   return Status::ok();
 }
@@ -234,7 +243,7 @@ Result<StepReport> Trainer::step() {
     line["tokens_per_s"] = r.tokens_per_s;
     line["elapsed_s"] = std::chrono::duration<double>(Clock::now() - started_).count();
     log_ << line.dump() << "\n";
-    if (!log_.flush()) return not_found("cannot write log '" + o_.log + "' (disk full?)");
+    if (!log_.flush()) return not_found("cannot write log '" + log_path_ + "' (disk full?)");
   }
   if (!o_.out.empty() && ((o_.save_every > 0 && r.step % o_.save_every == 0) || last))
     VOLTA_RETURN_IF_ERROR(save(out_path(kLastCheckpoint)));

@@ -88,7 +88,9 @@ class Trainer {
   // and then at this run's first save: until it, the log is written to o.log + ".new".
   static Result<std::unique_ptr<Trainer>> start(Runtime& rt, Task& task, const TrainerOptions& o, uint64_t seed);
   // Continues a run from a snapshot (a checkpoint's state and best validation loss). The log
-  // keeps its lines up to the snapshot's step; the lines after it are written again.
+  // keeps its lines up to the snapshot's step; the lines after it are written again. Resumed from
+  // elsewhere into o.out over an earlier run's checkpoints (o.replace), it replaces that run as
+  // start() does, with a log of its own.
   static Result<std::unique_ptr<Trainer>> resume(Runtime& rt, Task& task, const TrainerOptions& o, TrainState snapshot,
                                                  double best_val_loss);
 
@@ -121,6 +123,7 @@ class Trainer {
   std::optional<TrainSession> session_;
   std::optional<TrainState> saved_;  // the last snapshot read from the backend, reused within a step
   std::ofstream log_;
+  std::string log_path_;    // where log_ writes: o.log, or o.log + ".new" until a replacing run's first save
   bool replacing_ = false;  // started over an earlier run's checkpoints (o.replace) and not yet saved
   double best_ = 0.0;
   int64_t first_step_ = 0;
