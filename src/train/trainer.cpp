@@ -82,10 +82,9 @@ std::string earlier_run_checkpoint(const TrainerOptions& o) {
 
 // Refuses to start over an earlier run's checkpoints: a second `train --out DIR` without
 // --resume would replace a finished run's last and best checkpoints at its first save.
-Status check_earlier_run(const TrainerOptions& o, bool resumed) {
-  if (o.replace || (resumed && o.resumed_from.empty())) return Status::ok();
-  const std::string name = earlier_run_checkpoint(o);
-  if (name.empty()) return Status::ok();
+// `name`: earlier_run_checkpoint(o).
+Status check_earlier_run(const TrainerOptions& o, bool resumed, const std::string& name) {
+  if (o.replace || (resumed && o.resumed_from.empty()) || name.empty()) return Status::ok();
   const std::string path = (std::filesystem::path(o.out) / name).string();
   return invalid_argument("--out " + o.out + ": holds " + name + " of an earlier run; continue it with --resume " + path +
                           ", or start over in it with --overwrite (its checkpoints are replaced)");
@@ -105,8 +104,9 @@ Result<std::unique_ptr<Trainer>> Trainer::make(Runtime& rt, Task& task, const Tr
     auto lock = io::FileLock::acquire(t->out_path(".lock"));
     if (!lock.is_ok()) return Status(lock.status().code(), "--out " + o.out + ": " + lock.status().message());
     t->lock_.emplace(std::move(*lock));
-    VOLTA_RETURN_IF_ERROR(check_earlier_run(o, resumed));  // under the lock: no other run writes them now
-    t->replacing_ = o.replace && !earlier_run_checkpoint(o).empty();  // a new run, or one resumed from elsewhere
+    const std::string earlier = earlier_run_checkpoint(o);  // under the lock: no other run writes them now
+    VOLTA_RETURN_IF_ERROR(check_earlier_run(o, resumed, earlier));
+    t->replacing_ = o.replace && !earlier.empty();  // a new run, or one resumed from elsewhere
     for (const char* name : {kLastCheckpoint, kBestCheckpoint})  // a folder in its place fails now, not at the first save
       VOLTA_RETURN_IF_ERROR(io::check_output_path(t->out_path(name), "--out", {}, io::Writes::Checkpoint));
   }
@@ -144,7 +144,7 @@ Status Trainer::begin(TrainState snapshot, double best_val_loss, bool resumed) {
     // files as they were. A resume continues its own log, up to its step.
     const bool append = resumed && !replacing_;
     if (append) VOLTA_RETURN_IF_ERROR(truncate_log(o_.log, first_step_));
-    log_path_ = replacing_ ? o_.log + ".new" : o_.log;
+    log_path_ = replacing_ ? replacing_log_path(o_.log) : o_.log;
     if (replacing_) VOLTA_RETURN_IF_ERROR(io::check_output_path(log_path_, "log", {}, io::Writes::Json));
     log_.open(log_path_, append ? std::ios::app : std::ios::trunc);
     if (!log_) return not_found("cannot write log '" + log_path_ + "'");

@@ -60,6 +60,9 @@ struct TrainerOptions {
 inline constexpr const char* kLastCheckpoint = "last.safetensors";
 inline constexpr const char* kBestCheckpoint = "best.safetensors";
 inline constexpr const char* kLogFile = "log.jsonl";  // where a recipe's run logs, beside them
+// Where a run that replaces an earlier one (TrainerOptions::replace) logs until its first
+// checkpoint, when the file takes `log`'s name: the earlier run's log stays until then.
+inline std::string replacing_log_path(const std::string& log) { return log + ".new"; }
 
 // A checkpoint of a training state: params, optimizer slots ("optim.m.<param>", ...) and the
 // "train_state" metadata {step, seed, best_val_loss}, beside `metadata`. A best validation loss
