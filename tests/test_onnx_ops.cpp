@@ -163,5 +163,40 @@ TEST(OnnxOps, WindowRulesRejectBadGeometry) {
   EXPECT_ERROR_CONTAINS(b3.build(), "channels do not fit groups=1");
 }
 
+// A window's taps inside x are found by arithmetic: a kernel of 2^20 padded around one element
+// holds one tap per window (walking every tap took 2^40 steps). Dilated, padded and ceil-mode
+// windows keep their values and divisors.
+TEST(OnnxOps, PoolWindowsHoldOnlyTheirTaps) {
+  const int64_t k = int64_t{1} << 20;
+  for (Op op : {Op::MaxPool, Op::AvgPool})
+    for (int64_t include : {0, 1}) {
+      if (op == Op::MaxPool && include) continue;
+      ir::Attrs attrs{{"kernel", std::vector<int64_t>{k}}, {"pads", std::vector<int64_t>{k - 1, k - 1}}};
+      if (include) attrs.set("count_include_pad", int64_t{1});
+      auto r = run1(op, {Tensor::from_f32({1, 1, 1}, {2.5f})}, attrs);
+      ASSERT_OK(r);
+      ASSERT_EQ(r->shape(), (Shape{1, 1, k}));
+      const float want = include ? 2.5f / static_cast<float>(k) : 2.5f;  // every tap lies inside the padded extent
+      for (int64_t i = 0; i < k; ++i) ASSERT_EQ(r->data<float>()[i], want) << ir::op_name(op) << " window " << i;
+    }
+  const Tensor x = Tensor::from_f32({1, 1, 5}, {1, 2, 3, 4, 5});
+  // Taps o - 1 and o + 1 of windows o = 0..4; -1 and 5 are padding.
+  auto mx = run1(Op::MaxPool, {x}, {{"kernel", std::vector<int64_t>{2}}, {"dilations", std::vector<int64_t>{2}},
+                                    {"pads", std::vector<int64_t>{1, 1}}});
+  ASSERT_OK(mx);
+  EXPECT_EQ(std::vector<float>(mx->data<float>(), mx->data<float>() + 5), (std::vector<float>{2, 3, 4, 5, 4}));
+  // Windows [-2, 1], [0, 3] and, with ceil_mode, [2, 5]: x ends at 4, the padding at -2 (none
+  // at the end), so the last window's fourth tap counts in neither divisor.
+  for (int64_t include : {0, 1}) {
+    auto av = run1(Op::AvgPool, {x}, {{"kernel", std::vector<int64_t>{4}}, {"strides", std::vector<int64_t>{2}},
+                                      {"pads", std::vector<int64_t>{2, 0}}, {"ceil_mode", int64_t{1}},
+                                      {"count_include_pad", include}});
+    ASSERT_OK(av);
+    const std::vector<float> want = include ? std::vector<float>{3.0f / 4, 10.0f / 4, 12.0f / 3}
+                                            : std::vector<float>{3.0f / 2, 10.0f / 4, 12.0f / 3};
+    EXPECT_EQ(std::vector<float>(av->data<float>(), av->data<float>() + av->numel()), want) << "count_include_pad " << include;
+  }
+}
+
 }  // namespace
 }  // namespace volta

@@ -1,5 +1,7 @@
 // Reference max and average pooling over 1 to 3 spatial dims of [N, C, spatial...], and their
 // gradients. Spatial dims are padded to three (extent 1, kernel 1) so one loop nest serves all.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -32,6 +34,16 @@ Result<PoolGeom> geometry(const KernelArgs& a, const Shape& x, const Shape& y) {
   return g;
 }
 
+// floor(a / b) for b > 0.
+int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
+
+// Taps t in [0, k) of a window starting at `start` with dilation d whose position start + t d
+// lies in [first, end): [lo, hi], empty when lo > hi. Found by arithmetic, not by walking the
+// kernel: a window of 2^20 taps padded around one element holds one tap.
+std::array<int64_t, 2> taps_within(int64_t start, int64_t d, int64_t k, int64_t first, int64_t end) {
+  return {std::max<int64_t>(0, -floor_div(start - first, d)), std::min(k - 1, floor_div(end - 1 - start, d))};
+}
+
 // Calls f(flat input offset within the plane) for every in-bounds tap of output position o
 // (flat within the plane), in row-major kernel order; returns the divisor avg_pool uses.
 template <typename F>
@@ -39,30 +51,22 @@ int64_t for_each_tap(const PoolGeom& g, int64_t o, F&& f) {
   const int64_t o2 = o % g.out[2], o1 = (o / g.out[2]) % g.out[1], o0 = o / (g.out[2] * g.out[1]);
   const std::array<int64_t, 3> pos{o0, o1, o2};
   int64_t valid = 0, padded = 1;
-  std::array<int64_t, 3> lo{}, hi{};
+  std::array<int64_t, 3> lo{}, hi{};  // each dim's first and last in-bounds input position
   for (size_t i = 0; i < 3; ++i) {
     // Taps inside the padded extent [-pb, in + pe) count when count_include_pad is set.
     const int64_t start = pos[i] * g.s[i] - g.pb[i];
-    int64_t inside = 0;
-    for (int64_t t = 0; t < g.k[i]; ++t) {
-      const int64_t p = start + t * g.d[i];
-      if (p >= -g.pb[i] && p < g.in[i] + g.pe[i]) ++inside;
-    }
-    padded *= inside;
-    lo[i] = start;
-    hi[i] = start + (g.k[i] - 1) * g.d[i];
+    const auto pad = taps_within(start, g.d[i], g.k[i], -g.pb[i], g.in[i] + g.pe[i]);
+    padded *= std::max<int64_t>(0, pad[1] - pad[0] + 1);
+    const auto in = taps_within(start, g.d[i], g.k[i], 0, g.in[i]);
+    lo[i] = start + in[0] * g.d[i];
+    hi[i] = start + in[1] * g.d[i];
   }
-  for (int64_t t0 = lo[0]; t0 <= hi[0]; t0 += g.d[0]) {
-    if (t0 < 0 || t0 >= g.in[0]) continue;
-    for (int64_t t1 = lo[1]; t1 <= hi[1]; t1 += g.d[1]) {
-      if (t1 < 0 || t1 >= g.in[1]) continue;
+  for (int64_t t0 = lo[0]; t0 <= hi[0]; t0 += g.d[0])
+    for (int64_t t1 = lo[1]; t1 <= hi[1]; t1 += g.d[1])
       for (int64_t t2 = lo[2]; t2 <= hi[2]; t2 += g.d[2]) {
-        if (t2 < 0 || t2 >= g.in[2]) continue;
         f((t0 * g.in[1] + t1) * g.in[2] + t2);
         ++valid;
       }
-    }
-  }
   return g.count_include_pad ? padded : valid;
 }
 
