@@ -184,7 +184,13 @@ TEST(Cli, RunWritesEveryOutputUnderItsOwnNameAndNeverOverAnInput) {
 }
 
 TEST(Cli, BadInputsGiveOneClearLineAndNonZeroExit) {
+  const std::string same = ::testing::TempDir() + "same_" + std::to_string(::getpid()) + ".json";
   const std::vector<BadCase> cases = {
+      // Two outputs of one command at one path: the later one would replace the other.
+      {"train --recipe mlp-spirals --steps 3 --log " + same + " --profile " + same, 1,
+       "--profile: '" + same + "' is '" + same + "', which this command reads or writes"},
+      {"--trace-hashes " + same + " train --recipe mlp-spirals --steps 3 --log " + same, 1,
+       "--trace-hashes: '" + same + "' is '" + same + "', which this command reads or writes"},
       {"inspect tests/data/bad/syntax_error.vir", 1, "tests/data/bad/syntax_error.vir:3:15: expected ',' or ')'"},
       {"inspect tests/data/bad/unknown_op.vir", 1, "unknown_op.vir:3:8: unknown op 'frobnicate'"},
       {"inspect tests/data/bad/wrong_arity.vir", 1, "wrong_arity.vir:3:8: op 'add' takes 2 inputs but got 1"},
@@ -373,6 +379,18 @@ TEST(CliTrain, TraceHashesAndDiffTrace) {
   EXPECT_NE(clobber.err.find("is a Volta checkpoint (safetensors), not a hash trace (refusing to overwrite it)"), std::string::npos)
       << clobber.err;
   EXPECT_EQ(size(ck), ck_size);
+  // Nor does it go where the command writes a checkpoint that is not there yet (the trace's lines
+  // went into the saved checkpoint), nor keep values beside a device (/dev/null.values).
+  Cli into = volta("--trace-hashes " + dir + "/ck2/best.safetensors train --recipe shakespeare-char --steps 1 --eval-every 1 "
+                   "--eval-iters 1 --channels 32 --layers 1 --data " + test::source_path("data/tinyshakespeare.txt") + " --out " +
+                   dir + "/ck2");
+  EXPECT_EQ(into.code, 1);
+  EXPECT_NE(into.err.find("--trace-hashes: '" + dir + "/ck2/best.safetensors' is '" + dir +
+                          "/ck2/best.safetensors', which this command reads or writes"), std::string::npos) << into.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ck2/best.safetensors"));
+  Cli device = volta("--trace-hashes /dev/null --trace-values inspect " + test::source_path("examples/mlp.vir"));
+  EXPECT_EQ(device.code, 1);
+  EXPECT_NE(device.err.find("--trace-values: '/dev/null' is a device or FIFO"), std::string::npos) << device.err;
   // A symlinked FILE is written through to its target; no temporary file stays behind.
   std::filesystem::create_symlink(dir + "/t1.jsonl", dir + "/link.jsonl");
   Cli linked = volta("--trace-hashes " + dir + "/link.jsonl" + train + "1");

@@ -271,11 +271,19 @@ TEST_F(CliLM, ASecondRunIntoTheSameOutKeepsTheFirstRunsCheckpoints) {
   EXPECT_EQ(test::read_file(dir_ + "/last.safetensors"), last);
   EXPECT_EQ(test::read_file(dir_ + "/best.safetensors"), best);
   EXPECT_EQ(test::read_file(dir_ + "/log.jsonl"), log);
-  // Resuming from the folder's own checkpoint continues it; --overwrite starts over in it.
-  Cli resumed = volta("train --recipe shakespeare-char --steps 3 --resume " + other + "/best.safetensors --out " + other);
+  // Resuming from the folder's own last checkpoint continues it (here without evaluating: past
+  // its best); --overwrite starts over in it.
+  Cli resumed = volta("train --recipe shakespeare-char --steps 3 --eval-every 10 --resume " + other + "/last.safetensors --out " + other);
   EXPECT_EQ(resumed.code, 0) << resumed.err;
   const std::string before = test::read_file(other + "/last.safetensors"),
                     best_before = test::read_file(other + "/best.safetensors"), log_before = test::read_file(other + "/log.jsonl");
+  // From the best, behind that last, it would roll the run back (its log cut to the best's step,
+  // its last replaced): refused, the files as they were.
+  Cli back = volta("train --recipe shakespeare-char --steps 3 --resume " + other + "/best.safetensors --out " + other);
+  EXPECT_EQ(back.code, 1);
+  EXPECT_NE(back.err.find("goes on past its best, to " + other + "/last.safetensors"), std::string::npos) << back.err;
+  EXPECT_EQ(test::read_file(other + "/last.safetensors"), before);
+  EXPECT_EQ(test::read_file(other + "/log.jsonl"), log_before);
   // Starting over replaces the earlier run at the new run's first save: one that fails before it
   // (diverged at step 2, its first save) leaves the earlier run's checkpoints and log as they
   // were, its own log beside them.

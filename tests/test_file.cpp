@@ -92,7 +92,22 @@ TEST(FileWrite, AnOutputReplacesOnlyAFileOfItsOwnKind) {
   ASSERT_OK(io::check_output_path(txt, "--output", {}, io::Writes::Any));
   EXPECT_EQ(test::read_file(ck), ck_bytes);
   EXPECT_EQ(test::read_file(txt), txt_bytes);
-  for (const std::string& f : {ck, txt, log, empty, onnx}) std::remove(f.c_str());
+  // Text that only starts like JSON, archives and Latin-1 text whose first byte passes for a
+  // protobuf key are not what these flags write; a profile longer than the 4 KiB looked at is.
+  const std::string toml = temp("Cargo.toml"), badge = temp("README.md"), zip = temp("weights.pt"), latin = temp("notes.txt"),
+                    profile = temp("profile.json");
+  std::ofstream(toml) << "[package]\nname = \"x\"\n";
+  std::ofstream(badge) << "[![build](https://example.org/badge.svg)](https://example.org)\n";
+  std::ofstream(zip, std::ios::binary) << std::string("PK\x03\x04\x14\x00\x00\x00", 8);
+  std::ofstream(latin, std::ios::binary) << "b\xe9t\xe9 d\xe9j\xe0\n";
+  std::ofstream(profile) << "{\"traceEvents\": [" << std::string(8000, ' ') << "{\"name\": \"x\"}]}\n";
+  EXPECT_ERROR_CONTAINS(io::check_output_path(toml, "--profile", {}, io::Writes::Json), "is a text file, not the JSON");
+  EXPECT_ERROR_CONTAINS(io::check_output_path(badge, "--log", {}, io::Writes::Json), "is a text file, not the JSON");
+  EXPECT_ERROR_CONTAINS(io::check_output_path(zip, "--onnx", {}, io::Writes::Onnx), "is a binary file, not an ONNX model");
+  EXPECT_ERROR_CONTAINS(io::check_output_path(zip, "--safetensors", {}, io::Writes::Checkpoint), "is a binary file, not a Volta");
+  EXPECT_ERROR_CONTAINS(io::check_output_path(latin, "--onnx", {}, io::Writes::Onnx), "is a binary file, not an ONNX model");
+  ASSERT_OK(io::check_output_path(profile, "--profile", {}, io::Writes::Json));
+  for (const std::string& f : {ck, txt, log, empty, onnx, toml, badge, zip, latin, profile}) std::remove(f.c_str());
 }
 
 }  // namespace

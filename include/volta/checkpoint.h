@@ -40,5 +40,7 @@ Status save_checkpoint(const Checkpoint& c, const std::string& path);
 // Writes a temporary file next to `path`, flushes it and renames it over `path`.
 Status write_file_atomic(const std::string& path, std::string_view bytes);
 Result<Checkpoint> load_checkpoint(const std::string& path);
+// The metadata of the checkpoint at `path` from its header alone (no tensor is read or checked).
+Result<std::map<std::string, std::string>> load_checkpoint_metadata(const std::string& path);
 
 }  // namespace volta::io

@@ -25,7 +25,7 @@ struct TrainFlags {
 };
 
 Status train_spirals(const TrainFlags& f, const GlobalFlags& global, const ProfileFlags& profile) {
-  VOLTA_RETURN_IF_ERROR(profile.check({}));
+  VOLTA_RETURN_IF_ERROR(profile.check({f.log}));  // (the log is checked when the trainer opens it)
   train::TrainerOptions opts;
   opts.steps = f.steps;
   opts.log = f.log;

@@ -38,10 +38,14 @@ struct ProfileFlags {
   void add_to(CLI::App& cmd);
   bool enabled() const { return summary || !trace_path.empty(); }
   // Before the command runs: the trace may not go to a FIFO or device, nor over a file the
-  // command reads.
-  Status check(const std::vector<std::string>& reads) const;
+  // command reads or writes (`files`); nor may --trace-hashes (hash_trace_path).
+  Status check(const std::vector<std::string>& files) const;
   Status finish(const Profiler& p) const;
 };
+
+// The global --trace-hashes FILE (empty: none), set once the flags are parsed, which
+// ProfileFlags::check keeps off the command's files.
+void set_hash_trace_path(std::string path);
 
 using Action = std::function<Status()>;
 

@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       global.trace = std::move(trace).value();
+      volta::cli::set_hash_trace_path(global.trace_hashes);
     }
     if (!global.memory_limit.empty()) {
       auto limit = volta::cli::parse_bytes(global.memory_limit, "--memory-limit");

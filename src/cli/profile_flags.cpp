@@ -1,4 +1,7 @@
 #include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/commands.h"
 #include "io/file.h"
@@ -10,8 +13,18 @@ void ProfileFlags::add_to(CLI::App& cmd) {
   cmd.add_flag("--profile-summary", summary, "Print a per-op time table to stderr at the end");
 }
 
-Status ProfileFlags::check(const std::vector<std::string>& reads) const {
-  return trace_path.empty() ? Status::ok() : io::check_output_path(trace_path, "--profile", reads, io::Writes::Json);
+namespace {
+std::string g_hash_trace;  // (set before any command runs)
+}  // namespace
+
+void set_hash_trace_path(std::string path) { g_hash_trace = std::move(path); }
+
+Status ProfileFlags::check(const std::vector<std::string>& files) const {
+  if (!trace_path.empty()) VOLTA_RETURN_IF_ERROR(io::check_output_path(trace_path, "--profile", files, io::Writes::Json));
+  if (g_hash_trace.empty()) return Status::ok();
+  std::vector<std::string> others = files;
+  if (!trace_path.empty()) others.push_back(trace_path);
+  return io::check_output_path(g_hash_trace, "--trace-hashes", others);
 }
 
 Status ProfileFlags::finish(const Profiler& p) const {

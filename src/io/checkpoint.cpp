@@ -252,4 +252,24 @@ Result<Checkpoint> load_checkpoint(const std::string& path) {
   return parse_checkpoint(bytes, path);
 }
 
+Result<std::map<std::string, std::string>> load_checkpoint_metadata(const std::string& path) {
+  std::map<std::string, std::string> out;
+  const auto reader = [&](int fd, uint64_t size) -> Status {
+    char len[8];
+    if (size < 8 || ::pread(fd, len, 8, 0) != 8) return parse_error(path + ": too short for a header length");
+    VOLTA_ASSIGN_OR_RETURN(const uint64_t n, header_length(std::string_view(len, 8), size, path));
+    std::string text(static_cast<size_t>(n), '\0');
+    if (n > 0 && ::pread(fd, text.data(), text.size(), 8) != static_cast<ssize_t>(n)) return not_found(path + ": cannot read its header");
+    const json header = json::parse(text, nullptr, false);
+    if (header.is_discarded() || !header.is_object()) return not_an_object(path);
+    const auto meta = header.find("__metadata__");
+    if (meta == header.end() || !meta->is_object()) return parse_error(path + ": header has no __metadata__ object");
+    for (auto it = meta->begin(); it != meta->end(); ++it)
+      if (it->is_string()) out[it.key()] = it->get<std::string>();
+    return Status::ok();
+  };
+  VOLTA_RETURN_IF_ERROR(read_file_with(path, {uint64_t{1} << 40, ""}, reader));
+  return out;
+}
+
 }  // namespace volta::io

@@ -11,6 +11,8 @@
 #include <functional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "volta/runtime.h"  // available_memory
 
 namespace volta::io {
@@ -74,6 +76,12 @@ FileKind detect_file_kind(std::string_view head) {
   }
   if (head.substr(i, 6) == "graph ") return FileKind::IrText;
   if (valid_utf8(head)) return FileKind::Text;
+  // Archives and programs whose first byte would pass for a protobuf key below (a zip's 'P': a
+  // PyTorch checkpoint).
+  for (std::string_view magic : {std::string_view("PK\x03\x04"), std::string_view("\x1f\x8b"), std::string_view("\x7f" "ELF"),
+                                 std::string_view("BZh"), std::string_view("\xfd" "7zXZ"), std::string_view("\x89PNG")})
+    if (head.starts_with(magic)) return FileKind::Binary;
+  if (head.size() > 262 && head.substr(257, 5) == "ustar") return FileKind::Binary;
   // Protobuf: a field-1..15 key with a valid wire type first (ModelProto: ir_version, varint).
   const auto c = static_cast<unsigned char>(head.empty() ? 0 : head[0]);
   if ((c >> 3) >= 1 && (c >> 3) <= 15 && ((c & 7) == 0 || (c & 7) == 2 || (c & 7) == 5)) return FileKind::Onnx;
@@ -81,6 +89,35 @@ FileKind detect_file_kind(std::string_view head) {
 }
 
 namespace {
+
+// Whether `head` (the first bytes of a file; `whole`: all of it) starts with one JSON value: a
+// profile, or the first line of a JSON-lines log. A head cut inside the value passes. Text that
+// merely starts with '{' or '[' (Cargo.toml's "[package]", a README's "[![badge]") does not.
+bool starts_with_json(const std::string& head, bool whole) {
+  struct Prefix : nlohmann::json_sax<nlohmann::json> {
+    size_t end;
+    bool cut = false;  // the parse failed only because the head ends
+    explicit Prefix(size_t n) : end(n) {}
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return true; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception&) override {
+      cut = position >= end;
+      return false;
+    }
+  } sax(head.size());
+  const bool parsed = nlohmann::json::sax_parse(head, &sax, nlohmann::json::input_format_t::json, /*strict=*/false);
+  return parsed || (sax.cut && !whole);
+}
 
 const char* writes_name(Writes w) {
   switch (w) {
@@ -101,13 +138,17 @@ Status check_replaced_kind(const std::string& path, const struct stat& st, Write
     return read_all(fd, std::min<uint64_t>(size, 4096), path, {}, &head);
   });
   if (!read.is_ok() || head.empty()) return Status::ok();
-  const FileKind kind = detect_file_kind(head);
+  FileKind kind = detect_file_kind(head);
   bool same = false;
   if (writes == Writes::Json) {
-    const size_t first = head.find_first_not_of(" \t\r\n");
-    same = kind == FileKind::Text && first != std::string::npos && (head[first] == '{' || head[first] == '[');
+    same = kind == FileKind::Text && starts_with_json(head, head.size() == static_cast<size_t>(st.st_size));
+  } else if (writes == Writes::Onnx) {
+    // A model's first field is its ir_version (key 0x08), as every ONNX writer orders them; a
+    // file that only looks like some protobuf (Latin-1 text starting with 'b') is not one.
+    same = kind == FileKind::Onnx && head[0] == '\x08';
+    if (kind == FileKind::Onnx && !same) kind = FileKind::Binary;
   } else {
-    same = kind == (writes == Writes::Checkpoint ? FileKind::Checkpoint : FileKind::Onnx);
+    same = kind == FileKind::Checkpoint;
   }
   if (same) return Status::ok();
   return invalid_argument(what + ": '" + path + "' exists and is " + file_kind_name(kind) + ", not " + writes_name(writes) +

@@ -31,6 +31,11 @@ Status replaceable(const std::string& path) {
                           ", not a hash trace (refusing to overwrite it)");
 }
 
+// The trace is written to STEM.tmp.<pid> and renamed to FILE at the end. Not FILE.tmp.<pid>,
+// which a checkpoint save into the same path uses: a trace aimed at the checkpoint a command
+// writes (caught by the command's checks, but not by every command's) would share its file.
+std::string temporary_stem(const std::string& path) { return path + ".trace"; }
+
 }  // namespace
 
 Result<std::unique_ptr<HashTrace>> HashTrace::create(const std::string& given, bool values) {
@@ -47,6 +52,8 @@ Result<std::unique_ptr<HashTrace>> HashTrace::create(const std::string& given, b
     if (ec) return not_found("cannot write trace '" + given + "': " + ec.message());
   }
   if (!direct && std::filesystem::is_regular_file(path, ec)) VOLTA_RETURN_IF_ERROR(replaceable(path));
+  if (values && direct)  // FILE.values/ would be made beside a device (/dev/null.values)
+    return invalid_argument("--trace-values: '" + given + "' is a device or FIFO; the values go into FILE.values/ beside a regular FILE");
   if (values) {
     std::filesystem::create_directories(path + ".values", ec);
     if (ec) return not_found("cannot create '" + path + ".values': " + ec.message());
@@ -57,7 +64,7 @@ Result<std::unique_ptr<HashTrace>> HashTrace::create(const std::string& given, b
     t->out_.open(path, std::ios::trunc);
     if (!t->out_) return not_found("cannot write trace '" + path + "'");
   } else {
-    io::remove_stale_temporaries(path);  // left by killed runs
+    io::remove_stale_temporaries(temporary_stem(path));  // left by killed runs
   }
   return t;
 }
@@ -90,7 +97,7 @@ Status HashTrace::record(const ir::Node& n, int64_t step, const std::byte* data,
   if (finished_) return internal_error("trace '" + path_ + "' is finished");
   if (failed_) return not_found("cannot write trace '" + path_ + "'");
   if (written_.empty()) {
-    const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
+    const std::string tmp = temporary_stem(path_) + ".tmp." + std::to_string(::getpid());
     out_.open(tmp, std::ios::trunc);
     if (!out_) {
       failed_ = true;

@@ -68,13 +68,33 @@ Result<double> read_train_state(const std::string& text, TrainState& s) {
 
 namespace {
 
+// Whether the checkpoint `later` exists and holds a later step than `earlier` (or either's step
+// cannot be read from its header).
+bool goes_past(const std::filesystem::path& later, const std::filesystem::path& earlier) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(later, ec))) return false;
+  const auto step = [](const std::filesystem::path& p) -> std::optional<int64_t> {
+    auto meta = io::load_checkpoint_metadata(p.string());
+    if (!meta.is_ok() || !meta->count("train_state")) return std::nullopt;
+    TrainState s;
+    if (!read_train_state(meta->at("train_state"), s).is_ok()) return std::nullopt;
+    return s.step;
+  };
+  const auto a = step(later), b = step(earlier);
+  return !a || !b || *a > *b;
+}
+
 // The checkpoint of an earlier run that o.out holds (last before best), unless this run resumes
-// from one of them (continuing that run); empty when there is none.
+// from its last checkpoint (continuing that run; or from its best when no last goes past it):
+// empty when there is none. A resume from the best behind a last would roll the run back: its
+// log cut to the best's step and its last replaced by another trajectory's; that last counts.
 std::string earlier_run_checkpoint(const TrainerOptions& o) {
   const std::filesystem::path dir(o.out);
   std::error_code ec;
-  for (const char* name : {kLastCheckpoint, kBestCheckpoint})
-    if (!o.resumed_from.empty() && std::filesystem::equivalent(o.resumed_from, dir / name, ec)) return "";
+  const auto resumes = [&](const char* name) {
+    return !o.resumed_from.empty() && std::filesystem::equivalent(o.resumed_from, dir / name, ec);
+  };
+  if (resumes(kLastCheckpoint) || (resumes(kBestCheckpoint) && !goes_past(dir / kLastCheckpoint, dir / kBestCheckpoint))) return "";
   for (const char* name : {kLastCheckpoint, kBestCheckpoint})
     if (std::filesystem::exists(std::filesystem::symlink_status(dir / name, ec))) return name;
   return "";
@@ -86,6 +106,11 @@ std::string earlier_run_checkpoint(const TrainerOptions& o) {
 Status check_earlier_run(const TrainerOptions& o, bool resumed, const std::string& name) {
   if (o.replace || (resumed && o.resumed_from.empty()) || name.empty()) return Status::ok();
   const std::string path = (std::filesystem::path(o.out) / name).string();
+  std::error_code ec;
+  if (!o.resumed_from.empty() && std::filesystem::equivalent(o.resumed_from, std::filesystem::path(o.out) / kBestCheckpoint, ec))
+    return invalid_argument("--resume " + o.resumed_from + ": the run in --out " + o.out + " goes on past its best, to " + path +
+                            "; resuming from the best would cut its log and replace that checkpoint: continue with --resume " +
+                            path + ", or start over from the best with --overwrite");
   return invalid_argument("--out " + o.out + ": holds " + name + " of an earlier run; continue it with --resume " + path +
                           ", or start over in it with --overwrite (its checkpoints are replaced)");
 }
@@ -198,14 +223,15 @@ Status Trainer::save(const std::string& path) {
 }
 
 // This run's first checkpoint is written: the earlier run's other checkpoint goes (a best of the
-// earlier run beside this run's last would pass for this run's), and this run's log takes the
-// earlier one's name.
+// earlier run beside this run's last would pass for this run's) unless this run resumed from it,
+// and this run's log takes the earlier one's name.
 Status Trainer::commit_replacement(const std::string& written) {
   replacing_ = false;
   std::error_code ec;
   for (const char* name : {kLastCheckpoint, kBestCheckpoint}) {
     const std::string other = out_path(name);
-    if (other == written) continue;
+    // (the best this run resumed from stays: it is this run's best so far)
+    if (other == written || (!o_.resumed_from.empty() && std::filesystem::equivalent(o_.resumed_from, other, ec))) continue;
     if (!std::filesystem::remove(other, ec) && ec)
       return not_found("--overwrite: cannot remove the earlier run's '" + other + "': " + ec.message());
   }
