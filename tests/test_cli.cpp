@@ -402,6 +402,24 @@ TEST(CliTrain, TraceHashesAndDiffTrace) {
   std::filesystem::remove_all(dir);
 }
 
+// A closed stdout stops a training run with one line and exit 1 (SIGPIPE killed it, 141).
+TEST(CliTrain, AClosedStdoutStopsTheRun) {
+  const std::string dir = ::testing::TempDir() + "pipe_cli_" + std::to_string(::getpid());
+  const std::string rc = dir + ".rc", err = dir + ".err";
+  test::run_command("cd " + std::string(VOLTA_SOURCE_DIR) + " && { env -u VOLTA_DEVICE " + VOLTA_CLI_PATH +
+                        " train --recipe shakespeare-char --steps 20000 --layers 1 --channels 8 --heads 1 --context 8 --batch 2 "
+                        "--eval-every 1 --eval-iters 1 --data data/tinyshakespeare.txt --out " + dir + " 2>" + err +
+                        "; echo $? > " + rc + "; } | true",
+                    nullptr, nullptr);
+  EXPECT_EQ(test::read_file(rc), "1\n");
+  EXPECT_EQ(test::read_file(err).rfind("volta train: error: cannot write to stdout", 0), 0u) << test::read_file(err);
+  const std::string log = test::read_file(dir + "/log.jsonl");
+  EXPECT_LT(std::count(log.begin(), log.end(), '\n'), 20000) << "the run went on";
+  std::filesystem::remove_all(dir);
+  std::remove(rc.c_str());
+  std::remove(err.c_str());
+}
+
 // run-to-run lets the weight gradients run split-K: the same bits every run at 2 threads, the
 // strict bits at 1 thread, other bits than strict at 2 (diff-trace names a matmul first), and the
 // training's plan summary says so.

@@ -59,7 +59,10 @@ TEST(Trainer, EvaluatesSavesAndLogsOnItsCadence) {
   ASSERT_OK_AND_ASSIGN(Runtime rt, Runtime::create(DeviceKind::Cpu));
   ASSERT_OK_AND_ASSIGN(auto trainer, train::Trainer::start(rt, *task, task->trainer_options(dir), 3));
   std::vector<train::StepReport> reports;
-  ASSERT_OK(trainer->run([&](const train::StepReport& r) { reports.push_back(r); }));
+  ASSERT_OK(trainer->run([&](const train::StepReport& r) {
+    reports.push_back(r);
+    return Status::ok();
+  }));
   ASSERT_EQ(reports.size(), 7u);
   double best = 1e9;
   int64_t best_step = 0;
@@ -124,7 +127,10 @@ TEST(Trainer, ResumeAfterAKillContinuesBitForBitAndRewritesTheLogTail) {
   ASSERT_OK_AND_ASSIGN(train::LMCheckpoint done, train::load_lm_checkpoint(straight + "/last.safetensors"));
   ASSERT_OK_AND_ASSIGN(auto again, train::Trainer::resume(rt2, *task, task->trainer_options(killed), done.state, done.best_val_loss));
   int steps = 0;
-  ASSERT_OK(again->run([&](const train::StepReport&) { ++steps; }));
+  ASSERT_OK(again->run([&](const train::StepReport&) {
+    ++steps;
+    return Status::ok();
+  }));
   EXPECT_EQ(steps, 0);
   EXPECT_EQ(test::read_file(straight + "/last.safetensors"), test::read_file(killed + "/last.safetensors"));
 

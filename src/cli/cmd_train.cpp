@@ -65,6 +65,7 @@ Status train_spirals(const TrainFlags& f, const GlobalFlags& global, const Profi
     if (s.step % every == 0 || s.step == f.steps)
       std::printf("step %5lld/%lld  loss %.4f  lr %.3g  grad norm %.3f\n", static_cast<long long>(s.step),
                   static_cast<long long>(f.steps), s.stats.loss, s.stats.lr, s.stats.grad_norm);
+    return stdout_status();
   }));
   VOLTA_ASSIGN_OR_RETURN(train::SpiralsTask::Score score, task->score(rt, trainer->session().state()));
   std::printf("loss %.4f -> %.4f; full-data loss %.4f; accuracy %.1f%% on %lld points\n", first_loss, last_loss, score.loss,

@@ -47,6 +47,10 @@ struct ProfileFlags {
 // ProfileFlags::check keeps off the command's files.
 void set_hash_trace_path(std::string path);
 
+// Not ok once a write to stdout has failed (a closed pipe: SIGPIPE is ignored), so a command
+// that prints as it goes stops instead of working on for a reader that is gone.
+Status stdout_status();
+
 using Action = std::function<Status()>;
 
 // ONNX models on the CLI (cmd_run.cpp): imports FILE.onnx with the --input NAME=FILE values

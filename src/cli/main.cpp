@@ -2,6 +2,7 @@
 // 1 for a failed job, 2 for bad usage.
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -86,6 +87,9 @@ int help_exit(CLI::App& app, const CLI::Error& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed stdout (`volta train ... | head -1`) fails the write, which is reported as a failed
+  // command, instead of killing the process mid-run.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     CLI::App app{"Volta: a deterministic ML compiler-runtime", "volta"};
     app.set_version_flag("--version", std::string("volta ") + VOLTA_VERSION);

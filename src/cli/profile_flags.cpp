@@ -1,4 +1,6 @@
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +20,13 @@ std::string g_hash_trace;  // (set before any command runs)
 }  // namespace
 
 void set_hash_trace_path(std::string path) { g_hash_trace = std::move(path); }
+
+Status stdout_status() {
+  if (std::ferror(stdout) == 0) return Status::ok();
+  // (errno names the failure only if this flush is the write that failed)
+  const bool now = std::fflush(stdout) != 0;
+  return not_found(std::string("cannot write to stdout") + (now ? std::string(": ") + std::strerror(errno) : ""));
+}
 
 Status ProfileFlags::check(const std::vector<std::string>& files) const {
   if (!trace_path.empty()) VOLTA_RETURN_IF_ERROR(io::check_output_path(trace_path, "--profile", files, io::Writes::Json));

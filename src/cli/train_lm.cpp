@@ -144,6 +144,7 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
       std::fflush(stdout);
     }
     progress(tty, s.step, rr.steps, s.stats.loss, s.tokens_per_s);
+    return stdout_status();
   }));
   if (tty) std::fprintf(stderr, "\n");
   const int64_t done = trainer->session().steps();

@@ -276,10 +276,10 @@ Result<StepReport> Trainer::step() {
   return r;
 }
 
-Status Trainer::run(const std::function<void(const StepReport&)>& on_step) {
+Status Trainer::run(const std::function<Status(const StepReport&)>& on_step) {
   while (session_->steps() < o_.steps) {
     VOLTA_ASSIGN_OR_RETURN(StepReport r, step());
-    if (on_step) on_step(r);
+    if (on_step) VOLTA_RETURN_IF_ERROR(on_step(r));  // (it may stop the run: its output is gone)
   }
   // A run resumed at its last step writes no step, but still leaves its last checkpoint.
   if (!o_.out.empty() && session_->steps() == o_.steps && (replacing_ || !std::filesystem::exists(out_path(kLastCheckpoint))))

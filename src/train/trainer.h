@@ -99,8 +99,9 @@ class Trainer {
 
   // One step, then its log line, evaluation and checkpoints as the options schedule them.
   Result<StepReport> step();
-  // Steps until options().steps are complete, then makes sure the last checkpoint exists.
-  Status run(const std::function<void(const StepReport&)>& on_step = {});
+  // Steps until options().steps are complete, then makes sure the last checkpoint exists. An
+  // error from on_step (its output is gone) ends the run with that error.
+  Status run(const std::function<Status(const StepReport&)>& on_step = {});
   // Writes the state as it is now to `path` (read back from the backend once per step).
   Status save(const std::string& path);
 
