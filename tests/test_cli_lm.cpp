@@ -221,6 +221,10 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
       // a rate off in its eighth digit is still another rate (six decimals printed both as 0.003000)
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --lr 0.0030000001", 1,
        "--lr 0.0030000001 differs from the checkpoint's 0.003 "},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --optimizer sgd", 1,
+       "--optimizer sgd differs from the checkpoint's adamw "},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --momentum 0.5", 1,
+       "--momentum 0.5 differs from the checkpoint's 0 "},
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --lr 1e308", 1, "learning rate 1e+308 overflows the warm-up schedule (100 steps)"},
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --steps 10", 1,
        "--steps 10 is below the checkpoint's step 60"},

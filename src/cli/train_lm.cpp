@@ -66,7 +66,9 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
     };
     auto count = [](auto v) { return std::to_string(v); };
     const std::vector<std::tuple<const char*, std::string, std::string>> fixed = {
+        {"--optimizer", optim::kind_name(r.optimizer.kind), optim::kind_name(saved.optimizer.kind)},
         {"--lr", num(r.optimizer.lr), num(saved.optimizer.lr)},
+        {"--momentum", num(r.optimizer.momentum), num(saved.optimizer.momentum)},
         {"--min-lr", num(r.schedule.min_lr), num(saved.schedule.min_lr)},
         {"--warmup", count(r.schedule.warmup_steps), count(saved.schedule.warmup_steps)},
         {"--decay-steps", count(r.schedule.decay_steps), count(saved.schedule.decay_steps)},
