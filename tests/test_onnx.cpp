@@ -99,6 +99,21 @@ TEST(OnnxImport, ShapeOperandsAreReadAsConstants) {
   EXPECT_EQ(m->outputs[0].type.shape, (Shape{3, 2}));
 }
 
+// An input given at import that is also a graph output (no node between) is still an IR input,
+// bound at run time (its interface entry named no node, so `volta run` left it unbound).
+TEST(OnnxImport, AnInputReturnedAsAnOutputStaysAnInput) {
+  if (!onnx::available()) GTEST_SKIP();
+  ModelMaker mm(14);
+  mm.input("x", {2, 3}).output("x", {2, 3});
+  onnx::ImportOptions opts;
+  opts.input_values["x"] = Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto m = onnx::import_model(mm.bytes(), "m.onnx", opts);
+  ASSERT_OK(m);
+  ASSERT_GE(m->inputs[0].node, 0);
+  EXPECT_EQ(m->inputs[0].node, m->outputs[0].node);
+  EXPECT_EQ(m->graph.node(m->inputs[0].node).op, ir::Op::Input);
+}
+
 TEST(OnnxImport, MalformedFilesAreClearErrors) {
   if (!onnx::available()) GTEST_SKIP();
   EXPECT_ERROR_CONTAINS(onnx::import_model("this is not protobuf \xff\xff\xff", "junk.onnx"), "junk.onnx: not an ONNX model");

@@ -511,6 +511,9 @@ Result<Model> Importer::run() {
     m.outputs.push_back(io);
     graph_.outputs.push_back(id);
   }
+  // An input given at import that is also a graph output became an IR input above: bound at run.
+  for (IoValue& io : m.inputs)
+    if (auto it = values_.find(io.name); io.node < 0 && it != values_.end() && !it->second.sequence) io.node = it->second.id;
   VOLTA_RETURN_IF_ERROR(recognize_exported_forms(graph_));
   m.graph = std::move(graph_);
   m.params = std::move(params_);
