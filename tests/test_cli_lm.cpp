@@ -225,6 +225,12 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
        "--optimizer sgd differs from the checkpoint's adamw "},
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --momentum 0.5", 1,
        "--momentum 0.5 differs from the checkpoint's 0 "},
+      // found before the work, not after it (the text was printed, then the profile failed)
+      {"generate" + ck + " --tokens 2 --profile " + bad_dir + "/nodir/p.json", 1,
+       "--profile: '" + bad_dir + "/nodir/p.json': there is no directory '" + bad_dir + "/nodir'"},
+      {"export" + ck + " --onnx " + bad_dir + "/nodir/m.onnx", 1, "there is no directory '" + bad_dir + "/nodir'"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --data " + dir_ + "/last.safetensors", 1,
+       "--data: '" + dir_ + "/last.safetensors' is a Volta checkpoint (safetensors), not a text corpus"},
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --lr 1e308", 1, "learning rate 1e+308 overflows the warm-up schedule (100 steps)"},
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --resume " + dir_ + "/last.safetensors --steps 10", 1,
        "--steps 10 is below the checkpoint's step 60"},

@@ -24,6 +24,7 @@ struct ExportFlags {
 };
 Status export_safetensors(const ExportFlags& f) {
   VOLTA_RETURN_IF_ERROR(io::check_output_path(f.safetensors, "--safetensors", {f.checkpoint}, io::Writes::Checkpoint));
+  VOLTA_RETURN_IF_ERROR(io::check_parent_dir(f.safetensors, "--safetensors"));
   VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f.checkpoint));
   VOLTA_ASSIGN_OR_RETURN(const DType weights, weights_flag(f.weights, train::stored_weights(ck)));
   VOLTA_ASSIGN_OR_RETURN(const std::vector<std::string> matmul, model::matmul_weights(ck.recipe.model));
@@ -56,6 +57,7 @@ Action add_export(CLI::App& app, GlobalFlags&) {
     if (!f->safetensors.empty()) return export_safetensors(*f);
     if (!f->weights.empty()) return invalid_argument("--weights applies to --safetensors (the ONNX model is f32)");
     VOLTA_RETURN_IF_ERROR(io::check_output_path(f->onnx, "--onnx", {f->checkpoint}, io::Writes::Onnx));
+    VOLTA_RETURN_IF_ERROR(io::check_parent_dir(f->onnx, "--onnx"));
     VOLTA_ASSIGN_OR_RETURN(train::LMCheckpoint ck, train::load_lm_checkpoint(f->checkpoint));
     ck.state.params = model::params_as(std::move(ck.state.params), {}, DType::f32);  // the ONNX model is f32
     const model::TinyLMConfig& c = ck.recipe.model;

@@ -1,6 +1,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,12 +29,22 @@ Status stdout_status() {
   return not_found(std::string("cannot write to stdout") + (now ? std::string(": ") + std::strerror(errno) : ""));
 }
 
-Status ProfileFlags::check(const std::vector<std::string>& files) const {
-  if (!trace_path.empty()) VOLTA_RETURN_IF_ERROR(io::check_output_path(trace_path, "--profile", files, io::Writes::Json));
+Status ProfileFlags::check(const std::vector<std::string>& files, const std::string& made_dir) const {
+  // (a directory the command makes is compared as a path: it may not exist yet)
+  const auto parent_ok = [&](const std::string& path, const std::string& what) {
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path().lexically_normal();
+    if (!made_dir.empty() && parent == std::filesystem::path(made_dir).lexically_normal()) return Status::ok();
+    return io::check_parent_dir(path, what);
+  };
+  if (!trace_path.empty()) {
+    VOLTA_RETURN_IF_ERROR(io::check_output_path(trace_path, "--profile", files, io::Writes::Json));
+    VOLTA_RETURN_IF_ERROR(parent_ok(trace_path, "--profile"));
+  }
   if (g_hash_trace.empty()) return Status::ok();
   std::vector<std::string> others = files;
   if (!trace_path.empty()) others.push_back(trace_path);
-  return io::check_output_path(g_hash_trace, "--trace-hashes", others);
+  VOLTA_RETURN_IF_ERROR(io::check_output_path(g_hash_trace, "--trace-hashes", others));
+  return parent_ok(g_hash_trace, "--trace-hashes");
 }
 
 Status ProfileFlags::finish(const Profiler& p) const {

@@ -32,7 +32,8 @@ Status train_lm(LMTrainFlags f, const std::function<bool(const std::string&)>& g
                 const ProfileFlags& profile) {
   if (f.out.empty()) return invalid_argument("--out DIR is required for recipe " + f.recipe.name);
   VOLTA_RETURN_IF_ERROR(profile.check({f.data, f.resume, f.out + "/" + train::kLastCheckpoint, f.out + "/" + train::kBestCheckpoint,
-                                       f.out + "/" + train::kLogFile, train::replacing_log_path(f.out + "/" + train::kLogFile)}));
+                                       f.out + "/" + train::kLogFile, train::replacing_log_path(f.out + "/" + train::kLogFile)},
+                                      f.out));
   VOLTA_ASSIGN_OR_RETURN(NumericsPolicy numerics, parse_numerics(f.numerics));
   VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
   train::LMRecipe& r = f.recipe;

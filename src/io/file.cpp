@@ -185,6 +185,13 @@ Status check_output_path(const std::string& path, const std::string& what, const
   return exists ? check_replaced_kind(path, st, writes, what) : Status::ok();
 }
 
+Status check_parent_dir(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty() || std::filesystem::exists(path, ec) || std::filesystem::is_directory(parent, ec)) return Status::ok();
+  return invalid_argument(what + ": '" + path + "': there is no directory '" + parent.string() + "'");
+}
+
 Status expect_kind(std::string_view bytes, FileKind want, const std::string& path) {
   if (bytes.size() < 9) return Status::ok();  // too short to tell: the format's parser explains
   const FileKind got = detect_file_kind(bytes.substr(0, 4096));

@@ -50,6 +50,9 @@ enum class Writes { Any, Json, Checkpoint, Onnx };
 // /dev/null is fine. Fails on an existing file of another kind than `writes`. Also fails when it
 // is one of `reads`: the files the command reads, or writes under other names (compared by inode
 // and by canonical path, so a file not yet written counts). `what` names the flag in errors.
+// An output at `path` can be created: its directory exists (or it does). Asked before the work
+// whose result it holds, where no other step makes that directory.
+Status check_parent_dir(const std::string& path, const std::string& what);
 Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads = {},
                          Writes writes = Writes::Any);
 

@@ -1,6 +1,7 @@
 // Hash traces and their comparison (include/volta/trace.h).
 #include "volta/trace.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -101,7 +102,7 @@ Status HashTrace::record(const ir::Node& n, int64_t step, const std::byte* data,
     out_.open(tmp, std::ios::trunc);
     if (!out_) {
       failed_ = true;
-      return not_found("cannot write trace '" + tmp + "'");
+      return not_found("cannot write trace '" + path_ + "' (its temporary file '" + tmp + "': " + std::strerror(errno) + ")");
     }
     written_ = tmp;
   }

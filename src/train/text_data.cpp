@@ -94,6 +94,11 @@ Result<TextData> split_text(std::string_view text, const CharTokenizer& tok, int
 Result<TextData> load_text_data(const std::string& path, int64_t context, const CharTokenizer* vocab) {
   VOLTA_ASSIGN_OR_RETURN(std::string text, io::read_file(path, {uint64_t{1} << 32, "--data"}));
   if (text.empty()) return invalid_argument("--data: '" + path + "' is empty");
+  // Any bytes are a corpus, but a checkpoint or an array given here is a mixed-up flag (a
+  // checkpoint trained as text with a 256-symbol vocabulary).
+  if (const io::FileKind kind = io::detect_file_kind(std::string_view(text).substr(0, 4096));
+      kind == io::FileKind::Checkpoint || kind == io::FileKind::Npy)
+    return invalid_argument("--data: '" + path + "' is " + io::file_kind_name(kind) + ", not a text corpus");
   const std::string source = "--data '" + path + "'";
   if (vocab) return split_text(text, *vocab, context, source);
   return split_text(text, CharTokenizer::from_text(text), context, source);
