@@ -425,6 +425,25 @@ TEST(RuntimeMemory, APlanAboveTheLimitIsRefusedNamingItsLargestClasses) {
   EXPECT_ERROR_CONTAINS(big.compile(h), "plan for graph 'huge' needs 8.0 TiB");
 }
 
+// The scratch an attention kernel keeps per thread beside the arena (a group's probabilities,
+// T x S floats: 64 MiB at 4096 keys) counts against the limit too, on each thread.
+TEST(RuntimeMemory, AttentionScratchPerThreadCountsAgainstTheLimit) {
+  ModelBuilder b("long");
+  const Shape s{1, 1, 4096, 2};
+  Value q = b.input("q", {DType::f32, s}), k = b.input("k", {DType::f32, s}), v = b.input("v", {DType::f32, s});
+  b.output(b.op(ir::Op::Attention, {q, k, v}, {{"causal_offset", int64_t{0}}}, "att"));
+  ASSERT_OK_AND_ASSIGN(ir::Graph g, b.build());
+  set_cpu_threads(2);
+  set_memory_limit(100 << 20);
+  Runtime rt(make_cpu_backend());
+  set_memory_limit(0);
+  EXPECT_ERROR_CONTAINS(rt.compile(g), "plan for graph 'long' needs 128.0 KiB and its kernels 64.0 MiB of scratch on each of 2 threads, "
+                                       "but the memory limit is 100.0 MiB");
+  set_cpu_threads(1);
+  ASSERT_OK(rt.compile(g));  // 64 MiB on one thread fits
+  set_cpu_threads(0);
+}
+
 // An allocation that fails is an error value: the backend's own allocation, and a task of the
 // thread pool that throws (a kernel's scratch), which fails the call on the caller's thread.
 TEST(RuntimeMemory, FailedAllocationsAreErrorsNeverAborts) {

@@ -84,6 +84,11 @@ class Backend {
   virtual Status check_node(const ir::Graph& /*g*/, const ir::Node& /*node*/) const { return Status::ok(); }
   // Workspace bytes `node` needs beyond its inputs and output.
   virtual size_t workspace_bytes(const ir::Graph& g, const ir::Node& node) const = 0;
+  // Bytes a kernel of the node keeps per thread outside the plan's arena (thread-local scratch
+  // reused from step to step), and the threads that may each hold such scratch: counted against
+  // the memory limit beside the plan (Runtime::check_memory).
+  virtual size_t thread_scratch_bytes(const ir::Graph& /*g*/, const ir::Node& /*node*/) const { return 0; }
+  virtual int scratch_threads() const { return 1; }
   // Runs one node with `kernel`, which kernel_info chose for it. Shapes were verified before
   // planning; data-dependent problems (an embedding id out of range) come back as errors naming
   // the node.

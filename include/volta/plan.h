@@ -58,6 +58,7 @@ struct MemoryReport {
   size_t arena_bytes = 0;      // size of the planned arena
   size_t external_bytes = 0;   // inputs + params + constants (bound by the caller)
   size_t peak_live_bytes = 0;  // max over steps of all bytes live (a lower bound)
+  size_t thread_scratch_bytes = 0;  // per thread, the kernels' scratch beside the arena (the largest step's)
   size_t peak_bytes = 0;       // external_bytes + arena_bytes: what the plan really needs
   size_t naive_bytes = 0;      // every value and workspace in its own buffer
   Placement placement;

@@ -7,12 +7,22 @@
 namespace volta::onnx {
 
 // A BOOL [R, C] initializer, true where column j <= row i + offset (what a causal mask keeps).
+// Built once for every node of its shape and offset; past 2^28 entries (a context of 16384) it is
+// refused before it is built: at 65536 the mask alone (4 GiB) passes protobuf's 2 GiB limit,
+// which was found only after 20 GB of masks were made.
 Result<std::string> Exporter::causal_keep(const Shape& s, int64_t offset) {
   const int64_t R = s[s.size() - 2], C = s[s.size() - 1];
+  constexpr int64_t kMaxEntries = int64_t{1} << 28;
+  if (R > 0 && C > kMaxEntries / R)
+    return fail("its causal mask [" + std::to_string(R) + ", " + std::to_string(C) + "] has more than 2^28 entries, "
+                "too large for an ONNX file (export with a smaller --seq)");
+  const std::array<int64_t, 3> key{R, C, offset};
+  if (auto it = keeps_.find(key); it != keeps_.end()) return it->second;
   Tensor keep = Tensor::zeros(DType::f32, {R, C});
   for (int64_t i = 0; i < R; ++i)
     for (int64_t j = 0; j < C && j <= i + offset; ++j) keep.data<float>()[i * C + j] = 1.0f;
-  return initializer(keep, ElemType::kBool, temp("keep"));
+  VOLTA_ASSIGN_OR_RETURN(std::string name, initializer(keep, ElemType::kBool, temp("keep")));
+  return keeps_[key] = name;
 }
 
 // attention(q, k, v[, k2, v2 | mask]) as the graph it stands for: Concat, Transpose, MatMul, Mul,

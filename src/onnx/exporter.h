@@ -4,6 +4,9 @@
 // subgraphs).
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -29,6 +32,7 @@ class Exporter {
   const ir::Node* n_ = nullptr;  // the node being emitted
   std::vector<std::string> names_;
   std::set<std::string> used_;
+  std::map<std::array<int64_t, 3>, std::string> keeps_;  // causal_keep's initializers by (R, C, offset): one for all layers
 
   Status fail(const std::string& what) const {
     return unimplemented("export: " + std::string(ir::op_name(n_->op)) + " node '" + n_->name + "': " + what);

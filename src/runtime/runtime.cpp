@@ -126,7 +126,15 @@ Status Runtime::trace_output(const ir::Node& n, int64_t step, const TensorRef& o
 }
 
 Status Runtime::check_memory(const plan::ExecutionPlan& p) const {
-  if (memory_limit_ == 0 || p.memory.peak_bytes <= memory_limit_) return Status::ok();
+  // The plan's bytes, and each thread's scratch for its largest step beside them.
+  const size_t threads = static_cast<size_t>(std::max(1, backend_->scratch_threads()));
+  const size_t scratch = p.memory.thread_scratch_bytes > (size_t{1} << 62) / threads ? size_t{1} << 62 : p.memory.thread_scratch_bytes * threads;
+  if (memory_limit_ == 0 || (p.memory.peak_bytes <= memory_limit_ && scratch <= memory_limit_ - p.memory.peak_bytes)) return Status::ok();
+  if (p.memory.peak_bytes <= memory_limit_)
+    return out_of_memory("plan for graph '" + p.graph.name + "' needs " + format_bytes(p.memory.peak_bytes) + " and its kernels " +
+                         format_bytes(p.memory.thread_scratch_bytes) + " of scratch on each of " + std::to_string(threads) +
+                         " threads, but the memory limit is " + format_bytes(memory_limit_) +
+                         " (--memory-limit; by default the memory available when the run started)");
   std::vector<std::pair<size_t, size_t>> classes;  // (bytes, class)
   for (size_t c = 0; c < plan::kNumMemClasses; ++c)
     if (p.memory.peak[c] > 0) classes.emplace_back(p.memory.peak[c], c);
@@ -171,6 +179,8 @@ Result<std::shared_ptr<const plan::ExecutionPlan>> Runtime::compile(ir::Graph&& 
   auto workspace = [&backend](const ir::Graph& graph, const ir::Node& n) { return backend.workspace_bytes(graph, n); };
   VOLTA_ASSIGN_OR_RETURN(plan::ExecutionPlan p,
                          plan::make_plan(std::move(optimized), key.graph_hash, backend_->name(), workspace, opts.plan));
+  for (int32_t id : p.schedule)
+    p.memory.thread_scratch_bytes = std::max(p.memory.thread_scratch_bytes, backend.thread_scratch_bytes(p.graph, p.graph.node(id)));
   p.determinism = level;
   p.kernels = std::move(kernels);
   VOLTA_RETURN_IF_ERROR(plan::verify_schedule(p.graph, p.schedule));

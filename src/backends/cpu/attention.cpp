@@ -339,6 +339,27 @@ Status attend(const KernelArgs& a, const ref::AttentionArgs& at, bool cache) {
 
 }  // namespace
 
+size_t attention_scratch_bytes(const ir::Graph& g, const ir::Node& node) {
+  const bool fwd = node.op == ir::Op::Attention || node.op == ir::Op::CacheAttention, grad = node.op == ir::Op::AttentionGrad;
+  if ((!fwd && !grad) || node.inputs.size() < 3) return 0;
+  const Shape& q = g.node(node.inputs[0]).type.shape;
+  const Shape& k = g.node(node.inputs[1]).type.shape;
+  if (q.size() < 2 || k.size() < 2) return 0;
+  // Bounds from the shapes: T query rows, at most S keys (a cache's capacity, either layout), D
+  // the widest row (a packed projection's whole row).
+  const auto T = static_cast<size_t>(q[q.size() - 2]), D = static_cast<size_t>(q.back());
+  size_t S = node.attrs.has("packed_heads") ? T : static_cast<size_t>(std::max(k[k.size() - 1], k[k.size() - 2]));
+  if (node.op == ir::Op::Attention && node.inputs.size() >= 5) {
+    const Shape& k2 = g.node(node.inputs[3]).type.shape;
+    if (k2.size() >= 2) S += static_cast<size_t>(k2[k2.size() - 2]);
+  }
+  const auto sat = [](size_t a, size_t b) { return b != 0 && a > (size_t{1} << 60) / b ? size_t{1} << 60 : a * b; };
+  if (grad) return sat(sizeof(float), sat(2 * T, T) + sat(T, D));  // ds and the probabilities; vᵀ packed
+  if (T >= static_cast<size_t>(kBlockRows)) return sat(sizeof(float), sat(T, S));  // a group's probabilities
+  // A decode step's groups: scores and probabilities, padded value rows, an output row.
+  return sat(sizeof(float) * static_cast<size_t>(kGroupsTogether), 2 * (S + 16) + sat(S, D + 16) + D + 16);
+}
+
 Status attention(const KernelArgs& a) {
   VOLTA_ASSIGN_OR_RETURN(const ref::AttentionArgs at, read_outside_tasks(a.in.size() == 4 ? &a.in[3] : nullptr, [&] { return ref::attention_args(a); }));
   return attend(a, at, false);

@@ -62,6 +62,10 @@ class CpuBackend final : public Backend {
     if (node.op == ir::Op::NormParamGrad) return cpu::norm_param_grad_workspace_bytes(g, node);
     return cpu::reference_workspace_bytes(g, node);
   }
+  size_t thread_scratch_bytes(const ir::Graph& g, const ir::Node& node) const override {
+    return cpu::attention_scratch_bytes(g, node);
+  }
+  int scratch_threads() const override { return cpu::num_threads(); }
   StepRole step_role(const ir::Node& node, const KernelInfo& kernel) const override { return cpu::cpu_step_role(node, kernel); }
 
   // With several threads, a plan whose steps all keep a team's rules (no step forks its own

@@ -117,6 +117,9 @@ Status rms_norm(const KernelArgs& a);
 Status layer_norm_grad(const KernelArgs& a);
 Status norm_param_grad(const KernelArgs& a);
 size_t norm_param_grad_workspace_bytes(const ir::Graph& g, const ir::Node& node);
+// Bytes of thread-local scratch an attention kernel of `node` holds per thread (its score rows),
+// beside the plan: 0 for other ops.
+size_t attention_scratch_bytes(const ir::Graph& g, const ir::Node& node);
 Status rms_norm_grad(const KernelArgs& a);
 
 // loss.cpp
