@@ -186,6 +186,10 @@ TEST(Cli, RunWritesEveryOutputUnderItsOwnNameAndNeverOverAnInput) {
 TEST(Cli, BadInputsGiveOneClearLineAndNonZeroExit) {
   const std::string same = ::testing::TempDir() + "same_" + std::to_string(::getpid()) + ".json";
   const std::vector<BadCase> cases = {
+      // A flag given twice, or one the command does not use: the last one won, or neither did.
+      {"--threads 1 inspect examples/mlp.vir --threads 2", 2, "--threads is given both before and after 'inspect'; give it once"},
+      {"run examples/mlp.vir --input x=random --input x=random", 1, "--input x is given twice"},
+      {"inspect examples/mlp.vir --shape x=1x2", 1, "--shape is for ONNX models; 'examples/mlp.vir' is not one"},
       // Two outputs of one command at one path: the later one would replace the other.
       {"train --recipe mlp-spirals --steps 3 --log " + same + " --profile " + same, 1,
        "--profile: '" + same + "' is '" + same + "', which this command reads or writes"},

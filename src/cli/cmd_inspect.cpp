@@ -131,6 +131,9 @@ Action add_inspect(CLI::App& app, GlobalFlags& global) {
       std::printf("%s\n%s", ir::print_graph(plan->graph, kShownConstantValues).c_str(), plan::format_plan(*plan).c_str());
       return Status::ok();
     }
+    if (!flags->inputs.empty() || !flags->shapes.empty())  // (they were ignored)
+      return invalid_argument(std::string(flags->inputs.empty() ? "--shape" : "--input") + " is for ONNX models; '" + file +
+                              "' is not one");
     if (file.size() < 4 || file.compare(file.size() - 4, 4, ".vir") != 0) return inspect_checkpoint(*flags, global, opts);
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     VOLTA_ASSIGN_OR_RETURN(ir::Graph g, ir::load_graph(flags->file));

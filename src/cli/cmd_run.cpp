@@ -242,8 +242,12 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
   flags->pipeline.add_to(*cmd);
   return [flags, &global]() -> Status {
     std::vector<std::string> reads = {flags->file};
+    std::set<std::string> named;  // an input bound twice: the last one won
     for (const std::string& spec : flags->inputs)
-      if (auto eq = spec.find('='); eq != std::string::npos) reads.push_back(spec.substr(eq + 1));
+      if (auto eq = spec.find('='); eq != std::string::npos) {
+        reads.push_back(spec.substr(eq + 1));
+        if (!named.insert(spec.substr(0, eq)).second) return invalid_argument("--input " + spec.substr(0, eq) + " is given twice");
+      }
     VOLTA_RETURN_IF_ERROR(flags->profile.check(reads));
     VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, flags->pipeline.to_options());
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
