@@ -81,6 +81,25 @@ TEST(Builder, DtypeErrors) {
   EXPECT_ERROR_CONTAINS(b.build(), "[exp] x must be f32 but is i32[4] (node 'e')");
 }
 
+// Flags are 0 or 1: a 2 was read as 1.
+TEST(Builder, FlagAttributesAreZeroOrOne) {
+  const TensorType m{DType::f32, {4, 4}}, x{DType::f32, {1, 1, 4, 4}};
+  EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::Matmul, std::vector<TensorType>{m, m}, {{"transpose_a", int64_t{2}}}),
+                        "transpose_a and transpose_b must be 0 or 1, got 2 and 0");
+  const std::vector<int64_t> k2{2, 2};
+  EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::AvgPool, std::vector<TensorType>{x}, {{"kernel", k2}, {"ceil_mode", int64_t{2}}}),
+                        "ceil_mode must be 0 or 1, got 2");
+  EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::AvgPool, std::vector<TensorType>{x}, {{"kernel", k2}, {"count_include_pad", int64_t{-1}}}),
+                        "count_include_pad must be 0 or 1, got -1");
+  ASSERT_OK(ir::infer_type(ir::Op::AvgPool, std::vector<TensorType>{x}, {{"kernel", k2}, {"ceil_mode", int64_t{1}}}));
+  ModelBuilder b;
+  Value w = b.param("w", {DType::f32, {2}}, ParamInit::zeros());
+  b.output(b.relu(w, "y"));
+  ASSERT_OK_AND_ASSIGN(ir::Graph g, b.build());
+  g.nodes[static_cast<size_t>(g.find("w"))].attrs.set("trainable", int64_t{2});
+  EXPECT_ERROR_CONTAINS(ir::verify_graph(g), "attribute 'trainable' must be 0 or 1, got 2");
+}
+
 // The decode step's run-time position (i32, one element): attention's fourth input, softmax's
 // second; and cache_write's rule.
 // Offsets far past any length would overflow `row + offset` in the kernels; verify bounds them.

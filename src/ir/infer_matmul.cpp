@@ -41,6 +41,8 @@ Result<TensorType> infer_matmul_logical(std::span<const TensorType> in, const At
   if (!is_half(in[1].dtype)) VOLTA_RETURN_IF_ERROR(require_f32(op, in[1], "b"));  // weights may be bf16 / f16
   VOLTA_ASSIGN_OR_RETURN(int64_t ta, tagged(op, attrs.get_int("transpose_a", 0)));
   VOLTA_ASSIGN_OR_RETURN(int64_t tb, tagged(op, attrs.get_int("transpose_b", 0)));
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
+    return fail(op, "transpose_a and transpose_b must be 0 or 1, got " + std::to_string(ta) + " and " + std::to_string(tb));
   const Shape& a = in[0].shape;
   const Shape& b = in[1].shape;
   if (a.size() < 2 || b.size() < 2)

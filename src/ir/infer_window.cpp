@@ -38,8 +38,15 @@ Result<Window> make_window(Op op, const A& at, size_t spatial, const std::vector
   if constexpr (requires { at.dilations; }) w.dilations = at.dilations.value_or(std::vector<int64_t>(spatial, 1));
   else w.dilations.assign(spatial, 1);
   if constexpr (requires { at.groups; }) w.groups = at.groups;
-  if constexpr (requires { at.ceil_mode; }) w.ceil_mode = at.ceil_mode != 0;
-  if constexpr (requires { at.count_include_pad; }) w.count_include_pad = at.count_include_pad != 0;
+  if constexpr (requires { at.ceil_mode; }) {
+    if (at.ceil_mode != 0 && at.ceil_mode != 1) return fail(op, "ceil_mode must be 0 or 1, got " + std::to_string(at.ceil_mode));
+    w.ceil_mode = at.ceil_mode != 0;
+  }
+  if constexpr (requires { at.count_include_pad; }) {
+    if (at.count_include_pad != 0 && at.count_include_pad != 1)
+      return fail(op, "count_include_pad must be 0 or 1, got " + std::to_string(at.count_include_pad));
+    w.count_include_pad = at.count_include_pad != 0;
+  }
   if (w.kernel.size() != spatial || w.strides.size() != spatial || w.dilations.size() != spatial ||
       w.pads.size() != 2 * spatial)
     return fail(op, "kernel, strides and dilations need " + std::to_string(spatial) + " entries and pads " +

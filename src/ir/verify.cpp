@@ -27,6 +27,7 @@ Status verify_leaf(const Node& n) {
       return bad(n, "attribute 'init' must be normal, uniform, zeros or ones, got \"" + *init + "\"");
     auto trainable = n.attrs.get_int("trainable", 1);
     if (!trainable.is_ok()) return bad(n, trainable.status().message());
+    if (*trainable != 0 && *trainable != 1) return bad(n, "attribute 'trainable' must be 0 or 1, got " + std::to_string(*trainable));
     // Trainable params are f32; state that is never differentiated (a step counter) may be an integer.
     if (n.type.dtype == DType::f64)
       return bad(n, "params are f32, or i32/i64 state that is never differentiated; got " + n.type.to_string());
