@@ -195,6 +195,9 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
     nan_ck->tensors.at("wte").data<float>()[3] = 0.0f;  // and one past f16's range: finite in f32
     nan_ck->tensors.at("h0.attn.wo").data<float>()[5] = 1e6f;
     ASSERT_OK(io::save_checkpoint(*nan_ck, bad_dir + "/big.safetensors"));
+    Tensor& wte = nan_ck->tensors.at("wte");  // finite, but every logit overflows
+    std::fill_n(wte.data<float>(), wte.numel(), 3e38f);
+    ASSERT_OK(io::save_checkpoint(*nan_ck, bad_dir + "/huge.safetensors"));
   }
   const std::vector<BadCase> cases = {
       {"generate" + ck + " --tokens 0", 1, "--tokens must be in [1, 1000000]"},
@@ -202,6 +205,8 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
        "--weights f16: param 'h0.attn.wo' element 5 does not fit f16 (it overflows to infinity); '" + bad_dir + "/f16.safetensors' was not written"},
       {"train --recipe shakespeare-char --out " + bad_dir + "/q --overwrite --steps 2", 1,
        "--out: '" + bad_dir + "/q/best.safetensors' is a directory, not a file to write"},
+      {"generate --checkpoint " + bad_dir + "/huge.safetensors --tokens 2", 1,
+       "generate: the logits of sequence 0 at token 1 hold nan: the model's arithmetic overflows"},
       {"generate --checkpoint " + bad_dir + "/nan.safetensors --tokens 2", 1,
        bad_dir + "/nan.safetensors: param 'wte' element 3 is nan or inf: a diverged or damaged model (Volta refuses to save one)"},
       {"train --recipe shakespeare-char --out " + bad_dir + "/n --resume " + bad_dir + "/nan.safetensors --steps 70", 1,

@@ -232,6 +232,13 @@ Result<std::vector<std::vector<int32_t>>> Generator::generate(const std::vector<
     }
     const Tensor& logits = res[0];  // [B, V]
     for (int64_t b = 0; b < B; ++b) {
+      // Text sampled from nan logits would look like any other (finite weights near f32's limit
+      // overflow on the way): an error, not output.
+      const float* row = logits.data<float>() + b * c_.vocab;
+      if (const float* bad = std::find_if(row, row + c_.vocab, [](float v) { return !std::isfinite(v); }); bad != row + c_.vocab)
+        return numeric_error("generate: the logits of sequence " + std::to_string(b) + " at token " + std::to_string(step + 1) +
+                             " hold " + (std::isnan(*bad) ? "nan" : "an infinity") +
+                             ": the model's arithmetic overflows (its weights are finite but too large)");
       const double u = uniform01(o.seed, stream, static_cast<uint64_t>(step * B + b));
       const int32_t next = sample_token(logits.data<float>() + b * c_.vocab, c_.vocab, o, u, scratch);
       seqs[static_cast<size_t>(b)].push_back(next);
