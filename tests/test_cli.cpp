@@ -188,6 +188,9 @@ TEST(Cli, BadInputsGiveOneClearLineAndNonZeroExit) {
   const std::vector<BadCase> cases = {
       // A flag given twice, or one the command does not use: the last one won, or neither did.
       {"--threads 1 inspect examples/mlp.vir --threads 2", 2, "--threads is given both before and after 'inspect'; give it once"},
+      {"--trace-hashes " + same + " inspect examples/mlp.vir --trace-hashes " + same + "2", 2,
+       "--trace-hashes is given both before and after 'inspect'"},
+      {"--threads 1 bench model examples/mlp.vir --runs 1 --threads 2", 2, "--threads is given both before and after 'bench'"},
       {"run examples/mlp.vir --input x=random --input x=random", 1, "--input x is given twice"},
       {"inspect examples/mlp.vir --shape x=1x2", 1, "--shape is for ONNX models; 'examples/mlp.vir' is not one"},
       // Two outputs of one command at one path: the later one would replace the other.

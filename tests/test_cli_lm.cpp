@@ -182,6 +182,7 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
   std::filesystem::create_directories(bad_dir);
   std::ofstream(bad_dir + "/empty.txt");
   std::ofstream(bad_dir + "/small.txt") << "too short";
+  std::ofstream(bad_dir + "/array.npy", std::ios::binary) << "\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }";
   std::filesystem::remove(bad_dir + "/fifo");
   ASSERT_EQ(::mkfifo((bad_dir + "/fifo").c_str(), 0600), 0);
   std::string bytes = test::read_file(dir_ + "/last.safetensors");
@@ -234,6 +235,8 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
       {"generate" + ck + " --tokens 2 --profile " + bad_dir + "/nodir/p.json", 1,
        "--profile: '" + bad_dir + "/nodir/p.json': there is no directory '" + bad_dir + "/nodir'"},
       {"export" + ck + " --onnx " + bad_dir + "/nodir/m.onnx", 1, "there is no directory '" + bad_dir + "/nodir'"},
+      {"train --recipe shakespeare-char --out " + bad_dir + "/o --data " + bad_dir + "/array.npy", 1,
+       "is a NumPy .npy file, not a text corpus"},
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --data " + dir_ + "/last.safetensors", 1,
        "--data: '" + dir_ + "/last.safetensors' is a Volta checkpoint (safetensors), not a text corpus"},
       {"train --recipe shakespeare-char --out " + bad_dir + "/o --lr 1e308", 1, "learning rate 1e+308 overflows the warm-up schedule (100 steps)"},
@@ -299,6 +302,23 @@ TEST_F(CliLM, ASecondRunIntoTheSameOutKeepsTheFirstRunsCheckpoints) {
   EXPECT_NE(back.err.find("goes on past its best, to " + other + "/last.safetensors"), std::string::npos) << back.err;
   EXPECT_EQ(test::read_file(other + "/last.safetensors"), before);
   EXPECT_EQ(test::read_file(other + "/log.jsonl"), log_before);
+  // With --overwrite it starts over from that best: the best stays (it is the new run's best so
+  // far), the later last goes at the first save, the log keeps its lines up to the best's step.
+  const std::string back_dir = dir_ + "_back";
+  std::filesystem::copy(other, back_dir, std::filesystem::copy_options::recursive);
+  std::filesystem::remove(back_dir + "/.lock");
+  auto best_meta = io::load_checkpoint_metadata(back_dir + "/best.safetensors");
+  ASSERT_OK(best_meta);
+  const int64_t best_step = nlohmann::json::parse(best_meta->at("train_state"))["step"].get<int64_t>();
+  ASSERT_LT(best_step, 3);
+  Cli over_best = volta("train --recipe shakespeare-char --steps 3 --eval-every 10 --overwrite --resume " + back_dir +
+                        "/best.safetensors --out " + back_dir);
+  EXPECT_EQ(over_best.code, 0) << over_best.err;
+  EXPECT_EQ(test::read_file(back_dir + "/best.safetensors"), best_before);
+  const std::string log_back = test::read_file(back_dir + "/log.jsonl");
+  EXPECT_EQ(log_back.rfind("{\"step\":1,", 0), 0u) << log_back;
+  EXPECT_EQ(std::count(log_back.begin(), log_back.end(), '\n'), 3) << log_back;  // steps 1..best, then best+1..3
+  std::filesystem::remove_all(back_dir);
   // Starting over replaces the earlier run at the new run's first save: one that fails before it
   // (diverged at step 2, its first save) leaves the earlier run's checkpoints and log as they
   // were, its own log beside them.

@@ -101,13 +101,22 @@ TEST(FileWrite, AnOutputReplacesOnlyAFileOfItsOwnKind) {
   std::ofstream(zip, std::ios::binary) << std::string("PK\x03\x04\x14\x00\x00\x00", 8);
   std::ofstream(latin, std::ios::binary) << "b\xe9t\xe9 d\xe9j\xe0\n";
   std::ofstream(profile) << "{\"traceEvents\": [" << std::string(8000, ' ') << "{\"name\": \"x\"}]}\n";
+  const std::string dated = temp("dated.txt"), numbers = temp("numbers.csv"), word = temp("story.txt"), cut = temp("cut.jsonl");
+  std::ofstream(dated) << "2024-01-01 started the run\n";
+  std::ofstream(numbers) << "1,2,3\n";
+  std::ofstream(word) << "true story\n";
+  std::ofstream(cut) << "{\"step\":1,\"train_loss\":4.1";  // a log's first line cut by a full disk
+  for (const std::string& f : {dated, numbers, word})
+    EXPECT_ERROR_CONTAINS(io::check_output_path(f, "--profile", {}, io::Writes::Json), "is a text file, not the JSON");
+  ASSERT_OK(io::check_output_path(cut, "--log", {}, io::Writes::Json));
   EXPECT_ERROR_CONTAINS(io::check_output_path(toml, "--profile", {}, io::Writes::Json), "is a text file, not the JSON");
   EXPECT_ERROR_CONTAINS(io::check_output_path(badge, "--log", {}, io::Writes::Json), "is a text file, not the JSON");
   EXPECT_ERROR_CONTAINS(io::check_output_path(zip, "--onnx", {}, io::Writes::Onnx), "is a binary file, not an ONNX model");
   EXPECT_ERROR_CONTAINS(io::check_output_path(zip, "--safetensors", {}, io::Writes::Checkpoint), "is a binary file, not a Volta");
   EXPECT_ERROR_CONTAINS(io::check_output_path(latin, "--onnx", {}, io::Writes::Onnx), "is a binary file, not an ONNX model");
   ASSERT_OK(io::check_output_path(profile, "--profile", {}, io::Writes::Json));
-  for (const std::string& f : {ck, txt, log, empty, onnx, toml, badge, zip, latin, profile}) std::remove(f.c_str());
+  for (const std::string& f : {ck, txt, log, empty, onnx, toml, badge, zip, latin, profile, dated, numbers, word, cut})
+    std::remove(f.c_str());
 }
 
 }  // namespace

@@ -426,7 +426,7 @@ TEST(RuntimeMemory, APlanAboveTheLimitIsRefusedNamingItsLargestClasses) {
 }
 
 // The scratch an attention kernel keeps per thread beside the arena (a group's probabilities,
-// T x S floats: 64 MiB at 4096 keys) counts against the limit too, on each thread.
+// T x S floats: 64 MiB at 4096 keys, beside kᵀ packed) counts against the limit too, on each thread.
 TEST(RuntimeMemory, AttentionScratchPerThreadCountsAgainstTheLimit) {
   ModelBuilder b("long");
   const Shape s{1, 1, 4096, 2};
@@ -437,10 +437,30 @@ TEST(RuntimeMemory, AttentionScratchPerThreadCountsAgainstTheLimit) {
   set_memory_limit(100 << 20);
   Runtime rt(make_cpu_backend());
   set_memory_limit(0);
-  EXPECT_ERROR_CONTAINS(rt.compile(g), "plan for graph 'long' needs 128.0 KiB and its kernels 64.0 MiB of scratch on each of 2 threads, "
+  EXPECT_ERROR_CONTAINS(rt.compile(g), "plan for graph 'long' needs 128.0 KiB and its kernels 64.3 MiB of scratch on each of 2 threads, "
                                        "but the memory limit is 100.0 MiB");
   set_cpu_threads(1);
   ASSERT_OK(rt.compile(g));  // 64 MiB on one thread fits
+  set_cpu_threads(0);
+}
+
+// A decode-shaped attention over an empty batch runs (its task grouping divided by zero groups).
+TEST(RuntimeMemory, AttentionOverNoGroupsRuns) {
+  ModelBuilder b("empty");
+  Value q = b.input("q", {DType::f32, {0, 1, 1, 16}}), k = b.input("k", {DType::f32, {0, 1, 4, 16}}),
+        v = b.input("v", {DType::f32, {0, 1, 4, 16}});
+  b.output(b.op(ir::Op::Attention, {q, k, v}, {}, "att"));
+  ASSERT_OK_AND_ASSIGN(ir::Graph g, b.build());
+  for (int threads : {1, 2}) {
+    set_cpu_threads(threads);
+    Runtime rt(make_cpu_backend());
+    ASSERT_OK_AND_ASSIGN(auto plan, rt.compile(g));
+    Bindings in{{"q", Tensor::zeros(DType::f32, {0, 1, 1, 16})}, {"k", Tensor::zeros(DType::f32, {0, 1, 4, 16})},
+                {"v", Tensor::zeros(DType::f32, {0, 1, 4, 16})}};
+    auto out = rt.run(*plan, in);
+    ASSERT_OK(out);
+    EXPECT_EQ((*out)[0].numel(), 0);
+  }
   set_cpu_threads(0);
 }
 

@@ -49,10 +49,12 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-void emit(bool json, const nlohmann::ordered_json& row, const std::string& text) {
+// One result row; an error once stdout is gone (the bench stops instead of running on).
+Status emit(bool json, const nlohmann::ordered_json& row, const std::string& text) {
   if (json) std::printf("%s\n", row.dump().c_str());
   else std::printf("%s\n", text.c_str());
   std::fflush(stdout);
+  return stdout_status();
 }
 
 struct GemmShape {
@@ -131,11 +133,11 @@ Status bench_matmul(const BenchFlags& f, const GlobalFlags& global) {
     char text[128];
     std::snprintf(text, sizeof text, "%-9s %6lld %6lld %6lld %8d %10.1f %4s", s.group, static_cast<long long>(s.m),
                   static_cast<long long>(s.n), static_cast<long long>(s.k), cpu_threads(), med, s.form);
-    emit(f.json,
+    VOLTA_RETURN_IF_ERROR(emit(f.json,
          {{"bench", "matmul"}, {"group", s.group}, {"m", s.m}, {"n", s.n}, {"k", s.k}, {"form", s.form}, {"threads", cpu_threads()},
           {"gflops", med}, {"gflops_best", *std::max_element(gflops.begin(), gflops.end())}, {"backend", backend->name()},
           {"kernel", kernel.variant}},
-         text);
+         text));
   }
   return Status::ok();
 }
@@ -231,7 +233,7 @@ Status bench_train(const BenchFlags& f, const GlobalFlags& global) {
                   static_cast<long long>(c.channels), static_cast<long long>(c.context), static_cast<long long>(r.batch),
                   label.c_str(), med, static_cast<long long>(f.steps), arms.size() > 1 ? ", alternating" : "", tok_s, cpu_threads(),
                   arm.rt->backend().name().c_str(), determinism_name(global.determinism));
-    emit(f.json, row, text);
+    VOLTA_RETURN_IF_ERROR(emit(f.json, row, text));
   }
   return f.profile.finish(profiler);
 }
@@ -255,10 +257,10 @@ Status compare_decode(const BenchFlags& f, int64_t B, bool kv, const std::array<
   std::snprintf(text, sizeof text, "decode batch %lld, kv cache %s: %s %.0f tokens/s, %s %.0f tokens/s, pair median %.3f (%d threads)",
                 static_cast<long long>(B), kv ? "on" : "off", names[0].c_str(), median(a), names[1].c_str(), median(b),
                 median(ratio), cpu_threads());
-  emit(f.json,
+  VOLTA_RETURN_IF_ERROR(emit(f.json,
        {{"bench", bench}, {"batch", B}, {"kv_cache", kv}, {"arms", {names[0], names[1]}}, {"tokens_per_s", {median(a), median(b)}},
         {"pair_median", median(ratio)}, {"threads", cpu_threads()}},
-       text);
+       text));
   return Status::ok();
 }
 
@@ -347,11 +349,11 @@ Status bench_infer(const BenchFlags& f, const GlobalFlags& global) {
       std::snprintf(text, sizeof text, "infer batch %lld, kv cache %s, %s weights: prefill %.0f tokens/s, decode %.0f tokens/s, %lld tokens %.0f tokens/s (%d threads)",
                     static_cast<long long>(B), kv ? "on " : "off", dtype_name(weights), prefill_tok_s, decode_tok_s, static_cast<long long>(f.long_tokens),
                     long_tok_s, cpu_threads());
-      emit(f.json,
+      VOLTA_RETURN_IF_ERROR(emit(f.json,
            {{"bench", "infer"}, {"batch", B}, {"kv_cache", kv}, {"prefill_tokens_per_s", prefill_tok_s},
             {"decode_tokens_per_s", decode_tok_s}, {"long_tokens", f.long_tokens}, {"long_tokens_per_s", long_tok_s},
             {"threads", cpu_threads()}, {"context", c.context}, {"weights", dtype_name(weights)}, {"backend", rt.backend().name()}},
-           text);
+           text));
     }
   }
   return f.profile.finish(profiler);

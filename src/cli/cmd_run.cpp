@@ -122,13 +122,13 @@ Status run_onnx(const RunFlags& flags, const GlobalFlags& global, DeviceKind dev
   if (!flags.output_dir.empty()) {
     VOLTA_ASSIGN_OR_RETURN(paths, output_paths(flags.output_dir, names, stems, r.npy ? ".npy" : ".pb", flags.file, flags.inputs));
   }
-  VOLTA_ASSIGN_OR_RETURN(auto ran, run_repeated(rt, *plan, r.bindings, flags));
-  const std::vector<Tensor>& outputs = ran.first;
-  if (!flags.output_dir.empty()) {
+  if (!flags.output_dir.empty()) {  // before the run: a --profile may go into it
     std::error_code ec;
     std::filesystem::create_directories(flags.output_dir, ec);
     if (ec) return not_found("--output: cannot create '" + flags.output_dir + "': " + ec.message());
   }
+  VOLTA_ASSIGN_OR_RETURN(auto ran, run_repeated(rt, *plan, r.bindings, flags));
+  const std::vector<Tensor>& outputs = ran.first;
   std::printf("graph %s (ONNX opset %lld) on %s: %zu steps\n", plan->graph.name.c_str(), static_cast<long long>(r.model.opset),
               plan->backend.c_str(), plan->schedule.size());
   size_t next = 0;  // a sequence output is one run output per element
@@ -188,6 +188,7 @@ Result<OnnxRun> import_onnx(const std::string& file, const std::vector<std::stri
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
       return invalid_argument("--input: expected NAME=FILE.pb or NAME=FILE.npy, got '" + spec + "'");
     const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
+    if (files.count(name)) return invalid_argument("--input " + name + " is given twice");  // (the last one won)
     auto v = onnx::read_value_file(path);
     if (!v.is_ok()) return Status(v.status().code(), "--input " + name + ": " + v.status().message());
     r.npy = r.npy || std::filesystem::path(path).extension() == ".npy";
@@ -248,7 +249,7 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
         reads.push_back(spec.substr(eq + 1));
         if (!named.insert(spec.substr(0, eq)).second) return invalid_argument("--input " + spec.substr(0, eq) + " is given twice");
       }
-    VOLTA_RETURN_IF_ERROR(flags->profile.check(reads));
+    VOLTA_RETURN_IF_ERROR(flags->profile.check(reads, flags->output_dir));  // (run makes --output DIR)
     VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, flags->pipeline.to_options());
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
     if (is_onnx_file(flags->file)) return run_onnx(*flags, global, device, opts);
@@ -287,13 +288,13 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
     if (!flags->output_dir.empty()) {
       VOLTA_ASSIGN_OR_RETURN(paths, output_paths(flags->output_dir, names, names, ".bin", flags->file, flags->inputs));
     }
-    VOLTA_ASSIGN_OR_RETURN(auto ran, run_repeated(rt, *plan, bindings, *flags));
-    const std::vector<Tensor>& outputs = ran.first;
-    if (!flags->output_dir.empty()) {
+    if (!flags->output_dir.empty()) {  // before the run: a --profile may go into it
       std::error_code ec;
       std::filesystem::create_directories(flags->output_dir, ec);
       if (ec) return not_found("--output: cannot create '" + flags->output_dir + "': " + ec.message());
     }
+    VOLTA_ASSIGN_OR_RETURN(auto ran, run_repeated(rt, *plan, bindings, *flags));
+    const std::vector<Tensor>& outputs = ran.first;
     std::printf("graph %s on %s: %zu steps\n", plan->graph.name.c_str(), plan->backend.c_str(), plan->schedule.size());
     for (size_t i = 0; i < outputs.size(); ++i) {
       const std::string& name = names[i];

@@ -59,6 +59,7 @@ Status tune_matmul(const TuneFlags& f) {
                 static_cast<long long>(e.blocking.kc), static_cast<long long>(e.blocking.mc), static_cast<long long>(e.blocking.nc),
                 o.kept ? "yes" : "no (default)");
     std::fflush(stdout);
+    VOLTA_RETURN_IF_ERROR(stdout_status());  // its reader gone: no further shapes
     outcomes.push_back(o);
   }
   if (!f.save) return Status::ok();

@@ -38,8 +38,8 @@ struct ProfileFlags {
   void add_to(CLI::App& cmd);
   bool enabled() const { return summary || !trace_path.empty(); }
   // Before the command runs: the trace may not go to a FIFO or device, nor over a file the
-  // command reads or writes (`files`), nor into a directory that does not exist unless it is
-  // `made_dir` (which the command makes); nor may --trace-hashes (hash_trace_path).
+  // command reads or writes (`files`), nor into a directory that does not exist unless the
+  // command makes it (`made_dir` or a folder on its way); nor may --trace-hashes (hash_trace_path).
   Status check(const std::vector<std::string>& files, const std::string& made_dir = "") const;
   Status finish(const Profiler& p) const;
 };

@@ -165,13 +165,20 @@ int main(int argc, char** argv) {
     }
     // A global flag given before and after the subcommand: one variable holds both, so the
     // second would silently win (--trace-hashes ta generate ... --trace-hashes tb wrote tb alone).
-    for (const char* flag : {"--device", "--threads", "--memory-limit", "--deterministic", "--trace-hashes"})
-      for (auto& [sub, action] : commands)
-        if (sub->parsed() && app.get_option(flag)->count() > 0 && sub->get_option(flag)->count() > 0) {
-          std::fprintf(stderr, "volta %s: error: %s is given both before and after '%s'; give it once (see volta %s --help)\n",
-                       command.c_str(), flag, command.c_str(), command.c_str());
-          return 2;
-        }
+    // (bench and tune subcommands take some of them again, one level down)
+    for (const char* flag : {"--device", "--threads", "--memory-limit", "--deterministic", "--trace-hashes"}) {
+      int given = 0;
+      for (CLI::App* level = &app; level;) {
+        if (const CLI::Option* o = level->get_option_no_throw(flag); o && o->count() > 0) ++given;
+        const auto parsed = level->get_subcommands();
+        level = parsed.empty() ? nullptr : parsed.front();
+      }
+      if (given > 1) {
+        std::fprintf(stderr, "volta %s: error: %s is given both before and after '%s'; give it once (see volta %s --help)\n",
+                     command.c_str(), flag, command.c_str(), command.c_str());
+        return 2;
+      }
+    }
     // A pool past the machine's threads only waits on itself; 100000 failed to start its threads.
     constexpr int kMaxThreads = 1024;
     if (global.threads < 0 || global.threads > kMaxThreads) {

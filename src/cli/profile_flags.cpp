@@ -30,10 +30,18 @@ Status stdout_status() {
 }
 
 Status ProfileFlags::check(const std::vector<std::string>& files, const std::string& made_dir) const {
-  // (a directory the command makes is compared as a path: it may not exist yet)
+  // A directory the command makes, or one made on the way to it, is compared as an absolute
+  // path (it may not exist yet): "out/", "./out" and "out" are one.
+  const auto absolute = [](const std::string& p) {
+    std::error_code ec;
+    std::string a = std::filesystem::absolute(p, ec).lexically_normal().string();
+    while (a.size() > 1 && a.back() == '/') a.pop_back();
+    return a;
+  };
   const auto parent_ok = [&](const std::string& path, const std::string& what) {
-    const std::filesystem::path parent = std::filesystem::path(path).parent_path().lexically_normal();
-    if (!made_dir.empty() && parent == std::filesystem::path(made_dir).lexically_normal()) return Status::ok();
+    const std::string parent = absolute(std::filesystem::path(path).parent_path().empty() ? "." : std::filesystem::path(path).parent_path().string());
+    const std::string made = made_dir.empty() ? "" : absolute(made_dir);
+    if (!made.empty() && (made == parent || made.starts_with(parent + "/"))) return Status::ok();
     return io::check_parent_dir(path, what);
   };
   if (!trace_path.empty()) {

@@ -90,10 +90,11 @@ FileKind detect_file_kind(std::string_view head) {
 
 namespace {
 
-// Whether `head` (the first bytes of a file; `whole`: all of it) starts with one JSON value: a
-// profile, or the first line of a JSON-lines log. A head cut inside the value passes. Text that
-// merely starts with '{' or '[' (Cargo.toml's "[package]", a README's "[![badge]") does not.
-bool starts_with_json(const std::string& head, bool whole) {
+// Whether `head` (the first bytes of a file) starts with a JSON object or array: a profile, or
+// the first line of a JSON-lines log. One cut by the head's end passes (as does a log's first
+// line cut by a full disk). Text that merely starts with '{' or '[' (Cargo.toml's "[package]", a
+// README's "[![badge]") does not, nor text starting with a number or a word ("2024-01-01 ...").
+bool starts_with_json(const std::string& head) {
   struct Prefix : nlohmann::json_sax<nlohmann::json> {
     size_t end;
     bool cut = false;  // the parse failed only because the head ends
@@ -115,8 +116,10 @@ bool starts_with_json(const std::string& head, bool whole) {
       return false;
     }
   } sax(head.size());
+  const size_t first = head.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || (head[first] != '{' && head[first] != '[')) return false;  // a number, a word
   const bool parsed = nlohmann::json::sax_parse(head, &sax, nlohmann::json::input_format_t::json, /*strict=*/false);
-  return parsed || (sax.cut && !whole);
+  return parsed || sax.cut;
 }
 
 const char* writes_name(Writes w) {
@@ -141,7 +144,7 @@ Status check_replaced_kind(const std::string& path, const struct stat& st, Write
   FileKind kind = detect_file_kind(head);
   bool same = false;
   if (writes == Writes::Json) {
-    same = kind == FileKind::Text && starts_with_json(head, head.size() == static_cast<size_t>(st.st_size));
+    same = kind == FileKind::Text && starts_with_json(head);
   } else if (writes == Writes::Onnx) {
     // A model's first field is its ir_version (key 0x08), as every ONNX writer orders them; a
     // file that only looks like some protobuf (Latin-1 text starting with 'b') is not one.

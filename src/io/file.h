@@ -50,15 +50,16 @@ enum class Writes { Any, Json, Checkpoint, Onnx };
 // /dev/null is fine. Fails on an existing file of another kind than `writes`. Also fails when it
 // is one of `reads`: the files the command reads, or writes under other names (compared by inode
 // and by canonical path, so a file not yet written counts). `what` names the flag in errors.
+Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads = {},
+                         Writes writes = Writes::Any);
 // An output at `path` can be created: its directory exists (or it does). Asked before the work
 // whose result it holds, where no other step makes that directory.
 Status check_parent_dir(const std::string& path, const std::string& what);
-Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads = {},
-                         Writes writes = Writes::Any);
 
 // Removes `path`.tmp.<pid> files that a killed writer left behind (their process is gone); a
 // temporary file of a live process is its write in progress and stays. (Defined with the
-// checkpoint writer, io/checkpoint.cpp, whose temporaries these are; traces use the same names.)
+// checkpoint writer, io/checkpoint.cpp, whose temporaries these are; a hash trace's are
+// FILE.trace.tmp.<pid>, removed by passing FILE.trace.)
 void remove_stale_temporaries(const std::string& path);
 
 // Fails naming what the bytes are when they are clearly another kind of file than `want`

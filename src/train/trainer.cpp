@@ -16,9 +16,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Keeps the lines of an existing log up to `step` (a resumed run writes what follows again).
-Status truncate_log(const std::string& path, int64_t step) {
+// Writes the lines of the log at `path` up to `step` to `to` (the same file: cut in place).
+Status truncate_log(const std::string& path, int64_t step, const std::string& to) {
   auto text = io::read_file(path, {uint64_t{1} << 32, "log"});
-  if (!text.is_ok()) return text.status().code() == StatusCode::kNotFound ? Status::ok() : text.status();
+  if (!text.is_ok() && text.status().code() == StatusCode::kNotFound) text = std::string();
+  if (!text.is_ok()) return text.status();
   std::istringstream in(*text);
   std::string line, kept;
   while (std::getline(in, line)) {
@@ -26,8 +28,8 @@ Status truncate_log(const std::string& path, int64_t step) {
     if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
     if (j["step"].get<int64_t>() <= step) kept += line + "\n";
   }
-  std::ofstream out(path, std::ios::trunc);
-  if (!out || !(out << kept) || !out.flush()) return not_found("cannot rewrite log '" + path + "'");
+  std::ofstream out(to, std::ios::trunc);
+  if (!out || !(out << kept) || !out.flush()) return not_found("cannot rewrite log '" + to + "'");
   return Status::ok();
 }
 
@@ -167,10 +169,15 @@ Status Trainer::begin(TrainState snapshot, double best_val_loss, bool resumed) {
     // Replacing an earlier run: its log stays until this run's first checkpoint replaces its
     // checkpoints (commit_replacement), so a run that fails before then leaves the earlier run's
     // files as they were. A resume continues its own log, up to its step.
-    const bool append = resumed && !replacing_;
-    if (append) VOLTA_RETURN_IF_ERROR(truncate_log(o_.log, first_step_));
+    // A run resumed from this folder's best over a later last (--overwrite) keeps the log's lines
+    // up to its step in its own log too.
+    std::error_code ec;
+    const bool own = resumed && !o_.resumed_from.empty() &&
+                     std::filesystem::equivalent(o_.resumed_from, out_path(kBestCheckpoint), ec);
+    const bool append = resumed && (!replacing_ || own);
     log_path_ = replacing_ ? replacing_log_path(o_.log) : o_.log;
     if (replacing_) VOLTA_RETURN_IF_ERROR(io::check_output_path(log_path_, "log", {}, io::Writes::Json));
+    if (append) VOLTA_RETURN_IF_ERROR(truncate_log(o_.log, first_step_, log_path_));
     log_.open(log_path_, append ? std::ios::app : std::ios::trunc);
     if (!log_) return not_found("cannot write log '" + log_path_ + "'");
   }

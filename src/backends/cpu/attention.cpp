@@ -265,7 +265,7 @@ Status attend(const KernelArgs& a, const ref::AttentionArgs& at, bool cache) {
   // few dozen keys waited on its own chains' latency. Which groups share a task changes no bit.
   // As many tasks on every thread: 48 groups (batch 12) in tasks of 16 at 2 threads were one
   // task on one thread and two on the other.
-  const int64_t threads = num_threads(), rounds = ceil_div(G, threads * kGroupsTogether);
+  const int64_t threads = num_threads(), rounds = std::max<int64_t>(1, ceil_div(G, threads * kGroupsTogether));
   int64_t per = T == 1 && !copy_v ? std::clamp<int64_t>(ceil_div(G, threads * rounds), 1, kGroupsTogether) : 1;
   if (columns && cache) per = round_up(per, std::max<int64_t>(1, at.rep));
   parallel_for((G + per - 1) / per, [&](int64_t t) {
@@ -353,11 +353,16 @@ size_t attention_scratch_bytes(const ir::Graph& g, const ir::Node& node) {
     const Shape& k2 = g.node(node.inputs[3]).type.shape;
     if (k2.size() >= 2) S += static_cast<size_t>(k2[k2.size() - 2]);
   }
+  const Shape& v = g.node(node.inputs[2]).type.shape;
+  const size_t W = std::max(D, v.empty() ? size_t{0} : static_cast<size_t>(v.back())) + 16;  // a row, padded
   const auto sat = [](size_t a, size_t b) { return b != 0 && a > (size_t{1} << 60) / b ? size_t{1} << 60 : a * b; };
-  if (grad) return sat(sizeof(float), sat(2 * T, T) + sat(T, D));  // ds and the probabilities; vᵀ packed
-  if (T >= static_cast<size_t>(kBlockRows)) return sat(sizeof(float), sat(T, S));  // a group's probabilities
-  // A decode step's groups: scores and probabilities, padded value rows, an output row.
-  return sat(sizeof(float) * static_cast<size_t>(kGroupsTogether), 2 * (S + 16) + sat(S, D + 16) + D + 16);
+  const auto sum = [](size_t a, size_t b) { return std::min(a + b, size_t{1} << 60); };
+  // kᵀ packed (group_probs; the gradient's recompute too) beside a group's probabilities (and
+  // the gradient's ds); a decode step's (or a two-block step's) groups: scores and
+  // probabilities, padded value rows and an output row each, and the key row pointers.
+  const size_t packed = sum(sat(T, S), sat(S, W)), rows = sat(kGroupsTogether, sum(sum(4 * (S + 16), sat(S, W)), W));
+  if (grad) return sat(sizeof(float), sum(sat(2 * T, T), sat(T, W)));
+  return sat(sizeof(float), std::max(packed, rows));
 }
 
 Status attention(const KernelArgs& a) {
