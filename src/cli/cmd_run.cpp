@@ -243,12 +243,8 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
   flags->pipeline.add_to(*cmd);
   return [flags, &global]() -> Status {
     std::vector<std::string> reads = {flags->file};
-    std::set<std::string> named;  // an input bound twice: the last one won
     for (const std::string& spec : flags->inputs)
-      if (auto eq = spec.find('='); eq != std::string::npos) {
-        reads.push_back(spec.substr(eq + 1));
-        if (!named.insert(spec.substr(0, eq)).second) return invalid_argument("--input " + spec.substr(0, eq) + " is given twice");
-      }
+      if (auto eq = spec.find('='); eq != std::string::npos) reads.push_back(spec.substr(eq + 1));
     VOLTA_RETURN_IF_ERROR(flags->profile.check(reads, flags->output_dir));  // (run makes --output DIR)
     VOLTA_ASSIGN_OR_RETURN(CompileOptions opts, flags->pipeline.to_options());
     VOLTA_ASSIGN_OR_RETURN(DeviceKind device, device_from_flag_or_env(global.device));
@@ -265,6 +261,7 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
       if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
         return invalid_argument("--input: expected NAME=FILE.bin or NAME=random, got '" + spec + "'");
       std::string name = spec.substr(0, eq), source = spec.substr(eq + 1);
+      if (!bound_inputs.insert(name).second) return invalid_argument("--input " + name + " is given twice");  // (the last one won)
       int32_t id = g.find(name);
       if (id < 0 || (g.node(id).op != ir::Op::Input && g.node(id).op != ir::Op::Param))
         return invalid_argument("--input: graph '" + g.name + "' has no input or param named '" + name + "'");
@@ -273,7 +270,6 @@ Action add_run(CLI::App& app, GlobalFlags& global) {
       } else {
         VOLTA_ASSIGN_OR_RETURN(bindings[name], read_raw(source, name, g.node(id).type));
       }
-      bound_inputs.insert(name);
     }
     for (const ir::Node& n : g.nodes)
       if (n.op == ir::Op::Input && !bound_inputs.count(n.name))

@@ -38,9 +38,10 @@ Status ProfileFlags::check(const std::vector<std::string>& files, const std::str
     while (a.size() > 1 && a.back() == '/') a.pop_back();
     return a;
   };
+  const std::string made = made_dir.empty() ? "" : absolute(made_dir);
   const auto parent_ok = [&](const std::string& path, const std::string& what) {
-    const std::string parent = absolute(std::filesystem::path(path).parent_path().empty() ? "." : std::filesystem::path(path).parent_path().string());
-    const std::string made = made_dir.empty() ? "" : absolute(made_dir);
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    const std::string parent = absolute(dir.empty() ? "." : dir.string());
     if (!made.empty() && (made == parent || made.starts_with(parent + "/"))) return Status::ok();
     return io::check_parent_dir(path, what);
   };

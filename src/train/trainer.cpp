@@ -70,6 +70,12 @@ Result<double> read_train_state(const std::string& text, TrainState& s) {
 
 namespace {
 
+// Whether this run resumes from the checkpoint at `path`.
+bool resumes_from(const TrainerOptions& o, const std::filesystem::path& path) {
+  std::error_code ec;
+  return !o.resumed_from.empty() && std::filesystem::equivalent(o.resumed_from, path, ec);
+}
+
 // Whether the checkpoint `later` exists and holds a later step than `earlier` (or either's step
 // cannot be read from its header).
 bool goes_past(const std::filesystem::path& later, const std::filesystem::path& earlier) {
@@ -93,10 +99,9 @@ bool goes_past(const std::filesystem::path& later, const std::filesystem::path& 
 std::string earlier_run_checkpoint(const TrainerOptions& o) {
   const std::filesystem::path dir(o.out);
   std::error_code ec;
-  const auto resumes = [&](const char* name) {
-    return !o.resumed_from.empty() && std::filesystem::equivalent(o.resumed_from, dir / name, ec);
-  };
-  if (resumes(kLastCheckpoint) || (resumes(kBestCheckpoint) && !goes_past(dir / kLastCheckpoint, dir / kBestCheckpoint))) return "";
+  if (resumes_from(o, dir / kLastCheckpoint) ||
+      (resumes_from(o, dir / kBestCheckpoint) && !goes_past(dir / kLastCheckpoint, dir / kBestCheckpoint)))
+    return "";
   for (const char* name : {kLastCheckpoint, kBestCheckpoint})
     if (std::filesystem::exists(std::filesystem::symlink_status(dir / name, ec))) return name;
   return "";
@@ -108,8 +113,7 @@ std::string earlier_run_checkpoint(const TrainerOptions& o) {
 Status check_earlier_run(const TrainerOptions& o, bool resumed, const std::string& name) {
   if (o.replace || (resumed && o.resumed_from.empty()) || name.empty()) return Status::ok();
   const std::string path = (std::filesystem::path(o.out) / name).string();
-  std::error_code ec;
-  if (!o.resumed_from.empty() && std::filesystem::equivalent(o.resumed_from, std::filesystem::path(o.out) / kBestCheckpoint, ec))
+  if (resumes_from(o, std::filesystem::path(o.out) / kBestCheckpoint))
     return invalid_argument("--resume " + o.resumed_from + ": the run in --out " + o.out + " goes on past its best, to " + path +
                             "; resuming from the best would cut its log and replace that checkpoint: continue with --resume " +
                             path + ", or start over from the best with --overwrite");
@@ -171,9 +175,7 @@ Status Trainer::begin(TrainState snapshot, double best_val_loss, bool resumed) {
     // files as they were. A resume continues its own log, up to its step.
     // A run resumed from this folder's best over a later last (--overwrite) keeps the log's lines
     // up to its step in its own log too.
-    std::error_code ec;
-    const bool own = resumed && !o_.resumed_from.empty() &&
-                     std::filesystem::equivalent(o_.resumed_from, out_path(kBestCheckpoint), ec);
+    const bool own = resumed && resumes_from(o_, out_path(kBestCheckpoint));
     const bool append = resumed && (!replacing_ || own);
     log_path_ = replacing_ ? replacing_log_path(o_.log) : o_.log;
     if (replacing_) VOLTA_RETURN_IF_ERROR(io::check_output_path(log_path_, "log", {}, io::Writes::Json));
@@ -238,7 +240,7 @@ Status Trainer::commit_replacement(const std::string& written) {
   for (const char* name : {kLastCheckpoint, kBestCheckpoint}) {
     const std::string other = out_path(name);
     // (the best this run resumed from stays: it is this run's best so far)
-    if (other == written || (!o_.resumed_from.empty() && std::filesystem::equivalent(o_.resumed_from, other, ec))) continue;
+    if (other == written || resumes_from(o_, other)) continue;
     if (!std::filesystem::remove(other, ec) && ec)
       return not_found("--overwrite: cannot remove the earlier run's '" + other + "': " + ec.message());
   }

@@ -268,7 +268,7 @@ Status attend(const KernelArgs& a, const ref::AttentionArgs& at, bool cache) {
   const int64_t threads = num_threads(), rounds = std::max<int64_t>(1, ceil_div(G, threads * kGroupsTogether));
   int64_t per = T == 1 && !copy_v ? std::clamp<int64_t>(ceil_div(G, threads * rounds), 1, kGroupsTogether) : 1;
   if (columns && cache) per = round_up(per, std::max<int64_t>(1, at.rep));
-  parallel_for((G + per - 1) / per, [&](int64_t t) {
+  parallel_for(ceil_div(G, per), [&](int64_t t) {
     const int64_t g0 = t * per, n = std::min(per, G - g0);
     // Scratch: per group scores and probabilities [Sp] each, and padded values [S, Ep] when E is
     // not a multiple of the width; then an output row [Ep].
