@@ -1,4 +1,4 @@
-// Checkpoint format v1: round trips, deterministic bytes, and every kind of damage reported.
+// Checkpoint format v2: round trips, deterministic bytes, and every kind of damage reported.
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -64,7 +64,8 @@ TEST(Checkpoint, HeaderIsSafetensorsJson) {
   std::memcpy(&n, bytes.data(), 8);
   auto j = nlohmann::json::parse(bytes.substr(8, n));
   EXPECT_EQ(j["__metadata__"]["format"], "volta.checkpoint");
-  EXPECT_EQ(j["__metadata__"]["format_version"], "1");
+  EXPECT_EQ(j["__metadata__"]["format_version"], "2");
+  EXPECT_EQ(j["__metadata__"]["header_checksum"].get<std::string>().rfind("fnv1a64:", 0), 0u);
   EXPECT_EQ(j["b.weight"]["dtype"], "F32");
   EXPECT_EQ(j["c.half"]["dtype"], "BF16");
   EXPECT_EQ(j["d.half"]["dtype"], "F16");
@@ -174,7 +175,7 @@ TEST(Checkpoint, DamageIsExplained) {
     return s;
   };
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("volta.checkpoint", "other.checkpoint"), "f"), "format is 'other.checkpoint'");
-  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"format_version\":\"1\"", "\"format_version\":\"9\""), "f"),
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"format_version\":\"2\"", "\"format_version\":\"9\""), "f"),
                         "unsupported format version '9'");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"F32\"", "\"F8_E4M3\""), "f"), "unsupported dtype 'F8_E4M3'");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(rewrite("\"F32\"", "\"F16\""), "f"), "has 60 bytes but f16[3,5] needs 30");
@@ -184,6 +185,73 @@ TEST(Checkpoint, DamageIsExplained) {
                         "tensor 'b.weight': starts at data offset 0, as tensor 'a.ids' does");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint(std::string(8, '\0'), "f"), "not a JSON object");
   EXPECT_ERROR_CONTAINS(io::parse_checkpoint("short", "f"), "too short");
+}
+
+// The bytes of `c` as a version 1 writer left them: no header_checksum.
+std::string as_version_1(const io::Checkpoint& c) {
+  const std::string v2 = io::serialize_checkpoint(c);
+  uint64_t n = 0;
+  std::memcpy(&n, v2.data(), 8);
+  nlohmann::json header = nlohmann::json::parse(v2.substr(8, n));
+  header["__metadata__"].erase("header_checksum");
+  header["__metadata__"]["format_version"] = "1";
+  std::string text = header.dump();
+  text.append((64 - (8 + text.size()) % 64) % 64, ' ');
+  std::string out(8, '\0');
+  const uint64_t len = text.size();
+  std::memcpy(out.data(), &len, 8);
+  return out + text + v2.substr(8 + n);
+}
+
+// A changed metadata byte (the tokenizer's symbols, the step, a tensor's name) fails to load as
+// a changed tensor byte does; before version 2 it loaded and changed what the model did.
+TEST(Checkpoint, AChangedHeaderFailsItsChecksum) {
+  io::Checkpoint c = small();
+  c.metadata["tokenizer"] = "{\"chars\":\"abcde\"}";
+  const std::string good = io::serialize_checkpoint(c);
+  ASSERT_OK(io::parse_checkpoint(good, "f"));
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    s.replace(at, from.size(), to);
+    return s;
+  };
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"abcde", "abcdf"}, {"hello", "hellp"}, {"b.weight", "b.weighu"}})
+    EXPECT_ERROR_CONTAINS(io::parse_checkpoint(edited(from, to), "f"),
+                          "f: header checksum mismatch: header_checksum says 'fnv1a64:");
+  // Reformatting the JSON changes no entry: still the same header.
+  uint64_t n = 0;
+  std::memcpy(&n, good.data(), 8);
+  std::string spaced = good;
+  const size_t brace = spaced.find(',', 8);
+  ASSERT_LT(brace, 8 + n);
+  spaced.insert(brace + 1, " ");
+  spaced.erase(8 + n, 1);  // the padding keeps the length
+  ASSERT_OK(io::parse_checkpoint(spaced, "f"));
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(edited("\"header_checksum\"", "\"header_checksun\""), "f"),
+                        "f: version 2 header has no header_checksum");
+  // The header alone, as a resume reads it to compare two checkpoints' steps.
+  const std::string dir = ::testing::TempDir() + "ckpt_hdr_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/good.safetensors", std::ios::binary) << good;
+  std::ofstream(dir + "/bad.safetensors", std::ios::binary) << edited("abcde", "abcdf");
+  ASSERT_OK(io::load_checkpoint_metadata(dir + "/good.safetensors"));
+  EXPECT_ERROR_CONTAINS(io::load_checkpoint_metadata(dir + "/bad.safetensors"), "header checksum mismatch");
+  std::filesystem::remove_all(dir);
+}
+
+// Version 1 files (no header checksum) still load, with the same contents.
+TEST(Checkpoint, Version1FilesStillLoad) {
+  const std::string v1 = as_version_1(small());
+  auto back = io::parse_checkpoint(v1, "v1");
+  ASSERT_OK(back);
+  EXPECT_EQ(back->metadata, small().metadata);
+  for (const auto& [name, t] : small().tensors) EXPECT_TRUE(back->tensors.at(name).bitwise_equal(t)) << name;
+  EXPECT_EQ(io::serialize_checkpoint(*back), io::serialize_checkpoint(small()));  // saved again as version 2
+  std::string damaged = v1;
+  damaged[damaged.size() - 1] ^= 0x40;
+  EXPECT_ERROR_CONTAINS(io::parse_checkpoint(damaged, "v1"), "checksum mismatch");
 }
 
 train::LMCheckpoint tiny_lm() {

@@ -1,4 +1,4 @@
-// Checkpoint format v1 (see include/volta/checkpoint.h). The parser trusts nothing: every
+// Checkpoint format v2 (see include/volta/checkpoint.h; v1 files still load). The parser trusts nothing: every
 // size, offset and JSON type is checked before use, and nlohmann::json is used without
 // exceptions.
 #include "volta/checkpoint.h"
@@ -44,6 +44,31 @@ Result<DType> from_safetensors_dtype(const std::string& s) {
   return invalid_argument("unsupported dtype '" + s + "' (Volta reads F32, BF16, F16, I32 and I64)");
 }
 
+// The header's own checksum: FNV-1a 64 of the header's compact JSON without the
+// "header_checksum" entry. Taken over the parsed JSON rather than the file's bytes, so the
+// writer and the reader hash the same text (keys sorted, invalid UTF-8 replaced as written).
+std::string header_hash(json header) {
+  header["__metadata__"].erase("header_checksum");
+  const std::string text = header.dump(-1, ' ', false, json::error_handler_t::replace);
+  return "fnv1a64:" + hash_to_hex(fnv1a64(text.data(), text.size()));
+}
+
+// Version 1 carries no header checksum; a version 2 header must match its own. A changed
+// metadata byte (a tokenizer symbol, the step) loaded from a v1 file and changed what it did.
+Status check_header(const json& header, const std::string& version, const std::string& source) {
+  if (version == "1") return Status::ok();
+  const auto meta = header.find("__metadata__");
+  const auto said = meta->find("header_checksum");
+  if (said == meta->end() || !said->is_string()) return parse_error(source + ": version 2 header has no header_checksum");
+  const std::string actual = header_hash(header);
+  if (said->get<std::string>() != actual)
+    return parse_error(source + ": header checksum mismatch: header_checksum says '" + said->get<std::string>() +
+                       "', the header gives '" + actual + "' (the header was changed after it was written)");
+  return Status::ok();
+}
+
+bool known_version(const std::string& v) { return v == "1" || v == std::to_string(kCheckpointVersion); }
+
 }  // namespace
 
 std::string serialize_checkpoint(const Checkpoint& c) {
@@ -60,6 +85,7 @@ std::string serialize_checkpoint(const Checkpoint& c) {
   meta["format_version"] = std::to_string(kCheckpointVersion);
   meta["checksum"] = "fnv1a64:" + hash_to_hex(fnv1a64(data.data(), data.size()));
   header["__metadata__"] = meta;
+  header["__metadata__"]["header_checksum"] = header_hash(header);
   std::string text = header.dump(-1, ' ', false, json::error_handler_t::replace);  // never throws
   text.append(align_up(8 + text.size()) - 8 - text.size(), ' ');  // data starts 64-byte aligned
   std::string out(8, '\0');
@@ -102,13 +128,11 @@ Result<Checkpoint> parse_checkpoint(std::string_view bytes, const std::string& s
   }
   if (c.metadata["format"] != kCheckpointFormat)
     return fail("format is '" + c.metadata["format"] + "', expected '" + kCheckpointFormat + "'");
-  if (c.metadata["format_version"] != std::to_string(kCheckpointVersion))
-    return fail("unsupported format version '" + c.metadata["format_version"] + "' (this Volta reads version " +
-                std::to_string(kCheckpointVersion) + ")");
+  const std::string version = c.metadata["format_version"];
+  if (!known_version(version))
+    return fail("unsupported format version '" + version + "' (this Volta reads versions 1 to " + std::to_string(kCheckpointVersion) + ")");
   const std::string checksum = c.metadata["checksum"];
-  c.metadata.erase("format");
-  c.metadata.erase("format_version");
-  c.metadata.erase("checksum");
+  for (const char* key : {"format", "format_version", "checksum", "header_checksum"}) c.metadata.erase(key);
 
   // Tensors must tile the data section exactly, in offset order (safetensors' own rule).
   std::map<uint64_t, std::string> by_offset;
@@ -160,6 +184,8 @@ Result<Checkpoint> parse_checkpoint(std::string_view bytes, const std::string& s
   }
   if (expect != data.size())
     return fail("data section is " + std::to_string(data.size()) + " bytes but the tensors cover " + std::to_string(expect));
+  // The header's checksum after its structure (whose errors say more), before the data's.
+  VOLTA_RETURN_IF_ERROR(check_header(header, version, source));
   const std::string actual = "fnv1a64:" + hash_to_hex(fnv1a64(data.data(), data.size()));
   if (checksum != actual) return fail("checksum mismatch: header says '" + checksum + "', tensor bytes give '" + actual + "'");
   return c;
@@ -266,7 +292,8 @@ Result<std::map<std::string, std::string>> load_checkpoint_metadata(const std::s
     if (meta == header.end() || !meta->is_object()) return parse_error(path + ": header has no __metadata__ object");
     for (auto it = meta->begin(); it != meta->end(); ++it)
       if (it->is_string()) out[it.key()] = it->get<std::string>();
-    return Status::ok();
+    if (!known_version(out["format_version"])) return parse_error(path + ": unsupported format version '" + out["format_version"] + "'");
+    return check_header(header, out["format_version"], path);
   };
   VOLTA_RETURN_IF_ERROR(read_file_with(path, {uint64_t{1} << 40, ""}, reader));
   return out;
