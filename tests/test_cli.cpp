@@ -427,6 +427,22 @@ TEST(CliTrain, AClosedStdoutStopsTheRun) {
   std::remove(err.c_str());
 }
 
+// Two runs never write one log: the second is refused while the first holds it (both ran,
+// interleaving their lines, or a spirals --log truncated a TinyLM run's log under it).
+TEST(CliTrain, ALogAnotherRunWritesIsRefused) {
+  const std::string dir = ::testing::TempDir() + "log_lock_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string log = dir + "/log.jsonl", pid = dir + "/pid", rc = dir + "/rc", err = dir + "/err";
+  const std::string spirals = std::string(" train --recipe mlp-spirals --log ") + log;
+  test::run_command("cd " + dir + " && { " + VOLTA_CLI_PATH + spirals + " --steps 100000000 >/dev/null 2>&1 & echo $! > " + pid +
+                        "; } && while [ ! -s " + log + " ]; do sleep 0.05; done; " + VOLTA_CLI_PATH + spirals +
+                        " --steps 3 >/dev/null 2>" + err + "; echo $? > " + rc + "; kill $(cat " + pid + ")",
+                    nullptr, nullptr);
+  EXPECT_EQ(test::read_file(rc), "1\n");
+  EXPECT_EQ(test::read_file(err), "volta train: error: --log: another run is writing here: '" + log + "' is locked\n");
+  std::filesystem::remove_all(dir);
+}
+
 // run-to-run lets the weight gradients run split-K: the same bits every run at 2 threads, the
 // strict bits at 1 thread, other bits than strict at 2 (diff-trace names a matmul first), and the
 // training's plan summary says so.

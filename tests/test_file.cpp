@@ -1,10 +1,13 @@
 // The one file reader: only regular files, a size cap, and the kind of a file told from its
 // bytes, so a wrong file is named as what it is.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "io/file.h"
 #include "test_util.h"
@@ -117,6 +120,54 @@ TEST(FileWrite, AnOutputReplacesOnlyAFileOfItsOwnKind) {
   ASSERT_OK(io::check_output_path(profile, "--profile", {}, io::Writes::Json));
   for (const std::string& f : {ck, txt, log, empty, onnx, toml, badge, zip, latin, profile, dated, numbers, word, cut})
     std::remove(f.c_str());
+}
+
+// A symlink is written through to its target, also one whose target is not written yet (the
+// rename replaced the link with a file and left the target unwritten); a loop of links is named
+// before the work, and a link into a missing directory is refused as that directory.
+TEST(FileWrite, OutputsGoThroughSymlinks) {
+  const std::string dir = temp("links");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/tgt");
+  std::filesystem::create_symlink("tgt/t.json", dir + "/dangling");
+  std::filesystem::create_symlink("dangling", dir + "/chain");
+  ASSERT_EQ(io::link_target(dir + "/chain").value(), dir + "/tgt/t.json");
+  ASSERT_OK(io::write_output(dir + "/chain", "{}\n"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/dangling"));
+  EXPECT_EQ(test::read_file(dir + "/tgt/t.json"), "{}\n");
+  ASSERT_OK(io::write_file_atomic(dir + "/dangling", "[]\n"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/dangling"));
+  EXPECT_EQ(test::read_file(dir + "/tgt/t.json"), "[]\n");
+  std::filesystem::create_symlink("loop2", dir + "/loop1");
+  std::filesystem::create_symlink("loop1", dir + "/loop2");
+  EXPECT_ERROR_CONTAINS(io::check_output_path(dir + "/loop1", "--profile", {}, io::Writes::Json),
+                        "--profile: '" + dir + "/loop1' is a loop of symlinks");
+  EXPECT_ERROR_CONTAINS(io::write_output(dir + "/loop1", "{}"), "is a loop of symlinks");
+  std::filesystem::create_symlink("/nonexistent-volta-dir/p.onnx", dir + "/away");
+  EXPECT_ERROR_CONTAINS(io::check_parent_dir(dir + "/away", "--onnx"), "there is no directory '/nonexistent-volta-dir'");
+  std::filesystem::remove_all(dir);
+}
+
+// A FIFO output with a reader that reads once (`cat fifo`): the check before the work must not
+// hand the reader its end of file, or the output's open would then wait for a reader forever.
+TEST(FileWrite, AFifoOutputKeepsItsReader) {
+  const std::string fifo = temp("out.fifo");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_ERROR_CONTAINS(io::check_output_path(fifo, "--profile", {}, io::Writes::Json), "is a FIFO that nothing reads");
+  std::string got;
+  std::thread reader([&] {
+    const int fd = ::open(fifo.c_str(), O_RDONLY);
+    char buf[64];
+    for (ssize_t n; got.size() < 8 && (n = ::read(fd, buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+  });
+  while (!io::check_output_path(fifo, "--profile", {}, io::Writes::Json).is_ok()) std::this_thread::yield();  // the reader is there
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a closed check would have ended its read by now
+  ASSERT_OK(io::write_output(fifo, "{\"a\": 1}"));
+  reader.join();
+  EXPECT_EQ(got, "{\"a\": 1}");
+  std::remove(fifo.c_str());
 }
 
 }  // namespace

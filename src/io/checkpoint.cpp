@@ -3,7 +3,9 @@
 // exceptions.
 #include "volta/checkpoint.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -212,17 +214,48 @@ void remove_stale_temporaries(const std::string& path) {
   }
 }
 
+// (io/file.h)
+Result<std::string> link_target(const std::string& given) {
+  std::filesystem::path p = given;
+  for (int hops = 0; hops < 40; ++hops) {  // the kernel's own limit on a chain of links
+    std::error_code ec;
+    if (!std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec))) return p.string();
+    const std::filesystem::path to = std::filesystem::read_symlink(p, ec);
+    if (ec) return not_found("cannot follow '" + p.string() + "': " + ec.message());
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  return invalid_argument("'" + given + "' is a loop of symlinks, not a file to write");
+}
+
+// (io/file.h)
+Status write_output(const std::string& given, std::string_view bytes) {
+  VOLTA_ASSIGN_OR_RETURN(const std::string path, link_target(given));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return write_file_atomic(path, bytes);
+  if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
+    return invalid_argument("cannot write '" + given + "': it is not a regular file (refusing to replace it)");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);  // a FIFO's reader is held open (check_output_path)
+  if (fd < 0) return not_found("cannot write '" + given + "': " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      return not_found("cannot write '" + given + "': " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return ::close(fd) == 0 ? Status::ok() : not_found("cannot write '" + given + "': " + std::strerror(errno));
+}
+
 Status write_file_atomic(const std::string& given, std::string_view bytes) {
   // The rename replaces whatever is at the path: only ever a regular file. A device (/dev/full),
-  // FIFO or directory there is refused, and a symlink is written through to its target.
+  // FIFO or directory there is refused, and a symlink is written through to its target (one
+  // whose target does not exist yet too: the link itself was replaced by a file).
+  VOLTA_ASSIGN_OR_RETURN(const std::string path, link_target(given));
   std::error_code ec;
-  const auto link = std::filesystem::symlink_status(given, ec);
-  std::string path = given;
-  if (!ec && std::filesystem::is_symlink(link)) {
-    const auto target = std::filesystem::weakly_canonical(given, ec);
-    if (ec) return not_found("cannot write '" + given + "': " + ec.message());
-    path = target.string();
-  }
   const auto st = std::filesystem::status(path, ec);
   if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
     return invalid_argument("cannot write '" + given + "': it is not a regular file (refusing to replace it)");

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -161,6 +162,7 @@ Status check_replaced_kind(const std::string& path, const struct stat& st, Write
 }  // namespace
 
 Status check_output_path(const std::string& path, const std::string& what, const std::vector<std::string>& reads, Writes writes) {
+  if (const auto target = link_target(path); !target.is_ok()) return Status(target.status().code(), what + ": " + target.status().message());
   struct stat st {};
   const bool exists = ::stat(path.c_str(), &st) == 0;
   if (exists) {
@@ -171,7 +173,12 @@ Status check_output_path(const std::string& path, const std::string& what, const
     if (S_ISFIFO(st.st_mode)) {
       const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
       if (fd < 0) return invalid_argument(what + ": '" + path + "' is a FIFO that nothing reads");
-      ::close(fd);
+      // Held open until the process ends: closing it would give a reader such as `cat` its end
+      // of file now, and the output's own open later would then wait for a reader forever.
+      static std::mutex mu;
+      static std::vector<int> held;
+      const std::lock_guard<std::mutex> lock(mu);
+      held.push_back(fd);
     }
   }
   std::error_code ec;
@@ -188,11 +195,15 @@ Status check_output_path(const std::string& path, const std::string& what, const
   return exists ? check_replaced_kind(path, st, writes, what) : Status::ok();
 }
 
-Status check_parent_dir(const std::string& path, const std::string& what) {
+Status check_parent_dir(const std::string& given, const std::string& what) {
+  // A symlink is written through: its target's directory must exist.
+  const auto target = link_target(given);
+  if (!target.is_ok()) return Status(target.status().code(), what + ": " + target.status().message());
+  const std::string& path = *target;
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (parent.empty() || std::filesystem::exists(path, ec) || std::filesystem::is_directory(parent, ec)) return Status::ok();
-  return invalid_argument(what + ": '" + path + "': there is no directory '" + parent.string() + "'");
+  return invalid_argument(what + ": '" + given + "': there is no directory '" + parent.string() + "'");
 }
 
 Status expect_kind(std::string_view bytes, FileKind want, const std::string& path) {

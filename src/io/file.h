@@ -56,6 +56,14 @@ Status check_output_path(const std::string& path, const std::string& what, const
 // whose result it holds, where no other step makes that directory.
 Status check_parent_dir(const std::string& path, const std::string& what);
 
+// Where a write to `path` lands: `path`, or the end of its chain of symlinks (whose target may
+// not exist yet); a loop of links is an error.
+Result<std::string> link_target(const std::string& path);
+// Writes a command's output file whole: a regular file (or a new one) atomically, through
+// write_file_atomic, so an interrupted write leaves the earlier file as it was; a character
+// device or FIFO in place.
+Status write_output(const std::string& path, std::string_view bytes);
+
 // Removes `path`.tmp.<pid> files that a killed writer left behind (their process is gone); a
 // temporary file of a live process is its write in progress and stays. (Defined with the
 // checkpoint writer, io/checkpoint.cpp, whose temporaries these are; a hash trace's are

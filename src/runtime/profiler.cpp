@@ -6,6 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "io/file.h"
+
 namespace volta {
 
 Profiler::Profiler() : origin_(std::chrono::steady_clock::now()) {}
@@ -86,9 +88,10 @@ std::string Profiler::chrome_trace_json() const {
 }
 
 Status Profiler::write_chrome_trace(const std::string& path) const {
-  std::ofstream f(path, std::ios::trunc);
-  if (!f || !(f << chrome_trace_json()) || !f.flush()) return not_found("--profile: cannot write '" + path + "'");
-  return Status::ok();
+  // Built whole before the file is touched, then replaced at once: an interrupted run leaves
+  // the earlier trace (the file sat empty while a large trace was built).
+  const Status st = io::write_output(path, chrome_trace_json());
+  return st.is_ok() ? st : Status(st.code(), "--profile: " + st.message());
 }
 
 std::string Profiler::summary() const {

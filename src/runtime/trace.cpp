@@ -48,9 +48,10 @@ Result<std::unique_ptr<HashTrace>> HashTrace::create(const std::string& given, b
   const bool direct = given.starts_with("/dev/") || given.starts_with("/proc/") ||
                       (!ec && (std::filesystem::is_character_file(st) || std::filesystem::is_fifo(st)));
   std::string path = given;
-  if (!direct && std::filesystem::is_symlink(std::filesystem::symlink_status(given, ec))) {
-    path = std::filesystem::weakly_canonical(given, ec).string();
-    if (ec) return not_found("cannot write trace '" + given + "': " + ec.message());
+  if (!direct) {
+    auto target = io::link_target(given);  // a link to a file not written yet too
+    if (!target.is_ok()) return Status(target.status().code(), "cannot write trace: " + target.status().message());
+    path = std::move(*target);
   }
   if (!direct && std::filesystem::is_regular_file(path, ec)) VOLTA_RETURN_IF_ERROR(replaceable(path));
   if (values && direct)  // FILE.values/ would be made beside a device (/dev/null.values)

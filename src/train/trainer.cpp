@@ -9,6 +9,8 @@
 
 #include "io/file.h"
 
+#include <sys/stat.h>
+
 namespace volta::train {
 
 namespace {
@@ -28,9 +30,21 @@ Status truncate_log(const std::string& path, int64_t step, const std::string& to
     if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
     if (j["step"].get<int64_t>() <= step) kept += line + "\n";
   }
-  std::ofstream out(to, std::ios::trunc);
-  if (!out || !(out << kept) || !out.flush()) return not_found("cannot rewrite log '" + to + "'");
-  return Status::ok();
+  // Replaced whole: a run interrupted here leaves the earlier log, not an empty one.
+  const Status st = io::write_output(to, kept);
+  return st.is_ok() ? st : Status(st.code(), "cannot rewrite log: " + st.message());
+}
+
+// An exclusive lock on the regular file `path` (created if missing), so that two runs never
+// write one log (both ran, interleaving their lines, or truncating the other's); none for a
+// device or FIFO.
+Result<std::optional<io::FileLock>> lock_log(const std::string& path) {
+  VOLTA_ASSIGN_OR_RETURN(const std::string target, io::link_target(path));
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return std::optional<io::FileLock>();
+  auto lock = io::FileLock::acquire(target);
+  if (!lock.is_ok()) return Status(lock.status().code(), "--log: " + lock.status().message());
+  return std::optional<io::FileLock>(std::move(*lock));
 }
 
 }  // namespace
@@ -179,7 +193,11 @@ Status Trainer::begin(TrainState snapshot, double best_val_loss, bool resumed) {
     const bool append = resumed && (!replacing_ || own);
     log_path_ = replacing_ ? replacing_log_path(o_.log) : o_.log;
     if (replacing_) VOLTA_RETURN_IF_ERROR(io::check_output_path(log_path_, "log", {}, io::Writes::Json));
-    if (append) VOLTA_RETURN_IF_ERROR(truncate_log(o_.log, first_step_, log_path_));
+    if (append) {  // the log's earlier lines are rewritten under its lock, then the new file is locked
+      VOLTA_ASSIGN_OR_RETURN(log_lock_, lock_log(o_.log));
+      VOLTA_RETURN_IF_ERROR(truncate_log(o_.log, first_step_, log_path_));
+    }
+    VOLTA_ASSIGN_OR_RETURN(log_lock_, lock_log(log_path_));
     log_.open(log_path_, append ? std::ios::app : std::ios::trunc);
     if (!log_) return not_found("cannot write log '" + log_path_ + "'");
   }

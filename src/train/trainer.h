@@ -122,7 +122,8 @@ class Trainer {
   Runtime* rt_;
   Task* task_;
   TrainerOptions o_;
-  std::optional<io::FileLock> lock_;  // of o_.out
+  std::optional<io::FileLock> lock_;      // of o_.out
+  std::optional<io::FileLock> log_lock_;  // of the log file itself: another run's --log there is refused
   TrainingPlan tp_;
   std::optional<TrainSession> session_;
   std::optional<TrainState> saved_;  // the last snapshot read from the backend, reused within a step
