@@ -208,6 +208,8 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
        "--out: '" + bad_dir + "/q/best.safetensors' is a directory, not a file to write"},
       {"generate --checkpoint " + bad_dir + "/huge.safetensors --tokens 2", 1,
        "generate: the logits of sequence 0 at token 1 hold nan: the model's arithmetic overflows"},
+      {"eval --checkpoint " + bad_dir + "/huge.safetensors --eval-iters 1 --data data/tinyshakespeare.txt", 1,
+       "eval: the val loss of '" + bad_dir + "/huge.safetensors' is nan: the model's arithmetic overflows"},
       {"generate --checkpoint " + bad_dir + "/nan.safetensors --tokens 2", 1,
        bad_dir + "/nan.safetensors: param 'wte' element 3 is nan or inf: a diverged or damaged model (Volta refuses to save one)"},
       {"train --recipe shakespeare-char --out " + bad_dir + "/n --resume " + bad_dir + "/nan.safetensors --steps 70", 1,

@@ -1,4 +1,5 @@
 // `volta eval --checkpoint CKPT --data FILE`: validation loss of a TinyLM checkpoint.
+#include <cmath>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -47,6 +48,9 @@ Action add_eval(CLI::App& app, GlobalFlags& global) {
     VOLTA_RETURN_IF_ERROR(params.put_all(ck.state.params, plan::MemClass::Param));
     const auto& split = f->split == "val" ? task->data().val : task->data().train;
     VOLTA_ASSIGN_OR_RETURN(double loss, task->loss(rt, params, split, f->seed, "eval." + f->split, 0, f->iters));
+    if (!std::isfinite(loss))  // as generate refuses nan logits: a loss that is not a number is no answer
+      return numeric_error("eval: the " + f->split + " loss of '" + f->checkpoint + "' is " + (std::isnan(loss) ? "nan" : "infinite") +
+                           ": the model's arithmetic overflows (its weights are finite but too large)");
     std::printf("%s loss %.4f (%lld batches of %lld x %lld, step %lld)\n", f->split.c_str(), loss, static_cast<long long>(f->iters),
                 static_cast<long long>(r.batch), static_cast<long long>(r.model.context), static_cast<long long>(ck.state.step));
     return Status::ok();
