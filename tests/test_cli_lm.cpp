@@ -2,6 +2,7 @@
 // both model variants, and their bad inputs.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -271,6 +272,40 @@ TEST_F(CliLM, BadInputsAreOneLineErrors) {
 
 // A second run into a folder that holds a run's checkpoints is refused, before it writes
 // anything, unless it resumes from one of them or is told to start over (--overwrite).
+// A file larger than its header (or the input's type) says is refused from its size before it
+// is read: under a 1 GB address-space limit, 3 GB files (sparse) that were read whole first and
+// ran out of memory.
+TEST_F(CliLM, FilesLargerThanTheirHeadersAreRefusedBeforeTheyAreRead) {
+#ifdef VOLTA_SANITIZE_BUILD
+  GTEST_SKIP() << "the address-space limit leaves AddressSanitizer no room for its shadow memory";
+#endif
+  ASSERT_EQ(result_.code, 0) << result_.err;
+  const std::string dir = dir_ + "_big";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(dir_ + "/last.safetensors", dir + "/grown.safetensors", std::filesystem::copy_options::overwrite_existing);
+  const uint64_t size = std::filesystem::file_size(dir + "/grown.safetensors");
+  std::filesystem::resize_file(dir + "/grown.safetensors", 3'000'000'000);
+  std::ofstream(dir + "/neg.vir") << "graph g {\n  %x: f32[1] = input()\n  %y: f32[1] = neg(%x)\n  return %y\n}\n";
+  std::ofstream(dir + "/big.bin").close();
+  std::filesystem::resize_file(dir + "/big.bin", 3'000'000'000);
+  const auto run = [&](const std::string& args) {
+    Cli r;
+    r.code = test::run_command("cd " + std::string(VOLTA_SOURCE_DIR) + " && ulimit -v 1000000 && env -u VOLTA_DEVICE " + VOLTA_CLI_PATH +
+                                   " " + args, &r.out, &r.err);
+    return r;
+  };
+  Cli ck = run("eval --checkpoint " + dir + "/grown.safetensors --eval-iters 1");
+  EXPECT_EQ(ck.code, 1);
+  uint64_t header = 0;
+  std::memcpy(&header, test::read_file(dir_ + "/last.safetensors").data(), 8);
+  EXPECT_EQ(ck.err, "volta eval: error: " + dir + "/grown.safetensors: data section is " + std::to_string(3'000'000'000 - 8 - header) +
+                        " bytes but the tensors cover " + std::to_string(size - 8 - header) + "\n");
+  Cli raw = run("run " + dir + "/neg.vir --input x=" + dir + "/big.bin");
+  EXPECT_EQ(raw.code, 1);
+  EXPECT_EQ(raw.err, "volta run: error: --input x: '" + dir + "/big.bin' has 3000000000 bytes but f32[1] needs 4 (raw little-endian)\n");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(CliLM, ASecondRunIntoTheSameOutKeepsTheFirstRunsCheckpoints) {
   ASSERT_EQ(result_.code, 0) << result_.err;
   const std::string last = test::read_file(dir_ + "/last.safetensors"), best = test::read_file(dir_ + "/best.safetensors"),

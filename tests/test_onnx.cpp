@@ -261,6 +261,16 @@ TEST(OnnxTensorFiles, ProtoAndNpyRoundTrip) {
   static const char kCut[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '<f4',";
   EXPECT_ERROR_CONTAINS(onnx::parse_npy(std::string_view(kCut, sizeof kCut - 1), "x.npy"), "truncated");
   EXPECT_ERROR_CONTAINS(onnx::parse_npy("NOTNUMPY00", "x.npy"), "bad magic");
+  {  // a file longer than its header's shape is refused from the header, as read_value_file reads it
+    const std::string path = (fs::temp_directory_path() / ("volta_onnx_long_" + std::to_string(::getpid()) + ".npy")).string();
+    ASSERT_OK(onnx::write_tensor_file(path, Tensor::from_f32({1}, {1.0f}), onnx::ElemType::kFloat, "x"));
+    const uint64_t header = fs::file_size(path) - 4;
+    fs::resize_file(path, uint64_t{1} << 30);  // sparse
+    const std::string said = ".npy data has " + std::to_string((uint64_t{1} << 30) - header) + " bytes but shape (1,) needs 4";
+    EXPECT_ERROR_CONTAINS(onnx::read_value_file(path), said);
+    EXPECT_ERROR_CONTAINS(onnx::read_tensor_file(path), said);
+    fs::remove(path);
+  }
   ::onnx::TensorProto p;
   p.set_data_type(1);
   p.add_dims(1000000);

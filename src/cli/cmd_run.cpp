@@ -52,10 +52,13 @@ Result<std::pair<std::vector<Tensor>, std::string>> run_repeated(Runtime& rt, co
 }
 
 Result<Tensor> read_raw(const std::string& path, const std::string& name, const TensorType& type) {
-  VOLTA_ASSIGN_OR_RETURN(std::string bytes, io::read_file(path, {uint64_t{1} << 40, "--input " + name}));
-  if (bytes.size() != type.bytes())
-    return invalid_argument("--input " + name + ": '" + path + "' has " + std::to_string(bytes.size()) + " bytes but " +
-                            type.to_string() + " needs " + std::to_string(type.bytes()) + " (raw little-endian)");
+  std::string bytes;
+  VOLTA_RETURN_IF_ERROR(io::read_file_with(path, {uint64_t{1} << 40, "--input " + name}, [&](int fd, uint64_t size) -> Status {
+    if (size != type.bytes())  // known before a byte is read (a 3 GB file for one float was read whole first)
+      return invalid_argument("--input " + name + ": '" + path + "' has " + std::to_string(size) + " bytes but " + type.to_string() +
+                              " needs " + std::to_string(type.bytes()) + " (raw little-endian)");
+    return io::read_all(fd, size, path, {}, &bytes);
+  }));
   Tensor t = Tensor::zeros(type.dtype, type.shape);
   if (!bytes.empty()) std::memcpy(t.raw(), bytes.data(), bytes.size());
   return t;

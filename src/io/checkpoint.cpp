@@ -289,6 +289,32 @@ Status check_head(std::string_view head, uint64_t size, const std::string& sourc
   return Status::ok();
 }
 
+// The header of a file of `size` bytes says what its data section holds: a file longer than its
+// tensors is refused before the rest is read (a checkpoint grown to 3 GB was read whole first).
+// A header that is not JSON is named here too; every other check is parse_checkpoint's.
+Status check_extent(int fd, std::string_view head, uint64_t size, const std::string& source) {
+  if (head.size() < 8) return Status::ok();
+  VOLTA_ASSIGN_OR_RETURN(const uint64_t n, header_length(head, size, source));
+  std::string text;
+  if (8 + n <= head.size()) {
+    text = head.substr(8, static_cast<size_t>(n));
+  } else {
+    text.resize(static_cast<size_t>(n));
+    if (::pread(fd, text.data(), text.size(), 8) != static_cast<ssize_t>(n)) return Status::ok();  // the full read explains
+  }
+  const json header = json::parse(text, nullptr, false);
+  if (header.is_discarded() || !header.is_object()) return not_an_object(source);
+  uint64_t end = 0;
+  for (const auto& [name, e] : header.items()) {
+    if (name == "__metadata__" || !e.is_object() || !e.contains("data_offsets")) continue;
+    const json& o = e["data_offsets"];
+    if (o.is_array() && o.size() == 2 && o[1].is_number_unsigned()) end = std::max(end, o[1].get<uint64_t>());
+  }
+  const uint64_t data = size - 8 - n;
+  if (data > end) return parse_error(source + ": data section is " + std::to_string(data) + " bytes but the tensors cover " + std::to_string(end));
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<Checkpoint> load_checkpoint(const std::string& path) {
@@ -303,6 +329,7 @@ Result<Checkpoint> load_checkpoint(const std::string& path) {
       head.resize(static_cast<size_t>(got));
       VOLTA_RETURN_IF_ERROR(expect_kind(head, FileKind::Checkpoint, path));
       VOLTA_RETURN_IF_ERROR(check_head(head, size, path));
+      VOLTA_RETURN_IF_ERROR(check_extent(fd, head, size, path));
     }
     return read_all(fd, size, path, limits, &bytes);
   };

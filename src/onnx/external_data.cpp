@@ -93,6 +93,9 @@ Result<Tensor> initializer_value(const ::onnx::TensorProto& p, const std::string
     if (offset > size || length > size - offset)
       return invalid_argument(what + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
                               ") are past the end of '" + path + "' (" + std::to_string(size) + " bytes)");
+    // A slice of another size than the tensor's is refused before it is read (a 4-byte tensor
+    // read all of a 3 GB file to learn that).
+    if (Status st = check_data_bytes(q, static_cast<size_t>(length), what); !st.is_ok()) return st;
     std::string* raw = q.mutable_raw_data();
     raw->resize(static_cast<size_t>(length));
     for (int64_t done = 0; done < length;) {

@@ -159,6 +159,16 @@ Result<DType> volta_dtype(int32_t t) {
 
 bool available() { return true; }
 
+Status check_data_bytes(const ::onnx::TensorProto& p, size_t available, const std::string& origin) {
+  if (p.data_type() == 8 || !volta_dtype(p.data_type()).is_ok()) return Status::ok();  // the conversion explains
+  const Shape dims(p.dims().begin(), p.dims().end());
+  VOLTA_ASSIGN_OR_RETURN(const int64_t n, checked_numel(dims, origin));
+  const size_t need = static_cast<size_t>(n) * file_elem_bytes(p.data_type());
+  if (need == available) return Status::ok();
+  return bad(origin, "tensor '" + p.name() + "' " + shape_to_string(dims) + " of " + elem_type_name(p.data_type()) + " needs " +
+                         std::to_string(need) + " bytes of data but has " + std::to_string(available));
+}
+
 Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string& origin, ElemType* type_out,
                                  bool release_raw) {
   if (p.data_location() == ::onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
@@ -198,10 +208,7 @@ Result<Tensor> tensor_from_proto(const ::onnx::TensorProto& p, const std::string
                            : t == 11         ? static_cast<size_t>(p.double_data_size()) * 8
                            : in_uint64_data  ? static_cast<size_t>(p.uint64_data_size()) * file_elem
                                              : static_cast<size_t>(p.int32_data_size()) * file_elem;
-  if (count * file_elem != available) {
-    return bad(origin, "tensor '" + p.name() + "' " + shape_to_string(dims) + " of " + elem_type_name(t) + " needs " +
-                           std::to_string(count * file_elem) + " bytes of data but has " + std::to_string(available));
-  }
+  VOLTA_RETURN_IF_ERROR(check_data_bytes(p, available, origin));
   // Not zeroed first: every byte is written below, and a zeroed copy of a large weight would be
   // resident in full beside its proto bytes before the copy starts to hand those back.
   Tensor out = p.has_raw_data() && !nt && t != 9 && t != 11 ? Tensor::empty(*dt, dims) : Tensor::zeros(*dt, dims);
@@ -282,7 +289,24 @@ Result<std::string> serialize_tensor_proto(const Tensor& t, ElemType onnx_type, 
   return out;
 }
 
-Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin) {
+namespace {
+
+// A .npy header: its element type, shape and where the data starts.
+struct NpyHeader {
+  ElemType type = ElemType::kUndefined;
+  Shape dims;
+  std::string shape_text;
+  int64_t n = 0;
+  size_t data = 0, elem = 0;
+  size_t data_bytes() const { return static_cast<size_t>(n) * elem; }
+};
+
+Status npy_size_mismatch(const NpyHeader& h, uint64_t have, const std::string& origin) {
+  return bad(origin, ".npy data has " + std::to_string(have) + " bytes but shape " + h.shape_text + " needs " + std::to_string(h.data_bytes()));
+}
+
+// `bytes` holds at least the header (all of the file, or its head).
+Result<NpyHeader> parse_npy_header(std::string_view bytes, const std::string& origin) {
   if (bytes.size() < 10 || bytes.substr(0, 6) != std::string_view("\x93NUMPY", 6)) return bad(origin, "not a .npy file (bad magic)");
   const auto major = static_cast<uint8_t>(bytes[6]);
   size_t header_len = 0, start = 0;
@@ -335,13 +359,20 @@ Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin)
       return bad(origin, ".npy shape " + shape_text + " is not a tuple of non-negative integers");
     dims.push_back(std::stoll(item));
   }
-  VOLTA_ASSIGN_OR_RETURN(int64_t n, checked_numel(dims, origin));
+  VOLTA_ASSIGN_OR_RETURN(const int64_t n, checked_numel(dims, origin));
+  return NpyHeader{type, std::move(dims), shape_text, n, start + header_len, file_elem_bytes(static_cast<int32_t>(type))};
+}
+
+}  // namespace
+
+Result<TypedTensor> parse_npy(std::string_view bytes, const std::string& origin) {
+  VOLTA_ASSIGN_OR_RETURN(const NpyHeader h, parse_npy_header(bytes, origin));
+  if (bytes.size() - h.data != h.data_bytes()) return npy_size_mismatch(h, bytes.size() - h.data, origin);
+  const ElemType type = h.type;
+  const Shape& dims = h.dims;
+  const int64_t n = h.n;
+  const size_t elem = h.elem, data = h.data;
   const std::optional<Narrow> nt = narrow_int(static_cast<int32_t>(type));
-  const size_t elem = file_elem_bytes(static_cast<int32_t>(type));
-  const size_t data = start + header_len;
-  if (bytes.size() - data != static_cast<size_t>(n) * elem)
-    return bad(origin, ".npy data has " + std::to_string(bytes.size() - data) + " bytes but shape " + shape_text +
-                           " needs " + std::to_string(static_cast<size_t>(n) * elem));
   TypedTensor out;
   out.onnx_type = type;
   VOLTA_ASSIGN_OR_RETURN(DType dt, volta_dtype(static_cast<int32_t>(type)));
@@ -390,7 +421,20 @@ Result<std::string> serialize_npy(const Tensor& t, ElemType onnx_type) {
 }
 
 Result<std::string> read_file_bytes(const std::string& path) {
-  return io::read_file(path, {uint64_t{2} << 30, ""});  // protobuf's own limit
+  std::string bytes;
+  VOLTA_RETURN_IF_ERROR(io::read_file_with(path, {uint64_t{2} << 30, ""}, [&](int fd, uint64_t size) -> Status {  // protobuf's own limit
+    // A .npy whose header gives its data's size is refused before the rest is read when the
+    // file holds another size (a 2 GB file under a header of one float was read whole first).
+    std::string head(static_cast<size_t>(std::min<uint64_t>(size, 65536)), '\0');
+    const ssize_t got = ::pread(fd, head.data(), head.size(), 0);
+    if (got > 0) head.resize(static_cast<size_t>(got));
+    if (got > 0 && io::detect_file_kind(std::string_view(head).substr(0, 16)) == io::FileKind::Npy) {
+      const auto h = parse_npy_header(head, path);
+      if (h.is_ok() && size - h->data != h->data_bytes()) return npy_size_mismatch(*h, size - h->data, path);
+    }
+    return io::read_all(fd, size, path, {}, &bytes);
+  }));
+  return bytes;
 }
 
 Result<TypedTensor> read_tensor_file(const std::string& path) {
