@@ -427,6 +427,21 @@ TEST(CliTrain, AClosedStdoutStopsTheRun) {
   std::remove(err.c_str());
 }
 
+// A thread count the system cannot start is one line naming --threads, exit 1 (an uncaught
+// std::system_error gave "internal error", exit 3, and left the pool a slot no worker answered).
+TEST(CliThreads, ThreadsTheSystemRefusesAreAnError) {
+#ifdef VOLTA_SANITIZE_BUILD
+  GTEST_SKIP() << "the address-space limit leaves AddressSanitizer no room for its shadow memory";
+#endif
+  std::string out, err;
+  const int code = test::run_command("cd " + std::string(VOLTA_SOURCE_DIR) + " && ulimit -v 2000000 && " + VOLTA_CLI_PATH +
+                                         " --threads 1024 inspect examples/gpt_block.vir", &out, &err);
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_EQ(err.rfind("volta: error: --threads 1024: the system refused a worker thread: ", 0), 0u) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_EQ(out, "");
+}
+
 // Two runs never write one log: the second is refused while the first holds it (both ran,
 // interleaving their lines, or a spirals --log truncated a TinyLM run's log under it).
 TEST(CliTrain, ALogAnotherRunWritesIsRefused) {

@@ -174,6 +174,28 @@ TEST(MatmulTuning, CliTunesAndWritesTheCacheFile) {
   // Bad usage is an error, not a crash.
   EXPECT_EQ(test::run_command(std::string(VOLTA_CLI_PATH) + " tune matmul --dim 0", &out, &err), 1);
   EXPECT_NE(test::run_command(std::string(VOLTA_CLI_PATH) + " tune matmul --shapes nonsense --no-save", &out, &err), 0);
+  // A cache folder that cannot be made fails before the work (the whole tune ran first).
+  EXPECT_EQ(test::run_command("VOLTA_CACHE_DIR=/dev/null " + std::string(VOLTA_CLI_PATH) + " tune matmul --dim 64 --runs 1", &out, &err), 1);
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(err, "volta tune: error: cannot create /dev/null/matmul: Not a directory\n");
+}
+
+// Two tunes at once: each saves through its own temporary file, merging under a lock (one fixed
+// temporary name made one of them fail to rename it, about one pair in 30).
+TEST(MatmulTuning, TwoTunesAtOnceBothSave) {
+  CacheDir dir("two");
+  std::string out, err;
+  const std::string tune = "VOLTA_CACHE_DIR=" + dir.path() + " " + VOLTA_CLI_PATH + " tune matmul --runs 1 --warmup 0 --threads 1 --margin 0";
+  const int code = test::run_command("for i in 1 2 3 4 5 6 7 8; do " + tune + " --dim 16 > /dev/null & " + tune +
+                                         " --dim 32 > /dev/null || exit 1; wait $! || exit 1; done",
+                                     &out, &err);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_EQ(err, "");
+  const cpu::CpuSignature sig = cpu::current_cpu_signature();
+  const std::string path = *cpu::matmul_tuning_path(sig);
+  ASSERT_OK(cpu::read_matmul_tuning(path, sig));
+  for (const auto& e : fs::directory_iterator(fs::path(path).parent_path()))  // no temporary left
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
 }
 
 }  // namespace

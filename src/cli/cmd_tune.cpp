@@ -44,6 +44,10 @@ Status tune_matmul(const TuneFlags& f) {
   VOLTA_ASSIGN_OR_RETURN(const std::vector<cpu::MatmulShape> shapes, shapes_for(f));
   const cpu::MatmulIsa isa = cpu::matmul_best_isa();
   const cpu::CpuSignature sig = cpu::current_cpu_signature();
+  if (f.save) {  // where the results go is checked before the work (a suite runs for minutes)
+    VOLTA_ASSIGN_OR_RETURN(const std::string path, cpu::matmul_tuning_path(sig));
+    VOLTA_RETURN_IF_ERROR(cpu::make_tuning_dir(path));
+  }
   const cpu::MatmulBlocking def = cpu::matmul_default_blocking(isa);
   std::printf("tuning matmul on %s (%s kernels, %lldx%lld tiles), %d threads; default kc=%lld mc=%lld nc=%lld\n",
               sig.cpu.c_str(), sig.isa.c_str(), static_cast<long long>(cpu::matmul_tile(isa).rows),

@@ -186,6 +186,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     volta::set_cpu_threads(global.threads);
+    if (const volta::Status st = volta::start_cpu_threads(); !st.is_ok()) {
+      std::fprintf(stderr, "volta: error: %s\n", one_line(st.message()).c_str());
+      return 1;
+    }
     if (auto level = volta::determinism_from_flag_or_env(global.deterministic); level.is_ok()) {
       global.determinism = *level;
     } else {

@@ -9,10 +9,13 @@
 
 namespace volta::io {
 
-Result<FileLock> FileLock::acquire(const std::string& path) {
+Result<FileLock> FileLock::acquire(const std::string& path, bool wait) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return not_found("cannot create lock file '" + path + "': " + std::strerror(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  int rc;
+  while ((rc = ::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB))) != 0 && errno == EINTR) {
+  }
+  if (rc != 0) {
     const int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) return unavailable("another run is writing here: '" + path + "' is locked");

@@ -11,9 +11,9 @@ namespace volta::io {
 
 class FileLock {
  public:
-  // Creates `path` if needed and locks it without waiting; fails naming the path when another
-  // process (or another FileLock in this one) holds it.
-  static Result<FileLock> acquire(const std::string& path);
+  // Creates `path` if needed and locks it; fails naming the path when another process (or
+  // another FileLock in this one) holds it, or with `wait` waits until it is released.
+  static Result<FileLock> acquire(const std::string& path, bool wait = false);
   FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   FileLock& operator=(FileLock&& o) noexcept;
   FileLock(const FileLock&) = delete;

@@ -310,6 +310,9 @@ struct TunedEntry {
 Result<std::string> volta_cache_dir();
 // <cache dir>/matmul/<signature stem>.json
 Result<std::string> matmul_tuning_path(const CpuSignature& sig);
+// Makes the folder of the tuning file at `path` and checks that it takes files: asked before a
+// tune's work, whose results it keeps.
+Status make_tuning_dir(const std::string& path);
 // Reads a cache file; an error when it is unreadable, malformed or has another signature.
 Result<std::vector<TunedEntry>> read_matmul_tuning(const std::string& path, const CpuSignature& sig);
 // Writes entries (sorted by class) atomically, creating directories.

@@ -3,10 +3,14 @@
 // tune matmul`, per shape class, in a JSON file per CPU signature; the kernel loads it once,
 // lazily, and falls back to the defaults for shapes it lacks. Tuned parameters change speed
 // only: the matmul's bits do not depend on blocking.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +21,7 @@
 
 #include "backends/cpu/matmul.h"
 #include "io/file.h"
+#include "volta/checkpoint.h"  // write_file_atomic
 
 namespace volta::cpu {
 
@@ -149,19 +154,18 @@ Status write_matmul_tuning(const std::string& path, const CpuSignature& sig, std
                                     {"version", kFormatVersion},
                                     {"signature", {{"cpu", sig.cpu}, {"isa", sig.isa}, {"volta", sig.version}}},
                                     {"entries", list}};
+  VOLTA_RETURN_IF_ERROR(make_tuning_dir(path));
+  // A temporary file of this process renamed over the old one: readers never see half a file,
+  // and two tunes at once never rename each other's temporary (one fixed name did).
+  return io::write_file_atomic(path, j.dump(2) + "\n");
+}
+
+Status make_tuning_dir(const std::string& path) {
   std::error_code ec;
-  const std::filesystem::path p(path);
-  std::filesystem::create_directories(p.parent_path(), ec);
-  if (ec) return unavailable("cannot create " + p.parent_path().string() + ": " + ec.message());
-  // Write a temporary file and rename it over the old one, so readers never see half a file.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << j.dump(2) << "\n";
-    if (!out) return unavailable("cannot write " + tmp);
-  }
-  std::filesystem::rename(tmp, p, ec);
-  if (ec) return unavailable("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return unavailable("cannot create " + dir.string() + ": " + ec.message());
+  if (::access(dir.c_str(), W_OK) != 0) return unavailable("cannot write into " + dir.string() + ": " + std::strerror(errno));
   return Status::ok();
 }
 

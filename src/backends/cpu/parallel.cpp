@@ -19,6 +19,8 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -70,6 +72,12 @@ class Pool {
   }
 
   // Runs task(0..n-1) on `threads` participants (the caller and threads - 1 workers).
+  // The workers `threads` needs, started now (std::system_error when the system refuses one).
+  void start(int threads) {
+    std::lock_guard caller(call_mu_);
+    grow(threads);
+  }
+
   void run(int64_t n, TaskRef task, int threads) {
     std::lock_guard caller(call_mu_);  // one parallel_for at a time; others queue here
     round(n, task, threads);
@@ -158,15 +166,27 @@ class Pool {
     }
   }
 
-  void round(int64_t n, TaskRef task, int threads) {
+  // Starts workers until there are threads - 1 (no round runs now). A thread the system refuses
+  // throws std::system_error and leaves the pool as it was: its slot goes too (a round would
+  // wait on it forever).
+  void grow(int threads) {
     while (static_cast<int>(workers_.size()) < threads - 1) {
       const int index = static_cast<int>(workers_.size());
-      // A new worker starts from the current round (no round runs now), so it waits for the next.
+      // A new worker starts from the current round, so it waits for the next.
       const uint64_t now = generation_.load(std::memory_order_relaxed);
       done_.emplace_back();  // a deque: the slots of running workers stay where they are
       done_.back().round.store(now, std::memory_order_relaxed);
-      workers_.emplace_back([this, index, now] { work(index, now); });
+      try {
+        workers_.emplace_back([this, index, now] { work(index, now); });
+      } catch (...) {
+        done_.pop_back();
+        throw;
+      }
     }
+  }
+
+  void round(int64_t n, TaskRef task, int threads) {
+    grow(threads);
     task_ = task;
     n_ = n;
     active_ = threads - 1;
@@ -323,6 +343,16 @@ int resident_home(const void* key, int64_t bytes_per_task, int64_t n, int thread
 }  // namespace
 
 void set_num_threads(int n) { g_threads = n <= 0 ? hardware_threads() : n; }
+
+Status start_threads() {
+  const int n = num_threads();
+  try {
+    pool().start(n);
+  } catch (const std::system_error& e) {
+    return unavailable("--threads " + std::to_string(n) + ": the system refused a worker thread: " + e.what());
+  }
+  return Status::ok();
+}
 
 int num_threads() {
   if (t_team) return t_team->size;

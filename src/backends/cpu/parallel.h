@@ -8,11 +8,16 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "volta/status.h"
+
 namespace volta::cpu {
 
 // Threads used by parallel_for; n <= 0 means one per hardware thread.
 void set_num_threads(int n);
 int num_threads();
+// Starts the worker threads num_threads() needs now, so that a system that refuses one fails
+// here with a message rather than inside a kernel call.
+Status start_threads();
 
 // A task list's body, borrowed for one call: a pointer to the caller's callable and a function
 // that invokes it. Unlike std::function it never copies the callable to the heap, so a worker

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "backends/cpu/matmul.h"
+#include "io/lock.h"
 #include "volta/rng.h"
 #include "volta/tensor.h"
 
@@ -133,7 +134,10 @@ Result<MatmulTuneSaved> save_matmul_tuning(const std::vector<MatmulTuneOutcome>&
   MatmulTuneSaved saved;
   VOLTA_ASSIGN_OR_RETURN(saved.path, matmul_tuning_path(sig));
   // Classes tuned now replace their old entries (a class that kept the default loses its entry);
-  // the others stay. An unreadable or foreign old file is replaced.
+  // the others stay. An unreadable or foreign old file is replaced. Under a lock: two tunes at
+  // once each merge with what the other saved.
+  VOLTA_RETURN_IF_ERROR(make_tuning_dir(saved.path));
+  VOLTA_ASSIGN_OR_RETURN(const io::FileLock lock, io::FileLock::acquire(saved.path + ".lock", /*wait=*/true));
   std::map<std::string, TunedEntry> merged;
   if (auto old = read_matmul_tuning(saved.path, sig))
     for (const TunedEntry& e : *old) merged[e.shape_class] = e;
