@@ -100,6 +100,22 @@ TEST(Builder, FlagAttributesAreZeroOrOne) {
   EXPECT_ERROR_CONTAINS(ir::verify_graph(g), "attribute 'trainable' must be 0 or 1, got 2");
 }
 
+// A scale is a finite number (nan gave all-nan probabilities with exit 0); a gradient op's checks
+// of its forward's attributes name the gradient op.
+TEST(Builder, ScalesAreFiniteAndGradientRulesNameTheirOp) {
+  const TensorType x{DType::f32, {2, 3, 3}};
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::Softmax, std::vector<TensorType>{x}, {{"scale", nan}}),
+                        "[softmax] attribute 'scale' must be finite, got nan");
+  EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::Attention, std::vector<TensorType>{x, x, x}, {{"scale", inf}}),
+                        "[attention] attribute 'scale' must be finite, got inf");
+  ASSERT_OK(ir::infer_type(ir::Op::Softmax, std::vector<TensorType>{x}, {{"scale", 0.125}}));
+  EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::SoftmaxGrad, std::vector<TensorType>{x, x}, {{"axis", int64_t{5}}}),
+                        "[softmax_grad] axis 5 out of range");
+  EXPECT_ERROR_CONTAINS(ir::infer_type(ir::Op::GeluGrad, std::vector<TensorType>{x, x}, {{"approximate", std::string("erf")}}),
+                        "[gelu_grad] attribute 'approximate' must be");
+}
+
 // The decode step's run-time position (i32, one element): attention's fourth input, softmax's
 // second; and cache_write's rule.
 // Offsets far past any length would overflow `row + offset` in the kernels; verify bounds them.

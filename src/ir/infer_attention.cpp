@@ -105,7 +105,7 @@ Result<TensorType> infer_attention_rows(std::span<const TensorType> in, const At
   const bool run_time_position = in.size() == 4 && !mask;
   const size_t tensors = in.size() == 4 ? 3 : in.size();
   for (size_t i = 0; i < tensors; ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
-  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+  VOLTA_RETURN_IF_ERROR(finite_scale(op, attrs));
   VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
   VOLTA_ASSIGN_OR_RETURN(const int64_t zero_nan, tagged(op, attrs.get_int("zero_nan_probs", 0)));
   if (zero_nan != 0 && zero_nan != 1) return fail(op, "zero_nan_probs must be 0 or 1, got " + std::to_string(zero_nan));
@@ -184,7 +184,7 @@ Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const At
     return out;
   }
   if (attrs.has("packed_heads")) {
-    VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+    VOLTA_RETURN_IF_ERROR(finite_scale(op, attrs));
     VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
     VOLTA_ASSIGN_OR_RETURN(const int64_t hd, packed_width(op, in.first(3), attrs));
     Shape dy = in[0].shape;
@@ -198,7 +198,7 @@ Result<TensorType> infer_attention_grad(std::span<const TensorType> in, const At
     return fail(op, "q " + in[0].to_string() + ", k " + in[1].to_string() + ", v " + in[2].to_string() + " and dy " +
                         in[3].to_string() + " do not fit self-attention (q and dy of one shape, k and v of one shape "
                         "with q's or a divisor of q's heads)");
-  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+  VOLTA_RETURN_IF_ERROR(finite_scale(op, attrs));
   VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
   if (q.size() < 2 || q[q.size() - 2] == 0) return fail(op, "q must have rank >= 2 and at least one key, got " + in[0].to_string());
   Shape out = q;
@@ -236,7 +236,7 @@ Result<TensorType> infer_cache_attention(std::span<const TensorType> in, const A
   const Op op = Op::CacheAttention;
   const char* names[] = {"q", "k cache", "v cache", "k", "v"};
   for (size_t i = 0; i < 5; ++i) VOLTA_RETURN_IF_ERROR(require_f32(op, in[i], names[i]));
-  VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+  VOLTA_RETURN_IF_ERROR(finite_scale(op, attrs));
   VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
   if (in[5].dtype != DType::i32 || in[5].numel() != 1)
     return fail(op, "position must be i32 with one element, got " + in[5].to_string());

@@ -3,6 +3,7 @@
 // infer_index.cpp): error tagging and the checks every rule makes.
 #pragma once
 
+#include <cmath>
 #include <span>
 #include <string>
 
@@ -35,6 +36,13 @@ template <typename T>
 Result<T> tagged(Op op, Result<T> r) {
   if (!r.is_ok()) return fail(op, r.status().message());
   return r;
+}
+
+// The `scale` attribute (default 1): finite (a nan scale made every probability nan, exit 0).
+inline Status finite_scale(Op op, const Attrs& attrs) {
+  VOLTA_ASSIGN_OR_RETURN(const double scale, tagged(op, attrs.get_float("scale", 1.0)));
+  if (!std::isfinite(scale)) return fail(op, "attribute 'scale' must be finite, got " + std::to_string(scale));
+  return Status::ok();
 }
 
 // A causal offset (or a mask offset) far past any sequence length means "mask nothing" or "mask

@@ -42,7 +42,7 @@ Result<TensorType> infer_unary(Op op, std::span<const TensorType> in, const Attr
     VOLTA_ASSIGN_OR_RETURN(int64_t axis, tagged(op, attrs.get_int("axis", -1)));
     if (in[0].shape.empty()) return fail(op, "needs rank >= 1");
     VOLTA_ASSIGN_OR_RETURN(size_t ax, normalize_axis(op, axis, in[0].shape.size()));
-    VOLTA_RETURN_IF_ERROR(tagged(op, attrs.get_float("scale", 1.0)).status());
+    VOLTA_RETURN_IF_ERROR(finite_scale(op, attrs));
     if (attrs.has("causal_offset")) {
       VOLTA_RETURN_IF_ERROR(check_offset(op, attrs, "causal_offset"));
       if (in[0].shape.size() < 2 || ax + 1 != in[0].shape.size())
@@ -269,8 +269,15 @@ Result<TensorType> infer_pad(std::span<const TensorType> in, const Attrs& attrs)
 Result<TensorType> infer_pointwise_grad(Op op, std::span<const TensorType> in, const Attrs& attrs) {
   VOLTA_RETURN_IF_ERROR(require_f32(op, in[0], "x"));
   if (in[1] != in[0]) return fail(op, "dy " + in[1].to_string() + " must match x " + in[0].to_string());
-  if (op == Op::GeluGrad) VOLTA_RETURN_IF_ERROR(infer_unary(Op::Gelu, in.subspan(0, 1), attrs).status());
-  if (op == Op::SoftmaxGrad) VOLTA_RETURN_IF_ERROR(infer_unary(Op::Softmax, in.subspan(0, 1), attrs).status());
+  // The forward op's attribute checks, their errors naming this op.
+  const auto forward = [&](Op fwd) -> Status {
+    const auto r = infer_unary(fwd, in.subspan(0, 1), attrs);
+    if (r.is_ok()) return Status::ok();
+    const std::string tag = "[" + std::string(op_name(fwd)) + "] ", msg = r.status().message();
+    return fail(op, msg.rfind(tag, 0) == 0 ? msg.substr(tag.size()) : msg);
+  };
+  if (op == Op::GeluGrad) VOLTA_RETURN_IF_ERROR(forward(Op::Gelu));
+  if (op == Op::SoftmaxGrad) VOLTA_RETURN_IF_ERROR(forward(Op::Softmax));
   return in[0];
 }
 

@@ -1,6 +1,11 @@
 #include "train/trainer.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -8,8 +13,6 @@
 #include <sstream>
 
 #include "io/file.h"
-
-#include <sys/stat.h>
 
 namespace volta::train {
 
@@ -150,6 +153,8 @@ Result<std::unique_ptr<Trainer>> Trainer::make(Runtime& rt, Task& task, const Tr
     auto lock = io::FileLock::acquire(t->out_path(".lock"));
     if (!lock.is_ok()) return Status(lock.status().code(), "--out " + o.out + ": " + lock.status().message());
     t->lock_.emplace(std::move(*lock));
+    if (::access(o.out.c_str(), W_OK | X_OK) != 0)  // checkpoints are new files here: known now, not at the first save
+      return not_found("--out: cannot write into '" + o.out + "': " + std::strerror(errno));
     const std::string earlier = earlier_run_checkpoint(o);  // under the lock: no other run writes them now
     VOLTA_RETURN_IF_ERROR(check_earlier_run(o, resumed, earlier));
     t->replacing_ = o.replace && !earlier.empty();  // a new run, or one resumed from elsewhere
