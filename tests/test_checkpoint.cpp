@@ -311,6 +311,13 @@ TEST(LMCheckpoint, ShapesMustMatchTheConfig) {
   c = train::to_checkpoint(ck);
   c.metadata["model_config"] = "{\"model\":\"tinylm\"}";
   EXPECT_ERROR_CONTAINS(train::from_checkpoint(c, "x"), "model config has no integer 'vocab'");
+  // A key the config's arch does not read: a gpt config with a llama's fields, or a stray one.
+  for (const char* extra : {"\"kv_heads\":1", "\"dropout\":0.5"}) {
+    c = train::to_checkpoint(ck);
+    std::string config = c.metadata["model_config"];
+    c.metadata["model_config"] = config.insert(config.size() - 1, std::string(",") + extra);
+    EXPECT_ERROR_CONTAINS(train::from_checkpoint(c, "x"), "which a gpt config does not take");
+  }
 }
 
 // A resumed run, eval and generate trust the recipe they load, so it is checked like flags

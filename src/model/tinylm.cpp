@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 #include <utility>
 #include <nlohmann/json.hpp>
 
@@ -240,6 +242,14 @@ Result<TinyLMConfig> config_from_json(const std::string& text) {
     VOLTA_RETURN_IF_ERROR(integers({{"kv_heads", &c.kv_heads}, {"ffn", &c.ffn}}));
     if (!j.contains("rope_theta") || !j["rope_theta"].is_number()) return parse_error("model config has no number 'rope_theta'");
     c.rope_theta = j["rope_theta"].get<double>();
+  }
+  // A key this arch does not read is refused rather than ignored: a gpt config holding a llama's
+  // kv_heads and ffn (an "arch" left out) built another model than its writer meant.
+  for (const auto& [key, value] : j.items()) {
+    static const std::set<std::string> gpt = {"model", "arch", "vocab", "context", "layers", "heads", "channels", "bias"};
+    const bool llama_key = key == "kv_heads" || key == "ffn" || key == "rope_theta";
+    if (!gpt.contains(key) && !(llama_key && c.arch == Arch::Llama))
+      return parse_error("model config has '" + key + "', which a " + arch_name(c.arch) + " config does not take");
   }
   VOLTA_RETURN_IF_ERROR(validate(c));
   return c;
