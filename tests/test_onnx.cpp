@@ -261,6 +261,20 @@ TEST(OnnxTensorFiles, ProtoAndNpyRoundTrip) {
   static const char kCut[] = "\x93NUMPY\x01\x00\x40\x00{'descr': '<f4',";
   EXPECT_ERROR_CONTAINS(onnx::parse_npy(std::string_view(kCut, sizeof kCut - 1), "x.npy"), "truncated");
   EXPECT_ERROR_CONTAINS(onnx::parse_npy("NOTNUMPY00", "x.npy"), "bad magic");
+  {  // a key twice (NumPy takes the last); a tab after a colon reads as a space does
+    const auto npy = [](const std::string& dict) {
+      std::string h = dict;
+      h.append((64 - (10 + h.size() + 1) % 64) % 64, ' ');
+      h += '\n';
+      return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xff) + static_cast<char>(h.size() >> 8) + h +
+             std::string(4, '\0');
+    };
+    EXPECT_ERROR_CONTAINS(onnx::parse_npy(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'shape': (1,), }"), "d.npy"),
+                          ".npy header names 'shape' twice");
+    auto tab = onnx::parse_npy(npy("{'descr':\t'<f4', 'fortran_order':\tFalse, 'shape':\t(1,), }"), "t.npy");
+    ASSERT_OK(tab);
+    EXPECT_EQ(tab->tensor.type().to_string(), "f32[1]");
+  }
   {  // a file longer than its header's shape is refused from the header, as read_value_file reads it
     const std::string path = (fs::temp_directory_path() / ("volta_onnx_long_" + std::to_string(::getpid()) + ".npy")).string();
     ASSERT_OK(onnx::write_tensor_file(path, Tensor::from_f32({1}, {1.0f}), onnx::ElemType::kFloat, "x"));

@@ -86,6 +86,7 @@ TEST(OnnxExternalData, InitializersAreReadFromFilesBesideTheModel) {
                         "offset '9223372036854775807' is not a byte count (at most 18 decimal digits");
   EXPECT_ERROR_CONTAINS(load(model("weights/data.bin", 16, 20)), "tensor 'w'");  // 20 bytes for 6 floats
   EXPECT_ERROR_CONTAINS(load(model("weights", 0, 24)), "weights' is a directory, not a regular file");
+  EXPECT_ERROR_CONTAINS(load(model(".", 0, 24)), "location '.' is the model's directory, not a file in it");
   // A slice of another size than the tensor's is refused before it is read: to the end of a
   // 64 GiB (sparse) file, which was read whole first.
   std::ofstream(dir / "weights" / "huge.bin").close();

@@ -76,6 +76,8 @@ Result<Tensor> initializer_value(const ::onnx::TensorProto& p, const std::string
   bool escapes = location.empty() || rel.is_absolute() || location.find('\0') != std::string::npos;
   for (const auto& part : rel) escapes = escapes || part == "..";
   if (escapes) return invalid_argument(what + ": location '" + location + "' must be a path inside the model's directory");
+  if (rel.lexically_normal() == "." || rel.lexically_normal() == "./")  // was named a link leading out
+    return invalid_argument(what + ": location '" + location + "' is the model's directory, not a file in it");
   const std::optional<std::string> resolved = resolve_inside((std::filesystem::path(model_dir_of(model_path)) / rel).string(), model_path);
   if (!resolved)
     return invalid_argument(what + ": location '" + location + "' is a link that leads out of the model's directory " +

@@ -327,7 +327,7 @@ Result<NpyHeader> parse_npy_header(std::string_view bytes, const std::string& or
     if (k == std::string::npos) return "";
     size_t colon = header.find(':', k);
     if (colon == std::string::npos) return "";
-    size_t v = header.find_first_not_of(' ', colon + 1);
+    size_t v = header.find_first_not_of(" \t", colon + 1);
     if (v == std::string::npos) return "";
     if (header[v] == '(') {
       size_t close = header.find(')', v);
@@ -336,6 +336,9 @@ Result<NpyHeader> parse_npy_header(std::string_view bytes, const std::string& or
     size_t end = header.find_first_of(",}", v);
     return header.substr(v, end == std::string::npos ? std::string::npos : end - v);
   };
+  for (const char* key : {"'descr'", "'fortran_order'", "'shape'"})  // NumPy would take the last, this reader the first
+    if (const size_t at = header.find(key); at != std::string::npos && header.find(key, at + 1) != std::string::npos)
+      return bad(origin, ".npy header names " + std::string(key) + " twice");
   const std::string descr = field("descr"), fortran = field("fortran_order"), shape_text = field("shape");
   ElemType type = ElemType::kUndefined;
   std::string known;
