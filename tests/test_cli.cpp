@@ -82,6 +82,27 @@ TEST(Cli, RunRepeatsTimesAndProfiles) {
   std::remove(trace.c_str());
 }
 
+// /dev/stdout as an output is this process's stdout, written in place: into a pipe, or appended
+// to the shell's redirect file (it was resolved to /proc/self/fd/pipe:[N] and failed, or replaced
+// the redirect file, losing what the run had printed); two runs' logs may share one redirect.
+TEST(Cli, DevStdoutOutputsAreWrittenInPlace) {
+  const std::string file = ::testing::TempDir() + "volta_stdout_" + std::to_string(::getpid()) + ".txt";
+  const std::string run = std::string(VOLTA_CLI_PATH) + " --threads 1 run examples/mlp.vir --input x=random --input labels=random --profile /dev/stdout";
+  std::string out, err;
+  ASSERT_EQ(test::run_command("cd " + std::string(VOLTA_SOURCE_DIR) + " && " + run + " | cat", &out, &err), 0) << err;
+  EXPECT_NE(out.find("{\"traceEvents\""), std::string::npos);
+  EXPECT_NE(out.find("%loss"), std::string::npos);
+  ASSERT_EQ(test::run_command("cd " + std::string(VOLTA_SOURCE_DIR) + " && echo first > " + file + " && " + run + " >> " + file, &out, &err), 0)
+      << err;
+  const std::string got = test::read_file(file);
+  EXPECT_EQ(got.rfind("first\n", 0), 0u) << got;
+  EXPECT_NE(got.find("{\"traceEvents\""), std::string::npos);
+  EXPECT_NE(got.find("%loss"), std::string::npos);
+  const std::string spirals = std::string(VOLTA_CLI_PATH) + " train --recipe mlp-spirals --steps 200 --log /dev/stdout >> " + file;
+  EXPECT_EQ(test::run_command(spirals + " & " + spirals + " || exit 1; wait $! || exit 1", &out, &err), 0) << err;
+  std::remove(file.c_str());
+}
+
 TEST(Cli, RunReadsAndWritesRawFiles) {
   std::string dir = ::testing::TempDir() + "volta_cli_run_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);

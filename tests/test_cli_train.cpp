@@ -185,7 +185,7 @@ TEST(CliThreads, ThreadsTheSystemRefusesAreAnError) {
   GTEST_SKIP() << "the address-space limit leaves AddressSanitizer no room for its shadow memory";
 #endif
   std::string out, err;
-  const int code = test::run_command("cd " + std::string(VOLTA_SOURCE_DIR) + " && ulimit -v 2000000 && " + VOLTA_CLI_PATH +
+  const int code = test::run_command("cd " + std::string(VOLTA_SOURCE_DIR) + " && ulimit -s 8192 && ulimit -v 2000000 && " + VOLTA_CLI_PATH +
                                          " --threads 1024 inspect examples/gpt_block.vir", &out, &err);
   EXPECT_EQ(code, 1) << err;
   EXPECT_EQ(err.rfind("volta: error: --threads 1024: the system refused a worker thread: ", 0), 0u) << err;
@@ -200,9 +200,11 @@ TEST(CliTrain, ALogAnotherRunWritesIsRefused) {
   std::filesystem::create_directories(dir);
   const std::string log = dir + "/log.jsonl", pid = dir + "/pid", rc = dir + "/rc", err = dir + "/err";
   const std::string spirals = std::string(" train --recipe mlp-spirals --log ") + log;
-  test::run_command("cd " + dir + " && { " + VOLTA_CLI_PATH + spirals + " --steps 100000000 >/dev/null 2>&1 & echo $! > " + pid +
-                        "; } && while [ ! -s " + log + " ]; do sleep 0.05; done; " + VOLTA_CLI_PATH + spirals +
-                        " --steps 3 >/dev/null 2>" + err + "; echo $? > " + rc + "; kill $(cat " + pid + ")",
+  // The first run is bounded (timeout) and killed on the way out, whatever happens in between.
+  test::run_command("cd " + dir + " && { timeout 120 " + VOLTA_CLI_PATH + spirals + " --steps 100000000 >/dev/null 2>&1 & echo $! > " +
+                        pid + "; } && trap 'kill $(cat " + pid + ") 2>/dev/null' EXIT; for i in $(seq 400); do [ -s " + log +
+                        " ] && break; sleep 0.05; done; timeout 60 " + VOLTA_CLI_PATH + spirals + " --steps 3 >/dev/null 2>" + err +
+                        "; echo $? > " + rc,
                     nullptr, nullptr);
   EXPECT_EQ(test::read_file(rc), "1\n");
   EXPECT_EQ(test::read_file(err), "volta train: error: --log: another run is writing here: '" + log + "' is locked\n");

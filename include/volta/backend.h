@@ -124,8 +124,9 @@ std::unique_ptr<Backend> make_cpu_backend();
 // every thread count.
 void set_cpu_threads(int n);
 int cpu_threads();
-// Starts the CPU backend's threads now: an error names the count when the system refuses one.
-Status start_cpu_threads();
+// Starts the CPU backend's threads now. When the system refuses one: an error naming the count
+// if `asked` (--threads given), else the backend runs on the threads it has.
+Status start_cpu_threads(bool asked);
 // Whether the CPU backend walks a plan whose kernels allow it on all its threads at once
 // (Backend::walk; on by default): off, every plan runs step by step, forking per kernel call.
 // Only the speed differs (`bench infer --compare-teams` times both).

@@ -52,13 +52,16 @@ Result<std::pair<std::vector<Tensor>, std::string>> run_repeated(Runtime& rt, co
 }
 
 Result<Tensor> read_raw(const std::string& path, const std::string& name, const TensorType& type) {
+  const auto wrong_size = [&](uint64_t have) {
+    return invalid_argument("--input " + name + ": '" + path + "' has " + std::to_string(have) + " bytes but " + type.to_string() +
+                            " needs " + std::to_string(type.bytes()) + " (raw little-endian)");
+  };
   std::string bytes;
   VOLTA_RETURN_IF_ERROR(io::read_file_with(path, {uint64_t{1} << 40, "--input " + name}, [&](int fd, uint64_t size) -> Status {
-    if (size != type.bytes())  // known before a byte is read (a 3 GB file for one float was read whole first)
-      return invalid_argument("--input " + name + ": '" + path + "' has " + std::to_string(size) + " bytes but " + type.to_string() +
-                              " needs " + std::to_string(type.bytes()) + " (raw little-endian)");
+    if (size != type.bytes()) return wrong_size(size);  // known before a byte is read (a 3 GB file for one float was read whole first)
     return io::read_all(fd, size, path, {}, &bytes);
   }));
+  if (bytes.size() != type.bytes()) return wrong_size(bytes.size());  // a file that shrank while it was read
   Tensor t = Tensor::zeros(type.dtype, type.shape);
   if (!bytes.empty()) std::memcpy(t.raw(), bytes.data(), bytes.size());
   return t;

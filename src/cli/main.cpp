@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     volta::set_cpu_threads(global.threads);
-    if (const volta::Status st = volta::start_cpu_threads(); !st.is_ok()) {
+    if (const volta::Status st = volta::start_cpu_threads(global.threads > 0); !st.is_ok()) {
       std::fprintf(stderr, "volta: error: %s\n", one_line(st.message()).c_str());
       return 1;
     }

@@ -228,13 +228,23 @@ Result<std::string> link_target(const std::string& given) {
 }
 
 // (io/file.h)
+bool is_stream_path(const std::string& path) { return path.starts_with("/dev/") || path.starts_with("/proc/"); }
+
+// (io/file.h)
 Status write_output(const std::string& given, std::string_view bytes) {
-  VOLTA_ASSIGN_OR_RETURN(const std::string path, link_target(given));
+  // /dev/stdout, /dev/fd/N: this process's own descriptors (a pipe, a terminal, the shell's
+  // redirect file), written in place and appended to, never resolved and replaced.
+  const bool stream = is_stream_path(given);
+  std::string path = given;
+  if (!stream) {
+    VOLTA_ASSIGN_OR_RETURN(path, link_target(given));
+  }
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return write_file_atomic(path, bytes);
-  if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!stream && (!exists || S_ISREG(st.st_mode))) return write_file_atomic(path, bytes);
+  if (exists && !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
     return invalid_argument("cannot write '" + given + "': it is not a regular file (refusing to replace it)");
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);  // a FIFO's reader is held open (check_output_path)
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);  // a FIFO's reader is held open (check_output_path)
   if (fd < 0) return not_found("cannot write '" + given + "': " + std::strerror(errno));
   size_t done = 0;
   while (done < bytes.size()) {
@@ -306,9 +316,11 @@ Status check_extent(int fd, std::string_view head, uint64_t size, const std::str
   if (header.is_discarded() || !header.is_object()) return not_an_object(source);
   uint64_t end = 0;
   for (const auto& [name, e] : header.items()) {
-    if (name == "__metadata__" || !e.is_object() || !e.contains("data_offsets")) continue;
+    if (name == "__metadata__") continue;
+    if (!e.is_object() || !e.contains("data_offsets")) return Status::ok();  // the full parse names what is wrong
     const json& o = e["data_offsets"];
-    if (o.is_array() && o.size() == 2 && o[1].is_number_unsigned()) end = std::max(end, o[1].get<uint64_t>());
+    if (!o.is_array() || o.size() != 2 || !o[1].is_number_unsigned()) return Status::ok();
+    end = std::max(end, o[1].get<uint64_t>());
   }
   const uint64_t data = size - 8 - n;
   if (data > end) return parse_error(source + ": data section is " + std::to_string(data) + " bytes but the tensors cover " + std::to_string(end));

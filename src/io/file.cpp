@@ -192,7 +192,8 @@ Status check_output_path(const std::string& path, const std::string& what, const
     if (same_inode || same_name)
       return invalid_argument(what + ": '" + path + "' is '" + r + "', which this command reads or writes (refusing to overwrite it)");
   }
-  return exists ? check_replaced_kind(path, st, writes, what) : Status::ok();
+  // /dev/stdout into the shell's redirect file: appended to, nothing replaced.
+  return exists && !is_stream_path(path) ? check_replaced_kind(path, st, writes, what) : Status::ok();
 }
 
 Status check_parent_dir(const std::string& given, const std::string& what) {

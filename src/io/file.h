@@ -61,8 +61,11 @@ Status check_parent_dir(const std::string& path, const std::string& what);
 Result<std::string> link_target(const std::string& path);
 // Writes a command's output file whole: a regular file (or a new one) atomically, through
 // write_file_atomic, so an interrupted write leaves the earlier file as it was; a character
-// device or FIFO in place.
+// device or FIFO, and any path under /dev/ or /proc/ (/dev/stdout into a pipe or the shell's
+// redirect file), in place, appended to.
 Status write_output(const std::string& path, std::string_view bytes);
+// A path under /dev/ or /proc/: a device or this process's own descriptor, written in place.
+bool is_stream_path(const std::string& path);
 
 // Removes `path`.tmp.<pid> files that a killed writer left behind (their process is gone); a
 // temporary file of a live process is its write in progress and stays. (Defined with the

@@ -63,7 +63,7 @@ Result<std::unique_ptr<HashTrace>> HashTrace::create(const std::string& given, b
   std::unique_ptr<HashTrace> t(new HashTrace(path, values, direct));
   if (direct) {
     t->written_ = path;
-    t->out_.open(path, std::ios::trunc);
+    t->out_.open(path, std::ios::app);  // /dev/stdout into the shell's redirect file: appended to
     if (!t->out_) return not_found("cannot write trace '" + path + "'");
   } else {
     io::remove_stale_temporaries(temporary_stem(path));  // left by killed runs

@@ -40,8 +40,9 @@ Status truncate_log(const std::string& path, int64_t step, const std::string& to
 
 // An exclusive lock on the regular file `path` (created if missing), so that two runs never
 // write one log (both ran, interleaving their lines, or truncating the other's); none for a
-// device or FIFO.
+// device, a FIFO or a path under /dev/ or /proc/.
 Result<std::optional<io::FileLock>> lock_log(const std::string& path) {
+  if (io::is_stream_path(path)) return std::optional<io::FileLock>();  // /dev/stdout into a shared redirect file
   VOLTA_ASSIGN_OR_RETURN(const std::string target, io::link_target(path));
   struct stat st {};
   if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return std::optional<io::FileLock>();

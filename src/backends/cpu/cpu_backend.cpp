@@ -116,7 +116,7 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 void set_cpu_threads(int n) { cpu::set_num_threads(n); }
-Status start_cpu_threads() { return cpu::start_threads(); }
+Status start_cpu_threads(bool asked) { return cpu::start_threads(asked); }
 namespace {
 std::atomic<bool> g_teams{true};
 }  // namespace

@@ -77,6 +77,10 @@ class Pool {
     std::lock_guard caller(call_mu_);
     grow(threads);
   }
+  int workers() {
+    std::lock_guard caller(call_mu_);
+    return static_cast<int>(workers_.size());
+  }
 
   void run(int64_t n, TaskRef task, int threads) {
     std::lock_guard caller(call_mu_);  // one parallel_for at a time; others queue here
@@ -344,11 +348,17 @@ int resident_home(const void* key, int64_t bytes_per_task, int64_t n, int thread
 
 void set_num_threads(int n) { g_threads = n <= 0 ? hardware_threads() : n; }
 
-Status start_threads() {
+Status start_threads(bool asked) {
   const int n = num_threads();
   try {
     pool().start(n);
   } catch (const std::system_error& e) {
+    // One per hardware thread, not asked for: as many as the system starts (the results are the
+    // same for any count).
+    if (!asked) {
+      set_num_threads(pool().workers() + 1);
+      return Status::ok();
+    }
     return unavailable("--threads " + std::to_string(n) + ": the system refused a worker thread: " + e.what());
   }
   return Status::ok();

@@ -16,8 +16,9 @@ namespace volta::cpu {
 void set_num_threads(int n);
 int num_threads();
 // Starts the worker threads num_threads() needs now, so that a system that refuses one fails
-// here with a message rather than inside a kernel call.
-Status start_threads();
+// here with a message (`asked`: the count was given) or runs on the threads it started (the
+// default count), rather than failing inside a kernel call.
+Status start_threads(bool asked);
 
 // A task list's body, borrowed for one call: a pointer to the caller's callable and a function
 // that invokes it. Unlike std::function it never copies the callable to the heap, so a worker

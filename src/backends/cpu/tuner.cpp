@@ -137,7 +137,8 @@ Result<MatmulTuneSaved> save_matmul_tuning(const std::vector<MatmulTuneOutcome>&
   // the others stay. An unreadable or foreign old file is replaced. Under a lock: two tunes at
   // once each merge with what the other saved.
   VOLTA_RETURN_IF_ERROR(make_tuning_dir(saved.path));
-  VOLTA_ASSIGN_OR_RETURN(const io::FileLock lock, io::FileLock::acquire(saved.path + ".lock", /*wait=*/true));
+  // (A folder that cannot lock, a network file system's ENOLCK, saves without one.)
+  const Result<io::FileLock> lock = io::FileLock::acquire(saved.path + ".lock", /*wait=*/true);
   std::map<std::string, TunedEntry> merged;
   if (auto old = read_matmul_tuning(saved.path, sig))
     for (const TunedEntry& e : *old) merged[e.shape_class] = e;
