@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <mutex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -173,12 +172,10 @@ Status check_output_path(const std::string& path, const std::string& what, const
     if (S_ISFIFO(st.st_mode)) {
       const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
       if (fd < 0) return invalid_argument(what + ": '" + path + "' is a FIFO that nothing reads");
-      // Held open until the process ends: closing it would give a reader such as `cat` its end
-      // of file now, and the output's own open later would then wait for a reader forever.
-      static std::mutex mu;
-      static std::vector<int> held;
-      const std::lock_guard<std::mutex> lock(mu);
-      held.push_back(fd);
+      // Left open until the process ends (never closed on purpose): closing it would give a
+      // reader such as `cat` its end of file now, and the output's own open later would then
+      // wait for a reader forever.
+      (void)fd;
     }
   }
   std::error_code ec;

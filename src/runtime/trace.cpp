@@ -45,8 +45,7 @@ Result<std::unique_ptr<HashTrace>> HashTrace::create(const std::string& given, b
   // as checkpoints are.
   std::error_code ec;
   const auto st = std::filesystem::status(given, ec);
-  const bool direct = given.starts_with("/dev/") || given.starts_with("/proc/") ||
-                      (!ec && (std::filesystem::is_character_file(st) || std::filesystem::is_fifo(st)));
+  const bool direct = io::is_stream_path(given) || (!ec && (std::filesystem::is_character_file(st) || std::filesystem::is_fifo(st)));
   std::string path = given;
   if (!direct) {
     auto target = io::link_target(given);  // a link to a file not written yet too
