@@ -275,13 +275,15 @@ TEST(CpuMatmulBits, KeyScoresOfColumnsEqualTheFmaChainForEveryIsa) {
     }
 }
 
-// The packing transpose: every count of live and padding rows (8-row blocks and a last block of
-// 1..7, the AVX2 tile's 6-row panels among them) and of k (8-value blocks and single values),
-// each value moved exactly, the padding zero and nothing written outside the panel.
+// The packing transpose: every count of live and padding rows (AVX2's 8-row blocks and a last
+// block of 1..7, its tile's 6-row panels among them; AVX-512's 16-row blocks and a masked last
+// one, its tile's 12-row panels and B's 32-column ones among them) and of k (8- and 16-value
+// blocks and single values), each value moved exactly, the padding zero and nothing written
+// outside the panel.
 TEST(CpuMatmul, TransposeCopyMovesEveryValueForEveryIsa) {
-  for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17})
+  for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 31, 32})
     for (int64_t pad : {0, 1, 2, 3})
-      for (int64_t k : {1, 7, 8, 9, 16, 21}) {
+      for (int64_t k : {1, 7, 8, 9, 15, 16, 21, 32, 35}) {
         const int64_t rows_out = rows + pad, src_rs = k + 2, dst_rs = rows_out + 1;
         const std::vector<float> src = normal(rows * src_rs, static_cast<uint64_t>(rows * 100 + k));
         for (cpu::MatmulIsa isa : supported_isas()) {

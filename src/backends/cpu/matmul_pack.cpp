@@ -54,6 +54,12 @@ void pack_a(MatmulIsa isa, MatView A, int64_t rows, int64_t kb, int64_t mr, floa
     const int64_t h = std::min(mr, rows - i);
     const float* src = A.data + i * A.rs;
     if (A.cs == 1) {  // row-major A: each row's k values are contiguous, a transpose
+      // An A from L3 or memory is read a K block of each row at a time: pieces too short for
+      // the hardware's stream prefetch. The next panel's rows are fetched while this one is
+      // transposed.
+      const int64_t next = std::min(rows, i + 2 * mr), lines = (kb + 15) / 16;
+      for (int64_t r = i + mr; r < next; ++r)
+        for (int64_t l = 0; l < lines; ++l) __builtin_prefetch(src + (r - i) * A.rs + l * 16, 0, 2);
       transpose_copy(isa, src, A.rs, h, kb, dst, mr, h);
       continue;
     }
