@@ -311,6 +311,7 @@ constexpr double kSplitFlops = 1 << 20;  // ...for problems big enough to be wor
 constexpr int64_t kMaxSharedB = int64_t{1} << 23;  // floats of B packed for all tasks at most (32 MiB)
 constexpr int64_t kMaxSharedA = int64_t{1} << 23;  // and of a transposed A
 constexpr int64_t kSharedPackPanels = 4;           // panels of B per task of that packing pass
+constexpr double kSharedPackFlops = 1 << 24;       // products smaller than this pack nothing for all tasks
 
 // Task blocks of C for the packed path: all rows by nc columns (rounded to the tile), cut (the
 // larger side first) while the batch has fewer than kMinTasks tasks. Rows are cut into equal
@@ -496,8 +497,14 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   const int64_t tm = ceil_div(M, mb), tn = ceil_div(N, nb);
   // Several row blocks read the same columns of B: pack B once, shared, instead of once per task.
   const int64_t ld = round_up(N, matmul_tile(isa).cols);
+  // Packing for all tasks is a parallel pass of its own (a round a thread waits in), and its
+  // panels are read by other cores than the ones that wrote them: a small product on several
+  // threads packs in each task what the task reads (128^3 at 2 threads: 101-110 -> 150-170
+  // GFLOP/s). On one thread the shared pass only saves work.
+  const bool pack_shared =
+      num_threads() == 1 || 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K) >= kSharedPackFlops;
   // A weight packed when the plan was made (b_packed) is read as such by every task.
-  const bool share_b = packed_b || (tm > 1 && count * ld * K <= kMaxSharedB);
+  const bool share_b = packed_b || (pack_shared && tm > 1 && count * ld * K <= kMaxSharedB);
   const float* shared = packed_b;
   if (share_b && !packed_b) {
     float* own = t_scratch.get(Scratch::kSharedB, count * ld * K);
@@ -514,7 +521,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   // task would otherwise read it in place through the strided kernel (its columns too few to pay
   // for packing their own copy), about a tenth slower per FLOP than the packed one.
   const bool transposed_a = A0.rs == 1 && A0.cs != 1, row_major_a = A0.cs == 1 && A0.rs != 1 && tn > 1;
-  const bool share_a = count == 1 && tm * tn > 1 && (transposed_a || row_major_a) && lda * K <= kMaxSharedA;
+  const bool share_a = pack_shared && count == 1 && tm * tn > 1 && (transposed_a || row_major_a) && lda * K <= kMaxSharedA;
   float* shared_a = share_a ? t_scratch.get(Scratch::kSharedA, lda * K) : nullptr;
   if (share_a) {
     // A transposed A in tasks of half a K block, each copying whole rows of the stored matrix in
