@@ -413,8 +413,8 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   const int64_t ld = round_up(N, matmul_tile(isa).cols);
   // Packing for all tasks is a parallel pass of its own (a round a thread waits in), and its
   // panels are read by other cores than the ones that wrote them: a small product on several
-  // threads packs in each task what the task reads (128^3 at 2 threads: 101-110 -> 150-170
-  // GFLOP/s). On one thread the shared pass only saves work.
+  // threads packs in each task what the task reads (128^3 at 2 threads, three sets of rounds:
+  // 42-110 -> 116-175 GFLOP/s). On one thread the shared pass only saves work.
   const bool pack_shared =
       num_threads() == 1 || 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K) >= kSharedPackFlops;
   // A weight packed when the plan was made (b_packed) is read as such by every task.
