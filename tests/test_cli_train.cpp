@@ -291,6 +291,8 @@ TEST(CliTrain, BadFlagsAreOneLineErrors) {
       {"train --recipe shakespeare-char --out /tmp/x --arch llama --kv-heads 0", 1, "--kv-heads must be >= 1, got 0"},
       {"train --recipe shakespeare-char --out /tmp/x --arch llama --ffn 0", 1, "--ffn must be >= 1, got 0"},
       {"train --recipe shakespeare-char --out /tmp/x --arch llama --bias", 1, "model bias is a gpt option"},
+      {"train --recipe shakespeare-char --out /tmp/x --arch llama --rope-theta 1e300", 1,
+       "model rope_theta must be in (1, 1e12], got 1e+300"},
       {"train --recipe shakespeare-char --out /tmp/x --arch llama --heads 8 --channels 24", 1,
        "the llama variant's head width (channels / heads) must be even for rope, got 3"},
   };

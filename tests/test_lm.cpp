@@ -50,6 +50,9 @@ TEST(TinyLMConfig, JsonRoundTripsAndBadConfigsNameTheField) {
   without["arch"] = "llama";
   without["kv_heads"] = 3;
   EXPECT_ERROR_CONTAINS(model::config_from_json(without.dump()), "model kv_heads must divide heads (4), got 3");
+  without["kv_heads"] = 2;
+  without["rope_theta"] = 1e300;
+  EXPECT_ERROR_CONTAINS(model::config_from_json(without.dump()), "model rope_theta must be in (1, 1e12], got 1e+300");
   // Defaults: half the heads, and the ffn width that gives a gpt block's 12 C^2 weights.
   model::TinyLMConfig d{65, 64, 4, 4, 128, false};
   d.arch = model::Arch::Llama;
