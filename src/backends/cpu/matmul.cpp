@@ -373,6 +373,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   }
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
   const auto count = static_cast<int64_t>(mats.size());
+  const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
   if (small && packed_b) {  // (the scalar tile reads no panels)
     const int64_t task_cols = matmul_small_packed_task_cols(isa, count, M, N, K), nt = ceil_div(N, task_cols);
     const int64_t kc = std::min(bl.kc, K);
@@ -386,7 +387,6 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   }
   if (small) {
     // A product this small is over before a second thread would join in: one task.
-    const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
     // Past the wide kernels' rows the kernels are half as wide, and so may the tasks be: a
     // 128-wide product (an attention projection, an MLP's down-projection) then spreads over
     // two threads too.
@@ -415,8 +415,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   // panels are read by other cores than the ones that wrote them: a small product on several
   // threads packs in each task what the task reads (128^3 at 2 threads, three sets of rounds:
   // 42-110 -> 116-175 GFLOP/s). On one thread the shared pass only saves work.
-  const bool pack_shared =
-      num_threads() == 1 || 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K) >= kSharedPackFlops;
+  const bool pack_shared = num_threads() == 1 || flops >= kSharedPackFlops;
   // A weight packed when the plan was made (b_packed) is read as such by every task.
   const bool share_b = packed_b || (pack_shared && tm > 1 && count * ld * K <= kMaxSharedB);
   const float* shared = packed_b;
