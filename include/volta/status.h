@@ -50,6 +50,10 @@ inline Status out_of_memory(std::string msg) { return {StatusCode::kOutOfMemory,
 inline Status numeric_error(std::string msg) { return {StatusCode::kNumericError, std::move(msg)}; }
 inline Status internal_error(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
 
+// A number as an error message names it: %g (1e+300 as such, not std::to_string's 301 digits
+// and six decimals).
+std::string number_for_message(double v);
+
 // Result<T> holds a T or a non-ok Status. Written by hand (not std::expected) so the same
 // headers compile with g++, clang 14 (fuzzers) and nvcc.
 template <typename T>

@@ -1,5 +1,7 @@
 #include "volta/status.h"
 
+#include <cstdio>
+
 namespace volta {
 
 const char* status_code_name(StatusCode code) {
@@ -15,6 +17,12 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kInternal: return "internal error";
   }
   return "unknown";
+}
+
+std::string number_for_message(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 std::string Status::to_string() const {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <set>
 #include <string>
 #include <utility>
@@ -198,11 +197,8 @@ Status validate(const TinyLMConfig& c) {
   if (c.head_dim() % 2 != 0)
     return invalid_argument("the llama variant's head width (channels / heads) must be even for rope, got " +
                             std::to_string(c.head_dim()));
-  if (!(c.rope_theta > 1.0 && c.rope_theta <= 1e12)) {
-    char got[32];  // %g: 1e+300 prints as such, not as 301 digits and six decimals
-    std::snprintf(got, sizeof got, "%g", c.rope_theta);
-    return invalid_argument(std::string("model rope_theta must be in (1, 1e12], got ") + got);
-  }
+  if (!(c.rope_theta > 1.0 && c.rope_theta <= 1e12))
+    return invalid_argument("model rope_theta must be in (1, 1e12], got " + number_for_message(c.rope_theta));
   return Status::ok();
 }
 

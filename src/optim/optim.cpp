@@ -1,5 +1,4 @@
 #include <cmath>
-#include <cstdio>
 #include <numbers>
 #include <string>
 
@@ -24,14 +23,9 @@ const char* kind_name(Kind k) {
 }
 
 namespace {
-std::string number(double v) {  // %g: 1e+308 prints as such, not as 309 digits
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 Status check(bool ok, const char* field, double v, const char* want) {
   if (ok) return Status::ok();
-  return invalid_argument(std::string("optimizer ") + field + " must be " + want + ", got " + number(v));
+  return invalid_argument(std::string("optimizer ") + field + " must be " + want + ", got " + number_for_message(v));
 }
 }  // namespace
 
@@ -67,11 +61,11 @@ Status validate(const Schedule& s, double lr) {
     return invalid_argument("schedule decay steps (" + std::to_string(s.decay_steps) + ") must be greater than the warm-up steps (" +
                             std::to_string(s.warmup_steps) + ")");
   if (!std::isfinite(s.min_lr) || s.min_lr < 0 || s.min_lr > lr)
-    return invalid_argument("schedule minimum learning rate must be in [0, lr], got " + number(s.min_lr));
+    return invalid_argument("schedule minimum learning rate must be in [0, lr], got " + number_for_message(s.min_lr));
   // lr_at's warm-up multiplies lr by up to warmup_steps + 1 before dividing: a rate whose product
   // overflows would become inf.
   if (!std::isfinite(lr * static_cast<double>(s.warmup_steps + 1)))
-    return invalid_argument("learning rate " + number(lr) + " overflows the warm-up schedule (" +
+    return invalid_argument("learning rate " + number_for_message(lr) + " overflows the warm-up schedule (" +
                             std::to_string(s.warmup_steps) + " steps)");
   return Status::ok();
 }
