@@ -49,9 +49,6 @@ namespace volta::cpu {
 
 namespace {
 
-int64_t ceil_div(int64_t n, int64_t m) { return (n + m - 1) / m; }
-int64_t round_up(int64_t n, int64_t m) { return ceil_div(n, m) * m; }
-
 // c[0, cols) (= or +=) a[0, k) @ B[k, cols], B row stride b_rs and readable over all cols
 // (a multiple of the ISA's vector width).
 void row_product(MatmulIsa isa, const float* a, int64_t k, const float* b, int64_t b_rs, float* c, int64_t cols,

@@ -29,9 +29,6 @@ constexpr int64_t kL1Floats = 1 << 13;   // floats of an operand block that may 
 constexpr int64_t kPackACols = 128;     // columns of C past which a task packs a row-major A
 constexpr int64_t kCachedC = 1 << 19;   // floats of a task's C that stay cached from one K block to the next (2 MiB)
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
 // Per-thread packing buffers, 64-byte aligned and grown on demand. A task fills what it reads
 // before reading it, so leftovers from earlier tasks never reach a result.
 class Scratch {

@@ -20,6 +20,10 @@
 
 namespace volta::cpu {
 
+// Counts of tiles, tasks and padded widths (positive b).
+constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
 // Microkernel families, best last. Chosen once from the CPU's features.
 enum class MatmulIsa { kScalar, kAvx2, kAvx512 };
 

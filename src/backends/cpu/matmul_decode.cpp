@@ -11,9 +11,6 @@ namespace volta::cpu {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
 // Split from 2^16 FLOP: a 128 x 128 decode product (64 KB, 2^15) finishes on one core before a
 // second would have joined (batch-1 decode at 2 threads: 20.3k -> 21.4k tokens/s).
 constexpr double kSplitFlops = 1 << 16;

@@ -69,7 +69,6 @@ class Bench {
 // The blocking the kernel would actually use (values clamped to the shape), so candidates that
 // behave the same are timed once.
 MatmulBlocking effective(MatmulBlocking bl, MatmulShape s, MatmulTile tile) {
-  auto round_up = [](int64_t a, int64_t b) { return (a + b - 1) / b * b; };
   bl.kc = std::min(bl.kc, s.k);
   bl.mc = std::min(matmul_row_block(bl.mc, s.m, tile.rows), round_up(s.m, tile.rows));
   bl.nc = std::min(round_up(bl.nc, tile.cols), round_up(s.n, tile.cols));
