@@ -47,6 +47,9 @@ struct MatmulBlocking {
   bool operator==(const MatmulBlocking&) const = default;
 };
 MatmulBlocking matmul_default_blocking(MatmulIsa isa);
+// Bytes of this CPU's L2 (per core), as the C library reads them from CPUID; 1 MiB where it
+// says nothing. The packed path's loop order depends on it (speed only: no bit does).
+int64_t cpu_l2_bytes();
 // Tuned blocking for this shape's class when the tuning cache has it, else the default.
 MatmulBlocking matmul_blocking_for(MatmulIsa isa, int64_t M, int64_t N, int64_t K);
 // Rows of A one block of the packed path holds, for `rows` rows and tiles of `tile_rows`: mc

@@ -225,6 +225,17 @@ MatmulBlocking matmul_default_blocking(MatmulIsa isa) {
   return {.kc = 256, .mc = 64, .nc = 256};
 }
 
+int64_t cpu_l2_bytes() {
+  static const int64_t bytes = [] {
+    long v = 0;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return v > 0 ? std::clamp<int64_t>(v, int64_t{128} << 10, int64_t{64} << 20) : int64_t{1} << 20;
+  }();
+  return bytes;
+}
+
 int64_t matmul_row_block(int64_t mc, int64_t rows, int64_t tile_rows) {
   // AVX2's 96-row blocks and a 128-row weight gradient: 7% faster at 1 thread as one block.
   const int64_t block = round_up(std::max<int64_t>(mc, 1), tile_rows), all = round_up(std::max<int64_t>(rows, 1), tile_rows);
