@@ -77,6 +77,23 @@ struct Source {  // one block of keys and values of every group: the first S of 
   int64_t S, cap;
 };
 
+// A batch's groups (its heads) read and write the same rows of a packed projection, each a
+// narrow slice of them (a head's 32 values of a 1536-byte row), and those rows come from L3 or
+// memory in a training step (written a layer, or a forward pass, before). Read so, slice by
+// slice and row by row, they arrive slower than in one pass over the rows in order: the first
+// group of a batch takes that pass, one load a line (stage_lines), and fetches the lines of its
+// output rows for writing (prefetch_for_write), so the batch's groups then find them in L2.
+void stage_lines(const float* p, int64_t floats) {
+  float acc[4] = {};
+  int64_t i = 0;
+  for (; i + 64 <= floats; i += 64) acc[0] += p[i], acc[1] += p[i + 16], acc[2] += p[i + 32], acc[3] += p[i + 48];
+  for (; i < floats; i += 16) acc[0] += p[i];
+  asm volatile("" : : "g"(acc[0] + acc[1] + acc[2] + acc[3]));  // the loads are the point: keep them
+}
+void prefetch_for_write(float* p, int64_t floats) {
+  for (int64_t i = 0; i < floats; i += 16) __builtin_prefetch(p + i, 1, 3);
+}
+
 // Per-thread scratch, grown on demand and reused across calls.
 float* scratch(size_t floats) {
   thread_local std::vector<float> buf;
@@ -240,6 +257,10 @@ Status attend(const KernelArgs& a, const ref::AttentionArgs& at, bool cache) {
     const Source& s = src[0];
     parallel_for(G, [&](int64_t g) {
       float* p = scratch(static_cast<size_t>(T * S));
+      if (at.heads && g % at.heads == 0) {  // the batch's rows: q, k and v of all its heads
+        stage_lines(q + at.q_off(g), T * at.q_rs);
+        prefetch_for_write(out + at.o_off(g), T * at.o_rs);
+      }
       const float* v = s.v + at.v_off(g);
       const bool cut = skips(at) && all_finite_rows(v, S, E, at.v_rs);  // then the rows past keys_seen are never read
       group_probs(isa, at, g, q + at.q_off(g), s.k + at.k_off(g), S, p, cut);
@@ -383,6 +404,12 @@ Status attention_grad(const KernelArgs& a) {
     // k and v: key group g / rep; dy lies as attention's output.
     const float *qg = q + at.q_off(g), *kg = k + at.k_off(g), *vg = v + at.v_off(g), *dyg = dy + at.o_off(g);
     float* ds = scratch(static_cast<size_t>(2 * T * T));
+    if (at.heads && g % at.heads == 0) {  // the batch's rows of q, k, v, dy and the gradient, its probabilities
+      stage_lines(qg, T * at.q_rs);
+      stage_lines(dyg, T * at.o_rs);
+      if (at.probs) stage_lines(at.probs + g * T * T, at.heads * T * T);
+      prefetch_for_write(out + at.grad_off(0, g), T * at.grad_rs());
+    }
     const float* p = at.probs ? at.probs + g * T * T : ds + T * T;  // stored, or recomputed
     if (!at.probs) group_probs(isa, at, g, qg, kg, T, ds + T * T);
     // dp = dy vᵀ in full: a masked dp that overflowed would reach ds through the row sums.
