@@ -148,6 +148,23 @@ TEST(FileWrite, OutputsGoThroughSymlinks) {
   std::filesystem::remove_all(dir);
 }
 
+// A file replaced keeps its permission bits (it was written anew with the umask's mode).
+TEST(FileWrite, AReplacedFileKeepsItsMode) {
+  const std::string path = temp("mode.json");
+  std::remove(path.c_str());
+  ASSERT_OK(io::write_file_atomic(path, "{}\n"));
+  for (const mode_t mode : {mode_t{0600}, mode_t{0640}, mode_t{0444}}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    ASSERT_OK(io::write_file_atomic(path, "[]\n"));
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, mode);
+    EXPECT_EQ(st.st_uid, ::geteuid());
+    EXPECT_EQ(test::read_file(path), "[]\n");
+  }
+  std::remove(path.c_str());
+}
+
 // A FIFO output with a reader that reads once (`cat fifo`): the check before the work must not
 // hand the reader its end of file, or the output's open would then wait for a reader forever.
 TEST(FileWrite, AFifoOutputKeepsItsReader) {
