@@ -1,5 +1,7 @@
 // The determinism policy (include/volta/determinism.h): its names and sources, and planning that
 // refuses kernels below the level asked for, and dtypes a backend does not take.
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -203,6 +205,12 @@ TEST(Determinism, DiffTraceNamesTheFirstDivergingNode) {
   EXPECT_NE(other->what.find("the traces ran different work: graph \"mlp\""), std::string::npos) << other->what;
   std::ofstream(dir + "/bad.jsonl") << "not json\n";
   EXPECT_ERROR_CONTAINS(diff_traces(dir + "/a.jsonl", dir + "/bad.jsonl"), "bad.jsonl:1: not a trace record");
+  // A trace written over an earlier one keeps that file's mode.
+  ASSERT_EQ(::chmod((dir + "/a.jsonl").c_str(), 0600), 0);
+  traced_runs(make_cpu_backend(), dir + "/a.jsonl");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/a.jsonl").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
   std::filesystem::remove_all(dir);
 }
 

@@ -273,19 +273,12 @@ Status write_file_atomic(const std::string& given, std::string_view bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return not_found("cannot write '" + tmp + "': " + std::strerror(errno));
-  // A file replaced keeps its permission bits and, where this process may set them, its owner
-  // and group (the new file had the umask's mode: a checkpoint or log kept 0600 became 0644).
-  bool ok = true;
-  struct stat old {};
-  if (::stat(path.c_str(), &old) == 0) {
-    if (::fchown(::fileno(f), old.st_uid, old.st_gid) != 0 && errno != EPERM)
-      ok = false;  // a chown refused (not root, another owner) leaves this process's ids, as cp does
-    ok = ok && ::fchmod(::fileno(f), old.st_mode & 0777) == 0;
-  }
-  ok = ok && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   ok = std::fflush(f) == 0 && ok;
   ok = ::fsync(::fileno(f)) == 0 && ok;  // the bytes are on disk before the rename makes them visible
   ok = std::fclose(f) == 0 && ok;
+  // A file replaced keeps its mode (the new one had the umask's: a checkpoint kept 0600 became 0644).
+  ok = ok && keep_mode(path, tmp);
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     std::remove(tmp.c_str());

@@ -261,4 +261,12 @@ Status read_all(int fd, uint64_t size, const std::string& path, const ReadLimits
   return Status::ok();
 }
 
+bool keep_mode(const std::string& replaced, const std::string& replacement) {
+  struct stat old {};
+  if (::stat(replaced.c_str(), &old) != 0) return true;
+  // A chown refused (not root, another owner) leaves this process's ids, as cp does.
+  if (::chown(replacement.c_str(), old.st_uid, old.st_gid) != 0 && errno != EPERM) return false;
+  return ::chmod(replacement.c_str(), old.st_mode & 0777) == 0;
+}
+
 }  // namespace volta::io

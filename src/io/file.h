@@ -67,6 +67,11 @@ Status write_output(const std::string& path, std::string_view bytes);
 // A path under /dev/ or /proc/: a device or this process's own descriptor, written in place.
 bool is_stream_path(const std::string& path);
 
+// Gives `replacement` (a file about to be renamed over `replaced`) the replaced file's permission
+// bits and, where this process may set them, its owner and group; nothing when nothing is
+// replaced. False (errno set) when a change this process may make failed.
+bool keep_mode(const std::string& replaced, const std::string& replacement);
+
 // Removes `path`.tmp.<pid> files that a killed writer left behind (their process is gone); a
 // temporary file of a live process is its write in progress and stays. (Defined with the
 // checkpoint writer, io/checkpoint.cpp, whose temporaries these are; a hash trace's are

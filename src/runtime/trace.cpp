@@ -83,7 +83,7 @@ Status HashTrace::finish() {
   Status ok = complete ? Status::ok() : not_found("cannot write trace '" + path_ + "' completely");
   std::error_code ec;
   if (ok.is_ok() && std::filesystem::is_regular_file(path_, ec)) ok = replaceable(path_);  // written meanwhile?
-  if (ok.is_ok() && std::rename(written_.c_str(), path_.c_str()) != 0)
+  if (ok.is_ok() && (!io::keep_mode(path_, written_) || std::rename(written_.c_str(), path_.c_str()) != 0))
     ok = not_found("cannot write trace '" + path_ + "': " + std::strerror(errno));
   if (!ok.is_ok()) return Status(ok.code(), ok.message() + "; the trace is in '" + written_ + "'");
   return Status::ok();
