@@ -1,8 +1,10 @@
 // Teams: every CPU thread walking a plan's steps at once (cpu::run_team, Backend::walk).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <new>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -54,6 +56,28 @@ TEST(Parallel, TeamCallsRunEachTaskOnceAfterAllEarlierCalls) {
     }
     EXPECT_EQ(v[kCalls], want) << threads << " threads";
     EXPECT_EQ(std::count(ranks_seen.begin(), ranks_seen.end(), 1), threads);
+  }
+  set_cpu_threads(0);
+}
+
+// Outside a team each participant runs its own block of a call's tasks first, then the tasks of
+// the others' blocks they have not begun: a participant held up in a task (a slow core, a vCPU
+// not running) leaves the rest of its block to the others; every task still runs once.
+TEST(Parallel, TasksAParticipantHasNotBegunRunElsewhere) {
+  set_cpu_threads(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int rep = 0; rep < 3; ++rep) {
+    constexpr int64_t kN = 8;
+    std::vector<std::atomic<int>> runs(kN);
+    std::atomic<int> on_caller{0};
+    cpu::parallel_for(kN, [&](int64_t i) {
+      runs[static_cast<size_t>(i)].fetch_add(1);
+      if (std::this_thread::get_id() == caller) on_caller.fetch_add(1);
+      else std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the worker's first task holds it
+    });
+    for (int64_t i = 0; i < kN; ++i) EXPECT_EQ(runs[static_cast<size_t>(i)].load(), 1) << "task " << i;
+    // The caller's block is 4 tasks; of the worker's 4 it takes all but the one the worker is in.
+    EXPECT_GE(on_caller.load(), 7);
   }
   set_cpu_threads(0);
 }

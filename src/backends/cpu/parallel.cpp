@@ -1,7 +1,9 @@
 // The CPU backend's threads: a small persistent pool. A call publishes its task list, every
 // participant (the caller included) runs one contiguous block of it (as OpenMP's static schedule
-// does, which keeps neighbouring GEMM tiles on one core), and the caller waits for the others. Which thread runs which task varies; results do not, because every task
-// writes its own outputs in its own fixed order (parallel.h).
+// does, which keeps neighbouring GEMM tiles on one core), then the tasks of the others' blocks
+// that they have not begun, and the caller waits for the others. Which thread runs which task
+// varies; results do not, because every task writes its own outputs in its own fixed order
+// (parallel.h).
 //
 // Why not an OpenMP parallel region: one costs about 2 us on two threads here, and a decode step
 // runs about twenty of them. Idle workers spin briefly (back-to-back ops keep them hot), then
@@ -82,9 +84,9 @@ class Pool {
     return static_cast<int>(workers_.size());
   }
 
-  void run(int64_t n, TaskRef task, int threads) {
+  void run(int64_t n, TaskRef task, int threads, bool take_others = true) {
     std::lock_guard caller(call_mu_);  // one parallel_for at a time; others queue here
-    round(n, task, threads);
+    round(n, task, threads, take_others);
   }
 
   // Runs body(rank) on `threads` participants at once, each as a rank of a team.
@@ -95,7 +97,7 @@ class Pool {
     team_size_ = threads;
     stop_team_.store(false, std::memory_order_relaxed);
     // (published to the workers by the round's generation_ bump)
-    round(threads, [&](int64_t rank) {
+    round(threads, [&](int64_t rank) {  // (each rank's walk on its own participant)
       thread_local TeamRank me;  // (its list kept from walk to walk: a decode step allocates nothing)
       me.rank = static_cast<int>(rank), me.size = threads, me.calls = 0;
       t_team = &me;
@@ -189,11 +191,17 @@ class Pool {
     }
   }
 
-  void round(int64_t n, TaskRef task, int threads) {
+  void round(int64_t n, TaskRef task, int threads, bool take_others = false) {
     grow(threads);
     task_ = task;
     n_ = n;
     active_ = threads - 1;
+    take_others_ = take_others;
+    while (static_cast<int>(blocks_.size()) < threads) blocks_.emplace_back();
+    for (int p = 0; p < threads; ++p) {
+      blocks_[static_cast<size_t>(p)].next.store(p * n / threads, std::memory_order_relaxed);
+      blocks_[static_cast<size_t>(p)].end = (p + 1) * n / threads;
+    }
     // Every worker acknowledges every round in its own slot, taking tasks only when it is among
     // the active ones, so none can miss a round or read the next round's state. (A shared count
     // the caller reset each round cost a cache line's trip to this core before the round could
@@ -215,16 +223,22 @@ class Pool {
 
   static constexpr int kSpins = 1 << 14;  // about a millisecond of pause instructions
 
-  // Participant p of active_ + 1 runs tasks [p n / P, (p + 1) n / P).
+  // Participant p of active_ + 1 runs tasks [p n / P, (p + 1) n / P) in order, then (take_others_)
+  // the tasks the others have not begun, from the front of their blocks: a participant whose
+  // core runs slower (another tenant on it, or its vCPU not running) then holds the call up by
+  // at most the task it is in. Each task is claimed once through its block's counter.
   void take_tasks(int p) {
-    const int64_t parts = active_ + 1;
+    const int parts = active_ + 1;
     t_in_task = true;
-    for (int64_t i = p * n_ / parts; i < (p + 1) * n_ / parts; ++i) {
-      try {
-        task_(i);
-      } catch (...) {
-        std::lock_guard lock(error_mu_);
-        if (!error_) error_ = std::current_exception();
+    for (int q = 0; q < (take_others_ ? parts : 1); ++q) {
+      Block& b = blocks_[static_cast<size_t>((p + q) % parts)];
+      for (int64_t i; (i = b.next.fetch_add(1, std::memory_order_relaxed)) < b.end;) {
+        try {
+          task_(i);
+        } catch (...) {
+          std::lock_guard lock(error_mu_);
+          if (!error_) error_ = std::current_exception();
+        }
       }
     }
     t_in_task = false;
@@ -262,6 +276,12 @@ class Pool {
   TaskRef task_ = kNoTask;
   int64_t n_ = 0;
   int active_ = 0;
+  bool take_others_ = false;
+  struct alignas(64) Block {  // a participant's block of the round's tasks: the next one unclaimed
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::deque<Block> blocks_;
   std::mutex error_mu_;
   std::exception_ptr error_;  // the first exception a task of this round threw
   struct alignas(64) DoneSlot {
@@ -431,7 +451,7 @@ void parallel_for_resident(const void* key, int64_t bytes_per_task, int64_t n, T
   if (n > 1 || home == 0) return parallel_for(n, task);
   if (t_team) return pool().share(1, task, home);
   // Participant `home` of home + 1 takes task `home` of as many; the others have nothing to do.
-  pool().run(home + 1, [&](int64_t i) { if (i == home) task(0); }, home + 1);
+  pool().run(home + 1, [&](int64_t i) { if (i == home) task(0); }, home + 1, /*take_others=*/false);
 }
 
 }  // namespace volta::cpu
