@@ -97,7 +97,7 @@ class Pool {
     team_size_ = threads;
     stop_team_.store(false, std::memory_order_relaxed);
     // (published to the workers by the round's generation_ bump)
-    round(threads, [&](int64_t rank) {  // (each rank's walk on its own participant)
+    round(threads, [&](int64_t rank) {
       thread_local TeamRank me;  // (its list kept from walk to walk: a decode step allocates nothing)
       me.rank = static_cast<int>(rank), me.size = threads, me.calls = 0;
       t_team = &me;
@@ -114,7 +114,7 @@ class Pool {
       }
       t_team = nullptr;
       t_in_task = true;
-    }, threads);
+    }, threads, /*take_others=*/false);  // rank r's walk is task r, on participant r
   }
 
   // This rank's share of a team call of n tasks: the static split, or all of them on rank `only`.
@@ -191,10 +191,9 @@ class Pool {
     }
   }
 
-  void round(int64_t n, TaskRef task, int threads, bool take_others = false) {
+  void round(int64_t n, TaskRef task, int threads, bool take_others) {
     grow(threads);
     task_ = task;
-    n_ = n;
     active_ = threads - 1;
     take_others_ = take_others;
     while (static_cast<int>(blocks_.size()) < threads) blocks_.emplace_back();
@@ -274,7 +273,6 @@ class Pool {
   // two sides' writes bounced it between the cores several times a round).
   alignas(64) std::atomic<uint64_t> generation_{0};
   TaskRef task_ = kNoTask;
-  int64_t n_ = 0;
   int active_ = 0;
   bool take_others_ = false;
   struct alignas(64) Block {  // a participant's block of the round's tasks: the next one unclaimed
