@@ -295,6 +295,34 @@ BENCHMARK(BM_DecodeGemvsBf16)
     ->ArgsProduct({{1, 2}, {4}, {1}, {3, 8, 12}})
     ->Unit(benchmark::kMicrosecond);
 
+// One decode product through the matmul op kernel on a packed f32 weight, as a plan binds it: on
+// a 16 x 32 weight nearly all of it is the call's fixed cost (attributes, epilogue, task split),
+// which a batch-1 token pays 17 times.
+void BM_DecodeMatmulCall(benchmark::State& state) {
+  set_threads(state, 0);
+  const int64_t k = state.range(1), n = state.range(2);
+  const auto isa = volta::cpu::matmul_best_isa();
+  const int64_t nr = volta::cpu::matmul_tile(isa).cols, kc = volta::cpu::matmul_default_blocking(isa).kc;
+  volta::Tensor w32 = volta::Tensor::zeros(volta::DType::f32, {k, n});
+  volta::fill_normal(w32, 3, 1, 0.0f, 1.0f);
+  volta::Tensor p = volta::Tensor::empty(volta::DType::f32, {k, n});
+  volta::ir::repack_weight(w32.data<float>(), p.data<float>(), k, n, kc, nr, true);
+  volta::ir::Node node;
+  node.op = volta::ir::Op::Matmul, node.name = "mm", node.type = {volta::DType::f32, {1, n}};
+  node.attrs.set("b_packed", std::vector<int64_t>{kc, nr});
+  node.attrs.bind_typed(std::make_shared<const volta::ir::AttrsOf<volta::ir::Op::Matmul>>(
+      volta::ir::parse_attrs<volta::ir::Op::Matmul>(node.attrs).value()));
+  volta::Tensor x = volta::Tensor::zeros(volta::DType::f32, {1, k}), y = volta::Tensor::zeros(volta::DType::f32, {1, n});
+  const std::array<volta::TensorRef, 3> refs{volta::TensorRef{x.raw(), x.type()}, volta::TensorRef{p.raw(), p.type()},
+                                             volta::TensorRef{y.raw(), node.type}};
+  for (auto _ : state) {
+    const volta::Status st = volta::cpu::matmul(volta::cpu::KernelArgs{node, std::span(refs.data(), 2), refs[2], {}});
+    if (!st.is_ok()) state.SkipWithError(st.message().c_str());
+    benchmark::DoNotOptimize(y.raw());
+  }
+}
+BENCHMARK(BM_DecodeMatmulCall)->ArgNames({"threads", "k", "n"})->Args({1, 16, 32})->Args({1, 128, 384})->Args({2, 128, 384})->Unit(benchmark::kNanosecond);
+
 // The cost of one parallel_for of two empty tasks: the floor under every threaded op.
 void BM_ParallelFor(benchmark::State& state) {
   set_threads(state, 0);

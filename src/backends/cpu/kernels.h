@@ -8,6 +8,7 @@
 
 #include <array>
 #include <span>
+#include <string_view>
 
 #include "backends/cpu/vec_kernels.h"
 #include "volta/backend.h"
@@ -159,7 +160,8 @@ struct MatmulEpilogueInputs {
 };
 inline Result<MatmulEpilogueInputs> matmul_epilogue_inputs(const ir::Node& n, const ir::attrs::Matmul& at, size_t inputs) {
   MatmulEpilogueInputs e;
-  const bool with_x = at.activation == "gelu_grad" || at.activation == "mul";
+  const std::string_view act = at.activation;
+  const bool with_x = act == "gelu_grad" || act == "mul";
   if (at.residual) e.residual = static_cast<int>(--inputs);
   if (inputs > 2) (with_x ? e.pre : e.bias) = 2;
   if (with_x && e.pre < 0) return internal_error("[matmul] the " + at.activation + " epilogue needs its x input " + ir::node_ref(n));
@@ -168,6 +170,7 @@ inline Result<MatmulEpilogueInputs> matmul_epilogue_inputs(const ir::Node& n, co
 // The same as a MatmulEpilogue (matmul.h), for the paths whose tasks apply it to their own blocks.
 struct MatmulEpilogue;
 Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N);
+Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, const ir::attrs::Matmul& at, int64_t N);
 // matmul_half.cpp: bf16 / f16 weights (the right operand), widened to f32 as they are read: the
 // bits of the f32 kernel on the widened weights. Workspace: the widened weights, where the
 // product is not a decode shape (those widen per task into per-thread scratch).

@@ -358,6 +358,8 @@ bool matmul_reads_packed_b(MatmulIsa isa, int64_t M, int64_t N, int64_t nr) {
   return nr == matmul_tile(isa).cols && (!small_m(M, N) || isa != MatmulIsa::kScalar);
 }
 
+bool matmul_small_packed(MatmulIsa isa, int64_t M, int64_t N) { return small_m(M, N) && isa != MatmulIsa::kScalar; }
+
 void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> mats, int64_t ldc, int64_t M,
                 int64_t N, int64_t K, const MatmulEpilogue* ep, const float* packed_b) {
   // In a team, an empty sum and the packed path (writes outside tasks; shared buffers) run on one rank.
@@ -375,6 +377,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
   const auto count = static_cast<int64_t>(mats.size());
   const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
+  if (small && packed_b && count == 1) return gemm_small_packed_all(isa, DType::f32, mats[0].A, packed_b, bl.kc, mats[0].C, ldc, M, N, K, ep);
   if (small && packed_b) {  // (the scalar tile reads no panels)
     const int64_t task_cols = matmul_small_packed_task_cols(isa, count, M, N, K), nt = ceil_div(N, task_cols);
     const int64_t kc = std::min(bl.kc, K);

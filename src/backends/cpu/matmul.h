@@ -127,6 +127,15 @@ void gemm_small_packed(MatmulIsa isa, DType dtype, MatView A, const void* packed
 // weight [K, N]: up to the wide tile's rows each thread takes an equal share of whole half tiles
 // (the same share token after token), more rows half tiles; a product too small to split, one.
 int64_t matmul_small_packed_task_cols(MatmulIsa isa, int64_t count, int64_t M, int64_t N, int64_t K);
+// The whole small-M product on one packed weight, C = A @ B (+ the epilogue `ep`, each task on
+// its own columns), its tasks placed by parallel_for_resident: what gemm_batch runs for a decode
+// product, entered directly from the op kernels, which then skip the blocking lookup and the
+// batch's general path on every token. M is a decode batch's (matmul_small_packed, or the half
+// weights' own bound); an empty sum (K = 0) writes zeros, then the epilogue.
+void gemm_small_packed_all(MatmulIsa isa, DType dtype, MatView A, const void* packed_b, int64_t kc, float* C, int64_t ldc,
+                           int64_t M, int64_t N, int64_t K, const MatmulEpilogue* ep);
+// Whether an M x N product on a packed weight takes the small-M path (gemm_small_packed).
+bool matmul_small_packed(MatmulIsa isa, int64_t M, int64_t N);
 // Whether the ISA has decode tiles on bf16 / f16 weights (run_small_half_tile).
 bool matmul_has_half_tiles(MatmulIsa isa);
 

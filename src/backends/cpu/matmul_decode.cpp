@@ -101,4 +101,24 @@ int64_t matmul_small_packed_task_cols(MatmulIsa isa, int64_t count, int64_t M, i
   return std::min(N, round_up(ceil_div(N, std::max(1, num_threads())), half));
 }
 
+void gemm_small_packed_all(MatmulIsa isa, DType dtype, MatView A, const void* packed_b, int64_t kc, float* C, int64_t ldc,
+                           int64_t M, int64_t N, int64_t K, const MatmulEpilogue* ep) {
+  if (M <= 0 || N <= 0) return;
+  if (ep && !ep->active()) ep = nullptr;
+  if (K <= 0) {  // an empty sum (written outside tasks: in a team, by one rank)
+    run_alone([&](int64_t) {
+      for (int64_t m = 0; m < M; ++m) std::fill_n(C + m * ldc, N, 0.0f);
+      if (ep) ep->apply(C, M, N);
+    });
+    return;
+  }
+  const int64_t task_cols = matmul_small_packed_task_cols(isa, 1, M, N, K), nt = ceil_div(N, task_cols);
+  const int64_t elem = dtype == DType::f32 ? 4 : 2;
+  parallel_for_resident(packed_b, task_cols * K * elem, nt, [&](int64_t t) {
+    const int64_t n0 = t * task_cols, cols = std::min(task_cols, N - n0);
+    gemm_small_packed(isa, dtype, A, packed_b, std::min(kc, K), C, ldc, M, n0, cols, N, K);
+    if (ep) ep->apply(C + n0, M, cols);
+  });
+}
+
 }  // namespace volta::cpu

@@ -74,13 +74,8 @@ Status matmul_half_weights(const KernelArgs& a) {
       // Each task applies the epilogue to its own columns while they are in cache, as the f32
       // path does: a decode step's GELU and residual adds then split over the threads too,
       // instead of running on one after the product.
-      VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, g.N));
-      const int64_t task_cols = matmul_small_packed_task_cols(isa, 1, g.rows, g.N, g.K), tasks = (g.N + task_cols - 1) / task_cols;
-      parallel_for_resident(src, task_cols * g.K * 2, tasks, [&](int64_t t) {
-        const int64_t n0 = t * task_cols, cols = std::min(task_cols, g.N - n0);
-        gemm_small_packed(isa, w.type.dtype, {A, g.K, 1}, src, kc, C, g.N, g.rows, n0, cols, g.N, g.K);
-        if (ep.active()) ep.apply(C + n0, g.rows, cols);
-      });
+      VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, *at, g.N));
+      gemm_small_packed_all(isa, w.type.dtype, {A, g.K, 1}, src, kc, C, g.N, g.rows, g.N, g.K, &ep);
       return Status::ok();
     }
     // Packed for another ISA's tiles (a test's override), or none reads half panels: row-major,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string_view>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
@@ -69,7 +70,11 @@ size_t matmul_workspace_bytes(const ir::Graph& g, const ir::Node& node) {
 
 Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N) {
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
-  const std::string& act = at->activation;
+  return matmul_epilogue_of(a, *at, N);
+}
+
+Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, const ir::attrs::Matmul& at, int64_t N) {
+  const std::string_view act = at.activation;  // a view: each compare checks the length first
   MatmulEpilogue ep;
   ep.act = act == "none"        ? MatmulEpilogue::Act::kNone  // (most products: one compare)
            : act == "relu"      ? MatmulEpilogue::Act::kRelu
@@ -77,7 +82,7 @@ Result<MatmulEpilogue> matmul_epilogue_of(const KernelArgs& a, int64_t N) {
            : act == "gelu_grad" ? MatmulEpilogue::Act::kGeluGrad
            : act == "mul"       ? MatmulEpilogue::Act::kMul
                                 : MatmulEpilogue::Act::kNone;
-  VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogueInputs in, matmul_epilogue_inputs(a.node, *at, a.in.size()));
+  VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogueInputs in, matmul_epilogue_inputs(a.node, at, a.in.size()));
   const auto input = [&a](int i) { return i < 0 ? nullptr : a.in[static_cast<size_t>(i)].as<const float>(); };
   ep.bias = input(in.bias), ep.pre = input(in.pre), ep.residual = input(in.residual);
   ep.out = a.out.as<const float>();
@@ -156,13 +161,16 @@ Status matmul_strided(const KernelArgs& a, const MatmulEpilogue& ep) {
 // A weight packed when the plan was made (b_packed, pack_matmul_weights): read in place when
 // this ISA's GEMM takes that layout, else (an ISA other than the plan's, a decode-sized product)
 // unpacked into a scratch copy and multiplied as a plain weight. The bits are the same either way.
-Status matmul_packed_weight(const KernelArgs& a, const MatmulEpilogue& ep) {
-  VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
-  const int64_t K = a.in[1].shape()[0], N = a.in[1].shape()[1], kc = (*at->b_packed)[0], nr = (*at->b_packed)[1];
+Status matmul_packed_weight(const KernelArgs& a, const ir::attrs::Matmul& at, const MatmulEpilogue& ep) {
+  const int64_t K = a.in[1].shape()[0], N = a.in[1].shape()[1], kc = (*at.b_packed)[0], nr = (*at.b_packed)[1];
   const float* B = a.in[1].as<const float>();
   const int64_t rows = K == 0 ? 0 : a.in[0].numel() / K;
   const MatmulIsa isa = matmul_active_isa();
-  if (!at->transpose_a && !at->a_perm && !at->out_perm && matmul_reads_packed_b(isa, rows, N, nr)) {
+  if (!at.transpose_a && !at.a_perm && !at.out_perm && matmul_reads_packed_b(isa, rows, N, nr)) {
+    if (matmul_small_packed(isa, rows, N)) {  // decode: no blocking to look up
+      gemm_small_packed_all(isa, DType::f32, {a.in[0].as<const float>(), K, 1}, B, kc, a.out.as<float>(), N, rows, N, K, &ep);
+      return Status::ok();
+    }
     MatmulBlocking bl = matmul_blocking_for(isa, rows, N, K);
     bl.kc = kc;
     gemm(isa, bl, {a.in[0].as<const float>(), K, 1}, {B, N, 1}, a.out.as<float>(), N, rows, N, K, &ep, B);
@@ -188,14 +196,11 @@ Status matmul_packed_weight(const KernelArgs& a, const MatmulEpilogue& ep) {
 Status matmul(const KernelArgs& a) {
   if (is_half(a.in[1].type.dtype)) return matmul_half_weights(a);
   VOLTA_ASSIGN_OR_RETURN(const auto at, ir::typed_attrs<ir::Op::Matmul>(a.node));
-  if (at->b_packed) {
-    VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, a.out.shape().empty() ? 0 : a.out.shape().back()));
-    return matmul_packed_weight(a, ep);
-  }
+  const Shape& os = a.out.shape();
+  VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, *at, os.empty() ? 0 : os.back()));
+  if (at->b_packed) return matmul_packed_weight(a, *at, ep);
   const Shape& as = a.in[0].shape();
   const Shape& bs = a.in[1].shape();
-  const Shape& os = a.out.shape();
-  VOLTA_ASSIGN_OR_RETURN(const MatmulEpilogue ep, matmul_epilogue_of(a, os.empty() ? 0 : os.back()));
   const bool permuted = at->a_perm || at->b_perm || at->out_perm;
   if (!permuted) {
     // Row-major activations [..., M, K] against one weight (b's batch dims all 1): one taller product.
