@@ -221,6 +221,31 @@ TEST(HalfWeights, PackedHalfWeightsHaveTheBitsOfThePlainOnes) {
   set_cpu_threads(0);
 }
 
+// An empty sum (K = 0) on a packed weight, f32 or half, at decode rows: the output is zeros,
+// whatever the buffer held before (the decode path once left a half weight's output as it was).
+TEST(HalfWeights, AnEmptySumOnAPackedWeightWritesZeros) {
+  const int64_t nr = cpu::matmul_tile(cpu::matmul_best_isa()).cols, N = 2 * nr;
+  for (int threads : {1, 2}) {
+    set_cpu_threads(threads);
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+      for (int64_t m : {1, 3}) {
+        const Tensor a = Tensor::zeros(DType::f32, {m, 0}), b = Tensor::zeros(dtype, {0, N});
+        ir::Node n;
+        n.op = ir::Op::Matmul, n.name = "mm", n.id = 2, n.inputs = {0, 1};
+        n.type = {DType::f32, {m, N}};
+        n.attrs.set("b_packed", std::vector<int64_t>{64, nr});
+        const std::vector<float> sevens(static_cast<size_t>(m * N), 7.0f);
+        Tensor out = Tensor::from_f32({m, N}, sevens);
+        TensorRef in[2] = {{const_cast<std::byte*>(a.raw()), a.type()}, {const_cast<std::byte*>(b.raw()), b.type()}};
+        TensorRef o{out.raw(), out.type()};
+        const Status st = cpu::matmul(cpu::KernelArgs{n, in, o, {}});
+        ASSERT_TRUE(st.is_ok()) << st.message();
+        EXPECT_TRUE(out.bitwise_equal(Tensor::zeros(DType::f32, {m, N}))) << dtype_name(dtype) << " m " << m << " threads " << threads;
+      }
+  }
+  set_cpu_threads(0);
+}
+
 TEST(HalfWeights, OnlyAMatmulsRightOperandMayBeHalfAndHalfParamsAreFrozen) {
   const TensorType h{DType::bf16, {4, 4}}, f{DType::f32, {4, 4}};
   ir::Attrs none;

@@ -164,7 +164,7 @@ Status matmul_strided(const KernelArgs& a, const MatmulEpilogue& ep) {
 Status matmul_packed_weight(const KernelArgs& a, const ir::attrs::Matmul& at, const MatmulEpilogue& ep) {
   const int64_t K = a.in[1].shape()[0], N = a.in[1].shape()[1], kc = (*at.b_packed)[0], nr = (*at.b_packed)[1];
   const float* B = a.in[1].as<const float>();
-  const int64_t rows = K == 0 ? 0 : a.in[0].numel() / K;
+  const int64_t rows = N == 0 ? 0 : a.out.numel() / N;  // (from the output: with K = 0 A has no elements)
   const MatmulIsa isa = matmul_active_isa();
   if (!at.transpose_a && !at.a_perm && !at.out_perm && matmul_reads_packed_b(isa, rows, N, nr)) {
     if (matmul_small_packed(isa, rows, N)) {  // decode: no blocking to look up
