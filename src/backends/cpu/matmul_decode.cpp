@@ -116,7 +116,7 @@ void gemm_small_packed_all(MatmulIsa isa, DType dtype, MatView A, const void* pa
   const int64_t elem = dtype == DType::f32 ? 4 : 2;
   parallel_for_resident(packed_b, task_cols * K * elem, nt, [&](int64_t t) {
     const int64_t n0 = t * task_cols, cols = std::min(task_cols, N - n0);
-    gemm_small_packed(isa, dtype, A, packed_b, std::min(kc, K), C, ldc, M, n0, cols, N, K);
+    gemm_small_packed(isa, dtype, A, packed_b, std::clamp<int64_t>(kc, 1, K), C, ldc, M, n0, cols, N, K);
     if (ep) ep->apply(C + n0, M, cols);
   });
 }
