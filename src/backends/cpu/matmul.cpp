@@ -364,7 +364,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
                 int64_t N, int64_t K, const MatmulEpilogue* ep, const float* packed_b) {
   // In a team, an empty sum and the packed path (writes outside tasks; shared buffers) run on one rank.
   if (M == 0 || N == 0) return;
-  const bool small = K > 0 && small_m(M, N) && (packed_b ? isa != MatmulIsa::kScalar : mats[0].B.cs == 1 || mats[0].B.rs == 1);
+  const bool small = K > 0 && (packed_b ? matmul_small_packed(isa, M, N) : small_m(M, N) && (mats[0].B.cs == 1 || mats[0].B.rs == 1));
   if (!small && in_team()) return run_alone([&](int64_t) { gemm_batch(isa, bl, mats, ldc, M, N, K, ep, packed_b); });
   if (ep && !ep->active()) ep = nullptr;
   if (K == 0) {  // an empty sum
@@ -377,16 +377,8 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
   bl = {std::max<int64_t>(bl.kc, 1), std::max<int64_t>(bl.mc, 1), std::max<int64_t>(bl.nc, 1)};
   const auto count = static_cast<int64_t>(mats.size());
   const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
-  if (small && packed_b && count == 1) return gemm_small_packed_all(isa, DType::f32, mats[0].A, packed_b, bl.kc, mats[0].C, ldc, M, N, K, ep);
-  if (small && packed_b) {  // (the scalar tile reads no panels)
-    const int64_t task_cols = matmul_small_packed_task_cols(isa, count, M, N, K), nt = ceil_div(N, task_cols);
-    const int64_t kc = std::min(bl.kc, K);
-    parallel_for_resident(packed_b, task_cols * K * static_cast<int64_t>(sizeof(float)), count * nt, [&](int64_t t) {
-      const GemmOperands& g = mats[static_cast<size_t>(t / nt)];
-      const int64_t n0 = (t % nt) * task_cols, cols = std::min(task_cols, N - n0);
-      gemm_small_packed(isa, DType::f32, g.A, packed_b, kc, g.C, ldc, M, n0, cols, N, K);
-      if (ep) ep->apply(g.C + n0, M, cols);
-    });
+  if (small && packed_b) {  // (the scalar tile reads no panels) one matrix from gemm; any more, one after another
+    for (const GemmOperands& g : mats) gemm_small_packed_all(isa, DType::f32, g.A, packed_b, bl.kc, g.C, ldc, M, N, K, ep);
     return;
   }
   if (small) {

@@ -123,10 +123,6 @@ void gemm_packed_b(MatmulIsa isa, const MatmulBlocking& bl, MatView A, const flo
 // of L2's sets, and the half-weight GEMVs streamed such bands at half the packed f32 bandwidth.
 void gemm_small_packed(MatmulIsa isa, DType dtype, MatView A, const void* packed_b, int64_t kc, float* C, int64_t ldc, int64_t M,
                        int64_t n0, int64_t cols, int64_t N, int64_t K);
-// Columns per task of `count` decode-sized products (M rows, the small-M path) on one packed
-// weight [K, N]: up to the wide tile's rows each thread takes an equal share of whole half tiles
-// (the same share token after token), more rows half tiles; a product too small to split, one.
-int64_t matmul_small_packed_task_cols(MatmulIsa isa, int64_t count, int64_t M, int64_t N, int64_t K);
 // The whole small-M product on one packed weight, C = A @ B (+ the epilogue `ep`, each task on
 // its own columns), its tasks placed by parallel_for_resident: what gemm_batch runs for a decode
 // product, entered directly from the op kernels, which then skip the blocking lookup and the

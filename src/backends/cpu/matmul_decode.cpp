@@ -15,6 +15,18 @@ namespace {
 // second would have joined (batch-1 decode at 2 threads: 20.3k -> 21.4k tokens/s).
 constexpr double kSplitFlops = 1 << 16;
 
+// Columns per task of the small-M path on a packed weight. Up to the wide tile's rows (decode at
+// batch 1 or 2) each thread takes an equal share of whole half tiles, so at two threads each
+// core reads half of every weight, the same half every token (the bits do not depend on the
+// split: every column is its own chain); more rows: half tiles, as on a plain weight.
+int64_t small_packed_task_cols(MatmulIsa isa, int64_t M, int64_t N, int64_t K) {
+  const double flops = 2.0 * static_cast<double>(M * N) * static_cast<double>(K);
+  const int64_t half = matmul_small_cols(isa, false);
+  if (flops < kSplitFlops) return N;
+  if (M > matmul_small_rows(isa, true)) return half;
+  return std::min(N, round_up(ceil_div(N, std::max(1, num_threads())), half));
+}
+
 }  // namespace
 
 void gemm_small_packed(MatmulIsa isa, DType dtype, MatView A, const void* packed_b, int64_t kc, float* C, int64_t ldc, int64_t M,
@@ -89,18 +101,6 @@ void gemm_small_packed(MatmulIsa isa, DType dtype, MatView A, const void* packed
   }
 }
 
-// Columns per task of the small-M path on a packed weight. Up to the wide tile's rows (decode at
-// batch 1 or 2) each thread takes an equal share of whole half tiles, so at two threads each
-// core reads half of every weight, the same half every token (the bits do not depend on the
-// split: every column is its own chain); more rows: half tiles, as on a plain weight.
-int64_t matmul_small_packed_task_cols(MatmulIsa isa, int64_t count, int64_t M, int64_t N, int64_t K) {
-  const double flops = 2.0 * static_cast<double>(count * M * N) * static_cast<double>(K);
-  const int64_t half = matmul_small_cols(isa, false);
-  if (flops < kSplitFlops) return N;
-  if (M > matmul_small_rows(isa, true)) return half;
-  return std::min(N, round_up(ceil_div(N, std::max(1, num_threads())), half));
-}
-
 void gemm_small_packed_all(MatmulIsa isa, DType dtype, MatView A, const void* packed_b, int64_t kc, float* C, int64_t ldc,
                            int64_t M, int64_t N, int64_t K, const MatmulEpilogue* ep) {
   if (M <= 0 || N <= 0) return;
@@ -112,7 +112,7 @@ void gemm_small_packed_all(MatmulIsa isa, DType dtype, MatView A, const void* pa
     });
     return;
   }
-  const int64_t task_cols = matmul_small_packed_task_cols(isa, 1, M, N, K), nt = ceil_div(N, task_cols);
+  const int64_t task_cols = small_packed_task_cols(isa, M, N, K), nt = ceil_div(N, task_cols);
   const int64_t elem = dtype == DType::f32 ? 4 : 2;
   parallel_for_resident(packed_b, task_cols * K * elem, nt, [&](int64_t t) {
     const int64_t n0 = t * task_cols, cols = std::min(task_cols, N - n0);
