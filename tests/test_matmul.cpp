@@ -417,6 +417,36 @@ TEST(CpuMatmulBits, RowsOuterOrderKeepsTheBits) {
   }
 }
 
+// The epilogue (a bias, a product by a stored operand as gelu_grad's, a residual) is applied to
+// each block of rows of a task once its last K block is done, in either loop order (the first
+// problem's tasks run rows outer, the second's K blocks outer): the bits of the product followed
+// by the separate ops, for every ISA, blocking and thread count.
+TEST(CpuMatmulBits, EpilogueOnEachRowBlockHasTheBitsOfTheSeparateOps) {
+  for (const Problem& p : {Problem(2400, 700, 300, false, false, 0, 5), Problem(500, 70, 300, false, true, 0, 6)}) {
+    const std::vector<float> bias = normal(p.N, 11), pre = normal(p.M * p.N, 12), res = normal(p.M * p.N, 13);
+    for (cpu::MatmulIsa isa : supported_isas()) {
+      if (isa == cpu::MatmulIsa::kScalar && p.M > 1000) continue;  // slow
+      std::vector<float> want = p.run(isa, cpu::matmul_default_blocking(isa));
+      for (size_t i = 0; i < want.size(); ++i) {
+        float v = bias[i % static_cast<size_t>(p.N)] + want[i];
+        v = pre[i] * v;
+        want[i] = res[i] + v;
+      }
+      for (const cpu::MatmulBlocking& bl : {cpu::matmul_default_blocking(isa), cpu::MatmulBlocking{100, 96, 512}, cpu::MatmulBlocking{64, 48, 128}})
+        for (int threads : {1, 2}) {
+          std::vector<float> c(want.size(), -1.0f);
+          cpu::MatmulEpilogue ep;
+          ep.act = cpu::MatmulEpilogue::Act::kMul, ep.bias = bias.data(), ep.pre = pre.data(), ep.residual = res.data();
+          ep.out = c.data(), ep.N = p.N;
+          set_cpu_threads(threads);
+          cpu::gemm(isa, bl, p.A(), p.B(), c.data(), p.N, p.M, p.N, p.K, &ep);
+          set_cpu_threads(0);
+          EXPECT_EQ(std::memcmp(c.data(), want.data(), want.size() * sizeof(float)), 0) << describe(p, isa, bl) << " threads " << threads;
+        }
+    }
+  }
+}
+
 // The op kernel on a graph node: any batch layout, any thread count, any ISA gives the bits of
 // a single-threaded default-blocking run.
 std::vector<float> run_op(const MatmulCase& c, uint64_t seed, int threads, std::optional<cpu::MatmulIsa> isa) {

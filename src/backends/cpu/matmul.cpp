@@ -86,9 +86,11 @@ struct PackedA {
 // One task of the packed path: C[rows, cols] = A[rows, K] @ B[K, cols], K in blocks of kc. For
 // each K block: pack the task's B columns once (unless packed for all tasks already), then for
 // each mc block of rows pack A and sweep the tiles, each packed B panel (kc x tile cols, L1)
-// against the A panels (mc x kc, L2). `sa`: A packed for all tasks already.
+// against the A panels (mc x kc, L2). `sa`: A packed for all tasks already. `ep` (active) is applied
+// to each block of rows once its last K block is done, while its rows of C are still in L2.
 void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B, const PackedB& shared, float* C,
-                  int64_t ldc, int64_t rows, int64_t cols, int64_t K, const PackedA& sa = {}) {
+                  int64_t ldc, int64_t rows, int64_t cols, int64_t K, const PackedA& sa = {},
+                  const MatmulEpilogue* ep = nullptr) {
   const MatmulTile tile = matmul_tile(isa);
   const int64_t kc = std::min(bl.kc, K);
   const int64_t mc = std::min(matmul_row_block(bl.mc, rows, tile.rows), round_up(rows, tile.rows));
@@ -142,6 +144,10 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
     const int64_t b_row_lines = ceil_div(cols, 16), b_lines = ahead_b ? std::min(kc, K - p0 - kc) * b_row_lines : 0;
     const int64_t b_per_tile = ceil_div(b_lines, tiles_down * ceil_div(cols, tile.cols));
     int64_t b_line = 0, b_row = 0, b_col = 0;  // b_line = b_row * b_row_lines + b_col
+    // The epilogue's operands (a stored gelu', a residual: written a forward pass before, from
+    // memory) are fetched during the last K block, each tile's lines as it starts, so that the
+    // row block's epilogue finds them in L2.
+    const float* ep_ops[2] = {ep && p0 + kb == K ? ep->pre : nullptr, ep && p0 + kb == K ? ep->residual : nullptr};
     const int64_t panel_lines = kb * tile.cols * static_cast<int64_t>(sizeof(float)) / 64;
     const int64_t lines_per_tile = std::min(kb, ceil_div(panel_lines, tiles_down));
     for (int64_t j = 0; j < cols; j += tile.cols) {
@@ -170,6 +176,12 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
         t.c = C + (i0 + i) * ldc + j;
         t.b_next = b_ahead ? b_ahead + first_line * 16 : nullptr;
         t.b_next_lines = std::max<int64_t>(0, std::min(lines_per_tile, panel_lines - first_line));
+        for (const float* op : ep_ops)
+          for (int64_t r = 0; op && r < t.rows; ++r) {  // the tile's first and last column of each row
+            const float* at = op + (t.c - ep->out) + r * ep->N;
+            __builtin_prefetch(at, 0, 2);
+            __builtin_prefetch(at + w - 1, 0, 2);
+          }
         if (ahead_a && j == 0)
           for (int64_t r = i + tile.rows; r < std::min(mrows, i + 2 * tile.rows); ++r)
             for (int64_t l = 0; l < a_lines; ++l) __builtin_prefetch(a.data + r * a.rs + l * 16, 0, 2);
@@ -203,13 +215,18 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
     // instead of going to memory and back once per K block (for a 16384 x 384 x 1536 product, C
     // would pass 8 times). A smaller C keeps the K-block order, which reuses each K block of B
     // over all rows (the training step's products measured 3% slower the other way).
-    for (int64_t i0 = 0; i0 < rows; i0 += mc)
+    for (int64_t i0 = 0; i0 < rows; i0 += mc) {
       for (int64_t p0 = 0; p0 < K; p0 += kc) k_block(p0, [&](const float* bp, int64_t b_step, int64_t b_rs) { block(p0, i0, bp, b_step, b_rs); });
+      if (ep) ep->apply(C + i0 * ldc, std::min(mc, rows - i0), cols);
+    }
     return;
   }
   for (int64_t p0 = 0; p0 < K; p0 += kc)  // each K block of B (packed here unless it is already), read by all rows
     k_block(p0, [&](const float* bp, int64_t b_step, int64_t b_rs) {
-      for (int64_t i0 = 0; i0 < rows; i0 += mc) block(p0, i0, bp, b_step, b_rs);
+      for (int64_t i0 = 0; i0 < rows; i0 += mc) {
+        block(p0, i0, bp, b_step, b_rs);
+        if (ep && p0 + kc >= K) ep->apply(C + i0 * ldc, std::min(mc, rows - i0), cols);  // the row block is done
+      }
     });
 }
 
@@ -452,8 +469,7 @@ void gemm_batch(MatmulIsa isa, MatmulBlocking bl, std::span<const GemmOperands> 
     const PackedB pb = share_b ? PackedB{shared + (packed_b ? 0 : mat * ld * K), ld, n0} : PackedB{};
     packed_block(isa, bl, {g.A.data + m0 * g.A.rs, g.A.rs, g.A.cs}, {g.B.data + n0 * g.B.cs, g.B.rs, g.B.cs}, pb,
                  g.C + m0 * ldc + n0, ldc, std::min(mb, M - m0), std::min(nb, N - n0), K,
-                 share_a ? PackedA{shared_a, lda, m0} : PackedA{});
-    if (ep) ep->apply(g.C + m0 * ldc + n0, std::min(mb, M - m0), std::min(nb, N - n0));
+                 share_a ? PackedA{shared_a, lda, m0} : PackedA{}, ep);
   });
 }
 

@@ -36,8 +36,7 @@ void MatmulEpilogue::apply(float* c, int64_t rows, int64_t cols) const {
   const int64_t off = c - out, col0 = N > 0 ? off % N : 0;
   for (int64_t r = 0; r < rows; ++r) {
     float* row = c + r * N;
-    if (bias)
-      for (int64_t j = 0; j < cols; ++j) row[j] = row[j] + bias[col0 + j];
+    if (bias) add_into(bias + col0, row, cols);
     switch (act) {
       case Act::kNone: break;
       case Act::kRelu:
@@ -45,16 +44,9 @@ void MatmulEpilogue::apply(float* c, int64_t rows, int64_t cols) const {
         break;
       case Act::kGelu: gelu_erf(row, row, cols); break;
       case Act::kGeluGrad: gelu_erf_grad(pre + off + r * N, row, row, cols); break;
-      case Act::kMul: {  // x (a stored gelu') first, as gelu_grad's product has it
-        const float* x = pre + off + r * N;
-        for (int64_t j = 0; j < cols; ++j) row[j] = x[j] * row[j];
-        break;
-      }
+      case Act::kMul: mul_into(pre + off + r * N, row, cols); break;  // x (a stored gelu') first, as gelu_grad's product has it
     }
-    if (residual) {
-      const float* res = residual + off + r * N;
-      for (int64_t j = 0; j < cols; ++j) row[j] = res[j] + row[j];
-    }
+    if (residual) add_into(residual + off + r * N, row, cols);
   }
 }
 

@@ -65,6 +65,8 @@ constexpr int64_t kParamGradRows = 32;  // rows of products per call of unit_nor
   X(void, map_sqrt, (const float* x, float* y, int64_t n), (x, y, n))                                                 \
   X(void, map_neg, (const float* x, float* y, int64_t n), (x, y, n))                                                  \
   X(void, map_abs, (const float* x, float* y, int64_t n), (x, y, n))                                                  \
+  X(void, mul_into, (const float* x, float* y, int64_t n), (x, y, n))                                                 \
+  X(void, add_into, (const float* x, float* y, int64_t n), (x, y, n))                                                 \
   X(void, scale_row, (float* x, int64_t n, float scale), (x, n, scale))
 
 #define VOLTA_VEC_DECLARE(ret, name, params, args) ret name params;
