@@ -147,7 +147,8 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
     // The epilogue's operands (a stored gelu', a residual: written a forward pass before, from
     // memory) are fetched during the last K block, each tile's lines as it starts, so that the
     // row block's epilogue finds them in L2.
-    const float* ep_ops[2] = {ep && p0 + kb == K ? ep->pre : nullptr, ep && p0 + kb == K ? ep->residual : nullptr};
+    const bool ep_last = ep && p0 + kb == K;
+    const float* ep_ops[2] = {ep_last ? ep->pre : nullptr, ep_last ? ep->residual : nullptr};
     const int64_t panel_lines = kb * tile.cols * static_cast<int64_t>(sizeof(float)) / 64;
     const int64_t lines_per_tile = std::min(kb, ceil_div(panel_lines, tiles_down));
     for (int64_t j = 0; j < cols; j += tile.cols) {
@@ -204,6 +205,10 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
     pack_b(isa, {B.data + p0 * B.rs, B.rs, B.cs}, kb, cols, tile.cols, own_b);
     return f(own_b, kb, tile.cols);
   };
+  // The epilogue on the block of rows at i0, once its last K block is done.
+  const auto finish_rows = [&](int64_t i0) {
+    if (ep) ep->apply(C + i0 * ldc, std::min(mc, rows - i0), cols);
+  };
   // The floats of the task's C that stay in L2 from one K block to the next: what the block of
   // A and B's K block of the task's columns leave of it (this CPU's L2, not one machine's: a
   // fixed 2 MiB, a Xeon's L2, kept the 16384 x 65 x 384 head's 1 MiB tasks in K-block order on
@@ -217,7 +222,7 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
     // over all rows (the training step's products measured 3% slower the other way).
     for (int64_t i0 = 0; i0 < rows; i0 += mc) {
       for (int64_t p0 = 0; p0 < K; p0 += kc) k_block(p0, [&](const float* bp, int64_t b_step, int64_t b_rs) { block(p0, i0, bp, b_step, b_rs); });
-      if (ep) ep->apply(C + i0 * ldc, std::min(mc, rows - i0), cols);
+      finish_rows(i0);
     }
     return;
   }
@@ -225,7 +230,7 @@ void packed_block(MatmulIsa isa, const MatmulBlocking& bl, MatView A, MatView B,
     k_block(p0, [&](const float* bp, int64_t b_step, int64_t b_rs) {
       for (int64_t i0 = 0; i0 < rows; i0 += mc) {
         block(p0, i0, bp, b_step, b_rs);
-        if (ep && p0 + kc >= K) ep->apply(C + i0 * ldc, std::min(mc, rows - i0), cols);  // the row block is done
+        if (p0 + kc >= K) finish_rows(i0);
       }
     });
 }
